@@ -1,0 +1,92 @@
+// Backend: what executes placements. The CUDA backend and the simulator implement exactly this
+// interface; nothing above it asks which one it has (STYLE.md 2, 3).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concord/device.h"
+#include "concord/ids.h"
+#include "concord/kernel.h"
+#include "concord/placement.h"
+#include "concord/status.h"
+
+namespace concord {
+
+// What a backend can do with a given kernel. Policies ask; the engine enforces.
+struct Capabilities {
+  bool persistent_form = false;  // elastic wrapper: exact SM sets, TLP, ranges, preemption
+  bool exact_sm_sets = false;    // 1-SM granular sets (else rounded up to TPCs)
+  bool tlp = false;              // resident-block limit per SM
+  bool split_range = false;      // run a sub-range of the logical grid
+  bool resize = false;           // change the SM set of a running launch
+  bool preempt = false;          // stop a running launch at a logical-block boundary
+  bool fusion = false;           // fuse with a partner's body
+  bool l1_bypass = false;        // cache policies that bypass L1
+  bool l2_evict_first = false;   // L2 evict-first (per-load operator or access-policy window)
+  bool block_variants = false;   // block-size variants beyond the default
+};
+
+// One part of a dispatch: a launch's kernel and the logical blocks to run.
+struct DispatchPart {
+  LaunchId launch;
+  TenantId tenant;
+  const KernelSpec* kernel = nullptr;  // owned by the workload; outlives the run
+  int variant = 0;
+  BlockRange range;
+  int parts_per_block = 1;             // fusion ratio share
+};
+
+struct DispatchRequest {
+  DispatchId id;
+  std::vector<DispatchPart> parts;     // one, or two for a fused launch
+  Placement placement;
+};
+
+// A dispatch that ended: all its blocks done, or preempted.
+struct Completion {
+  DispatchId dispatch;
+  Seconds start = 0;    // when its first block became resident
+  Seconds end = 0;
+  bool preempted = false;
+  // Per part, the logical blocks it finished (a prefix of its range: work is handed out in order).
+  std::vector<int64_t> blocks_done;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual const DeviceSpec& device() const = 0;
+  virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
+
+  // Starts a dispatch now. The request was validated by the engine against capabilities().
+  virtual Status dispatch(const DispatchRequest& request) = 0;
+  // Changes the allowed SM set of a running persistent dispatch.
+  virtual Status set_sm_set(DispatchId dispatch, const SmSet& sms) = 0;
+  // Stops a running dispatch after its blocks finish their current logical block.
+  virtual Status preempt(DispatchId dispatch) = 0;
+  // Logical blocks finished so far, per part (the online progress counter).
+  virtual Result<std::vector<int64_t>> progress(DispatchId dispatch) const = 0;
+
+  virtual Seconds now() const = 0;
+  // Advances time until the next completion or `until`, whichever is first, and returns the
+  // completions that happened (in time order, possibly several at one instant). A simulator
+  // jumps; a real device waits.
+  virtual Result<std::vector<Completion>> advance(Seconds until) = 0;
+  // Number of dispatches started and not yet completed.
+  virtual int running() const = 0;
+};
+
+// Makes a fresh backend: the engine runs reference runs (alone, serial) on fresh instances.
+struct BackendConfig {
+  std::string kind = "sim";   // "sim" or "cuda"
+  DeviceSpec device;          // the device to simulate (sim); ignored by cuda (it probes)
+  uint64_t seed = 1;
+};
+Result<std::unique_ptr<Backend>> make_backend(const BackendConfig& config);
+// Backend kinds compiled into this build.
+std::vector<std::string> available_backends();
+
+}  // namespace concord

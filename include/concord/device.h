@@ -1,0 +1,55 @@
+// DeviceSpec: what Concord knows about one GPU: limits, peaks and topology (SM -> TPC -> GPC).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "concord/sm_set.h"
+#include "concord/status.h"
+
+namespace concord {
+
+struct SmLimits {
+  int max_threads = 2048;
+  int max_registers = 65536;
+  int max_shared_bytes = 233472;  // 228 KiB per SM on Hopper
+  int max_blocks = 32;
+  int register_alloc_unit = 256;  // registers are allocated per warp in units of this many
+};
+
+struct DeviceSpec {
+  std::string name;             // "H100 SXM", "H200"
+  int sm_count = 0;
+  SmLimits sm;
+  double l2_bytes = 0;
+  double dram_bytes_per_s = 0;  // peak DRAM bandwidth
+  double fp32_flops = 0;        // peak FP32 FLOP/s (non-tensor)
+  double tensor_flops = 0;      // peak dense FP16/BF16 tensor FLOP/s
+  double clock_hz = 0;
+  // Topology: tpc_of_sm[s] and gpc_of_sm[s] for each SM id s. Two SMs per TPC on Hopper.
+  std::vector<int> tpc_of_sm;
+  std::vector<int> gpc_of_sm;
+
+  int tpc_count() const;
+  int gpc_count() const;
+  SmSet all_sms() const { return SmSet::all(sm_count); }
+  SmSet sms_of_tpc(int tpc) const;
+  SmSet sms_of_gpc(int gpc) const;
+  // The smallest TPC-granular superset of `sms` (what a green context can give).
+  SmSet round_up_to_tpcs(const SmSet& sms) const;
+  // True when every GPC has at least one SM in `sms`.
+  bool spans_all_gpcs(const SmSet& sms) const;
+  // Checks internal consistency: counts, topology vectors, positive peaks.
+  Status validate() const;
+};
+
+// Built-in specs. Topology is the nominal layout (8 GPCs, 2 SMs per TPC); the CUDA backend's
+// probe replaces it with the measured one.
+DeviceSpec h100_sxm_spec();
+DeviceSpec h200_spec();
+// "h100" / "h100-sxm" / "h200", case-insensitive.
+Result<DeviceSpec> builtin_device(const std::string& name);
+// A JSON file: {"base": "h200", ...fields to override...} or a complete spec.
+Result<DeviceSpec> load_device_file(const std::string& path);
+
+}  // namespace concord

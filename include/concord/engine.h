@@ -1,0 +1,104 @@
+// The engine: drives a workload's tenants through a policy and a backend, and records every
+// launch, dispatch and request with timestamps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concord/backend.h"
+#include "concord/ids.h"
+#include "concord/placement.h"
+#include "concord/policy.h"
+#include "concord/status.h"
+#include "concord/workload.h"
+
+namespace concord {
+
+struct DispatchRecord {
+  DispatchId id;
+  std::vector<LaunchId> launches;
+  std::vector<TenantId> tenants;
+  std::vector<BlockRange> ranges;
+  std::vector<int64_t> blocks_done;
+  Placement placement;
+  Seconds dispatched = 0;  // when the policy dispatched it
+  Seconds start = 0;       // when it began running
+  Seconds end = 0;
+  bool preempted = false;
+};
+
+struct LaunchRecord {
+  LaunchId id;
+  TenantId tenant;
+  std::string kernel;
+  int64_t request = 0;
+  int step = 0;
+  int64_t logical_blocks = 0;
+  Seconds ready = 0;   // became ready (its predecessor finished, or its request arrived)
+  Seconds start = 0;   // first dispatch began running
+  Seconds end = 0;     // last logical block finished
+};
+
+struct RequestRecord {
+  Seconds arrival = 0;
+  Seconds start = 0;   // first kernel began running
+  Seconds end = 0;     // last kernel finished
+  Seconds latency() const { return end - arrival; }
+};
+
+struct TenantRecord {
+  std::string name;
+  TenantClass cls = TenantClass::best_effort;
+  Seconds latency_target = 0;
+  Seconds begin = 0;   // first request's arrival
+  Seconds finish = 0;  // last request's end
+  int64_t logical_blocks = 0;
+  std::vector<RequestRecord> requests;
+  Seconds elapsed() const { return finish - begin; }
+};
+
+struct EngineStats {
+  int64_t policy_calls = 0;
+  int64_t dispatches = 0;
+  double policy_seconds = 0;  // wall time spent inside policy hooks
+  double engine_seconds = 0;  // wall time of the whole run (for the overhead share)
+};
+
+struct RunRecord {
+  std::string policy;
+  std::string backend;
+  std::string device;
+  uint64_t seed = 0;
+  Seconds makespan = 0;
+  std::vector<TenantRecord> tenants;
+  std::vector<LaunchRecord> launches;
+  std::vector<DispatchRecord> dispatches;
+  EngineStats stats;
+};
+
+// Watches a run as it happens (tracing, live displays). All hooks are optional.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_dispatch(const DispatchRecord& dispatch) { (void)dispatch; }
+  virtual void on_dispatch_end(const DispatchRecord& dispatch) { (void)dispatch; }
+  virtual void on_request_end(TenantId tenant, const RequestRecord& request) {
+    (void)tenant;
+    (void)request;
+  }
+};
+
+struct EngineOptions {
+  uint64_t seed = 1;
+  // Stops a run whose clock passes this (a policy that never finishes the work).
+  Seconds time_limit = 3600;
+  EngineObserver* observer = nullptr;
+};
+
+// Runs `workload` to completion. The backend must be fresh (time 0, nothing running).
+Result<RunRecord> run_workload(const Workload& workload, Backend& backend, Policy& policy,
+                               const EngineOptions& options);
+
+}  // namespace concord

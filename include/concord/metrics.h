@@ -1,0 +1,60 @@
+// Metrics, one definition each (DESIGN.md, Metrics).
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "concord/engine.h"
+#include "concord/workload.h"
+
+namespace concord {
+
+// NP_i = T_alone_i / T_shared_i.
+double normalized_progress(Seconds alone, Seconds shared);
+// STP = sum NP_i (FEDCM throughput, PBS weighted speedup).
+double system_throughput(std::span<const double> np);
+// ANTT = mean(1 / NP_i).
+double average_normalized_turnaround(std::span<const double> np);
+// FI = min over pairs NP_i / NP_j = min NP / max NP.
+double fairness_index(std::span<const double> np);
+// HS = N / sum(1 / NP_i).
+double harmonic_speedup(std::span<const double> np);
+// Nearest-rank percentile of `values` (p in [0, 100]); 0 for an empty span.
+double percentile(std::span<const double> values, double p);
+
+struct TenantMetrics {
+  std::string name;
+  TenantClass cls = TenantClass::best_effort;
+  Seconds alone = 0;
+  Seconds shared = 0;
+  double np = 0;
+  int64_t requests = 0;
+  Seconds latency_p50 = 0;  // LC: request latency including queueing
+  Seconds latency_p99 = 0;
+  Seconds latency_target = 0;
+  double slo_attainment = 0;     // LC: share of requests within target
+  double requests_per_s = 0;     // completed requests over the tenant's elapsed time
+  double blocks_per_s = 0;       // logical blocks over the tenant's elapsed time
+};
+
+struct Metrics {
+  std::vector<TenantMetrics> tenants;
+  double stp = 0;
+  double antt = 0;
+  double fi = 0;
+  double hs = 0;
+  Seconds makespan = 0;
+  std::optional<Seconds> serial_makespan;
+  std::optional<double> speedup_over_serial;
+  double lc_goodput = 0;          // LC requests within target per second of makespan
+  double be_throughput = 0;       // BE requests per second of makespan
+  double overall_throughput = 0;  // lc_goodput + be_throughput (SGDRC)
+};
+
+// `alone` holds T_alone for each tenant, in workload order.
+Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> alone,
+                                std::optional<Seconds> serial_makespan);
+
+}  // namespace concord

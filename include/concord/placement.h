@@ -1,0 +1,52 @@
+// Placement: the runtime's decision for one launch (DESIGN.md, Vocabulary).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "concord/ids.h"
+#include "concord/kernel.h"
+#include "concord/sm_set.h"
+
+namespace concord {
+
+// A half-open range of logical blocks [begin, end).
+struct BlockRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool empty() const { return end <= begin; }
+  bool operator==(const BlockRange&) const = default;
+};
+
+// How the backend launches the kernel.
+enum class LaunchForm : uint8_t {
+  native = 0,      // the logical grid as ordinary blocks; the hardware block scheduler places them
+  persistent = 1,  // the elastic wrapper: persistent blocks fetch logical blocks from a counter
+};
+const char* to_string(LaunchForm f);
+
+// Fusion: one block holds `self_parts` parts of this launch's body and `partner_parts` parts of
+// the partner's body, each part looping over its own counter and range.
+struct Fusion {
+  LaunchId partner;
+  BlockRange partner_range;
+  int self_parts = 1;
+  int partner_parts = 1;
+};
+
+struct Placement {
+  SmSet sms;                       // allowed SMs; must be non-empty
+  int tlp = 0;                     // resident blocks per SM; 0 = as many as fit
+  CachePolicy cache = CachePolicy::normal;
+  int variant = -1;                // block-size variant; -1 = the kernel's default
+  std::optional<BlockRange> range; // logical blocks to run; nullopt = all pending blocks
+  LaunchForm form = LaunchForm::native;
+  std::optional<Fusion> fusion;
+  int priority = 0;                // stream priority: higher runs first when both are queued
+
+  std::string to_string() const;
+};
+
+}  // namespace concord

@@ -1,0 +1,118 @@
+// Policy: the code that makes placements. Event driven: the engine calls a hook when a launch
+// becomes ready, a dispatch completes, or a requested tick is due; the policy acts through the
+// SchedContext (dispatch, resize, preempt, ask for a tick). Holding = not dispatching.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "concord/backend.h"
+#include "concord/device.h"
+#include "concord/ids.h"
+#include "concord/placement.h"
+#include "concord/status.h"
+#include "concord/workload.h"
+
+namespace concord {
+
+// A launch that has logical blocks waiting to be dispatched.
+struct ReadyLaunch {
+  LaunchId id;
+  TenantId tenant;
+  const TenantSpec* tenant_spec = nullptr;
+  const KernelSpec* kernel = nullptr;
+  int step = 0;                  // index of its step in the tenant's request
+  int64_t request = 0;           // index of the request it belongs to
+  Seconds ready_since = 0;       // when it became ready (queueing starts)
+  Seconds request_arrival = 0;   // when its request arrived (LC latency counts from here)
+  BlockRange pending;            // the first pending range of logical blocks
+  int64_t pending_blocks = 0;    // all pending blocks (ranges may be split by preemption)
+  bool has_running_dispatch = false;
+};
+
+// A dispatch the backend is running.
+struct RunningDispatch {
+  DispatchId id;
+  std::vector<LaunchId> launches;  // one, or two when fused
+  std::vector<TenantId> tenants;
+  Placement placement;
+  std::vector<BlockRange> ranges;
+  Seconds dispatched_at = 0;
+};
+
+class SchedContext {
+ public:
+  virtual ~SchedContext() = default;
+  virtual Seconds now() const = 0;
+  virtual const DeviceSpec& device() const = 0;
+  virtual const Workload& workload() const = 0;
+  virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
+  // Launches with pending blocks, in the order they became ready.
+  virtual std::span<const ReadyLaunch> ready() const = 0;
+  virtual std::span<const RunningDispatch> running() const = 0;
+  virtual std::mt19937_64& rng() = 0;
+
+  // Hands a placement to the backend. Errors when the launch is not ready, the placement asks
+  // for something the backend cannot do for this kernel, or a field is out of range.
+  virtual Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) = 0;
+  virtual Status resize(DispatchId dispatch, const SmSet& sms) = 0;
+  virtual Status preempt(DispatchId dispatch) = 0;
+  virtual Result<std::vector<int64_t>> progress(DispatchId dispatch) const = 0;
+  // Calls on_tick at `at` (or as soon as the engine gets control after it).
+  virtual void request_tick(Seconds at) = 0;
+};
+
+// Parameters for a policy, from the command line (--param key=value) or a bench.
+using PolicyParams = std::map<std::string, std::string>;
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  virtual void on_start(SchedContext& ctx) { (void)ctx; }
+  // Default hooks all run schedule(): a policy that only looks at the ready set needs nothing else.
+  virtual Status on_ready(SchedContext& ctx, LaunchId launch) {
+    (void)launch;
+    return schedule(ctx);
+  }
+  virtual Status on_complete(SchedContext& ctx, const Completion& completion) {
+    (void)completion;
+    return schedule(ctx);
+  }
+  virtual Status on_tick(SchedContext& ctx) { return schedule(ctx); }
+
+ protected:
+  virtual Status schedule(SchedContext& ctx) { (void)ctx; return Status::ok(); }
+};
+
+using PolicyFactory = std::function<Result<std::unique_ptr<Policy>>(const PolicyParams&)>;
+
+class PolicyRegistry {
+ public:
+  // Registers a factory under `name`; a duplicate name is an error.
+  Status add(const std::string& name, const std::string& summary, PolicyFactory factory);
+  Result<std::unique_ptr<Policy>> make(const std::string& name, const PolicyParams& params) const;
+  struct Entry {
+    std::string name;
+    std::string summary;
+  };
+  std::vector<Entry> list() const;
+  bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+
+ private:
+  struct Item {
+    std::string summary;
+    PolicyFactory factory;
+  };
+  std::map<std::string, Item> entries_;
+};
+
+// The registry with every policy built into Concord.
+const PolicyRegistry& builtin_policies();
+
+}  // namespace concord

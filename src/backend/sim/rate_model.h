@@ -1,0 +1,67 @@
+// The simulator's throughput model: given what is resident on every SM, how many logical blocks
+// per second each running part completes. See docs/simulator.md for the model and its limits.
+#pragma once
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "concord/device.h"
+#include "concord/kernel.h"
+
+namespace concord::sim {
+
+struct ModelParams {
+  double compute_efficiency = 0.90;   // share of peak FLOP/s a saturating kernel reaches
+  double dram_efficiency = 0.90;      // share of peak DRAM bandwidth a streaming kernel reaches
+  double warps_to_saturate_issue = 16;  // resident warps per SM for full issue rate
+  double warps_to_saturate_memory = 32; // resident warps per SM for full per-SM bandwidth
+  // One SM can pull this many times its even share (1/S) of DRAM bandwidth: a memory-bound
+  // kernel saturates DRAM on about 1/share of the SMs.
+  double sm_bandwidth_share = 3.0;
+  // Compute slowdown per unit of neighbours' memory pressure on the same SM (LSU/L1 contention).
+  double co_residence_penalty = 0.3;
+};
+
+// One running part (a launch's body inside a dispatch), as the model sees it.
+struct Entity {
+  double compute_seconds_per_block = 0;  // at the full issue rate of one SM
+  double bytes_per_block = 0;
+  int warps_per_block = 1;
+  CachePolicy cache = CachePolicy::normal;
+  double l1_sensitivity = 0;
+  double l2_sensitivity = 0;
+};
+
+// SMs with identical residency, counted once.
+struct SmGroup {
+  int sms = 0;                                 // how many SMs look like this
+  std::vector<std::pair<int, int>> residents;  // (entity index, resident blocks), blocks > 0
+};
+
+class RateModel {
+ public:
+  RateModel(const DeviceSpec& device, ModelParams params);
+  // Per-block compute time of a kernel variant on one SM at the full issue rate.
+  double compute_seconds_per_block(const KernelSpec& kernel, const KernelVariant& variant) const;
+  // Logical blocks per second for each entity.
+  std::vector<double> solve(std::span<const Entity> entities, std::span<const SmGroup> groups) const;
+  const ModelParams& params() const { return params_; }
+
+ private:
+  // Rates with DRAM latency inflation `phi` and L2 loss per entity.
+  void rates_at(double phi, std::span<const Entity> entities, std::span<const SmGroup> groups,
+                std::span<const double> l2_loss, std::vector<double>& out) const;
+  std::vector<double> solve_with(std::span<const Entity> entities, std::span<const SmGroup> groups,
+                                 std::span<const double> l2_loss) const;
+
+  DeviceSpec device_;
+  ModelParams params_;
+  double sm_bandwidth_ = 0;   // bytes/s one SM can pull at most
+  double dram_bandwidth_ = 0; // achievable bytes/s of the whole device
+};
+
+// Weighted max-min fair share of `capacity` among demands (water-filling).
+std::vector<double> water_fill(std::span<const double> demands, std::span<const double> weights, double capacity);
+
+}  // namespace concord::sim

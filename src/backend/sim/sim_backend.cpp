@@ -1,0 +1,380 @@
+#include "backend/sim/sim_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace concord::sim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+BlockFootprint fused_footprint(const DeviceSpec& device, const DispatchRequest& req) {
+  BlockFootprint f;
+  for (const auto& part : req.parts) {
+    const BlockFootprint one = footprint_of(device, part.kernel->variant(part.variant));
+    f.threads += one.threads * part.parts_per_block;
+    f.registers += one.registers * part.parts_per_block;
+    f.shared_bytes += one.shared_bytes * part.parts_per_block;
+  }
+  return f;
+}
+
+}  // namespace
+
+SimBackend::SimBackend(DeviceSpec device, SimOptions options)
+    : device_(std::move(device)), options_(options), model_(device_, options.model) {
+  free_.assign(static_cast<size_t>(device_.sm_count), SmResources::empty_sm(device_));
+}
+
+Capabilities SimBackend::capabilities(const KernelSpec& kernel) const {
+  Capabilities c;
+  c.l2_evict_first = true;  // opaque kernels: an access-policy window
+  if (!kernel.elastic) return c;
+  c.persistent_form = c.exact_sm_sets = c.tlp = c.split_range = true;
+  c.resize = c.preempt = c.fusion = true;
+  c.l1_bypass = true;
+  c.block_variants = true;
+  return c;
+}
+
+SimBackend::Running* SimBackend::find(DispatchId id) {
+  for (auto& r : dispatches_) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+const SimBackend::Running* SimBackend::find(DispatchId id) const {
+  for (const auto& r : dispatches_) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+Status SimBackend::dispatch(const DispatchRequest& req) {
+  if (req.parts.empty() || req.parts.size() > 2) {
+    return Status::invalid_argument("sim: a dispatch has one part, or two when fused");
+  }
+  if (find(req.id)) return Status::already_exists("sim: dispatch " + std::to_string(req.id.value) + " is running");
+  Running r;
+  r.id = req.id;
+  r.order = next_order_++;
+  r.placement = req.placement;
+  r.allowed = req.placement.sms & device_.all_sms();
+  if (r.allowed.empty()) return Status::invalid_argument("sim: the SM set has no SM of this device");
+  r.footprint = fused_footprint(device_, req);
+  const int occupancy = max_resident_blocks(device_, r.footprint);
+  if (occupancy == 0) {
+    return Status::unsupported("sim: one block of this dispatch does not fit on an SM (threads " +
+                               std::to_string(r.footprint.threads) + ", registers " + std::to_string(r.footprint.registers) +
+                               ", shared " + std::to_string(r.footprint.shared_bytes) + " bytes)");
+  }
+  r.per_sm_cap = req.placement.tlp > 0 ? std::min(req.placement.tlp, occupancy) : occupancy;
+  r.resident.assign(static_cast<size_t>(device_.sm_count), 0);
+  for (const auto& dp : req.parts) {
+    if (dp.variant < 0 || dp.variant >= dp.kernel->variant_count()) {
+      return Status::invalid_argument("sim: kernel '" + dp.kernel->name + "' has no variant " + std::to_string(dp.variant));
+    }
+    Part p;
+    p.launch = dp.launch;
+    p.kernel = dp.kernel;
+    p.variant = &dp.kernel->variant(dp.variant);
+    p.range = dp.range;
+    p.parts_per_block = std::max(1, dp.parts_per_block);
+    p.finished = dp.range.empty();
+    r.parts.push_back(p);
+  }
+  dispatches_.push_back(std::move(r));
+  dirty_ = true;
+  return Status::ok();
+}
+
+void SimBackend::release(Running& r, int sm, int blocks) {
+  if (blocks <= 0) return;
+  r.resident[static_cast<size_t>(sm)] -= blocks;
+  free_[static_cast<size_t>(sm)].give(r.footprint, blocks);
+}
+
+Status SimBackend::set_sm_set(DispatchId id, const SmSet& sms) {
+  Running* r = find(id);
+  if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
+  if (r->placement.form != LaunchForm::persistent) {
+    return Status::unsupported("sim: only persistent dispatches change their SM set while running");
+  }
+  if (r->preempting) return Status::failed_precondition("sim: dispatch " + std::to_string(id.value) + " is being preempted");
+  const SmSet allowed = sms & device_.all_sms();
+  if (allowed.empty()) return Status::invalid_argument("sim: the new SM set has no SM of this device");
+  // Blocks on SMs leaving the set exit at their next logical-block boundary (modelled as now).
+  for (int sm = 0; sm < device_.sm_count; ++sm) {
+    if (!allowed.contains(sm)) release(*r, sm, r->resident[static_cast<size_t>(sm)]);
+  }
+  r->allowed = allowed;
+  r->placement.sms = allowed;
+  dirty_ = true;
+  return Status::ok();
+}
+
+Status SimBackend::preempt(DispatchId id) {
+  Running* r = find(id);
+  if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
+  if (r->placement.form != LaunchForm::persistent) {
+    return Status::unsupported("sim: only persistent dispatches can be preempted");
+  }
+  if (r->preempting) return Status::ok();
+  r->preempting = true;
+  int resident_blocks = 0;
+  for (int n : r->resident) resident_blocks += n;
+  r->stop_targets.clear();
+  for (const Part& p : r->parts) {
+    // Blocks in flight finish their current logical block; nothing new is fetched.
+    const double in_flight = std::min<double>(static_cast<double>(resident_blocks) * p.parts_per_block,
+                                              std::ceil(p.remaining()));
+    r->stop_targets.push_back(std::min<double>(static_cast<double>(p.range.size()), std::floor(p.done) + in_flight));
+  }
+  dirty_ = true;
+  return Status::ok();
+}
+
+Result<std::vector<int64_t>> SimBackend::progress(DispatchId id) const {
+  const Running* r = find(id);
+  if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
+  std::vector<int64_t> out;
+  for (const Part& p : r->parts) out.push_back(static_cast<int64_t>(std::floor(p.done + 1e-9)));
+  return out;
+}
+
+std::map<DispatchId, int> SimBackend::residents_on(int sm) const {
+  std::map<DispatchId, int> out;
+  for (const auto& r : dispatches_) {
+    if (r.resident[static_cast<size_t>(sm)] > 0) out[r.id] = r.resident[static_cast<size_t>(sm)];
+  }
+  return out;
+}
+
+std::vector<double> SimBackend::rates_of(DispatchId id) const {
+  std::vector<double> out;
+  if (const Running* r = find(id)) {
+    for (const Part& p : r->parts) out.push_back(p.rate);
+  }
+  return out;
+}
+
+void SimBackend::allocate_blocks() {
+  std::vector<Running*> order;
+  for (auto& r : dispatches_) order.push_back(&r);
+  // The block scheduler serves higher stream priority first, then older launches, and gives a
+  // launch every slot it can take before the next launch gets any.
+  std::stable_sort(order.begin(), order.end(), [](const Running* a, const Running* b) {
+    if (a->placement.priority != b->placement.priority) return a->placement.priority > b->placement.priority;
+    return a->order < b->order;
+  });
+  const std::vector<int> sms_all = device_.all_sms().ids();
+  for (Running* r : order) {
+    if (r->preempting) continue;
+    // A block is worth placing only while some part has logical blocks nobody holds.
+    int64_t wanted = 0;
+    for (const Part& p : r->parts) {
+      if (p.finished) continue;
+      wanted = std::max<int64_t>(wanted, static_cast<int64_t>(std::ceil(p.remaining() / p.parts_per_block - 1e-9)));
+    }
+    int64_t have = 0;
+    for (int n : r->resident) have += n;
+    const std::vector<int> sms = r->allowed.ids();
+    bool placed = true;
+    while (have < wanted && placed) {
+      placed = false;
+      for (int sm : sms) {
+        if (have >= wanted) break;
+        auto& slot = r->resident[static_cast<size_t>(sm)];
+        auto& free = free_[static_cast<size_t>(sm)];
+        if (slot < r->per_sm_cap && free.fits(r->footprint)) {
+          ++slot;
+          free.take(r->footprint);
+          ++have;
+          placed = true;
+        }
+      }
+    }
+    if (have > 0 && r->start < 0) r->start = now_;
+  }
+}
+
+double SimBackend::curve_rate(const Part& p, int sms) const {
+  const auto& curve = p.kernel->sm_curve;
+  double seconds = 0;
+  if (sms <= curve.front().sms) {
+    seconds = curve.front().seconds * curve.front().sms / std::max(sms, 1);
+  } else if (sms >= curve.back().sms) {
+    seconds = curve.back().seconds;
+  } else {
+    for (size_t i = 1; i < curve.size(); ++i) {
+      if (sms <= curve[i].sms) {
+        const double f = static_cast<double>(sms - curve[i - 1].sms) / (curve[i].sms - curve[i - 1].sms);
+        seconds = curve[i - 1].seconds + f * (curve[i].seconds - curve[i - 1].seconds);
+        break;
+      }
+    }
+  }
+  return static_cast<double>(p.variant->logical_blocks) / seconds;
+}
+
+double SimBackend::model_alone_rate(const Part& p, int sms) {
+  const auto key = std::make_tuple(p.kernel, p.variant, sms);
+  if (auto it = alone_rate_cache_.find(key); it != alone_rate_cache_.end()) return it->second;
+  Entity e;
+  e.compute_seconds_per_block = model_.compute_seconds_per_block(*p.kernel, *p.variant);
+  e.bytes_per_block = p.variant->bytes_per_block;
+  e.warps_per_block = p.variant->warps_per_block();
+  const SmGroup g{sms, {{0, max_resident_blocks(device_, *p.variant)}}};
+  const double rate = model_.solve(std::span<const Entity>(&e, 1), std::span<const SmGroup>(&g, 1))[0];
+  alone_rate_cache_[key] = rate;
+  return rate;
+}
+
+void SimBackend::recompute_rates() {
+  std::vector<Entity> entities;
+  std::vector<Part*> owners;
+  std::vector<int> first_entity(dispatches_.size(), -1);
+  for (size_t d = 0; d < dispatches_.size(); ++d) {
+    Running& r = dispatches_[d];
+    first_entity[d] = static_cast<int>(entities.size());
+    for (Part& p : r.parts) {
+      Entity e;
+      e.compute_seconds_per_block = model_.compute_seconds_per_block(*p.kernel, *p.variant);
+      e.bytes_per_block = p.variant->bytes_per_block;
+      e.warps_per_block = p.variant->warps_per_block();
+      e.cache = r.placement.cache;
+      e.l1_sensitivity = p.kernel->l1_sensitivity;
+      e.l2_sensitivity = p.kernel->l2_sensitivity;
+      entities.push_back(e);
+      owners.push_back(&p);
+    }
+  }
+  // Group SMs with identical residency: the model's cost grows with distinct layouts, not SMs.
+  std::map<std::vector<std::pair<int, int>>, int> layouts;
+  std::vector<int> sms_used(entities.size(), 0);
+  for (int sm = 0; sm < device_.sm_count; ++sm) {
+    std::vector<std::pair<int, int>> layout;
+    for (size_t d = 0; d < dispatches_.size(); ++d) {
+      const int n = dispatches_[d].resident[static_cast<size_t>(sm)];
+      if (n == 0) continue;
+      for (size_t k = 0; k < dispatches_[d].parts.size(); ++k) {
+        const Part& p = dispatches_[d].parts[k];
+        if (p.finished) continue;
+        const int idx = first_entity[d] + static_cast<int>(k);
+        layout.emplace_back(idx, n * p.parts_per_block);
+        ++sms_used[static_cast<size_t>(idx)];
+      }
+    }
+    if (!layout.empty()) ++layouts[layout];
+  }
+  std::vector<SmGroup> groups;
+  for (auto& [layout, count] : layouts) groups.push_back(SmGroup{count, layout});
+  const std::vector<double> rates = model_.solve(entities, groups);
+  for (size_t i = 0; i < owners.size(); ++i) {
+    Part& p = *owners[i];
+    p.rate = p.finished ? 0.0 : rates[i];
+    p.curve_scale = 1.0;
+    const bool has_curve = !p.kernel->sm_curve.empty() && p.variant == &p.kernel->variant(p.kernel->default_variant);
+    if (has_curve && p.rate > 0 && sms_used[i] > 0) {
+      const double modelled = model_alone_rate(p, sms_used[i]);
+      if (modelled > 0) p.curve_scale = curve_rate(p, sms_used[i]) / modelled;
+    }
+    p.rate *= p.curve_scale;
+  }
+}
+
+void SimBackend::progress_to(Seconds t) {
+  const double dt = t - now_;
+  if (dt > 0) {
+    for (auto& r : dispatches_) {
+      for (size_t k = 0; k < r.parts.size(); ++k) {
+        Part& p = r.parts[k];
+        if (p.finished) continue;
+        const double limit = r.preempting ? r.stop_targets[k] : static_cast<double>(p.range.size());
+        p.done = std::min(limit, p.done + p.rate * dt);
+      }
+    }
+  }
+  now_ = std::max(now_, t);
+}
+
+bool SimBackend::is_done(const Running& r) const {
+  return std::all_of(r.parts.begin(), r.parts.end(), [](const Part& p) { return p.finished; });
+}
+
+Result<std::vector<Completion>> SimBackend::advance(Seconds until) {
+  std::vector<Completion> out;
+  while (out.empty()) {
+    if (dirty_) {
+      allocate_blocks();
+      recompute_rates();
+      dirty_ = false;
+    }
+    if (dispatches_.empty()) {
+      if (std::isfinite(until)) now_ = std::max(now_, until);
+      return out;
+    }
+    // Time at which each part reaches its end (or its preemption target).
+    double t_next = kInf;
+    std::vector<std::vector<double>> t_part(dispatches_.size());
+    for (size_t d = 0; d < dispatches_.size(); ++d) {
+      const Running& r = dispatches_[d];
+      for (size_t k = 0; k < r.parts.size(); ++k) {
+        const Part& p = r.parts[k];
+        double t = kInf;
+        if (!p.finished) {
+          const double target = r.preempting ? r.stop_targets[k] : static_cast<double>(p.range.size());
+          const double left = target - p.done;
+          if (left <= 1e-9) t = now_;
+          else if (p.rate > 0) t = now_ + left / p.rate;
+        }
+        t_part[d].push_back(t);
+        t_next = std::min(t_next, t);
+      }
+    }
+    if (t_next > until) {
+      if (!std::isfinite(until)) {
+        return Status::internal("sim: stalled at t=" + std::to_string(now_) +
+                                " s: running dispatches make no progress and nothing will free an SM");
+      }
+      progress_to(until);
+      return out;
+    }
+    progress_to(t_next);
+    const double tolerance = 1e-12 * std::max(1.0, std::abs(t_next));
+    for (size_t d = 0; d < dispatches_.size(); ++d) {
+      Running& r = dispatches_[d];
+      for (size_t k = 0; k < r.parts.size(); ++k) {
+        Part& p = r.parts[k];
+        if (p.finished || t_part[d][k] > t_next + tolerance) continue;
+        p.done = r.preempting ? r.stop_targets[k] : static_cast<double>(p.range.size());
+        p.finished = true;
+        dirty_ = true;
+      }
+    }
+    for (size_t d = 0; d < dispatches_.size();) {
+      Running& r = dispatches_[d];
+      if (!is_done(r)) {
+        ++d;
+        continue;
+      }
+      Completion c;
+      c.dispatch = r.id;
+      c.start = r.start >= 0 ? r.start : now_;
+      c.end = now_;
+      for (const Part& p : r.parts) {
+        c.blocks_done.push_back(static_cast<int64_t>(std::llround(p.done)));
+        if (p.done < static_cast<double>(p.range.size())) c.preempted = true;
+      }
+      for (int sm = 0; sm < device_.sm_count; ++sm) release(r, sm, r.resident[static_cast<size_t>(sm)]);
+      out.push_back(std::move(c));
+      dispatches_.erase(dispatches_.begin() + static_cast<std::ptrdiff_t>(d));
+      dirty_ = true;
+    }
+  }
+  return out;
+}
+
+}  // namespace concord::sim

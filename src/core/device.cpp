@@ -1,0 +1,210 @@
+#include "concord/device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace concord {
+namespace {
+
+// Nominal Hopper layout: SMs 2t and 2t+1 form TPC t; TPCs are dealt to `gpcs` GPCs in order,
+// the first GPCs taking one more when the count does not divide.
+void fill_nominal_topology(DeviceSpec& d, int gpcs) {
+  const int tpcs = (d.sm_count + 1) / 2;
+  d.tpc_of_sm.assign(static_cast<size_t>(d.sm_count), 0);
+  d.gpc_of_sm.assign(static_cast<size_t>(d.sm_count), 0);
+  const int base = tpcs / gpcs;
+  const int extra = tpcs % gpcs;
+  int tpc = 0;
+  for (int g = 0; g < gpcs; ++g) {
+    const int n = base + (g < extra ? 1 : 0);
+    for (int k = 0; k < n; ++k, ++tpc) {
+      for (int sm = 2 * tpc; sm < 2 * tpc + 2 && sm < d.sm_count; ++sm) {
+        d.tpc_of_sm[static_cast<size_t>(sm)] = tpc;
+        d.gpc_of_sm[static_cast<size_t>(sm)] = g;
+      }
+    }
+  }
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+int count_distinct(const std::vector<int>& v) { return static_cast<int>(std::set<int>(v.begin(), v.end()).size()); }
+
+}  // namespace
+
+int DeviceSpec::tpc_count() const { return count_distinct(tpc_of_sm); }
+int DeviceSpec::gpc_count() const { return count_distinct(gpc_of_sm); }
+
+SmSet DeviceSpec::sms_of_tpc(int tpc) const {
+  SmSet s;
+  for (int sm = 0; sm < sm_count; ++sm) {
+    if (tpc_of_sm[static_cast<size_t>(sm)] == tpc) s.add(sm);
+  }
+  return s;
+}
+
+SmSet DeviceSpec::sms_of_gpc(int gpc) const {
+  SmSet s;
+  for (int sm = 0; sm < sm_count; ++sm) {
+    if (gpc_of_sm[static_cast<size_t>(sm)] == gpc) s.add(sm);
+  }
+  return s;
+}
+
+SmSet DeviceSpec::round_up_to_tpcs(const SmSet& sms) const {
+  std::set<int> tpcs;
+  for (int sm : sms.ids()) {
+    if (sm < sm_count) tpcs.insert(tpc_of_sm[static_cast<size_t>(sm)]);
+  }
+  SmSet out;
+  for (int sm = 0; sm < sm_count; ++sm) {
+    if (tpcs.count(tpc_of_sm[static_cast<size_t>(sm)])) out.add(sm);
+  }
+  return out;
+}
+
+bool DeviceSpec::spans_all_gpcs(const SmSet& sms) const {
+  std::set<int> seen;
+  for (int sm : sms.ids()) {
+    if (sm < sm_count) seen.insert(gpc_of_sm[static_cast<size_t>(sm)]);
+  }
+  return static_cast<int>(seen.size()) == gpc_count();
+}
+
+Status DeviceSpec::validate() const {
+  const std::string who = "device '" + name + "': ";
+  if (sm_count <= 0 || sm_count > kMaxSms) {
+    return Status::invalid_argument(who + "sm_count must be in 1.." + std::to_string(kMaxSms));
+  }
+  if (static_cast<int>(tpc_of_sm.size()) != sm_count || static_cast<int>(gpc_of_sm.size()) != sm_count) {
+    return Status::invalid_argument(who + "tpc_of_sm and gpc_of_sm must have sm_count entries");
+  }
+  if (sm.max_threads <= 0 || sm.max_registers <= 0 || sm.max_shared_bytes < 0 || sm.max_blocks <= 0) {
+    return Status::invalid_argument(who + "per-SM limits must be positive");
+  }
+  if (dram_bytes_per_s <= 0 || fp32_flops <= 0 || tensor_flops <= 0 || l2_bytes <= 0) {
+    return Status::invalid_argument(who + "dram_bytes_per_s, fp32_flops, tensor_flops and l2_bytes must be > 0");
+  }
+  return Status::ok();
+}
+
+DeviceSpec h100_sxm_spec() {
+  DeviceSpec d;
+  d.name = "H100 SXM";
+  d.sm_count = 132;
+  d.l2_bytes = 50.0 * 1024 * 1024;
+  d.dram_bytes_per_s = 3.35e12;
+  d.fp32_flops = 66.9e12;
+  d.tensor_flops = 989e12;
+  d.clock_hz = 1.98e9;
+  fill_nominal_topology(d, 8);
+  return d;
+}
+
+DeviceSpec h200_spec() {
+  DeviceSpec d = h100_sxm_spec();
+  d.name = "H200";
+  d.l2_bytes = 60.0 * 1024 * 1024;  // as measured (DESIGN.md)
+  d.dram_bytes_per_s = 4.8e12;
+  return d;
+}
+
+Result<DeviceSpec> builtin_device(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "h100" || n == "h100-sxm" || n == "h100 sxm") return h100_sxm_spec();
+  if (n == "h200") return h200_spec();
+  return Status::not_found("no built-in device '" + name + "' (known: h100, h200)");
+}
+
+Result<DeviceSpec> load_device_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::not_found(path + ": cannot open device file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    return Status::parse_error(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) return Status::parse_error(path + ": top level must be an object");
+  DeviceSpec d;
+  if (j.contains("base")) {
+    if (!j["base"].is_string()) return Status::parse_error(path + ": field 'base': must be a string");
+    auto base = builtin_device(j["base"].get<std::string>());
+    if (!base) return Status::parse_error(path + ": field 'base': " + base.status().message());
+    d = *base;
+  }
+  const int old_sm_count = d.sm_count;
+  bool topology_given = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const auto& v = it.value();
+    auto need_number = [&]() -> Status {
+      if (!v.is_number()) return Status::parse_error(path + ": field '" + key + "': must be a number");
+      if (v.get<double>() <= 0) return Status::parse_error(path + ": field '" + key + "': must be > 0");
+      return Status::ok();
+    };
+    if (key == "base") continue;
+    if (key == "name") {
+      if (!v.is_string()) return Status::parse_error(path + ": field 'name': must be a string");
+      d.name = v.get<std::string>();
+    } else if (key == "sm_count") {
+      CONCORD_RETURN_IF_ERROR(need_number());
+      d.sm_count = v.get<int>();
+    } else if (key == "l2_bytes") {
+      CONCORD_RETURN_IF_ERROR(need_number());
+      d.l2_bytes = v.get<double>();
+    } else if (key == "dram_bytes_per_s") {
+      CONCORD_RETURN_IF_ERROR(need_number());
+      d.dram_bytes_per_s = v.get<double>();
+    } else if (key == "fp32_flops") {
+      CONCORD_RETURN_IF_ERROR(need_number());
+      d.fp32_flops = v.get<double>();
+    } else if (key == "tensor_flops") {
+      CONCORD_RETURN_IF_ERROR(need_number());
+      d.tensor_flops = v.get<double>();
+    } else if (key == "clock_hz") {
+      CONCORD_RETURN_IF_ERROR(need_number());
+      d.clock_hz = v.get<double>();
+    } else if (key == "sm") {
+      if (!v.is_object()) return Status::parse_error(path + ": field 'sm': must be an object");
+      for (auto s = v.begin(); s != v.end(); ++s) {
+        if (!s.value().is_number_integer() || s.value().get<int>() <= 0) {
+          return Status::parse_error(path + ": field 'sm." + s.key() + "': must be a positive integer");
+        }
+        const int x = s.value().get<int>();
+        if (s.key() == "max_threads") d.sm.max_threads = x;
+        else if (s.key() == "max_registers") d.sm.max_registers = x;
+        else if (s.key() == "max_shared_bytes") d.sm.max_shared_bytes = x;
+        else if (s.key() == "max_blocks") d.sm.max_blocks = x;
+        else if (s.key() == "register_alloc_unit") d.sm.register_alloc_unit = x;
+        else return Status::parse_error(path + ": field 'sm." + s.key() + "': unknown field");
+      }
+    } else if (key == "tpc_of_sm" || key == "gpc_of_sm") {
+      if (!v.is_array()) return Status::parse_error(path + ": field '" + key + "': must be an array");
+      std::vector<int> ids;
+      for (const auto& e : v) {
+        if (!e.is_number_integer() || e.get<int>() < 0) {
+          return Status::parse_error(path + ": field '" + key + "': entries must be integers >= 0");
+        }
+        ids.push_back(e.get<int>());
+      }
+      (key == "tpc_of_sm" ? d.tpc_of_sm : d.gpc_of_sm) = std::move(ids);
+      topology_given = true;
+    } else {
+      return Status::parse_error(path + ": field '" + key + "': unknown field");
+    }
+  }
+  if (!topology_given && d.sm_count != old_sm_count) fill_nominal_topology(d, 8);
+  if (Status s = d.validate(); !s) return Status::parse_error(path + ": " + s.message());
+  return d;
+}
+
+}  // namespace concord

@@ -1,0 +1,525 @@
+// The engine loop: ready launches -> policy -> placements -> backend -> completions.
+#include "concord/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <random>
+
+namespace concord {
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+struct LaunchState {
+  LaunchRecord record;
+  const KernelSpec* kernel = nullptr;
+  const TenantSpec* tenant_spec = nullptr;
+  int variant = -1;                 // fixed by the first dispatch
+  std::vector<BlockRange> pending;  // sorted, disjoint
+  int running = 0;                  // dispatches in flight
+  int64_t blocks_done = 0;
+  Seconds request_arrival = 0;
+  bool dispatched_once = false;
+  int64_t pending_blocks() const {
+    int64_t n = 0;
+    for (const auto& r : pending) n += r.size();
+    return n;
+  }
+};
+
+struct TenantState {
+  const TenantSpec* spec = nullptr;
+  TenantRecord record;
+  std::vector<Seconds> arrivals;     // pre-drawn arrival times (poisson, timestamps)
+  int64_t next_arrival = 0;          // index of the next request to arrive
+  std::deque<int64_t> waiting;       // arrived requests not yet started
+  int64_t current_request = -1;
+  int step = 0;
+  int repeat = 0;                    // index within the step's count
+  bool finished = false;
+};
+
+// Removes [r.begin, r.end) from `pending`, which must contain it.
+bool take_range(std::vector<BlockRange>& pending, BlockRange r) {
+  for (size_t i = 0; i < pending.size(); ++i) {
+    BlockRange p = pending[i];
+    if (r.begin < p.begin || r.end > p.end) continue;
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    if (r.end < p.end) pending.insert(pending.begin() + static_cast<std::ptrdiff_t>(i), BlockRange{r.end, p.end});
+    if (p.begin < r.begin) pending.insert(pending.begin() + static_cast<std::ptrdiff_t>(i), BlockRange{p.begin, r.begin});
+    return true;
+  }
+  return false;
+}
+
+void give_back_range(std::vector<BlockRange>& pending, BlockRange r) {
+  if (r.empty()) return;
+  auto it = std::lower_bound(pending.begin(), pending.end(), r,
+                             [](const BlockRange& a, const BlockRange& b) { return a.begin < b.begin; });
+  pending.insert(it, r);
+  // Merge neighbours.
+  std::vector<BlockRange> merged;
+  for (const auto& p : pending) {
+    if (!merged.empty() && merged.back().end == p.begin) merged.back().end = p.end;
+    else merged.push_back(p);
+  }
+  pending = std::move(merged);
+}
+
+class Engine final : public SchedContext {
+ public:
+  Engine(const Workload& w, Backend& b, Policy& p, const EngineOptions& o)
+      : workload_(w), backend_(b), policy_(p), options_(o), rng_(o.seed) {}
+
+  Result<RunRecord> run();
+
+  // SchedContext
+  Seconds now() const override { return backend_.now(); }
+  const DeviceSpec& device() const override { return backend_.device(); }
+  const Workload& workload() const override { return workload_; }
+  Capabilities capabilities(const KernelSpec& k) const override { return backend_.capabilities(k); }
+  std::span<const ReadyLaunch> ready() const override;
+  std::span<const RunningDispatch> running() const override { return running_; }
+  std::mt19937_64& rng() override { return rng_; }
+  Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) override;
+  Status resize(DispatchId dispatch, const SmSet& sms) override;
+  Status preempt(DispatchId dispatch) override;
+  Result<std::vector<int64_t>> progress(DispatchId dispatch) const override { return backend_.progress(dispatch); }
+  void request_tick(Seconds at) override { ticks_.push(at); }
+
+ private:
+  LaunchState* launch_state(LaunchId id) {
+    return id.valid() && id.value < static_cast<int64_t>(launches_.size()) ? &launches_[static_cast<size_t>(id.value)] : nullptr;
+  }
+  Status check_part(const LaunchState& ls, const std::string& who, int variant, const BlockRange& range,
+                    const Capabilities& caps) const;
+  Status handle_completion(const Completion& c);
+  Status start_next_launch(TenantState& t);
+  Status deliver_arrivals();
+  Status call(const char* hook, const std::function<Status()>& fn);
+  void mark_ready_dirty() { ready_dirty_ = true; }
+
+  const Workload& workload_;
+  Backend& backend_;
+  Policy& policy_;
+  EngineOptions options_;
+  std::mt19937_64 rng_;
+  std::vector<TenantState> tenants_;
+  std::vector<LaunchState> launches_;
+  std::vector<RunningDispatch> running_;
+  std::vector<DispatchRecord> dispatch_records_;
+  mutable std::vector<ReadyLaunch> ready_;
+  mutable bool ready_dirty_ = true;
+  std::priority_queue<Seconds, std::vector<Seconds>, std::greater<>> ticks_;
+  std::vector<LaunchId> newly_ready_;
+  EngineStats stats_;
+};
+
+std::span<const ReadyLaunch> Engine::ready() const {
+  if (ready_dirty_) {
+    ready_.clear();
+    for (const auto& ls : launches_) {
+      if (ls.pending.empty()) continue;
+      ReadyLaunch r;
+      r.id = ls.record.id;
+      r.tenant = ls.record.tenant;
+      r.tenant_spec = ls.tenant_spec;
+      r.kernel = ls.kernel;
+      r.step = ls.record.step;
+      r.request = ls.record.request;
+      r.ready_since = ls.record.ready;
+      r.request_arrival = ls.request_arrival;
+      r.pending = ls.pending.front();
+      r.pending_blocks = ls.pending_blocks();
+      r.has_running_dispatch = ls.running > 0;
+      ready_.push_back(r);
+    }
+    std::stable_sort(ready_.begin(), ready_.end(), [](const ReadyLaunch& a, const ReadyLaunch& b) {
+      return a.ready_since < b.ready_since;
+    });
+    ready_dirty_ = false;
+  }
+  return ready_;
+}
+
+Status Engine::check_part(const LaunchState& ls, const std::string& who, int variant, const BlockRange& range,
+                          const Capabilities& caps) const {
+  if (variant < 0 || variant >= ls.kernel->variant_count()) {
+    return Status::invalid_argument(who + ": kernel '" + ls.kernel->name + "' has no variant " + std::to_string(variant));
+  }
+  if (ls.dispatched_once && variant != ls.variant) {
+    return Status::invalid_argument(who + ": the launch already runs variant " + std::to_string(ls.variant) +
+                                    "; a launch keeps one variant");
+  }
+  if (variant != ls.kernel->default_variant && !caps.block_variants) {
+    return Status::unsupported(who + ": kernel '" + ls.kernel->name + "' has no block-size variants on this backend");
+  }
+  if (range.empty()) return Status::invalid_argument(who + ": empty logical-block range");
+  const int64_t blocks = ls.kernel->variant(variant).logical_blocks;
+  const std::vector<BlockRange> pending =
+      ls.dispatched_once ? ls.pending : std::vector<BlockRange>{BlockRange{0, blocks}};
+  const bool inside = std::any_of(pending.begin(), pending.end(),
+                                  [&](const BlockRange& p) { return range.begin >= p.begin && range.end <= p.end; });
+  if (!inside) {
+    return Status::invalid_argument(who + ": range [" + std::to_string(range.begin) + "," + std::to_string(range.end) +
+                                    ") is not pending");
+  }
+  const bool whole = pending.size() == 1 && range == pending.front() && range.begin == 0 && !ls.dispatched_once;
+  if (!whole && !caps.split_range) {
+    return Status::unsupported(who + ": kernel '" + ls.kernel->name + "' cannot run a sub-range on this backend");
+  }
+  return Status::ok();
+}
+
+Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested) {
+  LaunchState* ls = launch_state(launch);
+  if (!ls || ls->pending.empty()) {
+    return Status::failed_precondition("dispatch: launch " + std::to_string(launch.value) + " is not ready");
+  }
+  const DeviceSpec& dev = backend_.device();
+  const Capabilities caps = backend_.capabilities(*ls->kernel);
+  Placement p = requested;
+  const std::string who = "dispatch of launch " + std::to_string(launch.value) + " (" + ls->kernel->name + ")";
+  if (p.sms.empty()) return Status::invalid_argument(who + ": empty SM set");
+  if (p.sms.span() > dev.sm_count) {
+    return Status::invalid_argument(who + ": SM set " + p.sms.to_string() + " names SMs beyond the device's " +
+                                    std::to_string(dev.sm_count));
+  }
+  if (p.tlp < 0) return Status::invalid_argument(who + ": tlp must be >= 0");
+  if (p.form == LaunchForm::persistent && !caps.persistent_form) {
+    return Status::unsupported(who + ": the kernel has no persistent form (opaque kernel)");
+  }
+  if (p.tlp > 0 && (p.form != LaunchForm::persistent || !caps.tlp)) {
+    return Status::unsupported(who + ": a TLP limit needs the persistent form");
+  }
+  if (bypasses_l1(p.cache) && !caps.l1_bypass) return Status::unsupported(who + ": L1 bypass is not available for this kernel");
+  if (evicts_l2_first(p.cache) && !caps.l2_evict_first) {
+    return Status::unsupported(who + ": L2 evict-first is not available for this kernel");
+  }
+  // A native launch gets its SM set from a green context: TPC-granular.
+  if (p.form == LaunchForm::native || !caps.exact_sm_sets) p.sms = dev.round_up_to_tpcs(p.sms);
+  const int variant = p.variant >= 0 ? p.variant : (ls->dispatched_once ? ls->variant : ls->kernel->default_variant);
+  const int64_t blocks = ls->kernel->variant(std::clamp(variant, 0, ls->kernel->variant_count() - 1)).logical_blocks;
+  const BlockRange range = p.range ? *p.range : (ls->dispatched_once ? ls->pending.front() : BlockRange{0, blocks});
+  CONCORD_RETURN_IF_ERROR(check_part(*ls, who, variant, range, caps));
+
+  DispatchRequest req;
+  req.id = DispatchId{static_cast<int64_t>(dispatch_records_.size())};
+  req.parts.push_back(DispatchPart{launch, ls->record.tenant, ls->kernel, variant, range,
+                                   p.fusion ? p.fusion->self_parts : 1});
+  LaunchState* partner = nullptr;
+  int partner_variant = 0;
+  if (p.fusion) {
+    partner = launch_state(p.fusion->partner);
+    if (!partner || partner->pending.empty() || partner == ls) {
+      return Status::failed_precondition(who + ": fusion partner " + std::to_string(p.fusion->partner.value) +
+                                         " is not another ready launch");
+    }
+    const Capabilities pcaps = backend_.capabilities(*partner->kernel);
+    if (!caps.fusion || !pcaps.fusion || p.form != LaunchForm::persistent) {
+      return Status::unsupported(who + ": fusion needs two elastic kernels in the persistent form");
+    }
+    if (p.fusion->self_parts < 1 || p.fusion->partner_parts < 1) {
+      return Status::invalid_argument(who + ": fusion ratio parts must be >= 1");
+    }
+    partner_variant = partner->dispatched_once ? partner->variant : partner->kernel->default_variant;
+    BlockRange prange = p.fusion->partner_range;
+    if (prange.empty()) {
+      prange = partner->dispatched_once
+                   ? partner->pending.front()
+                   : BlockRange{0, partner->kernel->variant(partner_variant).logical_blocks};
+    }
+    CONCORD_RETURN_IF_ERROR(check_part(*partner, who + " (partner)", partner_variant, prange, pcaps));
+    p.fusion->partner_range = prange;
+    req.parts.push_back(DispatchPart{partner->record.id, partner->record.tenant, partner->kernel, partner_variant,
+                                     prange, p.fusion->partner_parts});
+  }
+  p.variant = variant;
+  p.range = range;
+  req.placement = p;
+  CONCORD_RETURN_IF_ERROR(backend_.dispatch(req));
+
+  // Commit: the blocks now belong to the dispatch.
+  auto commit = [&](LaunchState& s, int v, const BlockRange& r) {
+    if (!s.dispatched_once) {
+      s.dispatched_once = true;
+      s.variant = v;
+      s.record.logical_blocks = s.kernel->variant(v).logical_blocks;
+      s.pending = {BlockRange{0, s.record.logical_blocks}};
+    }
+    take_range(s.pending, r);
+    ++s.running;
+  };
+  commit(*ls, variant, range);
+  if (partner) commit(*partner, partner_variant, req.parts[1].range);
+
+  DispatchRecord rec;
+  rec.id = req.id;
+  rec.placement = p;
+  rec.dispatched = backend_.now();
+  for (const auto& part : req.parts) {
+    rec.launches.push_back(part.launch);
+    rec.tenants.push_back(part.tenant);
+    rec.ranges.push_back(part.range);
+  }
+  dispatch_records_.push_back(rec);
+  running_.push_back(RunningDispatch{rec.id, rec.launches, rec.tenants, p, rec.ranges, rec.dispatched});
+  ++stats_.dispatches;
+  mark_ready_dirty();
+  if (options_.observer) options_.observer->on_dispatch(rec);
+  return req.id;
+}
+
+Status Engine::resize(DispatchId id, const SmSet& sms) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found("resize: dispatch " + std::to_string(id.value) + " is not running");
+  if (it->placement.form != LaunchForm::persistent) {
+    return Status::unsupported("resize: dispatch " + std::to_string(id.value) + " is not persistent");
+  }
+  if (sms.empty() || sms.span() > backend_.device().sm_count) {
+    return Status::invalid_argument("resize: SM set must be non-empty and within the device");
+  }
+  CONCORD_RETURN_IF_ERROR(backend_.set_sm_set(id, sms));
+  it->placement.sms = sms;
+  return Status::ok();
+}
+
+Status Engine::preempt(DispatchId id) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found("preempt: dispatch " + std::to_string(id.value) + " is not running");
+  return backend_.preempt(id);
+}
+
+Status Engine::call(const char* hook, const std::function<Status()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = fn();
+  stats_.policy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.policy_calls;
+  if (!s) return Status(s.code(), "policy '" + policy_.name() + "' " + hook + ": " + s.message());
+  return s;
+}
+
+Status Engine::start_next_launch(TenantState& t) {
+  const TenantSpec& spec = *t.spec;
+  while (t.current_request < 0) {
+    if (t.waiting.empty()) return Status::ok();
+    t.current_request = t.waiting.front();
+    t.waiting.pop_front();
+    t.step = 0;
+    t.repeat = 0;
+  }
+  const KernelStep& step = spec.steps[static_cast<size_t>(t.step)];
+  LaunchState ls;
+  ls.kernel = &step.kernel;
+  ls.tenant_spec = &spec;
+  ls.record.id = LaunchId{static_cast<int64_t>(launches_.size())};
+  ls.record.tenant = TenantId{static_cast<int64_t>(&t - tenants_.data())};
+  ls.record.kernel = step.kernel.name;
+  ls.record.request = t.current_request;
+  ls.record.step = t.step;
+  ls.record.ready = backend_.now();
+  ls.record.start = -1;
+  ls.record.logical_blocks = step.kernel.variant(step.kernel.default_variant).logical_blocks;
+  ls.pending = {BlockRange{0, ls.record.logical_blocks}};
+  ls.request_arrival = t.record.requests[static_cast<size_t>(t.current_request)].arrival;
+  launches_.push_back(std::move(ls));
+  newly_ready_.push_back(launches_.back().record.id);
+  mark_ready_dirty();
+  return Status::ok();
+}
+
+Status Engine::handle_completion(const Completion& c) {
+  const auto idx = static_cast<size_t>(c.dispatch.value);
+  if (c.dispatch.value < 0 || idx >= dispatch_records_.size()) {
+    return Status::internal("completion of unknown dispatch " + std::to_string(c.dispatch.value));
+  }
+  DispatchRecord& rec = dispatch_records_[idx];
+  rec.start = c.start;
+  rec.end = c.end;
+  rec.preempted = c.preempted;
+  rec.blocks_done = c.blocks_done;
+  running_.erase(std::remove_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; }),
+                 running_.end());
+  if (c.blocks_done.size() != rec.launches.size()) {
+    return Status::internal("completion of dispatch " + std::to_string(c.dispatch.value) + " reports the wrong number of parts");
+  }
+  for (size_t k = 0; k < rec.launches.size(); ++k) {
+    LaunchState& ls = launches_[static_cast<size_t>(rec.launches[k].value)];
+    const BlockRange r = rec.ranges[k];
+    const int64_t done = c.blocks_done[k];
+    if (done < 0 || done > r.size()) return Status::internal("backend reported " + std::to_string(done) + " blocks done of a range of " + std::to_string(r.size()));
+    ls.blocks_done += done;
+    give_back_range(ls.pending, BlockRange{r.begin + done, r.end});
+    --ls.running;
+    if (ls.record.start < 0 || c.start < ls.record.start) ls.record.start = c.start;
+    TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
+    RequestRecord& req = t.record.requests[static_cast<size_t>(ls.record.request)];
+    if (req.start < 0 || c.start < req.start) req.start = c.start;
+    if (!ls.pending.empty() || ls.running > 0) continue;
+    if (ls.blocks_done != ls.record.logical_blocks) {
+      return Status::internal("launch " + std::to_string(ls.record.id.value) + " finished " + std::to_string(ls.blocks_done) +
+                              " of " + std::to_string(ls.record.logical_blocks) + " logical blocks");
+    }
+    ls.record.end = c.end;
+    t.record.logical_blocks += ls.blocks_done;
+    // Next kernel of the request, or the request is done.
+    const TenantSpec& spec = *t.spec;
+    if (++t.repeat >= spec.steps[static_cast<size_t>(t.step)].count) {
+      t.repeat = 0;
+      ++t.step;
+    }
+    if (t.step >= static_cast<int>(spec.steps.size())) {
+      req.end = c.end;
+      if (options_.observer) options_.observer->on_request_end(ls.record.tenant, req);
+      t.current_request = -1;
+      if (spec.arrival.kind == ArrivalProcess::Kind::closed_loop && t.next_arrival < spec.requests) {
+        t.record.requests[static_cast<size_t>(t.next_arrival)].arrival = c.end;
+        t.waiting.push_back(t.next_arrival++);
+      }
+      if (t.next_arrival >= spec.requests && t.waiting.empty()) {
+        t.finished = true;
+        t.record.finish = c.end;
+        continue;
+      }
+    }
+    CONCORD_RETURN_IF_ERROR(start_next_launch(t));
+  }
+  mark_ready_dirty();
+  if (options_.observer) options_.observer->on_dispatch_end(rec);
+  return Status::ok();
+}
+
+Status Engine::deliver_arrivals() {
+  const Seconds now = backend_.now();
+  for (auto& t : tenants_) {
+    if (t.spec->arrival.kind == ArrivalProcess::Kind::closed_loop) continue;
+    bool arrived = false;
+    while (t.next_arrival < t.spec->requests && t.arrivals[static_cast<size_t>(t.next_arrival)] <= now) {
+      t.waiting.push_back(t.next_arrival++);
+      arrived = true;
+    }
+    if (arrived && t.current_request < 0) CONCORD_RETURN_IF_ERROR(start_next_launch(t));
+  }
+  return Status::ok();
+}
+
+Result<RunRecord> Engine::run() {
+  if (backend_.running() != 0 || backend_.now() != 0) {
+    return Status::failed_precondition("engine: the backend must be fresh (time 0, nothing running)");
+  }
+  const auto wall0 = std::chrono::steady_clock::now();
+  tenants_.resize(workload_.tenants.size());
+  for (size_t i = 0; i < workload_.tenants.size(); ++i) {
+    TenantState& t = tenants_[i];
+    const TenantSpec& spec = workload_.tenants[i];
+    t.spec = &spec;
+    t.record.name = spec.name;
+    t.record.cls = spec.cls;
+    t.record.latency_target = spec.latency_target;
+    t.record.requests.assign(static_cast<size_t>(spec.requests), RequestRecord{0, -1, -1});
+    switch (spec.arrival.kind) {
+      case ArrivalProcess::Kind::closed_loop:
+        t.waiting.push_back(t.next_arrival++);
+        break;
+      case ArrivalProcess::Kind::poisson: {
+        // Each tenant draws from its own stream, so adding a tenant leaves the others' arrivals alone.
+        std::mt19937_64 gen(options_.seed * 0x9E3779B97F4A7C15ULL + i + 1);
+        std::exponential_distribution<double> gap(spec.arrival.rate_per_s);
+        Seconds at = 0;
+        for (int r = 0; r < spec.requests; ++r) {
+          at += gap(gen);
+          t.arrivals.push_back(at);
+        }
+        break;
+      }
+      case ArrivalProcess::Kind::timestamps:
+        t.arrivals = spec.arrival.timestamps;
+        break;
+    }
+    for (size_t r = 0; r < t.arrivals.size(); ++r) t.record.requests[r].arrival = t.arrivals[r];
+    t.record.begin = spec.arrival.kind == ArrivalProcess::Kind::closed_loop ? 0 : t.arrivals.front();
+  }
+  for (auto& t : tenants_) {
+    if (!t.waiting.empty()) CONCORD_RETURN_IF_ERROR(start_next_launch(t));
+  }
+  CONCORD_RETURN_IF_ERROR(call("on_start", [&] {
+    policy_.on_start(*this);
+    return Status::ok();
+  }));
+
+  auto notify_ready = [&]() -> Status {
+    while (!newly_ready_.empty()) {
+      std::vector<LaunchId> batch;
+      batch.swap(newly_ready_);
+      for (LaunchId id : batch) CONCORD_RETURN_IF_ERROR(call("on_ready", [&] { return policy_.on_ready(*this, id); }));
+    }
+    return Status::ok();
+  };
+  CONCORD_RETURN_IF_ERROR(deliver_arrivals());
+  CONCORD_RETURN_IF_ERROR(notify_ready());
+
+  auto all_done = [&] { return std::all_of(tenants_.begin(), tenants_.end(), [](const TenantState& t) { return t.finished; }); };
+  while (!all_done()) {
+    Seconds next_arrival = kNever;
+    for (const auto& t : tenants_) {
+      if (t.spec->arrival.kind != ArrivalProcess::Kind::closed_loop && t.next_arrival < t.spec->requests) {
+        next_arrival = std::min(next_arrival, t.arrivals[static_cast<size_t>(t.next_arrival)]);
+      }
+    }
+    const Seconds next_tick = ticks_.empty() ? kNever : ticks_.top();
+    Seconds until = std::min(next_arrival, next_tick);
+    if (backend_.running() == 0 && until == kNever) {
+      return Status::failed_precondition("policy '" + policy_.name() + "' holds " + std::to_string(ready().size()) +
+                                         " ready launches with nothing running and no tick requested: the run cannot finish");
+    }
+    if (backend_.now() >= options_.time_limit) {
+      return Status::failed_precondition("run exceeded its time limit of " + std::to_string(options_.time_limit) + " s");
+    }
+    until = std::min(until, options_.time_limit);
+    auto completions = backend_.advance(until);
+    if (!completions) return completions.status();
+    for (const Completion& c : *completions) {
+      CONCORD_RETURN_IF_ERROR(handle_completion(c));
+      CONCORD_RETURN_IF_ERROR(call("on_complete", [&] { return policy_.on_complete(*this, c); }));
+      CONCORD_RETURN_IF_ERROR(notify_ready());
+    }
+    CONCORD_RETURN_IF_ERROR(deliver_arrivals());
+    CONCORD_RETURN_IF_ERROR(notify_ready());
+    bool ticked = false;
+    while (!ticks_.empty() && ticks_.top() <= backend_.now()) {
+      ticks_.pop();
+      ticked = true;
+    }
+    if (ticked) CONCORD_RETURN_IF_ERROR(call("on_tick", [&] { return policy_.on_tick(*this); }));
+  }
+
+  RunRecord out;
+  out.policy = policy_.name();
+  out.backend = backend_.name();
+  out.device = backend_.device().name;
+  out.seed = options_.seed;
+  for (auto& t : tenants_) {
+    out.makespan = std::max(out.makespan, t.record.finish);
+    out.tenants.push_back(std::move(t.record));
+  }
+  for (auto& l : launches_) out.launches.push_back(std::move(l.record));
+  out.dispatches = std::move(dispatch_records_);
+  stats_.engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  out.stats = stats_;
+  return out;
+}
+
+}  // namespace
+
+Result<RunRecord> run_workload(const Workload& workload, Backend& backend, Policy& policy, const EngineOptions& options) {
+  if (workload.tenants.empty()) return Status::invalid_argument("workload '" + workload.name + "' has no tenants");
+  Engine engine(workload, backend, policy, options);
+  return engine.run();
+}
+
+}  // namespace concord

@@ -1,0 +1,46 @@
+#include "concord/kernel.h"
+
+#include <sstream>
+
+#include "concord/placement.h"
+
+namespace concord {
+
+const char* to_string(CachePolicy p) {
+  switch (p) {
+    case CachePolicy::normal: return "normal";
+    case CachePolicy::l1_bypass: return "l1-bypass";
+    case CachePolicy::l2_evict_first: return "l2-evict-first";
+    case CachePolicy::both: return "both";
+  }
+  return "?";
+}
+
+std::optional<CachePolicy> cache_policy_from_string(const std::string& s) {
+  for (CachePolicy p : kAllCachePolicies) {
+    if (s == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> KernelSpec::find_variant(const std::string& wanted) const {
+  for (size_t i = 0; i < variants.size(); ++i) {
+    if (variants[i].name == wanted) return static_cast<int>(i);
+  }
+  return std::nullopt;
+}
+
+const char* to_string(LaunchForm f) { return f == LaunchForm::native ? "native" : "persistent"; }
+
+std::string Placement::to_string() const {
+  std::ostringstream o;
+  o << "sms=" << sms.count() << " tlp=" << tlp << " cache=" << concord::to_string(cache)
+    << " form=" << concord::to_string(form);
+  if (variant >= 0) o << " variant=" << variant;
+  if (range) o << " range=[" << range->begin << "," << range->end << ")";
+  if (fusion) o << " fused-with=" << fusion->partner.value << " ratio=" << fusion->self_parts << ":" << fusion->partner_parts;
+  if (priority != 0) o << " priority=" << priority;
+  return o.str();
+}
+
+}  // namespace concord

@@ -1,0 +1,97 @@
+#include "concord/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace concord {
+
+double normalized_progress(Seconds alone, Seconds shared) { return shared > 0 ? alone / shared : 0.0; }
+
+double system_throughput(std::span<const double> np) {
+  double s = 0;
+  for (double x : np) s += x;
+  return s;
+}
+
+double average_normalized_turnaround(std::span<const double> np) {
+  if (np.empty()) return 0;
+  double s = 0;
+  for (double x : np) s += 1.0 / x;
+  return s / static_cast<double>(np.size());
+}
+
+double fairness_index(std::span<const double> np) {
+  if (np.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(np.begin(), np.end());
+  return *hi > 0 ? *lo / *hi : 0.0;
+}
+
+double harmonic_speedup(std::span<const double> np) {
+  if (np.empty()) return 0;
+  double s = 0;
+  for (double x : np) s += 1.0 / x;
+  return static_cast<double>(np.size()) / s;
+}
+
+double percentile(std::span<const double> values, double p) {
+  if (values.empty()) return 0;
+  std::vector<double> v(values.begin(), values.end());
+  std::sort(v.begin(), v.end());
+  // Nearest rank: the smallest value with at least p% of the values at or below it.
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
+  const size_t idx = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(v.size()))) - 1;
+  return v[idx];
+}
+
+Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> alone, std::optional<Seconds> serial_makespan) {
+  if (alone.size() != run.tenants.size()) {
+    return Status::invalid_argument("metrics: " + std::to_string(alone.size()) + " alone-times for " +
+                                    std::to_string(run.tenants.size()) + " tenants");
+  }
+  Metrics m;
+  std::vector<double> np;
+  m.makespan = run.makespan;
+  for (size_t i = 0; i < run.tenants.size(); ++i) {
+    const TenantRecord& t = run.tenants[i];
+    TenantMetrics tm;
+    tm.name = t.name;
+    tm.cls = t.cls;
+    tm.alone = alone[i];
+    tm.shared = t.elapsed();
+    if (tm.alone <= 0 || tm.shared <= 0) {
+      return Status::invalid_argument("metrics: tenant '" + t.name + "' has a non-positive alone or shared time");
+    }
+    tm.np = normalized_progress(tm.alone, tm.shared);
+    tm.requests = static_cast<int64_t>(t.requests.size());
+    tm.latency_target = t.latency_target;
+    std::vector<double> lat;
+    int64_t within = 0;
+    for (const auto& r : t.requests) {
+      lat.push_back(r.latency());
+      if (t.latency_target > 0 && r.latency() <= t.latency_target) ++within;
+    }
+    tm.latency_p50 = percentile(lat, 50);
+    tm.latency_p99 = percentile(lat, 99);
+    tm.slo_attainment = t.latency_target > 0 && !lat.empty() ? static_cast<double>(within) / static_cast<double>(lat.size()) : 0;
+    tm.requests_per_s = static_cast<double>(tm.requests) / tm.shared;
+    tm.blocks_per_s = static_cast<double>(t.logical_blocks) / tm.shared;
+    if (run.makespan > 0) {
+      if (t.cls == TenantClass::latency_critical) m.lc_goodput += static_cast<double>(within) / run.makespan;
+      else m.be_throughput += static_cast<double>(tm.requests) / run.makespan;
+    }
+    np.push_back(tm.np);
+    m.tenants.push_back(std::move(tm));
+  }
+  m.stp = system_throughput(np);
+  m.antt = average_normalized_turnaround(np);
+  m.fi = fairness_index(np);
+  m.hs = harmonic_speedup(np);
+  m.overall_throughput = m.lc_goodput + m.be_throughput;
+  if (serial_makespan && run.makespan > 0) {
+    m.serial_makespan = serial_makespan;
+    m.speedup_over_serial = *serial_makespan / run.makespan;
+  }
+  return m;
+}
+
+}  // namespace concord

@@ -1,0 +1,25 @@
+#include "concord/status.h"
+
+namespace concord {
+
+const char* to_string(StatusCode code) {
+  switch (code) {
+    case StatusCode::ok: return "ok";
+    case StatusCode::invalid_argument: return "invalid argument";
+    case StatusCode::parse_error: return "parse error";
+    case StatusCode::not_found: return "not found";
+    case StatusCode::already_exists: return "already exists";
+    case StatusCode::unsupported: return "unsupported";
+    case StatusCode::failed_precondition: return "failed precondition";
+    case StatusCode::device_error: return "device error";
+    case StatusCode::internal: return "internal error";
+  }
+  return "unknown";
+}
+
+std::string Status::to_string() const {
+  if (is_ok()) return "ok";
+  return std::string(concord::to_string(code_)) + ": " + message_;
+}
+
+}  // namespace concord

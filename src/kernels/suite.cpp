@@ -1,0 +1,169 @@
+// The suite's kernel specs. Per-item costs are analytic estimates of each algorithm (FLOPs and
+// compulsory DRAM bytes per work item); the profiler replaces durations with measured curves.
+#include "concord/suite.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace concord {
+namespace {
+
+struct Shape {
+  const char* variant;
+  int threads;
+  int regs;
+  int shared_bytes;
+};
+
+// Typical Min/Mid/Max block sizes (RAISE's kernel dimensions).
+constexpr Shape kShapes1d[] = {{"min", 64, 32, 0}, {"mid", 256, 32, 0}, {"max", 1024, 32, 0}};
+
+struct Recipe {
+  SuiteEntry entry;
+  ComputeUnit unit = ComputeUnit::fp32;
+  int items_per_thread = 1;
+  int regs = 32;
+  int shared_bytes_per_thread = 0;  // tiles scale with the block
+  double l1_sensitivity = 0;
+  double l2_sensitivity = 0;
+  // Work items, FLOPs per item and DRAM bytes per item for a problem size.
+  double (*items)(int64_t size);
+  double (*flops_per_item)(int64_t size);
+  double (*bytes_per_item)(int64_t size);
+};
+
+double linear(int64_t n) { return static_cast<double>(n); }
+double square(int64_t n) { return static_cast<double>(n) * static_cast<double>(n); }
+
+const std::vector<Recipe>& recipes() {
+  static const std::vector<Recipe> r = {
+      // RAISE Table IV tasks
+      {{"hotspot", "2D thermal stencil, size = grid side", "RAISE Table IV", true, 4096, 64},
+       ComputeUnit::fp32, 1, 36, 12, 0.15, 0.05, square, [](int64_t) { return 15.0; },
+       [](int64_t) { return 12.0; }},
+      {{"vector_add", "c = a + b, size = elements", "RAISE Table IV", true, 1 << 26, 1024},
+       ComputeUnit::fp32, 4, 16, 0, 0.0, 0.0, linear, [](int64_t) { return 1.0; },
+       [](int64_t) { return 12.0; }},
+      {{"matmul", "FP32 tiled matmul, size = N (N x N x N)", "RAISE Table IV", true, 4096, 64},
+       ComputeUnit::fp32, 1, 40, 8, 0.05, 0.05, square,
+       [](int64_t n) { return 2.0 * static_cast<double>(n); },
+       [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 32.0 + 4.0; }},
+      {{"srad", "speckle-reducing anisotropic diffusion, size = image side", "RAISE Table IV", true, 4096, 64},
+       ComputeUnit::fp32, 1, 40, 16, 0.15, 0.05, square, [](int64_t) { return 30.0; },
+       [](int64_t) { return 24.0; }},
+      {{"cfd_flux", "CFD Euler flux, size = cells", "RAISE Table IV", true, 1 << 21, 1024},
+       ComputeUnit::fp32, 1, 64, 0, 0.10, 0.10, linear, [](int64_t) { return 220.0; },
+       [](int64_t) { return 124.0; }},
+      {{"gaussian", "gaussian elimination fan step, size = matrix side", "RAISE Table IV", true, 8192, 64},
+       ComputeUnit::fp32, 1, 24, 0, 0.05, 0.20, square, [](int64_t) { return 2.0; },
+       [](int64_t) { return 12.0; }},
+      {{"hotspot3d", "3D thermal stencil, size = layer side (8 layers)", "RAISE Table IV", true, 2048, 64},
+       ComputeUnit::fp32, 1, 40, 0, 0.15, 0.10, [](int64_t n) { return 8.0 * square(n); },
+       [](int64_t) { return 20.0; }, [](int64_t) { return 16.0; }},
+      {{"kmeans", "k-means assignment (34 features, 5 clusters), size = points", "RAISE Table IV", true,
+        1 << 20, 1024},
+       ComputeUnit::fp32, 1, 32, 0, 0.20, 0.10, linear, [](int64_t) { return 510.0; },
+       [](int64_t) { return 140.0; }},
+      {{"bfs", "breadth-first search frontier step, size = nodes", "RAISE Table IV", true, 1 << 22, 1024},
+       ComputeUnit::fp32, 1, 24, 0, 0.10, 0.30, linear, [](int64_t) { return 2.0; },
+       [](int64_t) { return 64.0; }},
+      {{"fft_stage", "radix-2 FFT stage, size = complex points", "RAISE Table IV", true, 1 << 24, 1024},
+       ComputeUnit::fp32, 2, 32, 0, 0.05, 0.10, linear, [](int64_t) { return 5.0; },
+       [](int64_t) { return 16.0; }},
+      {{"pathfinder", "dynamic-programming pyramid (20 rows), size = columns", "RAISE Table IV", true,
+        1 << 22, 1024},
+       ComputeUnit::fp32, 1, 24, 8, 0.10, 0.0, linear, [](int64_t) { return 40.0; },
+       [](int64_t) { return 84.0; }},
+      {{"backprop", "back-propagation layer (16 hidden), size = input units", "RAISE Table IV", true,
+        1 << 22, 1024},
+       ComputeUnit::fp32, 1, 32, 8, 0.10, 0.05, linear, [](int64_t) { return 96.0; },
+       [](int64_t) { return 72.0; }},
+      // Aker's benchmark kernels
+      {{"sgemm", "FP32 register-tiled GEMM, size = N", "Aker", true, 4096, 64}, ComputeUnit::fp32, 4, 64,
+       8, 0.05, 0.05, square, [](int64_t n) { return 2.0 * static_cast<double>(n); },
+       [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 64.0 + 4.0; }},
+      {{"stencil", "3D 7-point stencil, size = cube side", "Aker", true, 512, 32}, ComputeUnit::fp32, 1, 32,
+       0, 0.20, 0.10, [](int64_t n) { return square(n) * static_cast<double>(n); },
+       [](int64_t) { return 8.0; }, [](int64_t) { return 8.5; }},
+      {{"lbm", "lattice-Boltzmann D3Q19 step, size = cells", "Aker", true, 1 << 22, 1024},
+       ComputeUnit::fp32, 1, 80, 0, 0.05, 0.05, linear, [](int64_t) { return 260.0; },
+       [](int64_t) { return 152.0; }},
+      {{"mri_q", "MRI Q-matrix (2048 k-samples), size = voxels", "Aker", true, 1 << 18, 1024},
+       ComputeUnit::fp32, 1, 32, 0, 0.0, 0.0, linear, [](int64_t) { return 2048.0 * 12.0; },
+       [](int64_t) { return 24.0; }},
+      // Tensor cores
+      {{"tc_gemm", "FP16 tensor-core GEMM (mma.sync), size = N", "tensor core", true, 8192, 256},
+       ComputeUnit::tensor, 32, 96, 64, 0.0, 0.05, square,
+       [](int64_t n) { return 2.0 * static_cast<double>(n); },
+       [](int64_t n) { return 2.0 * 2.0 * static_cast<double>(n) / 128.0 + 2.0; }},
+      // DESIGN.md's compute-plus-memory pair: 2.1 and 2.3 ms alone on an H200
+      {{"fma_loop", "compute-bound FMA chain (1024 FMA per element), size = elements", "DESIGN.md pair",
+        true, 60 * (1 << 20), 1024},
+       ComputeUnit::fp32, 1, 32, 0, 0.0, 0.0, linear, [](int64_t) { return 2048.0; },
+       [](int64_t) { return 8.0; }},
+      {{"stream_triad", "a = b + s * c, size = elements", "DESIGN.md pair", true, 800 * (1 << 20), 1024},
+       ComputeUnit::fp32, 4, 24, 0, 0.0, 0.0, linear, [](int64_t) { return 2.0; },
+       [](int64_t) { return 12.0; }},
+      // Opaque library tenants
+      {{"cublas_gemm", "cuBLAS FP16 GEMM (opaque), size = N", "library", false, 8192, 256},
+       ComputeUnit::tensor, 32, 128, 96, 0.0, 0.05, square,
+       [](int64_t n) { return 2.0 * static_cast<double>(n); },
+       [](int64_t n) { return 2.0 * 2.0 * static_cast<double>(n) / 128.0 + 2.0; }},
+      {{"cufft", "cuFFT 1D C2C (opaque), size = points", "library", false, 1 << 24, 1024},
+       ComputeUnit::fp32, 8, 64, 8, 0.05, 0.10, linear,
+       [](int64_t n) { return 5.0 * std::log2(static_cast<double>(std::max<int64_t>(n, 2))); },
+       [](int64_t) { return 48.0; }},
+  };
+  return r;
+}
+
+}  // namespace
+
+const std::vector<SuiteEntry>& suite_catalog() {
+  static const std::vector<SuiteEntry> entries = [] {
+    std::vector<SuiteEntry> e;
+    for (const Recipe& r : recipes()) e.push_back(r.entry);
+    return e;
+  }();
+  return entries;
+}
+
+Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size) {
+  const auto& all = recipes();
+  auto it = std::find_if(all.begin(), all.end(), [&](const Recipe& r) { return r.entry.name == name; });
+  if (it == all.end()) return Status::not_found("unknown kernel '" + name + "'");
+  const Recipe& r = *it;
+  if (size < r.entry.min_size) {
+    return Status::invalid_argument("kernel '" + name + "': size " + std::to_string(size) +
+                                    " is below its minimum " + std::to_string(r.entry.min_size));
+  }
+  KernelSpec k;
+  k.name = name;
+  k.size = size;
+  k.elastic = r.entry.elastic;
+  k.unit = r.unit;
+  k.l1_sensitivity = r.l1_sensitivity;
+  k.l2_sensitivity = r.l2_sensitivity;
+  const double items = r.items(size);
+  const double flops = r.flops_per_item(size);
+  const double bytes = r.bytes_per_item(size);
+  // Library kernels come with the library's own launch shape: one variant.
+  const size_t shapes = k.elastic ? std::size(kShapes1d) : 1;
+  for (size_t s = 0; s < shapes; ++s) {
+    const Shape& shape = k.elastic ? kShapes1d[s] : Shape{"library", 256, r.regs, 0};
+    KernelVariant v;
+    v.name = shape.variant;
+    v.threads_per_block = shape.threads;
+    v.registers_per_thread = r.regs;
+    v.shared_bytes_per_block = r.shared_bytes_per_thread * shape.threads * 4;
+    const double items_per_block = static_cast<double>(shape.threads) * r.items_per_thread;
+    v.logical_blocks = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(items / items_per_block)));
+    v.flops_per_block = flops * items_per_block;
+    v.bytes_per_block = bytes * items_per_block;
+    k.variants.push_back(v);
+  }
+  k.default_variant = k.elastic ? 1 : 0;  // "mid"
+  return k;
+}
+
+}  // namespace concord

@@ -1,0 +1,49 @@
+#include "policy/params.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace concord::policy {
+
+Result<int> int_param(const PolicyParams& params, const std::string& key, int fallback, int min) {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  int v = 0;
+  const std::string& s = it->second;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) {
+    return Status::invalid_argument("parameter '" + key + "': not an integer: '" + s + "'");
+  }
+  if (v < min) return Status::invalid_argument("parameter '" + key + "': must be >= " + std::to_string(min));
+  return v;
+}
+
+Result<double> double_param(const PolicyParams& params, const std::string& key, double fallback) {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  try {
+    size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::exception&) {
+    return Status::invalid_argument("parameter '" + key + "': not a number: '" + it->second + "'");
+  }
+}
+
+Status only_params(const std::string& policy, const PolicyParams& params, std::initializer_list<const char*> known) {
+  for (const auto& [k, v] : params) {
+    if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; })) {
+      return Status::invalid_argument("policy '" + policy + "' has no parameter '" + k + "'");
+    }
+  }
+  return Status::ok();
+}
+
+Placement whole_gpu(const SchedContext& ctx) {
+  Placement p;
+  p.sms = ctx.device().all_sms();
+  return p;
+}
+
+}  // namespace concord::policy

@@ -1,0 +1,19 @@
+// Reading typed values from PolicyParams, with errors that name the parameter.
+#pragma once
+
+#include <string>
+
+#include "concord/policy.h"
+
+namespace concord::policy {
+
+// The integer under `key`, `fallback` when absent; an error when malformed or below `min`.
+Result<int> int_param(const PolicyParams& params, const std::string& key, int fallback, int min);
+Result<double> double_param(const PolicyParams& params, const std::string& key, double fallback);
+// An error naming any key not in `known`.
+Status only_params(const std::string& policy, const PolicyParams& params, std::initializer_list<const char*> known);
+
+// A placement on every SM of the device with the kernel's defaults (what a plain launch gets).
+Placement whole_gpu(const SchedContext& ctx);
+
+}  // namespace concord::policy

@@ -1,0 +1,53 @@
+#include "concord/policy.h"
+#include "policy/random/random_policy.h"
+#include "policy/round_robin/round_robin_policy.h"
+#include "policy/serial/serial_policy.h"
+#include "policy/static_partition/static_partition_policy.h"
+#include "policy/streams/streams_policy.h"
+
+namespace concord {
+
+Status PolicyRegistry::add(const std::string& name, const std::string& summary, PolicyFactory factory) {
+  if (name.empty()) return Status::invalid_argument("a policy needs a name");
+  if (entries_.count(name)) return Status::already_exists("a policy named '" + name + "' is already registered");
+  entries_[name] = Item{summary, std::move(factory)};
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Policy>> PolicyRegistry::make(const std::string& name, const PolicyParams& params) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    std::string known;
+    for (const auto& [n, item] : entries_) known += (known.empty() ? "" : ", ") + n;
+    return Status::not_found("no policy named '" + name + "' (known: " + known + ")");
+  }
+  return it->second.factory(params);
+}
+
+std::vector<PolicyRegistry::Entry> PolicyRegistry::list() const {
+  std::vector<Entry> out;
+  for (const auto& [n, item] : entries_) out.push_back({n, item.summary});
+  return out;
+}
+
+const PolicyRegistry& builtin_policies() {
+  static const PolicyRegistry registry = [] {
+    PolicyRegistry r;
+    auto must = [](Status s) {
+      if (!s) throw std::logic_error(s.to_string());  // two built-ins under one name: a build bug
+    };
+    must(r.add("serial", "one launch at a time on the whole GPU (baseline)", policy::make_serial));
+    must(r.add("streams", "everything concurrent, one stream per tenant; the hardware decides (baseline)",
+               policy::make_streams));
+    must(r.add("static-partition", "MPS-like: each tenant a fixed even TPC-granular share of SMs (baseline)",
+               policy::make_static_partition));
+    must(r.add("round-robin", "tenants take turns, one launch at a time on the whole GPU; param streams=N (baseline)",
+               policy::make_round_robin));
+    must(r.add("random", "seeded random order, one launch at a time on the whole GPU; param streams=N (baseline)",
+               policy::make_random));
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace concord
