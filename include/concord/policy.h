@@ -74,7 +74,10 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string name() const = 0;
-  virtual void on_start(SchedContext& ctx) { (void)ctx; }
+  virtual Status on_start(SchedContext& ctx) {
+    (void)ctx;
+    return Status::ok();
+  }
   // Default hooks all run schedule(): a policy that only looks at the ready set needs nothing else.
   virtual Status on_ready(SchedContext& ctx, LaunchId launch) {
     (void)launch;

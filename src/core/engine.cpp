@@ -447,10 +447,7 @@ Result<RunRecord> Engine::run() {
   for (auto& t : tenants_) {
     if (!t.waiting.empty()) CONCORD_RETURN_IF_ERROR(start_next_launch(t));
   }
-  CONCORD_RETURN_IF_ERROR(call("on_start", [&] {
-    policy_.on_start(*this);
-    return Status::ok();
-  }));
+  CONCORD_RETURN_IF_ERROR(call("on_start", [&] { return policy_.on_start(*this); }));
 
   auto notify_ready = [&]() -> Status {
     while (!newly_ready_.empty()) {

@@ -61,59 +61,62 @@ double RateModel::compute_seconds_per_block(const KernelSpec& kernel, const Kern
 void RateModel::rates_at(double phi, std::span<const Entity> entities, std::span<const SmGroup> groups,
                          std::span<const double> l2_loss, std::vector<double>& out) const {
   out.assign(entities.size(), 0.0);
-  std::vector<double> demand, weight, mem_alloc, warps;
+  std::vector<double> demand, weight, mem_alloc, warps, compute_s, pipe_bytes;
   for (const SmGroup& g : groups) {
     const size_t n = g.residents.size();
     demand.assign(n, 0);
     weight.assign(n, 0);
     warps.assign(n, 0);
+    compute_s.assign(n, 0);
+    pipe_bytes.assign(n, 0);
     double total_warps = 0;
     for (size_t k = 0; k < n; ++k) {
       const Entity& e = entities[static_cast<size_t>(g.residents[k].first)];
       warps[k] = static_cast<double>(g.residents[k].second) * e.warps_per_block;
       total_warps += warps[k];
     }
+    // Cache effects. Lost L1 hits stall issue and go down the SM's memory pipe to L2; lost L2 hits
+    // become DRAM traffic (see dram_bytes()).
+    for (size_t k = 0; k < n; ++k) {
+      const auto idx = static_cast<size_t>(g.residents[k].first);
+      const Entity& e = entities[idx];
+      double l1_polluters = 0;
+      for (size_t m = 0; m < n; ++m) {
+        if (m != k && !bypasses_l1(entities[static_cast<size_t>(g.residents[m].first)].cache)) l1_polluters += warps[m];
+      }
+      const double l1_loss = bypasses_l1(e.cache) ? 1.0 : (total_warps > 0 ? l1_polluters / total_warps : 0.0);
+      const double l1_factor = 1.0 + e.l1_sensitivity * l1_loss;
+      compute_s[k] = e.compute_seconds_per_block * l1_factor;
+      pipe_bytes[k] = e.bytes_per_block * (1.0 + e.l2_sensitivity * l2_loss[idx]) * l1_factor * phi;
+    }
     // Stage 1: per-SM bandwidth, shared by warps, each asking what it would use at full issue.
     for (size_t k = 0; k < n; ++k) {
-      const Entity& e = entities[static_cast<size_t>(g.residents[k].first)];
       const double cap_m = sm_bandwidth_ * std::min(1.0, warps[k] / params_.warps_to_saturate_memory);
       const double cap_c = std::min(1.0, warps[k] / params_.warps_to_saturate_issue);
-      const double want = e.compute_seconds_per_block > 0 ? cap_c / e.compute_seconds_per_block * e.bytes_per_block * phi
-                                                          : cap_m;
+      const double want = compute_s[k] > 0 ? cap_c / compute_s[k] * pipe_bytes[k] : cap_m;
       demand[k] = std::min(cap_m, want);
       weight[k] = warps[k];
     }
     mem_alloc = water_fill(demand, weight, sm_bandwidth_);
     // Stage 2: issue capacity, each asking what its bandwidth lets it use.
     for (size_t k = 0; k < n; ++k) {
-      const Entity& e = entities[static_cast<size_t>(g.residents[k].first)];
       const double cap_c = std::min(1.0, warps[k] / params_.warps_to_saturate_issue);
-      const double mem_rate = e.bytes_per_block > 0 ? mem_alloc[k] / (e.bytes_per_block * phi)
-                                                    : std::numeric_limits<double>::infinity();
-      demand[k] = std::min(cap_c, mem_rate * e.compute_seconds_per_block);
+      const double mem_rate = pipe_bytes[k] > 0 ? mem_alloc[k] / pipe_bytes[k] : std::numeric_limits<double>::infinity();
+      demand[k] = std::min(cap_c, mem_rate * compute_s[k]);
     }
     const std::vector<double> issue = water_fill(demand, weight, 1.0);
     for (size_t k = 0; k < n; ++k) {
       const auto idx = static_cast<size_t>(g.residents[k].first);
-      const Entity& e = entities[idx];
       // Neighbours' memory pressure slows this part's issue (shared LSU, L1 and MSHRs).
       double others_pressure = 0;
-      double l1_polluters = 0;
       for (size_t m = 0; m < n; ++m) {
-        if (m == k) continue;
-        others_pressure += mem_alloc[m] / sm_bandwidth_;
-        if (!bypasses_l1(entities[static_cast<size_t>(g.residents[m].first)].cache)) l1_polluters += warps[m];
+        if (m != k) others_pressure += mem_alloc[m] / sm_bandwidth_;
       }
       const double slow = 1.0 + params_.co_residence_penalty * std::min(1.0, others_pressure);
-      const double compute_rate = e.compute_seconds_per_block > 0 ? issue[k] / (e.compute_seconds_per_block * slow)
-                                                                  : std::numeric_limits<double>::infinity();
-      const double mem_rate = e.bytes_per_block > 0 ? mem_alloc[k] / (e.bytes_per_block * phi)
-                                                    : std::numeric_limits<double>::infinity();
-      double rate = std::min(compute_rate, mem_rate);
-      if (!std::isfinite(rate)) rate = 0;  // a body with no work per block: nothing to model
-      const double l1_loss = bypasses_l1(e.cache) ? 1.0 : (total_warps > 0 ? l1_polluters / total_warps : 0.0);
-      const double cache_factor = (1.0 + e.l1_sensitivity * l1_loss) * (1.0 + e.l2_sensitivity * l2_loss[idx]);
-      out[idx] += g.sms * rate / cache_factor;
+      const double compute_rate = compute_s[k] > 0 ? issue[k] / (compute_s[k] * slow) : std::numeric_limits<double>::infinity();
+      const double mem_rate = pipe_bytes[k] > 0 ? mem_alloc[k] / pipe_bytes[k] : std::numeric_limits<double>::infinity();
+      const double rate = std::min(compute_rate, mem_rate);
+      out[idx] += std::isfinite(rate) ? g.sms * rate : 0.0;  // a body with no work: nothing to model
     }
   }
 }
@@ -123,7 +126,7 @@ std::vector<double> RateModel::solve_with(std::span<const Entity> entities, std:
   std::vector<double> rates;
   auto traffic = [&](const std::vector<double>& r) {
     double t = 0;
-    for (size_t i = 0; i < r.size(); ++i) t += r[i] * entities[i].bytes_per_block;
+    for (size_t i = 0; i < r.size(); ++i) t += r[i] * entities[i].bytes_per_block * (1.0 + entities[i].l2_sensitivity * l2_loss[i]);
     return t;
   };
   rates_at(1.0, entities, groups, l2_loss, rates);

@@ -7,7 +7,7 @@
 
 namespace concord::policy {
 
-std::vector<SmSet> even_tpc_shares(const DeviceSpec& device, int parts) {
+std::vector<SmSet> weighted_tpc_shares(const DeviceSpec& device, const std::vector<double>& weights) {
   std::vector<int> tpcs;
   {
     std::set<int> seen;
@@ -15,22 +15,55 @@ std::vector<SmSet> even_tpc_shares(const DeviceSpec& device, int parts) {
       if (seen.insert(tpc).second) tpcs.push_back(tpc);
     }
   }
-  parts = std::clamp(parts, 1, static_cast<int>(tpcs.size()));
-  std::vector<SmSet> shares(static_cast<size_t>(parts));
-  const size_t n = tpcs.size();
-  for (int i = 0; i < parts; ++i) {
-    const size_t lo = n * static_cast<size_t>(i) / static_cast<size_t>(parts);
-    const size_t hi = n * static_cast<size_t>(i + 1) / static_cast<size_t>(parts);
-    for (size_t k = lo; k < hi; ++k) shares[static_cast<size_t>(i)] = shares[static_cast<size_t>(i)] | device.sms_of_tpc(tpcs[k]);
+  const size_t parts = weights.size();
+  std::vector<SmSet> shares(parts);
+  if (parts == 0) return shares;
+  double total = 0;
+  for (double w : weights) total += w;
+  // Largest remainder: floor of each exact share, then the leftovers to the largest fractions.
+  const int n = static_cast<int>(tpcs.size());
+  std::vector<int> count(parts, 0);
+  std::vector<std::pair<double, size_t>> fractions;
+  int given = 0;
+  for (size_t i = 0; i < parts; ++i) {
+    const double exact = n * weights[i] / total;
+    count[i] = static_cast<int>(exact);
+    given += count[i];
+    fractions.emplace_back(exact - count[i], i);
+  }
+  std::stable_sort(fractions.begin(), fractions.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (size_t k = 0; given < n; k = (k + 1) % parts, ++given) ++count[fractions[k].second];
+  // No share may be empty while another has TPCs to spare.
+  for (size_t i = 0; i < parts; ++i) {
+    if (count[i] > 0) continue;
+    auto donor = std::max_element(count.begin(), count.end());
+    if (*donor > 1) {
+      --*donor;
+      ++count[i];
+    }
+  }
+  int next = 0;
+  for (size_t i = 0; i < parts; ++i) {
+    for (int k = 0; k < count[i]; ++k, ++next) shares[i] = shares[i] | device.sms_of_tpc(tpcs[static_cast<size_t>(next)]);
   }
   return shares;
 }
 
-void StaticPartitionPolicy::on_start(SchedContext& ctx) {
-  const int tenants = static_cast<int>(ctx.workload().tenants.size());
-  shares_ = even_tpc_shares(ctx.device(), tenants);
-  // More tenants than TPCs: tenants share TPCs in turn.
-  while (static_cast<int>(shares_.size()) < tenants) shares_.push_back(shares_[shares_.size() % std::max<size_t>(1, shares_.size())]);
+Status StaticPartitionPolicy::on_start(SchedContext& ctx) {
+  const size_t tenants = ctx.workload().tenants.size();
+  if (!weights_.empty() && weights_.size() != tenants) {
+    return Status::invalid_argument("parameter 'weights': " + std::to_string(weights_.size()) + " weights for " +
+                                    std::to_string(tenants) + " tenants");
+  }
+  std::vector<double> w = weights_;
+  w.resize(tenants, 1.0);
+  shares_ = weighted_tpc_shares(ctx.device(), w);
+  // More tenants than TPCs: the tenants without a TPC share the whole GPU's first TPC in turn.
+  for (size_t i = 0; i < shares_.size(); ++i) {
+    if (shares_[i].empty()) shares_[i] = shares_[i % std::max<size_t>(1, static_cast<size_t>(ctx.device().tpc_count()))];
+    if (shares_[i].empty()) shares_[i] = ctx.device().sms_of_tpc(ctx.device().tpc_of_sm.front());
+  }
+  return Status::ok();
 }
 
 Status StaticPartitionPolicy::schedule(SchedContext& ctx) {
@@ -48,8 +81,23 @@ Status StaticPartitionPolicy::schedule(SchedContext& ctx) {
 }
 
 Result<std::unique_ptr<Policy>> make_static_partition(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("static-partition", params, {}));
-  return std::unique_ptr<Policy>(std::make_unique<StaticPartitionPolicy>());
+  CONCORD_RETURN_IF_ERROR(only_params("static-partition", params, {"weights"}));
+  std::vector<double> weights;
+  if (auto it = params.find("weights"); it != params.end()) {
+    std::string item;
+    for (size_t i = 0; i <= it->second.size(); ++i) {
+      if (i < it->second.size() && it->second[i] != ',') {
+        item += it->second[i];
+        continue;
+      }
+      auto w = double_param({{"weights", item}}, "weights", 0);
+      if (!w) return w.status();
+      if (*w <= 0) return Status::invalid_argument("parameter 'weights': each weight must be > 0, got '" + item + "'");
+      weights.push_back(*w);
+      item.clear();
+    }
+  }
+  return std::unique_ptr<Policy>(std::make_unique<StaticPartitionPolicy>(std::move(weights)));
 }
 
 }  // namespace concord::policy

@@ -1,5 +1,6 @@
-// static-partition: MPS-like spatial sharing. Each tenant owns a fixed, even, TPC-granular share
-// of the SMs for the whole run and its launches run there as soon as they are ready.
+// static-partition: MPS-like spatial sharing. Each tenant owns a fixed TPC-granular share of the
+// SMs for the whole run and its launches run there as soon as they are ready. Shares are even by
+// default; param weights=3,1 sizes them in proportion (as MPS thread percentages would).
 #pragma once
 
 #include <vector>
@@ -10,8 +11,9 @@ namespace concord::policy {
 
 class StaticPartitionPolicy final : public Policy {
  public:
+  explicit StaticPartitionPolicy(std::vector<double> weights) : weights_(std::move(weights)) {}
   std::string name() const override { return "static-partition"; }
-  void on_start(SchedContext& ctx) override;
+  Status on_start(SchedContext& ctx) override;
   // The share of tenant `t` (valid after on_start).
   const SmSet& share_of(TenantId t) const { return shares_.at(static_cast<size_t>(t.value)); }
 
@@ -19,11 +21,13 @@ class StaticPartitionPolicy final : public Policy {
   Status schedule(SchedContext& ctx) override;
 
  private:
+  std::vector<double> weights_;  // empty = even
   std::vector<SmSet> shares_;
 };
 
-// Splits the device's TPCs into `parts` contiguous, even shares (sizes differ by at most one TPC).
-std::vector<SmSet> even_tpc_shares(const DeviceSpec& device, int parts);
+// Splits the device's TPCs into contiguous shares in proportion to `weights` (largest-remainder
+// rounding; every share gets at least one TPC while TPCs last).
+std::vector<SmSet> weighted_tpc_shares(const DeviceSpec& device, const std::vector<double>& weights);
 
 Result<std::unique_ptr<Policy>> make_static_partition(const PolicyParams& params);
 

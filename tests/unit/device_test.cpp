@@ -1,0 +1,109 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "concord/device.h"
+#include "concord/occupancy.h"
+#include "concord/sm_set.h"
+
+namespace concord {
+namespace {
+
+TEST(SmSet, SetAlgebraAndText) {
+  SmSet a = SmSet::range(0, 4);
+  SmSet b = SmSet::of({2, 3, 7});
+  EXPECT_EQ(a.count(), 4);
+  EXPECT_EQ((a | b).count(), 5);
+  EXPECT_EQ((a & b).ids(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(a.minus(b).ids(), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(SmSet::of({1, 2}).is_subset_of(a));
+  EXPECT_FALSE(b.is_subset_of(a));
+  EXPECT_EQ((a | b).to_string(), "0-3,7");
+  EXPECT_EQ(b.span(), 8);
+  EXPECT_EQ(SmSet::of({0, 64, 255}).words(), (std::vector<uint64_t>{1, 1, 0, uint64_t{1} << 63}));
+}
+
+TEST(Device, BuiltinTopologyIsConsistent) {
+  for (const DeviceSpec& d : {h100_sxm_spec(), h200_spec()}) {
+    ASSERT_TRUE(d.validate().is_ok());
+    EXPECT_EQ(d.sm_count, 132);
+    EXPECT_EQ(d.tpc_count(), 66);
+    EXPECT_EQ(d.gpc_count(), 8);
+    EXPECT_EQ(d.sms_of_tpc(5).ids(), (std::vector<int>{10, 11}));
+    int total = 0;
+    for (int g = 0; g < d.gpc_count(); ++g) total += d.sms_of_gpc(g).count();
+    EXPECT_EQ(total, 132);
+  }
+  EXPECT_GT(h200_spec().dram_bytes_per_s, h100_sxm_spec().dram_bytes_per_s);
+}
+
+TEST(Device, RoundUpToTpcsAndGpcSpan) {
+  const DeviceSpec d = h200_spec();
+  EXPECT_EQ(d.round_up_to_tpcs(SmSet::of({1, 4})).ids(), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_TRUE(d.spans_all_gpcs(d.all_sms()));
+  EXPECT_FALSE(d.spans_all_gpcs(d.sms_of_gpc(0)));
+}
+
+TEST(Device, BuiltinLookup) {
+  EXPECT_TRUE(builtin_device("H200").is_ok());
+  EXPECT_TRUE(builtin_device("h100").is_ok());
+  EXPECT_EQ(builtin_device("a100").status().code(), StatusCode::not_found);
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Device, FileOverridesBase) {
+  const std::string path = write_temp("dev_ok.json", R"({"base": "h200", "name": "H200 test", "dram_bytes_per_s": 4.0e12,
+    "sm": {"max_blocks": 16}})");
+  auto d = load_device_file(path);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ(d->name, "H200 test");
+  EXPECT_DOUBLE_EQ(d->dram_bytes_per_s, 4.0e12);
+  EXPECT_EQ(d->sm.max_blocks, 16);
+  EXPECT_EQ(d->sm_count, 132);
+}
+
+TEST(Device, FileWithSmallerSmCountGetsNominalTopology) {
+  auto d = load_device_file(write_temp("dev_small.json", R"({"base": "h100", "sm_count": 16})"));
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ(d->tpc_count(), 8);
+}
+
+TEST(Device, BadFilesNameTheField) {
+  auto unknown = load_device_file(write_temp("dev_bad1.json", R"({"base": "h200", "sm_cuont": 12})"));
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("sm_cuont"), std::string::npos);
+  auto negative = load_device_file(write_temp("dev_bad2.json", R"({"base": "h200", "fp32_flops": -1})"));
+  ASSERT_FALSE(negative.is_ok());
+  EXPECT_NE(negative.status().message().find("fp32_flops"), std::string::npos);
+  auto broken = load_device_file(write_temp("dev_bad3.json", R"({"base": )"));
+  ASSERT_FALSE(broken.is_ok());
+  EXPECT_EQ(broken.status().code(), StatusCode::parse_error);
+  EXPECT_EQ(load_device_file("/nonexistent/dev.json").status().code(), StatusCode::not_found);
+}
+
+TEST(Occupancy, LimitedByEachResource) {
+  const DeviceSpec d = h200_spec();
+  KernelVariant v;
+  v.threads_per_block = 256;
+  v.registers_per_thread = 32;
+  EXPECT_EQ(max_resident_blocks(d, v), 8);  // threads: 2048 / 256
+  v.registers_per_thread = 128;
+  EXPECT_EQ(max_resident_blocks(d, v), 2);  // registers: 65536 / (128 * 256)
+  v.registers_per_thread = 32;
+  v.shared_bytes_per_block = 100 * 1024;
+  EXPECT_EQ(max_resident_blocks(d, v), 2);  // shared memory: 228 KiB / 100 KiB
+  v.threads_per_block = 32;
+  v.shared_bytes_per_block = 0;
+  EXPECT_EQ(max_resident_blocks(d, v), 32);  // block slots
+  v.shared_bytes_per_block = 300 * 1024;
+  EXPECT_EQ(max_resident_blocks(d, v), 0);   // does not fit at all
+}
+
+}  // namespace
+}  // namespace concord

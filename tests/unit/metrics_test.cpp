@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "concord/metrics.h"
+
+namespace concord {
+namespace {
+
+TEST(Metrics, FormulasOnHandComputedCase) {
+  // Two tenants: alone 2 and 3 s, shared 4 and 4 s -> NP 0.5 and 0.75.
+  const std::vector<double> np = {0.5, 0.75};
+  EXPECT_DOUBLE_EQ(normalized_progress(2.0, 4.0), 0.5);
+  EXPECT_DOUBLE_EQ(system_throughput(np), 1.25);
+  EXPECT_DOUBLE_EQ(average_normalized_turnaround(np), (2.0 + 4.0 / 3.0) / 2.0);
+  EXPECT_DOUBLE_EQ(fairness_index(np), 0.5 / 0.75);
+  EXPECT_DOUBLE_EQ(harmonic_speedup(np), 2.0 / (2.0 + 4.0 / 3.0));
+}
+
+TEST(Metrics, FairnessIsMinOverAllPairs) {
+  const std::vector<double> np = {0.9, 0.3, 0.6};
+  EXPECT_DOUBLE_EQ(fairness_index(np), 0.3 / 0.9);
+}
+
+TEST(Metrics, NearestRankPercentile) {
+  const std::vector<double> v = {5, 1, 4, 2, 3};
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 3);
+  EXPECT_DOUBLE_EQ(percentile(v, 99), 5);
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1);
+  std::vector<double> hundred;
+  for (int i = 1; i <= 100; ++i) hundred.push_back(i);
+  EXPECT_DOUBLE_EQ(percentile(hundred, 99), 99);
+  EXPECT_DOUBLE_EQ(percentile(std::vector<double>{}, 50), 0);
+}
+
+RunRecord two_tenant_run() {
+  RunRecord run;
+  run.makespan = 10;
+  TenantRecord lc;
+  lc.name = "lc";
+  lc.cls = TenantClass::latency_critical;
+  lc.latency_target = 2;
+  lc.begin = 0;
+  lc.finish = 10;
+  // latencies 1, 3, 1.5, 2 -> 3 of 4 within a 2 s target
+  lc.requests = {{0, 0, 1}, {2, 3, 5}, {6, 6, 7.5}, {8, 8, 10}};
+  TenantRecord be;
+  be.name = "be";
+  be.begin = 0;
+  be.finish = 8;
+  be.logical_blocks = 800;
+  be.requests = {{0, 0, 4}, {4, 4, 8}};
+  run.tenants = {lc, be};
+  return run;
+}
+
+TEST(Metrics, ComputeFromRunRecord) {
+  const RunRecord run = two_tenant_run();
+  const std::vector<Seconds> alone = {5, 4};
+  auto m = compute_metrics(run, alone, 12.0);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_DOUBLE_EQ(m->tenants[0].np, 0.5);
+  EXPECT_DOUBLE_EQ(m->tenants[1].np, 0.5);
+  EXPECT_DOUBLE_EQ(m->stp, 1.0);
+  EXPECT_DOUBLE_EQ(m->antt, 2.0);
+  EXPECT_DOUBLE_EQ(m->fi, 1.0);
+  EXPECT_DOUBLE_EQ(m->hs, 0.5);
+  EXPECT_DOUBLE_EQ(m->tenants[0].slo_attainment, 0.75);
+  EXPECT_DOUBLE_EQ(m->tenants[0].latency_p50, 1.5);
+  EXPECT_DOUBLE_EQ(m->tenants[0].latency_p99, 3);
+  EXPECT_DOUBLE_EQ(m->tenants[1].blocks_per_s, 100);
+  EXPECT_DOUBLE_EQ(m->lc_goodput, 0.3);
+  EXPECT_DOUBLE_EQ(m->be_throughput, 0.2);
+  EXPECT_DOUBLE_EQ(m->overall_throughput, 0.5);
+  ASSERT_TRUE(m->speedup_over_serial.has_value());
+  EXPECT_DOUBLE_EQ(*m->speedup_over_serial, 1.2);
+}
+
+TEST(Metrics, RejectsMismatchedAloneTimes) {
+  const RunRecord run = two_tenant_run();
+  const std::vector<Seconds> alone = {5};
+  auto m = compute_metrics(run, alone, std::nullopt);
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_EQ(m.status().code(), StatusCode::invalid_argument);
+}
+
+}  // namespace
+}  // namespace concord

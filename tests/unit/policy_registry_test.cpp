@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include "concord/policy.h"
+#include "policy/static_partition/static_partition_policy.h"
+
+namespace concord {
+namespace {
+
+class NamedPolicy final : public Policy {
+ public:
+  std::string name() const override { return "named"; }
+};
+
+TEST(PolicyRegistry, DuplicateNameIsAnError) {
+  PolicyRegistry r;
+  auto factory = [](const PolicyParams&) -> Result<std::unique_ptr<Policy>> {
+    return std::unique_ptr<Policy>(std::make_unique<NamedPolicy>());
+  };
+  ASSERT_TRUE(r.add("named", "a test policy", factory).is_ok());
+  const Status dup = r.add("named", "again", factory);
+  EXPECT_EQ(dup.code(), StatusCode::already_exists);
+  EXPECT_EQ(r.list().size(), 1u);
+  EXPECT_TRUE(r.make("named", {}).is_ok());
+  EXPECT_EQ(r.make("other", {}).status().code(), StatusCode::not_found);
+}
+
+TEST(PolicyRegistry, BuiltinsAreAllThere) {
+  for (const char* n : {"serial", "streams", "static-partition", "round-robin", "random"}) {
+    auto p = builtin_policies().make(n, {});
+    ASSERT_TRUE(p.is_ok()) << n << ": " << p.status().to_string();
+    EXPECT_EQ((*p)->name(), n);
+  }
+}
+
+TEST(PolicyRegistry, BadParametersAreRejected) {
+  EXPECT_EQ(builtin_policies().make("serial", {{"streams", "2"}}).status().code(), StatusCode::invalid_argument);
+  EXPECT_EQ(builtin_policies().make("round-robin", {{"streams", "0"}}).status().code(), StatusCode::invalid_argument);
+  EXPECT_EQ(builtin_policies().make("random", {{"streams", "x"}}).status().code(), StatusCode::invalid_argument);
+  EXPECT_EQ(builtin_policies().make("static-partition", {{"weights", "1,-2"}}).status().code(),
+            StatusCode::invalid_argument);
+  EXPECT_TRUE(builtin_policies().make("static-partition", {{"weights", "2,1.5"}}).is_ok());
+}
+
+TEST(StaticPartition, WeightedSharesAreDisjointAndCoverTheGpu) {
+  const DeviceSpec d = h200_spec();
+  for (const std::vector<double>& w : {std::vector<double>{1, 1}, {2, 1}, {1, 1, 1}, {5, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1}}) {
+    auto shares = policy::weighted_tpc_shares(d, w);
+    ASSERT_EQ(shares.size(), w.size());
+    SmSet all;
+    int total = 0;
+    for (const SmSet& s : shares) {
+      EXPECT_FALSE(s.empty());
+      EXPECT_FALSE(all.intersects(s));
+      EXPECT_EQ(d.round_up_to_tpcs(s), s) << "shares are TPC-granular";
+      all = all | s;
+      total += s.count();
+    }
+    EXPECT_EQ(total, d.sm_count);
+  }
+  auto two_to_one = policy::weighted_tpc_shares(d, {2, 1});
+  EXPECT_EQ(two_to_one[0].count(), 88);
+  EXPECT_EQ(two_to_one[1].count(), 44);
+}
+
+}  // namespace
+}  // namespace concord
