@@ -1,6 +1,7 @@
 #include "concord/device.h"
 
 #include <algorithm>
+#include <bitset>
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -60,13 +61,14 @@ SmSet DeviceSpec::sms_of_gpc(int gpc) const {
 }
 
 SmSet DeviceSpec::round_up_to_tpcs(const SmSet& sms) const {
-  std::set<int> tpcs;
-  for (int sm : sms.ids()) {
-    if (sm < sm_count) tpcs.insert(tpc_of_sm[static_cast<size_t>(sm)]);
+  // On the engine's dispatch path: no allocation, two passes over the SMs.
+  std::bitset<kMaxSms> tpc_hit;
+  for (int sm = 0; sm < sm_count; ++sm) {
+    if (sms.contains(sm)) tpc_hit.set(static_cast<size_t>(tpc_of_sm[static_cast<size_t>(sm)]));
   }
   SmSet out;
   for (int sm = 0; sm < sm_count; ++sm) {
-    if (tpcs.count(tpc_of_sm[static_cast<size_t>(sm)])) out.add(sm);
+    if (tpc_hit.test(static_cast<size_t>(tpc_of_sm[static_cast<size_t>(sm)]))) out.add(sm);
   }
   return out;
 }

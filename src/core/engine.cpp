@@ -96,7 +96,7 @@ class Engine final : public SchedContext {
   LaunchState* launch_state(LaunchId id) {
     return id.valid() && id.value < static_cast<int64_t>(launches_.size()) ? &launches_[static_cast<size_t>(id.value)] : nullptr;
   }
-  Status check_part(const LaunchState& ls, const std::string& who, int variant, const BlockRange& range,
+  Status check_part(const LaunchState& ls, bool partner, int variant, const BlockRange& range,
                     const Capabilities& caps) const;
   Status handle_completion(const Completion& c);
   Status start_next_launch(TenantState& t);
@@ -111,6 +111,7 @@ class Engine final : public SchedContext {
   std::mt19937_64 rng_;
   std::vector<TenantState> tenants_;
   std::vector<LaunchState> launches_;
+  std::vector<int64_t> active_;  // launches not yet finished, in creation order
   std::vector<RunningDispatch> running_;
   std::vector<DispatchRecord> dispatch_records_;
   mutable std::vector<ReadyLaunch> ready_;
@@ -123,7 +124,8 @@ class Engine final : public SchedContext {
 std::span<const ReadyLaunch> Engine::ready() const {
   if (ready_dirty_) {
     ready_.clear();
-    for (const auto& ls : launches_) {
+    for (int64_t id : active_) {
+      const LaunchState& ls = launches_[static_cast<size_t>(id)];
       if (ls.pending.empty()) continue;
       ReadyLaunch r;
       r.id = ls.record.id;
@@ -147,31 +149,36 @@ std::span<const ReadyLaunch> Engine::ready() const {
   return ready_;
 }
 
-Status Engine::check_part(const LaunchState& ls, const std::string& who, int variant, const BlockRange& range,
+// "dispatch of launch N (kernel)": built only when a check fails, off the fast path.
+std::string describe(const LaunchState& ls, bool partner) {
+  return "dispatch of launch " + std::to_string(ls.record.id.value) + " (" + ls.kernel->name + ")" +
+         (partner ? " as fusion partner" : "");
+}
+
+Status Engine::check_part(const LaunchState& ls, bool partner, int variant, const BlockRange& range,
                           const Capabilities& caps) const {
   if (variant < 0 || variant >= ls.kernel->variant_count()) {
-    return Status::invalid_argument(who + ": kernel '" + ls.kernel->name + "' has no variant " + std::to_string(variant));
+    return Status::invalid_argument(describe(ls, partner) + ": kernel has no variant " + std::to_string(variant));
   }
   if (ls.dispatched_once && variant != ls.variant) {
-    return Status::invalid_argument(who + ": the launch already runs variant " + std::to_string(ls.variant) +
-                                    "; a launch keeps one variant");
+    return Status::invalid_argument(describe(ls, partner) + ": the launch already runs variant " +
+                                    std::to_string(ls.variant) + "; a launch keeps one variant");
   }
   if (variant != ls.kernel->default_variant && !caps.block_variants) {
-    return Status::unsupported(who + ": kernel '" + ls.kernel->name + "' has no block-size variants on this backend");
+    return Status::unsupported(describe(ls, partner) + ": no block-size variants on this backend");
   }
-  if (range.empty()) return Status::invalid_argument(who + ": empty logical-block range");
-  const int64_t blocks = ls.kernel->variant(variant).logical_blocks;
-  const std::vector<BlockRange> pending =
-      ls.dispatched_once ? ls.pending : std::vector<BlockRange>{BlockRange{0, blocks}};
-  const bool inside = std::any_of(pending.begin(), pending.end(),
-                                  [&](const BlockRange& p) { return range.begin >= p.begin && range.end <= p.end; });
+  if (range.empty()) return Status::invalid_argument(describe(ls, partner) + ": empty logical-block range");
+  // Before its first dispatch a launch's pending blocks are the whole grid of the chosen variant.
+  const BlockRange fresh{0, ls.kernel->variant(variant).logical_blocks};
+  auto contains = [&](const BlockRange& p) { return range.begin >= p.begin && range.end <= p.end; };
+  const bool inside = ls.dispatched_once ? std::any_of(ls.pending.begin(), ls.pending.end(), contains) : contains(fresh);
   if (!inside) {
-    return Status::invalid_argument(who + ": range [" + std::to_string(range.begin) + "," + std::to_string(range.end) +
-                                    ") is not pending");
+    return Status::invalid_argument(describe(ls, partner) + ": range [" + std::to_string(range.begin) + "," +
+                                    std::to_string(range.end) + ") is not pending");
   }
-  const bool whole = pending.size() == 1 && range == pending.front() && range.begin == 0 && !ls.dispatched_once;
+  const bool whole = !ls.dispatched_once && range == fresh;
   if (!whole && !caps.split_range) {
-    return Status::unsupported(who + ": kernel '" + ls.kernel->name + "' cannot run a sub-range on this backend");
+    return Status::unsupported(describe(ls, partner) + ": the kernel cannot run a sub-range on this backend");
   }
   return Status::ok();
 }
@@ -184,29 +191,31 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
   const DeviceSpec& dev = backend_.device();
   const Capabilities caps = backend_.capabilities(*ls->kernel);
   Placement p = requested;
-  const std::string who = "dispatch of launch " + std::to_string(launch.value) + " (" + ls->kernel->name + ")";
-  if (p.sms.empty()) return Status::invalid_argument(who + ": empty SM set");
+  auto who = [&] { return describe(*ls, false); };
+  if (p.sms.empty()) return Status::invalid_argument(who() + ": empty SM set");
   if (p.sms.span() > dev.sm_count) {
-    return Status::invalid_argument(who + ": SM set " + p.sms.to_string() + " names SMs beyond the device's " +
+    return Status::invalid_argument(who() + ": SM set " + p.sms.to_string() + " names SMs beyond the device's " +
                                     std::to_string(dev.sm_count));
   }
-  if (p.tlp < 0) return Status::invalid_argument(who + ": tlp must be >= 0");
+  if (p.tlp < 0) return Status::invalid_argument(who() + ": tlp must be >= 0");
   if (p.form == LaunchForm::persistent && !caps.persistent_form) {
-    return Status::unsupported(who + ": the kernel has no persistent form (opaque kernel)");
+    return Status::unsupported(who() + ": the kernel has no persistent form (opaque kernel)");
   }
   if (p.tlp > 0 && (p.form != LaunchForm::persistent || !caps.tlp)) {
-    return Status::unsupported(who + ": a TLP limit needs the persistent form");
+    return Status::unsupported(who() + ": a TLP limit needs the persistent form");
   }
-  if (bypasses_l1(p.cache) && !caps.l1_bypass) return Status::unsupported(who + ": L1 bypass is not available for this kernel");
+  if (bypasses_l1(p.cache) && !caps.l1_bypass) return Status::unsupported(who() + ": L1 bypass is not available for this kernel");
   if (evicts_l2_first(p.cache) && !caps.l2_evict_first) {
-    return Status::unsupported(who + ": L2 evict-first is not available for this kernel");
+    return Status::unsupported(who() + ": L2 evict-first is not available for this kernel");
   }
   // A native launch gets its SM set from a green context: TPC-granular.
-  if (p.form == LaunchForm::native || !caps.exact_sm_sets) p.sms = dev.round_up_to_tpcs(p.sms);
+  if ((p.form == LaunchForm::native || !caps.exact_sm_sets) && p.sms.count() != dev.sm_count) {
+    p.sms = dev.round_up_to_tpcs(p.sms);
+  }
   const int variant = p.variant >= 0 ? p.variant : (ls->dispatched_once ? ls->variant : ls->kernel->default_variant);
   const int64_t blocks = ls->kernel->variant(std::clamp(variant, 0, ls->kernel->variant_count() - 1)).logical_blocks;
   const BlockRange range = p.range ? *p.range : (ls->dispatched_once ? ls->pending.front() : BlockRange{0, blocks});
-  CONCORD_RETURN_IF_ERROR(check_part(*ls, who, variant, range, caps));
+  CONCORD_RETURN_IF_ERROR(check_part(*ls, false, variant, range, caps));
 
   DispatchRequest req;
   req.id = DispatchId{static_cast<int64_t>(dispatch_records_.size())};
@@ -217,15 +226,15 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
   if (p.fusion) {
     partner = launch_state(p.fusion->partner);
     if (!partner || partner->pending.empty() || partner == ls) {
-      return Status::failed_precondition(who + ": fusion partner " + std::to_string(p.fusion->partner.value) +
+      return Status::failed_precondition(who() + ": fusion partner " + std::to_string(p.fusion->partner.value) +
                                          " is not another ready launch");
     }
     const Capabilities pcaps = backend_.capabilities(*partner->kernel);
     if (!caps.fusion || !pcaps.fusion || p.form != LaunchForm::persistent) {
-      return Status::unsupported(who + ": fusion needs two elastic kernels in the persistent form");
+      return Status::unsupported(who() + ": fusion needs two elastic kernels in the persistent form");
     }
     if (p.fusion->self_parts < 1 || p.fusion->partner_parts < 1) {
-      return Status::invalid_argument(who + ": fusion ratio parts must be >= 1");
+      return Status::invalid_argument(who() + ": fusion ratio parts must be >= 1");
     }
     partner_variant = partner->dispatched_once ? partner->variant : partner->kernel->default_variant;
     BlockRange prange = p.fusion->partner_range;
@@ -234,7 +243,7 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
                    ? partner->pending.front()
                    : BlockRange{0, partner->kernel->variant(partner_variant).logical_blocks};
     }
-    CONCORD_RETURN_IF_ERROR(check_part(*partner, who + " (partner)", partner_variant, prange, pcaps));
+    CONCORD_RETURN_IF_ERROR(check_part(*partner, true, partner_variant, prange, pcaps));
     p.fusion->partner_range = prange;
     req.parts.push_back(DispatchPart{partner->record.id, partner->record.tenant, partner->kernel, partner_variant,
                                      prange, p.fusion->partner_parts});
@@ -328,6 +337,7 @@ Status Engine::start_next_launch(TenantState& t) {
   ls.pending = {BlockRange{0, ls.record.logical_blocks}};
   ls.request_arrival = t.record.requests[static_cast<size_t>(t.current_request)].arrival;
   launches_.push_back(std::move(ls));
+  active_.push_back(launches_.back().record.id.value);
   newly_ready_.push_back(launches_.back().record.id);
   mark_ready_dirty();
   return Status::ok();
@@ -366,6 +376,7 @@ Status Engine::handle_completion(const Completion& c) {
                               " of " + std::to_string(ls.record.logical_blocks) + " logical blocks");
     }
     ls.record.end = c.end;
+    active_.erase(std::find(active_.begin(), active_.end(), ls.record.id.value));
     t.record.logical_blocks += ls.blocks_done;
     // Next kernel of the request, or the request is done.
     const TenantSpec& spec = *t.spec;

@@ -1,0 +1,71 @@
+// Per-launch decision cost of each policy: wall time inside the policy's hooks divided by the
+// number of dispatches, on the simulator (so backend cost is excluded), for 4- and 12-tenant mixes.
+#include <benchmark/benchmark.h>
+
+#include "backend/sim/sim_backend.h"
+#include "concord/engine.h"
+#include "concord/policy.h"
+#include "concord/suite.h"
+#include "concord/workload.h"
+
+namespace {
+
+using namespace concord;
+
+Workload mix(int tenants) {
+  static const char* kernels[] = {"hotspot", "vector_add", "matmul", "srad", "cfd_flux", "gaussian",
+                                  "hotspot3d", "kmeans", "bfs", "fft_stage", "pathfinder", "backprop"};
+  Workload w;
+  w.name = "sched-cost";
+  for (int i = 0; i < tenants; ++i) {
+    TenantSpec t;
+    t.name = "t" + std::to_string(i);
+    const char* name = kernels[i % 12];
+    // Small sizes: many short launches, so the ready queue turns over often.
+    auto k = make_suite_kernel(name, 1024);
+    t.steps.push_back(KernelStep{*k, 4});
+    t.requests = 25;
+    w.tenants.push_back(t);
+  }
+  return w;
+}
+
+void BM_DecisionCost(benchmark::State& state, const std::string& policy_name) {
+  const Workload w = mix(static_cast<int>(state.range(0)));
+  double policy_seconds = 0;
+  int64_t dispatches = 0;
+  for (auto _ : state) {
+    auto policy = builtin_policies().make(policy_name, {});
+    sim::SimBackend backend(h200_spec());
+    EngineOptions o;
+    auto run = run_workload(w, backend, **policy, o);
+    if (!run) {
+      state.SkipWithError(run.status().to_string().c_str());
+      return;
+    }
+    policy_seconds += run->stats.policy_seconds;
+    dispatches += run->stats.dispatches;
+    state.SetIterationTime(run->stats.policy_seconds / static_cast<double>(run->stats.dispatches));
+  }
+  state.counters["ns_per_launch"] = policy_seconds / static_cast<double>(dispatches) * 1e9;
+  state.counters["launches"] = static_cast<double>(dispatches) / static_cast<double>(state.iterations());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (const auto& entry : builtin_policies().list()) {
+    benchmark::RegisterBenchmark(("decision/" + entry.name).c_str(), BM_DecisionCost, entry.name)
+        ->Arg(4)
+        ->Arg(12)
+        ->UseManualTime()
+        ->Unit(benchmark::kNanosecond)
+        ->Iterations(20)
+        ->Repetitions(5)
+        ->ReportAggregatesOnly(true);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
