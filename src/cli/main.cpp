@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
 
   CLI::App* policies = app.add_subcommand("policies", "List the policies");
   CLI::App* kernels = app.add_subcommand("kernels", "List the workload suite's kernels");
+  CLI::App* backends = app.add_subcommand("backends", "List the backends built into this binary");
   std::string validate_spec;
   CLI::App* validate = app.add_subcommand("validate", "Check a workload spec and report every problem");
   validate->add_option("spec", validate_spec, "Workload spec (YAML)")->required();
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
 
   if (policies->parsed()) {
     for (const auto& e : builtin_policies().list()) std::cout << e.name << "\t" << e.summary << "\n";
+    return 0;
+  }
+  if (backends->parsed()) {
+    for (const auto& b : available_backends()) std::cout << b << "\n";
     return 0;
   }
   if (kernels->parsed()) {

@@ -1,0 +1,28 @@
+"""Collects `concord run` results of the pair into one JSON file and prints a Markdown table."""
+import json
+import pathlib
+import sys
+
+src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+runs = {}
+for f in sorted(src.glob("*.json")):
+    runs[f.stem] = json.loads(f.read_text())
+serial = runs["serial"]["metrics"]["makespan_s"]
+alone = [t["alone_s"] for t in runs["serial"]["tenants"]]
+rows = []
+for name, r in runs.items():
+    m = r["metrics"]
+    rows.append({"scheme": name, "makespan_ms": m["makespan_s"] * 1e3, "speedup_over_serial": serial / m["makespan_s"],
+                 "stp": m["stp"], "antt": m["antt"]})
+rows.append({"scheme": "ideal (longer alone)", "makespan_ms": max(alone) * 1e3,
+             "speedup_over_serial": serial / max(alone), "stp": None, "antt": None})
+first = next(iter(runs.values()))
+dst.write_text(json.dumps({"device": first["device"], "backend": first["backend"], "commit": first["commit"],
+                           "alone_ms": [a * 1e3 for a in alone], "rows": rows, "runs": runs}, indent=1))
+print(f"device {first['device']} ({first['backend']}), commit {first['commit']}; alone "
+      + ", ".join(f"{a * 1e3:.2f} ms" for a in alone))
+print("| scheme | makespan ms | speedup over serial | STP | ANTT |")
+print("|---|---:|---:|---:|---:|")
+for r in rows:
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"
+    print(f"| {r['scheme']} | {r['makespan_ms']:.3f} | {r['speedup_over_serial']:.3f}x | {fmt(r['stp'])} | {fmt(r['antt'])} |")
