@@ -14,6 +14,8 @@
 
 namespace concord {
 
+struct Workload;
+
 // What a backend can do with a given kernel. Policies ask; the engine enforces.
 struct Capabilities {
   bool persistent_form = false;  // elastic wrapper: exact SM sets, TLP, ranges, preemption
@@ -61,6 +63,12 @@ class Backend {
   virtual const DeviceSpec& device() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
 
+  // Gets ready for a workload before the clock starts (allocations, inputs, contexts); the run's
+  // time origin is the end of this call.
+  virtual Status prepare(const Workload& workload) {
+    (void)workload;
+    return Status::ok();
+  }
   // Starts a dispatch now. The request was validated by the engine against capabilities().
   virtual Status dispatch(const DispatchRequest& request) = 0;
   // Changes the allowed SM set of a running persistent dispatch.
@@ -86,6 +94,8 @@ struct BackendConfig {
   uint64_t seed = 1;
 };
 Result<std::unique_ptr<Backend>> make_backend(const BackendConfig& config);
+// Registers how to make the "cuda" backend (done by the CUDA library when it is linked in).
+void register_cuda_backend_factory(Result<std::unique_ptr<Backend>> (*factory)(const BackendConfig&));
 // Backend kinds compiled into this build.
 std::vector<std::string> available_backends();
 

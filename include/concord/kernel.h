@@ -35,6 +35,7 @@ struct KernelVariant {
   int registers_per_thread = 32;
   int shared_bytes_per_block = 0;
   int64_t logical_blocks = 1;    // size of the logical grid
+  int items_per_block = 1;       // work items (elements, points, cells) one logical block covers
   double flops_per_block = 0;    // per logical block
   double bytes_per_block = 0;    // DRAM bytes per logical block
 

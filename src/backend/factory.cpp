@@ -2,10 +2,15 @@
 #include "concord/backend.h"
 
 namespace concord {
+namespace {
 
-#ifdef CONCORD_HAVE_CUDA_BACKEND
-Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config);
-#endif
+Result<std::unique_ptr<Backend>> (*cuda_factory)(const BackendConfig&) = nullptr;
+
+}  // namespace
+
+void register_cuda_backend_factory(Result<std::unique_ptr<Backend>> (*factory)(const BackendConfig&)) {
+  cuda_factory = factory;
+}
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendConfig& config) {
   if (config.kind == "sim") {
@@ -13,21 +18,15 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendConfig& config) {
     return std::unique_ptr<Backend>(std::make_unique<sim::SimBackend>(config.device));
   }
   if (config.kind == "cuda") {
-#ifdef CONCORD_HAVE_CUDA_BACKEND
-    return make_cuda_backend(config);
-#else
-    return Status::unsupported("backend 'cuda' is not built into this binary (no CUDA backend yet; see issue 3)");
-#endif
+    if (!cuda_factory) return Status::unsupported("backend 'cuda' is not built into this binary (configure with CUDA)");
+    return cuda_factory(config);
   }
   return Status::not_found("unknown backend '" + config.kind + "' (known: sim, cuda)");
 }
 
 std::vector<std::string> available_backends() {
-#ifdef CONCORD_HAVE_CUDA_BACKEND
-  return {"sim", "cuda"};
-#else
+  if (cuda_factory) return {"sim", "cuda"};
   return {"sim"};
-#endif
 }
 
 }  // namespace concord

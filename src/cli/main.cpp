@@ -13,6 +13,10 @@
 #include "concord/suite.h"
 #include "concord/workload.h"
 
+#ifdef CONCORD_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 #ifndef CONCORD_GIT_COMMIT
 #define CONCORD_GIT_COMMIT "unknown"
 #endif
@@ -46,6 +50,9 @@ Result<PolicyParams> parse_params(const std::vector<std::string>& items) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef CONCORD_WITH_CUDA
+  concord::cuda::register_backend();
+#endif
   CLI::App app{"Concord: kernel-level GPU co-location runtime"};
   app.require_subcommand(1);
 

@@ -420,9 +420,8 @@ Status Engine::deliver_arrivals() {
 }
 
 Result<RunRecord> Engine::run() {
-  if (backend_.running() != 0 || backend_.now() != 0) {
-    return Status::failed_precondition("engine: the backend must be fresh (time 0, nothing running)");
-  }
+  if (backend_.running() != 0) return Status::failed_precondition("engine: the backend must be fresh (nothing running)");
+  CONCORD_RETURN_IF_ERROR(backend_.prepare(workload_));
   const auto wall0 = std::chrono::steady_clock::now();
   tenants_.resize(workload_.tenants.size());
   for (size_t i = 0; i < workload_.tenants.size(); ++i) {

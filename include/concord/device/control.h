@@ -1,0 +1,25 @@
+// The per-launch control block of an elastic launch, shared by host and device code.
+// Lives in device memory; the host writes allowed SMs, TLP and the preempt flag (asynchronous
+// copies on a control stream), the device reads them with relaxed atomic loads.
+#pragma once
+
+#include <cstdint>
+
+namespace concord::device {
+
+inline constexpr int kMaxControlSms = 256;
+
+struct alignas(128) ElasticControl {
+  uint64_t allowed[kMaxControlSms / 64];  // SM bitmap: bit s of word s/64
+  int32_t tlp;                            // resident blocks per SM allowed
+  int32_t preempt;                        // nonzero: fetch nothing more
+  int64_t range_begin;                    // logical blocks [range_begin, range_end)
+  int64_t range_end;
+  unsigned long long next;                // logical blocks handed out so far
+  unsigned long long done;                // logical blocks finished so far (the progress counter)
+  int32_t resident[kMaxControlSms];       // blocks resident per SM now
+  int32_t resident_peak[kMaxControlSms];  // most blocks ever resident per SM (TLP is respected)
+  uint32_t sm_done[kMaxControlSms];       // logical blocks finished per SM (histogram)
+};
+
+}  // namespace concord::device

@@ -1,0 +1,131 @@
+// The three ways one body runs: standalone (one logical block per CUDA block), elastic
+// (persistent blocks gated by SM set and TLP, fetching logical blocks from the control block's
+// counter) and fused (a:b parts of two bodies in one block, each part looping on its own counter).
+#pragma once
+
+#include <cstdint>
+
+#include "concord/device/context.cuh"
+#include "concord/device/control.h"
+
+namespace concord::device {
+
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+// Relaxed atomic loads (PTX memory model): see host writes without volatile.
+__device__ __forceinline__ int32_t load_relaxed(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t load_relaxed(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ bool sm_allowed(const ElasticControl* ctl, unsigned sm) {
+  return sm < kMaxControlSms && ((load_relaxed(&ctl->allowed[sm / 64]) >> (sm % 64)) & 1u);
+}
+
+__device__ __forceinline__ bool may_fetch(const ElasticControl* ctl, unsigned sm) {
+  return sm_allowed(ctl, sm) && load_relaxed(&ctl->preempt) == 0;
+}
+
+// Leader only: the next logical block of this control's range, or -1 when the part must stop.
+__device__ __forceinline__ int64_t fetch_block(ElasticControl* ctl, unsigned sm) {
+  if (!may_fetch(ctl, sm)) return -1;
+  const unsigned long long i = atomicAdd(&ctl->next, 1ULL);
+  const int64_t b = ctl->range_begin + static_cast<int64_t>(i);
+  return b < ctl->range_end ? b : -1;
+}
+
+__device__ __forceinline__ void count_done(ElasticControl* ctl, unsigned sm) {
+  atomicAdd(&ctl->done, 1ULL);
+  atomicAdd(&ctl->sm_done[sm], 1u);
+}
+
+// Leader only: admits this block on its SM if the SM is allowed and holds fewer than TLP blocks.
+__device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm) {
+  if (!may_fetch(ctl, sm)) return false;
+  const int prev = atomicAdd(&ctl->resident[sm], 1);
+  if (prev >= load_relaxed(&ctl->tlp)) {
+    atomicSub(&ctl->resident[sm], 1);
+    return false;
+  }
+  atomicMax(&ctl->resident_peak[sm], prev + 1);
+  return true;
+}
+
+template <typename Body, CacheOp Op>
+__global__ void standalone_kernel(Body body, int64_t range_begin) {
+  extern __shared__ __align__(16) char dynamic_shared[];
+  PartContext<Op> ctx{range_begin + static_cast<int64_t>(blockIdx.x), static_cast<int>(threadIdx.x),
+                      static_cast<int>(blockDim.x), 1, dynamic_shared};
+  body(ctx);
+}
+
+template <typename Body, CacheOp Op>
+__global__ void elastic_kernel(Body body, ElasticControl* ctl) {
+  extern __shared__ __align__(16) char dynamic_shared[];
+  __shared__ int64_t next_block;
+  __shared__ int admitted;
+  const unsigned sm = sm_id();
+  if (threadIdx.x == 0) admitted = admit(ctl, sm);
+  __syncthreads();
+  if (!admitted) return;  // owns nothing: work is handed out only through the counter
+  PartContext<Op> ctx{-1, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, dynamic_shared};
+  while (true) {
+    if (threadIdx.x == 0) next_block = fetch_block(ctl, sm);
+    __syncthreads();
+    ctx.block = next_block;
+    if (ctx.block < 0) break;
+    body(ctx);
+    __syncthreads();  // the body is done before the leader counts it and overwrites next_block
+    if (threadIdx.x == 0) count_done(ctl, sm);
+  }
+  if (threadIdx.x == 0) atomicSub(&ctl->resident[sm], 1);
+}
+
+// A fused block: parts [0, a) run BodyA with threads_a threads each, parts [a, a+b) run BodyB with
+// threads_b each. Admission (SM set, TLP, preempt) follows ctl_a; each body fetches from its own
+// control. Shared memory: a slices of shared_a bytes, then b slices of shared_b bytes.
+template <typename BodyA, typename BodyB, CacheOp Op>
+__global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, ElasticControl* ctl_b, int parts_a,
+                             int parts_b, int threads_a, int threads_b, int shared_a, int shared_b) {
+  extern __shared__ __align__(16) char dynamic_shared[];
+  __shared__ int64_t next_block[15];
+  __shared__ int admitted;
+  const unsigned sm = sm_id();
+  if (threadIdx.x == 0) admitted = admit(ctl_a, sm);
+  __syncthreads();
+  if (!admitted) return;
+  const int t = static_cast<int>(threadIdx.x);
+  const bool in_a = t < parts_a * threads_a;
+  const int part = in_a ? t / threads_a : parts_a + (t - parts_a * threads_a) / threads_b;
+  const int part_threads = in_a ? threads_a : threads_b;
+  const int local = in_a ? t % threads_a : (t - parts_a * threads_a) % threads_b;
+  char* slice = in_a ? dynamic_shared + static_cast<size_t>(part) * shared_a
+                     : dynamic_shared + static_cast<size_t>(parts_a) * shared_a +
+                           static_cast<size_t>(part - parts_a) * shared_b;
+  PartContext<Op> ctx{-1, local, part_threads, 1 + part, slice};
+  ElasticControl* ctl = in_a ? ctl_a : ctl_b;
+  while (true) {
+    if (local == 0) next_block[part] = fetch_block(ctl, sm);
+    ctx.sync();
+    ctx.block = next_block[part];
+    if (ctx.block < 0) break;
+    if (in_a) body_a(ctx);
+    else body_b(ctx);
+    ctx.sync();
+    if (local == 0) count_done(ctl, sm);
+  }
+  __syncthreads();
+  if (t == 0) atomicSub(&ctl_a->resident[sm], 1);
+}
+
+}  // namespace concord::device

@@ -1,0 +1,354 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "concord/workload.h"
+
+namespace concord::cuda {
+namespace {
+
+constexpr int kControlPool = 1024;
+constexpr int kHelperStreams = 8;
+
+void set_allowed(device::ElasticControl& c, const SmSet& sms) {
+  const auto words = sms.words();
+  for (size_t i = 0; i < std::size(c.allowed); ++i) c.allowed[i] = words[i];
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t seed) {
+  // Load every kernel at start so the first launch of each is not charged for module loading.
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  b->seed_ = seed;
+  int count = 0;
+  CONCORD_CUDA(cudaGetDeviceCount(&count));
+  if (device >= count) return Status::not_found("no CUDA device " + std::to_string(device));
+  CONCORD_CUDA(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  CONCORD_CUDA(cudaGetDeviceProperties(&prop, device));
+  const std::string name = prop.name;
+  // Peaks (bandwidth, FLOP/s) from the built-in spec of the model; limits and topology measured.
+  b->spec_ = name.find("H200") != std::string::npos ? h200_spec() : h100_sxm_spec();
+  b->spec_.name = name;
+  b->spec_.sm_count = prop.multiProcessorCount;
+  b->spec_.l2_bytes = prop.l2CacheSize;
+  b->spec_.sm.max_threads = prop.maxThreadsPerMultiProcessor;
+  b->spec_.sm.max_registers = prop.regsPerMultiprocessor;
+  b->spec_.sm.max_shared_bytes = static_cast<int>(prop.sharedMemPerMultiprocessor);
+  b->spec_.sm.max_blocks = prop.maxBlocksPerMultiProcessor;
+  auto pool = GreenContextPool::create(device);
+  if (!pool) return pool.status();
+  b->green_ = std::move(*pool);
+  b->spec_.tpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), -1);
+  b->spec_.gpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), 0);
+  const auto& groups = b->green_->groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int sm : groups[g].ids()) {
+      if (sm >= b->spec_.sm_count) continue;
+      b->spec_.tpc_of_sm[static_cast<size_t>(sm)] = static_cast<int>(g);
+      // GPCs are not visible through green contexts: nominal, 8 GPCs over the groups in order.
+      b->spec_.gpc_of_sm[static_cast<size_t>(sm)] = static_cast<int>(g * 8 / groups.size());
+    }
+  }
+  for (int sm = 0; sm < b->spec_.sm_count; ++sm) {
+    if (b->spec_.tpc_of_sm[static_cast<size_t>(sm)] < 0) {
+      return Status::device_error("topology probe: SM " + std::to_string(sm) + " is in no green-context group");
+    }
+  }
+  CONCORD_RETURN_IF_ERROR(b->spec_.validate());
+  CONCORD_RETURN_IF_ERROR(b->control_stream_.create());
+  CONCORD_RETURN_IF_ERROR(b->controls_.allocate(kControlPool));
+  for (int i = kControlPool - 1; i >= 0; --i) b->free_controls_.push_back(i);
+  void* staging = nullptr;
+  CONCORD_CUDA(cudaMallocHost(&staging, sizeof(device::ElasticControl)));
+  b->staging_ = static_cast<device::ElasticControl*>(staging);
+  for (int i = 0; i < kHelperStreams; ++i) {
+    Stream s;
+    CONCORD_RETURN_IF_ERROR(s.create());
+    b->helper_streams_.push_back(std::move(s));
+  }
+  CONCORD_RETURN_IF_ERROR(b->origin_.create());
+  CONCORD_CUDA(cudaEventRecord(b->origin_.get(), b->control_stream_.get()));
+  CONCORD_CUDA(cudaEventSynchronize(b->origin_.get()));
+  b->wall_origin_ = std::chrono::steady_clock::now();
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  cudaDeviceSynchronize();
+  if (staging_) cudaFreeHost(staging_);
+}
+
+Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
+  Capabilities c;
+  c.l2_evict_first = kernel.elastic;  // opaque kernels: access-policy windows are not wired yet
+  if (!kernel.elastic) return c;
+  c.persistent_form = c.exact_sm_sets = c.tlp = c.split_range = c.resize = c.preempt = true;
+  c.fusion = true;  // for instantiated pairs; dispatch refuses others
+  c.l1_bypass = true;
+  c.block_variants = true;
+  return c;
+}
+
+Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec) {
+  const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&spec));
+  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second.get();
+  auto k = kernels::make_device_kernel(spec);
+  if (!k) return k.status();
+  CONCORD_RETURN_IF_ERROR((*k)->prepare(seed_ + kernels_.size()));
+  CONCORD_CUDA(cudaDeviceSynchronize());
+  auto* raw = k->get();
+  kernels_[key] = std::move(*k);
+  return raw;
+}
+
+Status CudaBackend::prepare(const Workload& workload) {
+  for (const TenantSpec& t : workload.tenants) {
+    for (const KernelStep& s : t.steps) {
+      auto k = kernel_for(s.kernel);
+      if (!k) return Status(k.status().code(), "tenant '" + t.name + "': " + k.status().message());
+    }
+  }
+  CONCORD_CUDA(cudaDeviceSynchronize());
+  CONCORD_CUDA(cudaEventRecord(origin_.get(), control_stream_.get()));
+  CONCORD_CUDA(cudaEventSynchronize(origin_.get()));
+  wall_origin_ = std::chrono::steady_clock::now();
+  return Status::ok();
+}
+
+Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms, int tlp) {
+  if (free_controls_.empty()) return Status::failed_precondition("cuda: all " + std::to_string(kControlPool) + " control blocks in use");
+  const int i = free_controls_.back();
+  free_controls_.pop_back();
+  std::memset(staging_, 0, sizeof(*staging_));
+  set_allowed(*staging_, sms);
+  staging_->tlp = tlp;
+  staging_->range_begin = range.begin;
+  staging_->range_end = range.end;
+  CONCORD_CUDA(cudaMemcpyAsync(controls_.get() + i, staging_, sizeof(*staging_), cudaMemcpyHostToDevice, control_stream_.get()));
+  CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
+  return i;
+}
+
+Status CudaBackend::write_control_field(int control, size_t offset, const void* data, size_t bytes) {
+  auto* base = reinterpret_cast<char*>(staging_);
+  std::memcpy(base + offset, data, bytes);
+  auto* dst = reinterpret_cast<char*>(controls_.get() + control) + offset;
+  CONCORD_CUDA(cudaMemcpyAsync(dst, base + offset, bytes, cudaMemcpyHostToDevice, control_stream_.get()));
+  CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
+  return Status::ok();
+}
+
+Result<device::ElasticControl> CudaBackend::read_control(int control) const {
+  CONCORD_CUDA(cudaMemcpyAsync(staging_, controls_.get() + control, sizeof(*staging_), cudaMemcpyDeviceToHost,
+                               control_stream_.get()));
+  CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
+  return *staging_;
+}
+
+Result<cudaStream_t> CudaBackend::stream_for(const Running& r) {
+  const int priority = r.placement.priority > 0 ? -5 : 0;  // lower number = higher CUDA priority
+  if (r.placement.form == LaunchForm::native && r.placement.sms.count() < spec_.sm_count) {
+    return green_->stream_for(r.placement.sms, r.tenant, priority);
+  }
+  const int key = r.tenant * 2 + (priority < 0 ? 1 : 0);
+  auto it = tenant_streams_.find(key);
+  if (it == tenant_streams_.end()) {
+    Stream s;
+    CONCORD_RETURN_IF_ERROR(s.create(priority));
+    it = tenant_streams_.emplace(key, std::move(s)).first;
+  }
+  return it->second.get();
+}
+
+Result<cudaStream_t> CudaBackend::helper_stream() {
+  cudaStream_t s = helper_streams_[next_helper_ % helper_streams_.size()].get();
+  ++next_helper_;
+  return s;
+}
+
+Status CudaBackend::launch(Running& r, cudaStream_t stream) {
+  Event end;
+  CONCORD_RETURN_IF_ERROR(end.create());
+  const Part& a = r.parts[0];
+  if (r.placement.form == LaunchForm::native) {
+    CONCORD_RETURN_IF_ERROR(a.kernel->launch_standalone(a.variant, a.range, r.placement.cache, stream));
+  } else if (r.parts.size() == 1) {
+    CONCORD_RETURN_IF_ERROR(a.kernel->launch_elastic(a.variant, r.placement.cache, controls_.get() + a.control, r.grid, stream));
+  } else {
+    const Part& b = r.parts[1];
+    CONCORD_RETURN_IF_ERROR(kernels::launch_fused(*a.kernel, a.variant, a.parts_per_block, controls_.get() + a.control,
+                                                  *b.kernel, b.variant, b.parts_per_block, controls_.get() + b.control,
+                                                  r.placement.cache, r.grid, stream));
+  }
+  CONCORD_CUDA(cudaEventRecord(end.get(), stream));
+  r.ends.push_back(std::move(end));
+  return Status::ok();
+}
+
+Status CudaBackend::dispatch(const DispatchRequest& req) {
+  if (req.parts.empty() || req.parts.size() > 2) return Status::invalid_argument("cuda: a dispatch has one or two parts");
+  Running r;
+  r.id = req.id;
+  r.placement = req.placement;
+  r.tenant = static_cast<int>(req.parts[0].tenant.value);
+  for (const auto& p : req.parts) {
+    auto k = kernel_for(*p.kernel);
+    if (!k) return k.status();
+    r.parts.push_back(Part{*k, p.variant, p.range, p.parts_per_block, -1});
+  }
+  if (r.placement.form == LaunchForm::persistent) {
+    Result<int> occupancy = r.parts.size() == 1
+                                ? r.parts[0].kernel->elastic_occupancy(r.parts[0].variant)
+                                : kernels::fused_occupancy(*r.parts[0].kernel, r.parts[0].variant, r.parts[0].parts_per_block,
+                                                           *r.parts[1].kernel, r.parts[1].variant, r.parts[1].parts_per_block);
+    if (!occupancy) return occupancy.status();
+    if (*occupancy == 0) return Status::unsupported("cuda: a block of this dispatch does not fit on an SM");
+    const int tlp = r.placement.tlp > 0 ? std::min(r.placement.tlp, *occupancy) : *occupancy;
+    // Enough blocks that every SM can reach its TLP wherever the hardware puts them; the rest
+    // exit at once.
+    r.grid = *occupancy * spec_.sm_count;
+    for (Part& p : r.parts) {
+      auto c = take_control(p.range, r.placement.sms, tlp);
+      if (!c) return c.status();
+      p.control = *c;
+    }
+  }
+  auto stream = stream_for(r);
+  if (!stream) return stream.status();
+  CONCORD_RETURN_IF_ERROR(r.start.create());
+  CONCORD_CUDA(cudaEventRecord(r.start.get(), *stream));
+  CONCORD_RETURN_IF_ERROR(launch(r, *stream));
+  running_.push_back(std::move(r));
+  return Status::ok();
+}
+
+Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
+  if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches resize");
+  device::ElasticControl words{};
+  set_allowed(words, sms);
+  for (const Part& p : it->parts) {
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, allowed), words.allowed,
+                                                sizeof(words.allowed)));
+  }
+  const bool grows = !sms.is_subset_of(it->placement.sms);
+  it->placement.sms = sms;
+  if (grows) {
+    // New SMs need new blocks: launch the same kernel again on the same control blocks.
+    auto stream = helper_stream();
+    if (!stream) return stream.status();
+    CONCORD_RETURN_IF_ERROR(launch(*it, *stream));
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::preempt(DispatchId id) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
+  if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches preempt");
+  const int32_t one = 1;
+  for (const Part& p : it->parts) {
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, preempt), &one, sizeof(one)));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<int64_t>> CudaBackend::progress(DispatchId id) const {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
+  std::vector<int64_t> out;
+  for (const Part& p : it->parts) {
+    if (p.control < 0) {
+      out.push_back(0);  // native launches have no progress counter
+      continue;
+    }
+    auto c = read_control(p.control);
+    if (!c) return c.status();
+    out.push_back(static_cast<int64_t>(c->done));
+  }
+  return out;
+}
+
+Seconds CudaBackend::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_origin_).count();
+}
+
+Seconds CudaBackend::event_time(const Event& e) const {
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, origin_.get(), e.get()) != cudaSuccess) return now();
+  return ms * 1e-3;
+}
+
+Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
+  std::vector<Completion> out;
+  while (true) {
+    for (size_t i = 0; i < running_.size();) {
+      Running& r = running_[i];
+      bool done = true;
+      for (const Event& e : r.ends) {
+        const cudaError_t q = cudaEventQuery(e.get());
+        if (q == cudaErrorNotReady) {
+          done = false;
+          break;
+        }
+        CONCORD_CUDA(q);
+      }
+      if (!done) {
+        ++i;
+        continue;
+      }
+      Completion c;
+      c.dispatch = r.id;
+      c.start = event_time(r.start);
+      c.end = c.start;
+      for (const Event& e : r.ends) c.end = std::max(c.end, event_time(e));
+      for (const Part& p : r.parts) {
+        int64_t finished = p.range.size();
+        if (p.control >= 0) {
+          auto ctl = read_control(p.control);
+          if (!ctl) return ctl.status();
+          finished = std::min<int64_t>(static_cast<int64_t>(ctl->done), p.range.size());
+          free_controls_.push_back(p.control);
+        }
+        if (finished < p.range.size()) c.preempted = true;
+        c.blocks_done.push_back(finished);
+      }
+      out.push_back(std::move(c));
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (!out.empty()) {
+      std::sort(out.begin(), out.end(), [](const Completion& a, const Completion& b) { return a.end < b.end; });
+      return out;
+    }
+    if (now() >= until || (running_.empty() && !std::isfinite(until))) return out;
+    if (running_.empty()) {
+      // Nothing to wait for but time (the next arrival).
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(until - now(), 1e-3)));
+      continue;
+    }
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace concord::cuda
+
+namespace concord::cuda {
+
+void register_backend() {
+  register_cuda_backend_factory([](const BackendConfig& config) -> Result<std::unique_ptr<Backend>> {
+    auto b = CudaBackend::create(0, config.seed);
+    if (!b) return b.status();
+    return std::unique_ptr<Backend>(std::move(*b));
+  });
+}
+
+}  // namespace concord::cuda

@@ -1,0 +1,61 @@
+// A suite kernel bound to the device: its buffers, its bodies, and launches in each form.
+// The CUDA backend and the GPU tests use this; nothing here runs without a GPU.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "concord/device/control.h"
+#include "concord/kernel.h"
+#include "concord/placement.h"
+#include "concord/status.h"
+
+namespace concord::kernels {
+
+class DeviceKernel {
+ public:
+  explicit DeviceKernel(KernelSpec spec) : spec_(std::move(spec)) {}
+  virtual ~DeviceKernel() = default;
+  DeviceKernel(const DeviceKernel&) = delete;
+  DeviceKernel& operator=(const DeviceKernel&) = delete;
+
+  const KernelSpec& spec() const { return spec_; }
+  // Allocates inputs and outputs and fills the inputs with seeded random values.
+  virtual Status prepare(uint64_t seed) = 0;
+  // Fills the output with NaN so a check catches elements nobody wrote.
+  virtual Status poison_output(cudaStream_t stream) = 0;
+  // One CUDA block per logical block of `range`.
+  virtual Status launch_standalone(int variant, BlockRange range, CachePolicy cache, cudaStream_t stream) = 0;
+  // `grid` persistent blocks on the control block `control` (device memory).
+  virtual Status launch_elastic(int variant, CachePolicy cache, device::ElasticControl* control, int grid,
+                                cudaStream_t stream) = 0;
+  // Resident blocks per SM of the elastic form (occupancy API).
+  virtual Result<int> elastic_occupancy(int variant) const = 0;
+  virtual int shared_bytes(int variant) const { return spec_.variant(variant).shared_bytes_per_block; }
+  // Compares the device output with the CPU reference on every element (small outputs) or a
+  // seeded sample; returns the relative error ||out - ref|| / ||ref|| (NaN fails).
+  virtual Result<double> check(uint64_t sample_seed) const = 0;
+
+ private:
+  KernelSpec spec_;
+};
+
+// The device kernel for a suite spec; not_found when the kernel has no device body yet.
+Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec);
+// Suite kernels that have a device body.
+std::vector<std::string> device_kernel_names();
+
+// Launches a fused block of `parts_a` parts of `a` and `parts_b` parts of `b`; unsupported when the
+// pair was not instantiated (see fused_pairs()).
+Status launch_fused(DeviceKernel& a, int variant_a, int parts_a, device::ElasticControl* control_a, DeviceKernel& b,
+                    int variant_b, int parts_b, device::ElasticControl* control_b, CachePolicy cache, int grid,
+                    cudaStream_t stream);
+Result<int> fused_occupancy(const DeviceKernel& a, int variant_a, int parts_a, const DeviceKernel& b, int variant_b,
+                            int parts_b);
+std::vector<std::pair<std::string, std::string>> fused_pairs();
+
+}  // namespace concord::kernels

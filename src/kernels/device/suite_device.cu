@@ -1,0 +1,510 @@
+// Device instances of the suite's kernels: buffers, seeded inputs, launches in every form, and
+// CPU references.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <type_traits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/handles.h"
+#include "concord/device/launch.cuh"
+#include "kernels/device/bodies.cuh"
+#include "kernels/device/device_kernel.h"
+
+namespace concord::kernels {
+namespace {
+
+using cuda::DeviceBuffer;
+using device::CacheOp;
+
+// Inputs are a hash of (seed, index): the device fills them and the CPU reference recomputes them.
+__host__ __device__ inline float hash_uniform(uint64_t seed, uint64_t i) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + i + 1;
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+}
+
+__global__ void fill_kernel(float* p, int64_t n, uint64_t seed, float lo, float hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    p[i] = lo + (hi - lo) * hash_uniform(seed, static_cast<uint64_t>(i));
+  }
+}
+
+__global__ void fill_half_kernel(__half* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    p[i] = __float2half(hash_uniform(seed, static_cast<uint64_t>(i)) - 0.5f);
+  }
+}
+
+__global__ void poison_kernel(float* p, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    p[i] = __int_as_float(0x7fc00000);
+  }
+}
+
+Status fill(float* p, int64_t n, uint64_t seed, float lo, float hi) {
+  fill_kernel<<<1024, 256>>>(p, n, seed, lo, hi);
+  CONCORD_CUDA_LAUNCHED();
+  return Status::ok();
+}
+
+// Calls f(std::integral_constant<CacheOp, Op>{}) for the runtime cache policy.
+template <typename F>
+void with_cache_op(CachePolicy p, F&& f) {
+  switch (p) {
+    case CachePolicy::normal: f(std::integral_constant<CacheOp, CacheOp::normal>{}); break;
+    case CachePolicy::l1_bypass: f(std::integral_constant<CacheOp, CacheOp::l1_bypass>{}); break;
+    case CachePolicy::l2_evict_first: f(std::integral_constant<CacheOp, CacheOp::l2_evict_first>{}); break;
+    case CachePolicy::both: f(std::integral_constant<CacheOp, CacheOp::both>{}); break;
+  }
+}
+
+// Relative L2 error over the indices `idx` of device output `out` against reference `ref(i)`.
+Result<double> relative_error(const float* device_out, int64_t n, uint64_t sample_seed,
+                              const std::function<double(int64_t)>& ref) {
+  std::vector<float> host(static_cast<size_t>(n));
+  CONCORD_CUDA(cudaMemcpy(host.data(), device_out, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost));
+  std::vector<int64_t> idx;
+  constexpr int64_t kAll = 1 << 18;
+  if (n <= kAll) {
+    for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+  } else {
+    std::mt19937_64 gen(sample_seed);
+    std::uniform_int_distribution<int64_t> pick(0, n - 1);
+    for (int i = 0; i < 16384; ++i) idx.push_back(pick(gen));
+    idx.push_back(0);
+    idx.push_back(n - 1);
+  }
+  double err = 0, norm = 0;
+  for (int64_t i : idx) {
+    const double v = host[static_cast<size_t>(i)];
+    if (std::isnan(v)) return std::numeric_limits<double>::infinity();
+    const double r = ref(i);
+    err += (v - r) * (v - r);
+    norm += r * r;
+  }
+  return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
+}
+
+template <typename Body>
+class BodyKernel : public DeviceKernel {
+ public:
+  using DeviceKernel::DeviceKernel;
+  virtual Body body(int variant) const = 0;
+
+  Status launch_standalone(int variant, BlockRange range, CachePolicy cache, cudaStream_t stream) override {
+    const Body b = body(variant);
+    const int threads = spec().variant(variant).threads_per_block;
+    const int smem = shared_bytes(variant);
+    with_cache_op(cache, [&](auto op) {
+      device::standalone_kernel<Body, decltype(op)::value>
+          <<<static_cast<unsigned>(range.size()), threads, smem, stream>>>(b, range.begin);
+    });
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+
+  Status launch_elastic(int variant, CachePolicy cache, device::ElasticControl* control, int grid,
+                        cudaStream_t stream) override {
+    const Body b = body(variant);
+    const int threads = spec().variant(variant).threads_per_block;
+    const int smem = shared_bytes(variant);
+    with_cache_op(cache, [&](auto op) {
+      device::elastic_kernel<Body, decltype(op)::value><<<grid, threads, smem, stream>>>(b, control);
+    });
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+
+  Result<int> elastic_occupancy(int variant) const override {
+    int blocks = 0;
+    CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, device::elastic_kernel<Body, CacheOp::normal>, spec().variant(variant).threads_per_block,
+        shared_bytes(variant)));
+    return blocks;
+  }
+};
+
+// ---- fma_loop
+class FmaLoopKernel final : public BodyKernel<FmaLoopBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  Status prepare(uint64_t) override { return out_.allocate(static_cast<size_t>(spec().size)); }
+  Status poison_output(cudaStream_t s) override {
+    poison_kernel<<<1024, 256, 0, s>>>(out_.get(), spec().size);
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  FmaLoopBody body(int variant) const override {
+    return {out_.get(), spec().size, spec().variant(variant).items_per_block};
+  }
+  Result<double> check(uint64_t seed) const override {
+    return relative_error(out_.get(), spec().size, seed, [](int64_t i) {
+      const float x = static_cast<float>(i % 1024) * 1e-3f;
+      float y = 1.0f;
+      for (int k = 0; k < FmaLoopBody::kIterations; ++k) y = std::fmaf(y, 0.999f, x);
+      return static_cast<double>(y);
+    });
+  }
+
+ private:
+  DeviceBuffer<float> out_;
+};
+
+// ---- stream_triad and vector_add share their layout: three float4 arrays.
+class StreamTriadKernel final : public BodyKernel<StreamTriadBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  int64_t n4() const { return (spec().size + 3) / 4; }
+  Status prepare(uint64_t seed) override {
+    seed_ = seed;
+    for (auto* b : {&a_, &b_, &c_}) CONCORD_RETURN_IF_ERROR(b->allocate(static_cast<size_t>(n4())));
+    CONCORD_RETURN_IF_ERROR(fill(reinterpret_cast<float*>(b_.get()), 4 * n4(), seed, -1, 1));
+    return fill(reinterpret_cast<float*>(c_.get()), 4 * n4(), seed + 1, -1, 1);
+  }
+  Status poison_output(cudaStream_t s) override {
+    poison_kernel<<<1024, 256, 0, s>>>(reinterpret_cast<float*>(a_.get()), 4 * n4());
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  StreamTriadBody body(int variant) const override {
+    return {a_.get(), b_.get(), c_.get(), n4(), spec().variant(variant).items_per_block / 4, kScale};
+  }
+  Result<double> check(uint64_t seed) const override {
+    return relative_error(reinterpret_cast<const float*>(a_.get()), 4 * n4(), seed, [this](int64_t i) {
+      return static_cast<double>(hash_uniform(seed_, i) * 2 - 1) + kScale * (hash_uniform(seed_ + 1, i) * 2 - 1);
+    });
+  }
+
+ private:
+  static constexpr float kScale = 3.0f;
+  uint64_t seed_ = 0;
+  DeviceBuffer<float4> a_, b_, c_;
+};
+
+class VectorAddKernel final : public BodyKernel<VectorAddBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  int64_t n4() const { return (spec().size + 3) / 4; }
+  Status prepare(uint64_t seed) override {
+    seed_ = seed;
+    for (auto* b : {&a_, &b_, &c_}) CONCORD_RETURN_IF_ERROR(b->allocate(static_cast<size_t>(n4())));
+    CONCORD_RETURN_IF_ERROR(fill(reinterpret_cast<float*>(a_.get()), 4 * n4(), seed, -1, 1));
+    return fill(reinterpret_cast<float*>(b_.get()), 4 * n4(), seed + 1, -1, 1);
+  }
+  Status poison_output(cudaStream_t s) override {
+    poison_kernel<<<1024, 256, 0, s>>>(reinterpret_cast<float*>(c_.get()), 4 * n4());
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  VectorAddBody body(int variant) const override {
+    return {a_.get(), b_.get(), c_.get(), n4(), spec().variant(variant).items_per_block / 4};
+  }
+  Result<double> check(uint64_t seed) const override {
+    return relative_error(reinterpret_cast<const float*>(c_.get()), 4 * n4(), seed, [this](int64_t i) {
+      return static_cast<double>(hash_uniform(seed_, i) * 2 - 1) + (hash_uniform(seed_ + 1, i) * 2 - 1);
+    });
+  }
+
+ private:
+  uint64_t seed_ = 0;
+  DeviceBuffer<float4> a_, b_, c_;
+};
+
+// ---- hotspot
+class HotspotKernel final : public BodyKernel<HotspotBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  int64_t cells() const { return spec().size * spec().size; }
+  Status prepare(uint64_t seed) override {
+    seed_ = seed;
+    for (auto* b : {&temp_, &power_, &out_}) CONCORD_RETURN_IF_ERROR(b->allocate(static_cast<size_t>(cells())));
+    CONCORD_RETURN_IF_ERROR(fill(temp_.get(), cells(), seed, 300, 340));
+    return fill(power_.get(), cells(), seed + 1, 0, 0.5f);
+  }
+  Status poison_output(cudaStream_t s) override {
+    poison_kernel<<<1024, 256, 0, s>>>(out_.get(), cells());
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  HotspotBody body(int variant) const override {
+    return {temp_.get(), power_.get(), out_.get(), static_cast<int>(spec().size), spec().variant(variant).items_per_block,
+            kCap, kRx, kRy, kRz, kAmb};
+  }
+  Result<double> check(uint64_t seed) const override {
+    const int n = static_cast<int>(spec().size);
+    auto temp = [this](int64_t i) { return 300.0f + 40.0f * hash_uniform(seed_, i); };
+    return relative_error(out_.get(), cells(), seed, [&, n](int64_t idx) {
+      const int r = static_cast<int>(idx / n), c = static_cast<int>(idx % n);
+      const float t = temp(idx);
+      const float north = r > 0 ? temp(idx - n) : t, south = r < n - 1 ? temp(idx + n) : t;
+      const float west = c > 0 ? temp(idx - 1) : t, east = c < n - 1 ? temp(idx + 1) : t;
+      const float p = 0.5f * hash_uniform(seed_ + 1, idx);
+      return static_cast<double>(t) +
+             kCap * (p + (south + north - 2.0 * t) * kRy + (east + west - 2.0 * t) * kRx + (kAmb - t) * kRz);
+    });
+  }
+
+ private:
+  static constexpr float kCap = 0.5f, kRx = 0.1f, kRy = 0.1f, kRz = 0.05f, kAmb = 80.0f;
+  uint64_t seed_ = 0;
+  DeviceBuffer<float> temp_, power_, out_;
+};
+
+// ---- matmul
+class MatmulKernel final : public BodyKernel<MatmulBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  int64_t cells() const { return spec().size * spec().size; }
+  Status prepare(uint64_t seed) override {
+    // Tiles of every variant (8, 16, 32) must divide n, so the logical grid is n^2 / threads.
+    if (spec().size % 32 != 0) return Status::invalid_argument("matmul: size must be a multiple of 32");
+    seed_ = seed;
+    for (auto* b : {&a_, &b_, &c_}) CONCORD_RETURN_IF_ERROR(b->allocate(static_cast<size_t>(cells())));
+    CONCORD_RETURN_IF_ERROR(fill(a_.get(), cells(), seed, -1, 1));
+    return fill(b_.get(), cells(), seed + 1, -1, 1);
+  }
+  Status poison_output(cudaStream_t s) override {
+    poison_kernel<<<1024, 256, 0, s>>>(c_.get(), cells());
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  int shared_bytes(int variant) const override { return 2 * spec().variant(variant).threads_per_block * 4; }
+  MatmulBody body(int variant) const override {
+    const int threads = spec().variant(variant).threads_per_block;
+    return {a_.get(), b_.get(), c_.get(), static_cast<int>(spec().size), static_cast<int>(std::lround(std::sqrt(threads)))};
+  }
+  Result<double> check(uint64_t seed) const override {
+    const int64_t n = spec().size;
+    return relative_error(c_.get(), cells(), seed, [&, n](int64_t idx) {
+      const int64_t r = idx / n, c = idx % n;
+      double acc = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        acc += static_cast<double>(hash_uniform(seed_, r * n + k) * 2 - 1) * (hash_uniform(seed_ + 1, k * n + c) * 2 - 1);
+      }
+      return acc;
+    });
+  }
+
+ private:
+  uint64_t seed_ = 0;
+  DeviceBuffer<float> a_, b_, c_;
+};
+
+// ---- kmeans
+class KmeansKernel final : public BodyKernel<KmeansBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  Status prepare(uint64_t seed) override {
+    seed_ = seed;
+    const int64_t points = spec().size;
+    CONCORD_RETURN_IF_ERROR(features_.allocate(static_cast<size_t>(points * KmeansBody::kFeatures)));
+    CONCORD_RETURN_IF_ERROR(centroids_.allocate(KmeansBody::kClusters * KmeansBody::kFeatures));
+    CONCORD_RETURN_IF_ERROR(membership_.allocate(static_cast<size_t>(points)));
+    CONCORD_RETURN_IF_ERROR(fill(features_.get(), points * KmeansBody::kFeatures, seed, 0, 1));
+    return fill(centroids_.get(), KmeansBody::kClusters * KmeansBody::kFeatures, seed + 1, 0, 1);
+  }
+  Status poison_output(cudaStream_t s) override {
+    poison_kernel<<<1024, 256, 0, s>>>(membership_.get(), spec().size);
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  KmeansBody body(int variant) const override {
+    return {features_.get(), centroids_.get(), membership_.get(), spec().size, spec().variant(variant).items_per_block};
+  }
+  // Memberships are labels: the error is the share of points whose label differs from the CPU's.
+  Result<double> check(uint64_t seed) const override { return check_exact(seed); }
+
+ private:
+  Result<double> check_exact(uint64_t seed) const {
+    const int64_t points = spec().size;
+    std::vector<float> host(static_cast<size_t>(points));
+    CONCORD_CUDA(cudaMemcpy(host.data(), membership_.get(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    (void)seed;
+    double mismatches = 0;
+    for (int64_t p = 0; p < points; ++p) {
+      int best = 0;
+      float best_d = 3.4e38f;
+      for (int c = 0; c < KmeansBody::kClusters; ++c) {
+        float d = 0;
+        for (int f = 0; f < KmeansBody::kFeatures; ++f) {
+          const float diff = hash_uniform(seed_, f * points + p) - hash_uniform(seed_ + 1, c * KmeansBody::kFeatures + f);
+          d = std::fmaf(diff, diff, d);
+        }
+        if (d < best_d) {
+          best_d = d;
+          best = c;
+        }
+      }
+      const float v = host[static_cast<size_t>(p)];
+      if (std::isnan(v)) return std::numeric_limits<double>::infinity();
+      if (static_cast<int>(v) != best) ++mismatches;
+    }
+    return mismatches / static_cast<double>(points);
+  }
+  uint64_t seed_ = 0;
+  DeviceBuffer<float> features_, centroids_, membership_;
+};
+
+// ---- tc_gemm
+class TcGemmKernel final : public BodyKernel<TcGemmBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  int64_t cells() const { return spec().size * spec().size; }
+  Status prepare(uint64_t seed) override {
+    if (spec().size % 32 != 0) return Status::invalid_argument("tc_gemm: size must be a multiple of 32");
+    seed_ = seed;
+    CONCORD_RETURN_IF_ERROR(a_.allocate(static_cast<size_t>(cells())));
+    CONCORD_RETURN_IF_ERROR(b_.allocate(static_cast<size_t>(cells())));
+    CONCORD_RETURN_IF_ERROR(c_.allocate(static_cast<size_t>(cells())));
+    fill_half_kernel<<<1024, 256>>>(a_.get(), cells(), seed);
+    CONCORD_CUDA_LAUNCHED();
+    fill_half_kernel<<<1024, 256>>>(b_.get(), cells(), seed + 1);
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  Status poison_output(cudaStream_t s) override {
+    poison_kernel<<<1024, 256, 0, s>>>(c_.get(), cells());
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  TcGemmBody body(int variant) const override {
+    return {a_.get(), b_.get(), c_.get(), static_cast<int>(spec().size), spec().variant(variant).threads_per_block / 32};
+  }
+  Result<double> check(uint64_t seed) const override {
+    const int64_t n = spec().size;
+    auto h = [](uint64_t s, int64_t i) { return static_cast<double>(__half2float(__float2half(hash_uniform(s, i) - 0.5f))); };
+    return relative_error(c_.get(), cells(), seed, [&, n](int64_t idx) {
+      const int64_t r = idx / n, c = idx % n;
+      double acc = 0;
+      for (int64_t k = 0; k < n; ++k) acc += h(seed_, r * n + k) * h(seed_ + 1, c * n + k);  // B is column-major
+      return acc;
+    });
+  }
+
+ private:
+  uint64_t seed_ = 0;
+  DeviceBuffer<__half> a_, b_;
+  DeviceBuffer<float> c_;
+};
+
+using Factory = std::function<std::unique_ptr<DeviceKernel>(const KernelSpec&)>;
+
+template <typename K>
+Factory factory() {
+  return [](const KernelSpec& s) { return std::unique_ptr<DeviceKernel>(std::make_unique<K>(s)); };
+}
+
+const std::vector<std::pair<std::string, Factory>>& factories() {
+  static const std::vector<std::pair<std::string, Factory>> f = {
+      {"fma_loop", factory<FmaLoopKernel>()},   {"stream_triad", factory<StreamTriadKernel>()},
+      {"vector_add", factory<VectorAddKernel>()}, {"hotspot", factory<HotspotKernel>()},
+      {"matmul", factory<MatmulKernel>()},       {"kmeans", factory<KmeansKernel>()},
+      {"tc_gemm", factory<TcGemmKernel>()},
+  };
+  return f;
+}
+
+// ---- fusion: pairs a policy can ask for are instantiated here (DESIGN.md: bounded compile time).
+template <typename KA, typename KB>
+struct FusedPair {
+  using BodyA = decltype(std::declval<const KA&>().body(0));
+  using BodyB = decltype(std::declval<const KB&>().body(0));
+  static Status launch(DeviceKernel& a, int va, int pa, device::ElasticControl* ca, DeviceKernel& b, int vb, int pb,
+                       device::ElasticControl* cb, CachePolicy cache, int grid, cudaStream_t s) {
+    const auto& ka = static_cast<const KA&>(a);
+    const auto& kb = static_cast<const KB&>(b);
+    const int ta = a.spec().variant(va).threads_per_block, tb = b.spec().variant(vb).threads_per_block;
+    const int sa = a.shared_bytes(va), sb = b.shared_bytes(vb);
+    const int threads = pa * ta + pb * tb;
+    const int smem = pa * sa + pb * sb;
+    with_cache_op(cache, [&](auto op) {
+      device::fused_kernel<BodyA, BodyB, decltype(op)::value>
+          <<<grid, threads, smem, s>>>(ka.body(va), kb.body(vb), ca, cb, pa, pb, ta, tb, sa, sb);
+    });
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  static Result<int> occupancy(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb) {
+    const int threads = pa * a.spec().variant(va).threads_per_block + pb * b.spec().variant(vb).threads_per_block;
+    const int smem = pa * a.shared_bytes(va) + pb * b.shared_bytes(vb);
+    if (threads > 1024) return Status::invalid_argument("fused block of " + std::to_string(threads) + " threads (max 1024)");
+    int blocks = 0;
+    CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, device::fused_kernel<BodyA, BodyB, CacheOp::normal>,
+                                                               threads, smem));
+    return blocks;
+  }
+};
+
+struct PairEntry {
+  std::string a, b;
+  Status (*launch)(DeviceKernel&, int, int, device::ElasticControl*, DeviceKernel&, int, int, device::ElasticControl*,
+                   CachePolicy, int, cudaStream_t);
+  Result<int> (*occupancy)(const DeviceKernel&, int, int, const DeviceKernel&, int, int);
+};
+
+template <typename KA, typename KB>
+PairEntry pair(const char* a, const char* b) {
+  return {a, b, &FusedPair<KA, KB>::launch, &FusedPair<KA, KB>::occupancy};
+}
+
+const std::vector<PairEntry>& pairs() {
+  static const std::vector<PairEntry> p = {
+      pair<FmaLoopKernel, StreamTriadKernel>("fma_loop", "stream_triad"),
+      pair<TcGemmKernel, VectorAddKernel>("tc_gemm", "vector_add"),
+      pair<MatmulKernel, KmeansKernel>("matmul", "kmeans"),
+      pair<HotspotKernel, FmaLoopKernel>("hotspot", "fma_loop"),
+  };
+  return p;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec) {
+  for (const auto& [name, make] : factories()) {
+    if (name == spec.name) return make(spec);
+  }
+  return Status::not_found("kernel '" + spec.name + "' has no device body yet");
+}
+
+std::vector<std::string> device_kernel_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, make] : factories()) out.push_back(name);
+  return out;
+}
+
+Status launch_fused(DeviceKernel& a, int va, int pa, device::ElasticControl* ca, DeviceKernel& b, int vb, int pb,
+                    device::ElasticControl* cb, CachePolicy cache, int grid, cudaStream_t stream) {
+  for (const PairEntry& e : pairs()) {
+    if (e.a == a.spec().name && e.b == b.spec().name) return e.launch(a, va, pa, ca, b, vb, pb, cb, cache, grid, stream);
+    if (e.b == a.spec().name && e.a == b.spec().name) return e.launch(b, vb, pb, cb, a, va, pa, ca, cache, grid, stream);
+  }
+  return Status::unsupported("no fused instantiation for " + a.spec().name + " + " + b.spec().name);
+}
+
+Result<int> fused_occupancy(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb) {
+  for (const PairEntry& e : pairs()) {
+    if (e.a == a.spec().name && e.b == b.spec().name) return e.occupancy(a, va, pa, b, vb, pb);
+    if (e.b == a.spec().name && e.a == b.spec().name) return e.occupancy(b, vb, pb, a, va, pa);
+  }
+  return Status::unsupported("no fused instantiation for " + a.spec().name + " + " + b.spec().name);
+}
+
+std::vector<std::pair<std::string, std::string>> fused_pairs() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const PairEntry& e : pairs()) out.emplace_back(e.a, e.b);
+  return out;
+}
+
+}  // namespace concord::kernels
