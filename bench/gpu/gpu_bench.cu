@@ -1,0 +1,234 @@
+// GPU benchmarks of issue 3, in one program (one device call):
+//  (a) overhead: each kernel's elastic form (all SMs, full TLP) against its plain form;
+//  (b) DESIGN.md's compute-plus-memory pair: serial, streams, elastic sharing, static splits by
+//      %smid and by green contexts, fused, and the ideal.
+// Writes JSON to the path given as the first argument and prints Markdown tables.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/green_contexts.h"
+#include "backend/cuda/handles.h"
+#include "concord/suite.h"
+#include "kernels/device/device_kernel.h"
+
+using namespace concord;
+using nlohmann::json;
+
+namespace {
+
+#define CHECK_OK(expr)                                                        \
+  do {                                                                        \
+    const ::concord::Status s_ = (expr);                                      \
+    if (!s_.is_ok()) {                                                        \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.to_string().c_str()); \
+      std::exit(1);                                                           \
+    }                                                                         \
+  } while (0)
+
+int g_sms = 0;
+
+// A control block for each elastic part, reset before every repetition.
+struct Controls {
+  cuda::DeviceBuffer<device::ElasticControl> buf;
+  std::vector<device::ElasticControl> host;
+  void add(BlockRange r, const SmSet& sms, int tlp) {
+    device::ElasticControl c{};
+    const auto w = sms.words();
+    for (int i = 0; i < 4; ++i) c.allowed[i] = w[static_cast<size_t>(i)];
+    c.tlp = tlp;
+    c.range_begin = r.begin;
+    c.range_end = r.end;
+    host.push_back(c);
+  }
+  void upload() {
+    if (buf.size() < host.size()) CHECK_OK(buf.allocate(host.size()));
+    CHECK_OK(cuda::runtime_status(cudaMemcpy(buf.get(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice),
+                                  "cudaMemcpy", __FILE__, __LINE__));
+  }
+  device::ElasticControl* at(size_t i) { return buf.get() + i; }
+};
+
+// Median wall time (seconds) of `work`, which launches on the given streams after `before`
+// (untimed setup). Timed from an event on streams[0] that every stream waits for, to the last end.
+double time_median(const std::vector<cudaStream_t>& streams, const std::function<void()>& before,
+                   const std::function<void()>& work, int reps = 7) {
+  cuda::Event start;
+  CHECK_OK(start.create());
+  std::vector<cuda::Event> ends(streams.size());
+  for (auto& e : ends) CHECK_OK(e.create());
+  std::vector<double> times;
+  for (int r = 0; r < reps + 2; ++r) {
+    before();
+    cudaDeviceSynchronize();
+    cudaEventRecord(start.get(), streams[0]);
+    for (size_t i = 1; i < streams.size(); ++i) cudaStreamWaitEvent(streams[i], start.get());
+    work();
+    for (size_t i = 0; i < streams.size(); ++i) cudaEventRecord(ends[i].get(), streams[i]);
+    CHECK_OK(cuda::runtime_status(cudaDeviceSynchronize(), "work", __FILE__, __LINE__));
+    float worst = 0;
+    for (auto& e : ends) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start.get(), e.get());
+      worst = std::max(worst, ms);
+    }
+    if (r >= 2) times.push_back(worst * 1e-3);  // two warm-ups
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::unique_ptr<kernels::DeviceKernel> make(const std::string& name, int64_t size) {
+  auto spec = make_suite_kernel(name, size);
+  CHECK_OK(spec.status());
+  auto k = kernels::make_device_kernel(*spec);
+  CHECK_OK(k.status());
+  CHECK_OK((*k)->prepare(1));
+  return std::move(*k);
+}
+
+json overhead(cudaStream_t s) {
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"fma_loop", 60 << 20}, {"stream_triad", 400 << 20}, {"vector_add", 256 << 20}, {"hotspot", 8192},
+      {"matmul", 4096},       {"kmeans", 4 << 20},         {"tc_gemm", 8192}};
+  json rows = json::array();
+  std::printf("\n(a) elastic overhead (all SMs, full TLP) vs plain launch\n| kernel | size | plain ms | elastic ms | overhead |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& [name, size] : cases) {
+    auto k = make(name, size);
+    const int v = k->spec().default_variant;
+    const BlockRange all{0, k->spec().variant(v).logical_blocks};
+    const double plain = time_median({s}, [] {}, [&] { CHECK_OK(k->launch_standalone(v, all, CachePolicy::normal, s)); });
+    auto occ = k->elastic_occupancy(v);
+    CHECK_OK(occ.status());
+    Controls ctl;
+    ctl.add(all, SmSet::all(g_sms), *occ);
+    const double elastic = time_median({s}, [&] { ctl.upload(); },
+                                       [&] { CHECK_OK(k->launch_elastic(v, CachePolicy::normal, ctl.at(0), *occ * g_sms, s)); });
+    const double over = elastic / plain - 1;
+    std::printf("| %s | %lld | %.3f | %.3f | %+.1f%% |\n", name.c_str(), static_cast<long long>(size), plain * 1e3,
+                elastic * 1e3, over * 100);
+    rows.push_back({{"kernel", name}, {"size", size}, {"plain_s", plain}, {"elastic_s", elastic}, {"overhead", over},
+                    {"occupancy", *occ}});
+  }
+  return rows;
+}
+
+json pair(cuda::GreenContextPool& green) {
+  auto a = make("fma_loop", 60 << 20);
+  auto b = make("stream_triad", 800 << 20);
+  const int va = a->spec().default_variant, vb = b->spec().default_variant;
+  const BlockRange ra{0, a->spec().variant(va).logical_blocks}, rb{0, b->spec().variant(vb).logical_blocks};
+  cuda::Stream s1, s2;
+  CHECK_OK(s1.create());
+  CHECK_OK(s2.create());
+  const int occ_a = *a->elastic_occupancy(va), occ_b = *b->elastic_occupancy(vb);
+  json out;
+  std::vector<json> rows;
+  auto row = [&](const std::string& scheme, double t, json extra = json::object()) {
+    extra["scheme"] = scheme;
+    extra["seconds"] = t;
+    rows.push_back(extra);
+  };
+  const double alone_a = time_median({s1.get()}, [] {}, [&] { CHECK_OK(a->launch_standalone(va, ra, CachePolicy::normal, s1.get())); });
+  const double alone_b = time_median({s1.get()}, [] {}, [&] { CHECK_OK(b->launch_standalone(vb, rb, CachePolicy::normal, s1.get())); });
+  out["alone_s"] = {alone_a, alone_b};
+  row("serial", time_median({s1.get()}, [] {}, [&] {
+        CHECK_OK(a->launch_standalone(va, ra, CachePolicy::normal, s1.get()));
+        CHECK_OK(b->launch_standalone(vb, rb, CachePolicy::normal, s1.get()));
+      }));
+  row("streams", time_median({s1.get(), s2.get()}, [] {}, [&] {
+        CHECK_OK(a->launch_standalone(va, ra, CachePolicy::normal, s1.get()));
+        CHECK_OK(b->launch_standalone(vb, rb, CachePolicy::normal, s2.get()));
+      }));
+  // Both persistent on every SM, sharing each SM by TLP.
+  for (const auto& [ta, tb] : std::vector<std::pair<int, int>>{{occ_a, occ_b}, {occ_a / 2, occ_b / 2}, {3 * occ_a / 4, occ_b / 4}}) {
+    Controls ctl;
+    ctl.add(ra, SmSet::all(g_sms), std::max(1, ta));
+    ctl.add(rb, SmSet::all(g_sms), std::max(1, tb));
+    row("elastic share tlp " + std::to_string(ta) + "/" + std::to_string(tb),
+        time_median({s1.get(), s2.get()}, [&] { ctl.upload(); }, [&] {
+          CHECK_OK(a->launch_elastic(va, CachePolicy::normal, ctl.at(0), occ_a * g_sms, s1.get()));
+          CHECK_OK(b->launch_elastic(vb, CachePolicy::normal, ctl.at(1), occ_b * g_sms, s2.get()));
+        }),
+        {{"tlp_a", ta}, {"tlp_b", tb}});
+  }
+  // Static splits: compute kernel on the first k SMs.
+  for (int k = 66; k <= 116; k += 10) {
+    Controls ctl;
+    ctl.add(ra, SmSet::range(0, k), occ_a);
+    ctl.add(rb, SmSet::range(k, g_sms - k), occ_b);
+    row("smid split " + std::to_string(k) + "/" + std::to_string(g_sms - k),
+        time_median({s1.get(), s2.get()}, [&] { ctl.upload(); }, [&] {
+          CHECK_OK(a->launch_elastic(va, CachePolicy::normal, ctl.at(0), occ_a * g_sms, s1.get()));
+          CHECK_OK(b->launch_elastic(vb, CachePolicy::normal, ctl.at(1), occ_b * g_sms, s2.get()));
+        }),
+        {{"compute_sms", k}});
+    auto ga = green.stream_for(SmSet::range(0, k), 1000 + k, 0);
+    auto gb = green.stream_for(SmSet::range(k, g_sms - k), 2000 + k, 0);
+    CHECK_OK(ga.status());
+    CHECK_OK(gb.status());
+    const int ka = green.cover(SmSet::range(0, k)).count();
+    row("green split " + std::to_string(ka) + "/" + std::to_string(green.cover(SmSet::range(k, g_sms - k)).count()),
+        time_median({*ga, *gb}, [] {}, [&] {
+          CHECK_OK(a->launch_standalone(va, ra, CachePolicy::normal, *ga));
+          CHECK_OK(b->launch_standalone(vb, rb, CachePolicy::normal, *gb));
+        }),
+        {{"compute_sms", ka}});
+  }
+  for (const auto& [pa, pb] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {1, 2}}) {
+    auto occ = kernels::fused_occupancy(*a, va, pa, *b, vb, pb);
+    if (!occ.is_ok() || *occ == 0) continue;
+    Controls ctl;
+    ctl.add(ra, SmSet::all(g_sms), *occ);
+    ctl.add(rb, SmSet::all(g_sms), *occ);
+    row("fused " + std::to_string(pa) + ":" + std::to_string(pb), time_median({s1.get()}, [&] { ctl.upload(); }, [&] {
+          CHECK_OK(kernels::launch_fused(*a, va, pa, ctl.at(0), *b, vb, pb, ctl.at(1), CachePolicy::normal, *occ * g_sms, s1.get()));
+        }));
+  }
+  const double serial = rows.front()["seconds"].get<double>();
+  std::printf("\n(b) compute-plus-memory pair: fma_loop %.3f ms, stream_triad %.3f ms alone\n| scheme | ms | speedup over serial |\n|---|---:|---:|\n",
+              alone_a * 1e3, alone_b * 1e3);
+  for (auto& r : rows) {
+    r["speedup_over_serial"] = serial / r["seconds"].get<double>();
+    std::printf("| %s | %.3f | %.3fx |\n", r["scheme"].get<std::string>().c_str(), r["seconds"].get<double>() * 1e3,
+                r["speedup_over_serial"].get<double>());
+  }
+  std::printf("| ideal (longer alone) | %.3f | %.3fx |\n", std::max(alone_a, alone_b) * 1e3, serial / std::max(alone_a, alone_b));
+  out["rows"] = rows;
+  out["ideal_s"] = std::max(alone_a, alone_b);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string path = argc > 1 ? argv[1] : "gpu_bench.json";
+  auto green = cuda::GreenContextPool::create(0);
+  CHECK_OK(green.status());
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  g_sms = prop.multiProcessorCount;
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("device %s, %d SMs, driver API %d, runtime %d\n", prop.name, g_sms, driver, runtime);
+  cuda::Stream s;
+  CHECK_OK(s.create());
+  json out;
+  out["device"] = prop.name;
+  out["sm_count"] = g_sms;
+  out["cuda_driver_api"] = driver;
+  out["cuda_runtime"] = runtime;
+  out["overhead"] = overhead(s.get());
+  out["pair"] = pair(**green);
+  std::ofstream(path) << out.dump(1) << "\n";
+  return 0;
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds the GPU binaries on a machine without a GPU (nvcc needed) and bundles them with the
+# shared libraries they need into .gpu/ (git-ignored), for scripts/gpu_run.sh on a GPU machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+build=${CONCORD_GPU_BUILD_DIR:-build-gpu}
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON
+fi
+cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench
+rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
+cp "$build/src/concord" "$build/tests/concord_gpu_tests" "$build/bench/gpu/concord_gpu_bench" .gpu/bin/
+# Debian's shared libraries the binaries use that a plain CUDA image lacks.
+for bin in .gpu/bin/*; do
+  ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'yaml-cpp|libfmt|libspdlog|libbenchmark' || true
+done | sort -u | xargs -r -I{} cp -L {} .gpu/lib/
+du -sh .gpu

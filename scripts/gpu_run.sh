@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# On a GPU machine: runs the GPU tests (and compute-sanitizer on the device-API tests), the GPU
+# benchmarks and every baseline through `concord run --backend cuda`, writing everything into
+# the folder given as $1 (default ./gpu-results). Uses the bundle from scripts/gpu_build.sh.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-gpu-results}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}"
+bin=.gpu/bin
+status=0
+step() {  # step NAME TIMEOUT COMMAND...: runs a step with a time limit, logs it, remembers failures
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name" | tee -a "$out/summary.txt"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "   rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+  tail -n 25 "$out/$name.log"
+  [ $rc -eq 0 ] || status=1
+}
+{
+  date -u
+  git rev-parse --short HEAD 2>/dev/null || true
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw --format=csv
+} >"$out/device.txt" 2>&1
+cat "$out/device.txt"
+step gpu_tests 300 "$bin/concord_gpu_tests" --gtest_output="json:$out/gpu_tests.json"
+step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/concord_gpu_tests" \
+  --gtest_filter='DeviceApi.Elastic*:DeviceApi.Fused*:DeviceApi.Preempt*'
+step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/concord_gpu_tests" \
+  --gtest_filter='DeviceApi.Fused*:DeviceApi.Standalone*'
+step gpu_bench 300 "$bin/concord_gpu_bench" "$out/gpu_bench.json"
+for spec in examples/pair.yaml examples/gpu4.yaml; do
+  name=$(basename "$spec" .yaml)
+  for policy in serial streams static-partition round-robin random; do
+    step "run-$name-$policy" 120 "$bin/concord" run "$spec" --backend cuda --policy "$policy" --out "$out/run-$name-$policy.json"
+  done
+done
+exit $status

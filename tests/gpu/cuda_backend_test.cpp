@@ -1,0 +1,160 @@
+// The CUDA backend on a real GPU: green contexts confine kernels to their SMs; dispatches in
+// each form complete with the right block counts; preempt and resize work through the backend.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/green_contexts.h"
+#include "concord/engine.h"
+#include "concord/policy.h"
+#include "concord/suite.h"
+#include "gpu_test_support.h"
+
+namespace concord {
+namespace {
+
+std::unique_ptr<cuda::CudaBackend> backend() {
+  auto b = cuda::CudaBackend::create(0, 5);
+  EXPECT_TRUE(b.is_ok()) << b.status().to_string();
+  return b.is_ok() ? std::move(*b) : nullptr;
+}
+
+TEST(GreenContexts, GroupsPartitionTheGpuIntoTpcs) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  const auto& groups = b->green_contexts().groups();
+  SmSet all;
+  for (const SmSet& g : groups) {
+    EXPECT_FALSE(all.intersects(g));
+    all = all | g;
+  }
+  EXPECT_EQ(all.count(), b->device().sm_count);
+  EXPECT_GE(static_cast<int>(groups.size()), b->device().sm_count / 2 - 2);
+  EXPECT_EQ(b->device().tpc_count(), static_cast<int>(groups.size()));
+}
+
+TEST(GreenContexts, KernelsRunOnlyOnTheContextsSms) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  const auto& groups = b->green_contexts().groups();
+  const std::vector<SmSet> sets = {groups[0], groups[1] | groups[5] | groups[9], SmSet::range(0, 40), SmSet::range(50, 30)};
+  int owner = 100;
+  for (const SmSet& want : sets) {
+    auto stream = b->green_contexts().stream_for(want, owner++, 0);
+    ASSERT_TRUE(stream.is_ok()) << stream.status().to_string();
+    auto seen = cuda::probe_sms(*stream, 2000);
+    ASSERT_TRUE(seen.is_ok()) << seen.status().to_string();
+    const SmSet cover = b->green_contexts().cover(want);
+    EXPECT_TRUE(seen->is_subset_of(cover)) << "ran on " << seen->to_string() << ", context " << cover.to_string();
+    EXPECT_EQ(seen->count(), cover.count()) << "a long probe reaches every SM of the context";
+  }
+}
+
+Workload two_kernels() {
+  Workload w;
+  w.name = "gpu-backend";
+  for (const char* name : {"fma_loop", "stream_triad"}) {
+    TenantSpec t;
+    t.name = name;
+    t.steps.push_back(KernelStep{*make_suite_kernel(name, std::string(name) == "fma_loop" ? (1 << 22) : (1 << 26)), 1});
+    w.tenants.push_back(t);
+  }
+  return w;
+}
+
+DispatchRequest request(const Workload& w, int tenant, int64_t id, const Placement& p) {
+  const KernelSpec& k = w.tenants[static_cast<size_t>(tenant)].steps[0].kernel;
+  DispatchRequest r;
+  r.id = DispatchId{id};
+  r.parts.push_back(DispatchPart{LaunchId{id}, TenantId{tenant}, &k, k.default_variant,
+                                 BlockRange{0, k.variant(k.default_variant).logical_blocks}, 1});
+  r.placement = p;
+  return r;
+}
+
+Result<std::vector<Completion>> drain(Backend& b) {
+  std::vector<Completion> all;
+  while (b.running() > 0) {
+    auto c = b.advance(1e9);
+    if (!c) return c.status();
+    all.insert(all.end(), c->begin(), c->end());
+  }
+  return all;
+}
+
+TEST(CudaBackend, PersistentNativeAndFusedDispatchesComplete) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  const Workload w = two_kernels();
+  ASSERT_TRUE(b->prepare(w).is_ok());
+  Placement persistent;
+  persistent.sms = SmSet::range(0, 60);
+  persistent.form = LaunchForm::persistent;
+  persistent.tlp = 2;
+  Placement native;
+  native.sms = b->green_contexts().cover(SmSet::range(60, b->device().sm_count - 60));
+  ASSERT_TRUE(b->dispatch(request(w, 0, 0, persistent)).is_ok());
+  ASSERT_TRUE(b->dispatch(request(w, 1, 1, native)).is_ok());
+  auto done = drain(*b);
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  ASSERT_EQ(done->size(), 2u);
+  for (const Completion& c : *done) {
+    EXPECT_FALSE(c.preempted);
+    EXPECT_GT(c.end, c.start);
+  }
+  Placement fused;
+  fused.sms = b->device().all_sms();
+  fused.form = LaunchForm::persistent;
+  DispatchRequest r = request(w, 0, 2, fused);
+  r.parts.push_back(request(w, 1, 3, fused).parts[0]);
+  ASSERT_TRUE(b->dispatch(r).is_ok());
+  auto fused_done = drain(*b);
+  ASSERT_TRUE(fused_done.is_ok()) << fused_done.status().to_string();
+  ASSERT_EQ(fused_done->size(), 1u);
+  EXPECT_EQ(fused_done->front().blocks_done[0], r.parts[0].range.size());
+  EXPECT_EQ(fused_done->front().blocks_done[1], r.parts[1].range.size());
+}
+
+TEST(CudaBackend, PreemptReturnsAPrefixAndResizeKeepsRunning) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  Workload w = two_kernels();
+  w.tenants[0].steps[0].kernel = *make_suite_kernel("fma_loop", 1 << 26);  // ~1 s on a few SMs
+  ASSERT_TRUE(b->prepare(w).is_ok());
+  Placement p;
+  p.sms = SmSet::range(0, 8);
+  p.form = LaunchForm::persistent;
+  const DispatchRequest r = request(w, 0, 0, p);
+  ASSERT_TRUE(b->dispatch(r).is_ok());
+  auto early = b->advance(b->now() + 0.01);
+  ASSERT_TRUE(early.is_ok());
+  EXPECT_TRUE(early->empty());
+  ASSERT_TRUE(b->set_sm_set(r.id, SmSet::range(0, 24)).is_ok());  // grow: a second launch joins
+  auto mid = b->progress(r.id);
+  ASSERT_TRUE(mid.is_ok());
+  EXPECT_GT((*mid)[0], 0);
+  ASSERT_TRUE(b->preempt(r.id).is_ok());
+  auto done = drain(*b);
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  ASSERT_EQ(done->size(), 1u);
+  EXPECT_TRUE(done->front().preempted);
+  EXPECT_GT(done->front().blocks_done[0], 0);
+  EXPECT_LT(done->front().blocks_done[0], r.parts[0].range.size());
+}
+
+TEST(CudaBackend, EngineRunsEveryBaselineOnTheGpu) {
+  const Workload w = two_kernels();
+  for (const auto& entry : builtin_policies().list()) {
+    auto b = backend();
+    ASSERT_TRUE(b);
+    auto p = builtin_policies().make(entry.name, {});
+    ASSERT_TRUE(p.is_ok());
+    EngineOptions o;
+    auto run = run_workload(w, *b, **p, o);
+    ASSERT_TRUE(run.is_ok()) << entry.name << ": " << run.status().to_string();
+    EXPECT_GT(run->makespan, 0);
+    for (const auto& l : run->launches) EXPECT_GT(l.end, l.start) << entry.name;
+  }
+}
+
+}  // namespace
+}  // namespace concord

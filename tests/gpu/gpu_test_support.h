@@ -1,0 +1,57 @@
+// Helpers for GPU tests: a control block in device memory, written and read synchronously.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/handles.h"
+#include "concord/device/control.h"
+#include "concord/placement.h"
+#include "concord/sm_set.h"
+
+namespace concord::testing {
+
+#define ASSERT_OK(expr)                                   \
+  do {                                                    \
+    const ::concord::Status assert_ok_status_ = (expr);   \
+    ASSERT_TRUE(assert_ok_status_.is_ok()) << assert_ok_status_.to_string(); \
+  } while (0)
+
+class DeviceControl {
+ public:
+  Status init(BlockRange range, const SmSet& sms, int tlp) {
+    CONCORD_RETURN_IF_ERROR(buffer_.allocate(1));
+    device::ElasticControl c{};
+    const auto w = sms.words();
+    for (int i = 0; i < 4; ++i) c.allowed[i] = w[static_cast<size_t>(i)];
+    c.tlp = tlp;
+    c.range_begin = range.begin;
+    c.range_end = range.end;
+    CONCORD_CUDA(cudaMemcpy(buffer_.get(), &c, sizeof(c), cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+  // Writes one field while kernels run, from a stream of its own.
+  Status write(size_t offset, const void* data, size_t bytes, cudaStream_t stream) {
+    CONCORD_CUDA(cudaMemcpyAsync(reinterpret_cast<char*>(buffer_.get()) + offset, data, bytes, cudaMemcpyHostToDevice, stream));
+    return Status::ok();
+  }
+  Result<device::ElasticControl> read() const {
+    device::ElasticControl c{};
+    CONCORD_CUDA(cudaMemcpy(&c, buffer_.get(), sizeof(c), cudaMemcpyDeviceToHost));
+    return c;
+  }
+  device::ElasticControl* get() const { return buffer_.get(); }
+
+ private:
+  cuda::DeviceBuffer<device::ElasticControl> buffer_;
+};
+
+inline int sm_count() {
+  int n = 0;
+  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
+  return n;
+}
+
+}  // namespace concord::testing
