@@ -2,6 +2,7 @@
 # On a GPU machine: runs the GPU tests (and compute-sanitizer on the device-API tests), the GPU
 # benchmarks and every baseline through `concord run --backend cuda`, writing everything into
 # the folder given as $1 (default ./gpu-results). Uses the bundle from scripts/gpu_build.sh.
+# STAGES (default "tests sanitize bench runs") picks what to run, to fit one call's time limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -26,13 +27,15 @@ step() {  # step NAME TIMEOUT COMMAND...: runs a step with a time limit, logs it
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw --format=csv
 } >"$out/device.txt" 2>&1
 cat "$out/device.txt"
-step gpu_tests 300 "$bin/concord_gpu_tests" --gtest_output="json:$out/gpu_tests.json"
-step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/concord_gpu_tests" \
+stages=" ${STAGES:-tests sanitize bench runs} "
+has() { [[ "$stages" == *" $1 "* ]]; }
+has tests && step gpu_tests 300 "$bin/concord_gpu_tests" --gtest_output="json:$out/gpu_tests.json"
+has sanitize && step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/concord_gpu_tests" \
   --gtest_filter='DeviceApi.Elastic*:DeviceApi.Fused*:DeviceApi.Preempt*'
-step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/concord_gpu_tests" \
+has sanitize && step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/concord_gpu_tests" \
   --gtest_filter='DeviceApi.Fused*:DeviceApi.Standalone*'
-step gpu_bench 300 "$bin/concord_gpu_bench" "$out/gpu_bench.json"
-for spec in examples/pair.yaml examples/gpu4.yaml; do
+has bench && step gpu_bench 300 "$bin/concord_gpu_bench" "$out/gpu_bench.json"
+has runs && for spec in examples/pair.yaml examples/gpu4.yaml; do
   name=$(basename "$spec" .yaml)
   for policy in serial streams static-partition round-robin random; do
     step "run-$name-$policy" 120 "$bin/concord" run "$spec" --backend cuda --policy "$policy" --out "$out/run-$name-$policy.json"
