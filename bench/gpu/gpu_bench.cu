@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
@@ -42,6 +43,7 @@ struct Controls {
   std::vector<device::ElasticControl> host;
   void add(BlockRange r, const SmSet& sms, int tlp) {
     device::ElasticControl c{};
+    c.chunk = cuda::chunk_for(r.size(), static_cast<int64_t>(tlp) * sms.count());
     const auto w = sms.words();
     for (int i = 0; i < 4; ++i) c.allowed[i] = w[static_cast<size_t>(i)];
     c.tlp = tlp;

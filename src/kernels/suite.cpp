@@ -3,6 +3,7 @@
 #include "concord/suite.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace concord {
@@ -30,6 +31,8 @@ struct Recipe {
   double (*items)(int64_t size);
   double (*flops_per_item)(int64_t size);
   double (*bytes_per_item)(int64_t size);
+  // Block sizes of the min/mid/max variants when the usual 64/256/1024 do not fit the body.
+  std::array<int, 3> block_sizes = {64, 256, 1024};
 };
 
 double linear(int64_t n) { return static_cast<double>(n); }
@@ -95,7 +98,8 @@ const std::vector<Recipe>& recipes() {
       {{"tc_gemm", "FP16 tensor-core GEMM (WMMA, FP32 accumulate), size = N (multiple of 32)", "tensor core", true, 8192, 256},
        ComputeUnit::tensor, 32, 96, 0, 0.0, 0.05, square,
        [](int64_t n) { return 2.0 * static_cast<double>(n); },
-       [](int64_t n) { return 2.0 * 2.0 * static_cast<double>(n) / 32.0 + 4.0; }},
+       [](int64_t n) { return 2.0 * 2.0 * static_cast<double>(n) / 32.0 + 4.0; },
+       {64, 128, 256}},  // four 16x16 accumulators per warp: 1024 threads would not get the registers
       // DESIGN.md's compute-plus-memory pair: 2.1 and 2.3 ms alone on an H200
       {{"fma_loop", "compute-bound FMA chain (1024 FMA per element), size = elements", "DESIGN.md pair",
         true, 60 * (1 << 20), 1024},
@@ -150,7 +154,8 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size) {
   // Library kernels come with the library's own launch shape: one variant.
   const size_t shapes = k.elastic ? std::size(kShapes1d) : 1;
   for (size_t s = 0; s < shapes; ++s) {
-    const Shape& shape = k.elastic ? kShapes1d[s] : Shape{"library", 256, r.regs, 0};
+    Shape shape = k.elastic ? kShapes1d[s] : Shape{"library", 256, r.regs, 0};
+    if (k.elastic) shape.threads = r.block_sizes[s];
     KernelVariant v;
     v.name = shape.variant;
     v.threads_per_block = shape.threads;

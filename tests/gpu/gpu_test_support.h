@@ -21,12 +21,13 @@ namespace concord::testing {
 
 class DeviceControl {
  public:
-  Status init(BlockRange range, const SmSet& sms, int tlp) {
+  Status init(BlockRange range, const SmSet& sms, int tlp, int chunk = 1) {
     CONCORD_RETURN_IF_ERROR(buffer_.allocate(1));
     device::ElasticControl c{};
     const auto w = sms.words();
     for (int i = 0; i < 4; ++i) c.allowed[i] = w[static_cast<size_t>(i)];
     c.tlp = tlp;
+    c.chunk = chunk;
     c.range_begin = range.begin;
     c.range_end = range.end;
     CONCORD_CUDA(cudaMemcpy(buffer_.get(), &c, sizeof(c), cudaMemcpyHostToDevice));

@@ -36,17 +36,27 @@ __device__ __forceinline__ bool may_fetch(const ElasticControl* ctl, unsigned sm
   return sm_allowed(ctl, sm) && load_relaxed(&ctl->preempt) == 0;
 }
 
-// Leader only: the next logical block of this control's range, or -1 when the part must stop.
-__device__ __forceinline__ int64_t fetch_block(ElasticControl* ctl, unsigned sm) {
-  if (!may_fetch(ctl, sm)) return -1;
-  const unsigned long long i = atomicAdd(&ctl->next, 1ULL);
+// Leader only: the next chunk [begin, end) of this control's range, or begin = -1 when the part
+// must stop. One atomic per chunk: a single counter for every block of the GPU is a hot spot, so
+// the host sizes chunks to keep fetches rare; every block handed out is finished (the finished
+// blocks always form a prefix of the range).
+struct Chunk {
+  int64_t begin;
+  int64_t end;
+};
+
+__device__ __forceinline__ Chunk fetch_chunk(ElasticControl* ctl, unsigned sm) {
+  if (!may_fetch(ctl, sm)) return {-1, -1};
+  const int64_t n = ctl->chunk > 0 ? ctl->chunk : 1;
+  const unsigned long long i = atomicAdd(&ctl->next, static_cast<unsigned long long>(n));
   const int64_t b = ctl->range_begin + static_cast<int64_t>(i);
-  return b < ctl->range_end ? b : -1;
+  if (b >= ctl->range_end) return {-1, -1};
+  return {b, b + n < ctl->range_end ? b + n : ctl->range_end};
 }
 
-__device__ __forceinline__ void count_done(ElasticControl* ctl, unsigned sm) {
-  atomicAdd(&ctl->done, 1ULL);
-  atomicAdd(&ctl->sm_done[sm], 1u);
+__device__ __forceinline__ void count_done(ElasticControl* ctl, unsigned sm, int64_t blocks) {
+  atomicAdd(&ctl->done, static_cast<unsigned long long>(blocks));
+  atomicAdd(&ctl->sm_done[sm], static_cast<unsigned>(blocks));
 }
 
 // Leader only: admits this block on its SM if the SM is allowed and holds fewer than TLP blocks.
@@ -72,7 +82,7 @@ __global__ void standalone_kernel(Body body, int64_t range_begin) {
 template <typename Body, CacheOp Op>
 __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
   extern __shared__ __align__(16) char dynamic_shared[];
-  __shared__ int64_t next_block;
+  __shared__ Chunk chunk;
   __shared__ int admitted;
   const unsigned sm = sm_id();
   if (threadIdx.x == 0) admitted = admit(ctl, sm);
@@ -80,13 +90,15 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
   if (!admitted) return;  // owns nothing: work is handed out only through the counter
   PartContext<Op> ctx{-1, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, dynamic_shared};
   while (true) {
-    if (threadIdx.x == 0) next_block = fetch_block(ctl, sm);
+    if (threadIdx.x == 0) chunk = fetch_chunk(ctl, sm);
     __syncthreads();
-    ctx.block = next_block;
-    if (ctx.block < 0) break;
-    body(ctx);
-    __syncthreads();  // the body is done before the leader counts it and overwrites next_block
-    if (threadIdx.x == 0) count_done(ctl, sm);
+    const Chunk mine = chunk;
+    if (mine.begin < 0) break;
+    for (ctx.block = mine.begin; ctx.block < mine.end; ++ctx.block) {
+      body(ctx);
+      ctx.sync();  // the body's shared memory is free before the next logical block uses it
+    }
+    if (threadIdx.x == 0) count_done(ctl, sm, mine.end - mine.begin);
   }
   if (threadIdx.x == 0) atomicSub(&ctl->resident[sm], 1);
 }
@@ -98,7 +110,7 @@ template <typename BodyA, typename BodyB, CacheOp Op>
 __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, ElasticControl* ctl_b, int parts_a,
                              int parts_b, int threads_a, int threads_b, int shared_a, int shared_b) {
   extern __shared__ __align__(16) char dynamic_shared[];
-  __shared__ int64_t next_block[15];
+  __shared__ Chunk chunks[15];
   __shared__ int admitted;
   const unsigned sm = sm_id();
   if (threadIdx.x == 0) admitted = admit(ctl_a, sm);
@@ -115,14 +127,16 @@ __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, 
   PartContext<Op> ctx{-1, local, part_threads, 1 + part, slice};
   ElasticControl* ctl = in_a ? ctl_a : ctl_b;
   while (true) {
-    if (local == 0) next_block[part] = fetch_block(ctl, sm);
+    if (local == 0) chunks[part] = fetch_chunk(ctl, sm);
     ctx.sync();
-    ctx.block = next_block[part];
-    if (ctx.block < 0) break;
-    if (in_a) body_a(ctx);
-    else body_b(ctx);
-    ctx.sync();
-    if (local == 0) count_done(ctl, sm);
+    const Chunk mine = chunks[part];
+    if (mine.begin < 0) break;
+    for (ctx.block = mine.begin; ctx.block < mine.end; ++ctx.block) {
+      if (in_a) body_a(ctx);
+      else body_b(ctx);
+      ctx.sync();
+    }
+    if (local == 0) count_done(ctl, sm, mine.end - mine.begin);
   }
   __syncthreads();
   if (t == 0) atomicSub(&ctl_a->resident[sm], 1);

@@ -10,6 +10,14 @@
 #include "concord/workload.h"
 
 namespace concord::cuda {
+
+int chunk_for(int64_t blocks, int64_t resident_slots) {
+  // About 16 fetches per resident block over the launch, at most 64 logical blocks a fetch: few
+  // enough atomics on the shared counter, fine enough for balance and preemption.
+  const int64_t c = blocks / std::max<int64_t>(1, resident_slots * 16);
+  return static_cast<int>(std::clamp<int64_t>(c, 1, 64));
+}
+
 namespace {
 
 constexpr int kControlPool = 1024;
@@ -123,13 +131,14 @@ Status CudaBackend::prepare(const Workload& workload) {
   return Status::ok();
 }
 
-Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms, int tlp) {
+Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk) {
   if (free_controls_.empty()) return Status::failed_precondition("cuda: all " + std::to_string(kControlPool) + " control blocks in use");
   const int i = free_controls_.back();
   free_controls_.pop_back();
   std::memset(staging_, 0, sizeof(*staging_));
   set_allowed(*staging_, sms);
   staging_->tlp = tlp;
+  staging_->chunk = chunk;
   staging_->range_begin = range.begin;
   staging_->range_end = range.end;
   CONCORD_CUDA(cudaMemcpyAsync(controls_.get() + i, staging_, sizeof(*staging_), cudaMemcpyHostToDevice, control_stream_.get()));
@@ -215,8 +224,9 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
     // Enough blocks that every SM can reach its TLP wherever the hardware puts them; the rest
     // exit at once.
     r.grid = *occupancy * spec_.sm_count;
+    const int64_t slots = static_cast<int64_t>(tlp) * r.placement.sms.count();
     for (Part& p : r.parts) {
-      auto c = take_control(p.range, r.placement.sms, tlp);
+      auto c = take_control(p.range, r.placement.sms, tlp, chunk_for(p.range.size(), slots));
       if (!c) return c.status();
       p.control = *c;
     }

@@ -22,6 +22,9 @@
 
 namespace concord::cuda {
 
+// Logical blocks per counter fetch for a launch of `blocks` over `resident_slots` blocks.
+int chunk_for(int64_t blocks, int64_t resident_slots);
+
 class CudaBackend final : public Backend {
  public:
   static Result<std::unique_ptr<CudaBackend>> create(int device, uint64_t seed);
@@ -61,7 +64,7 @@ class CudaBackend final : public Backend {
 
   CudaBackend() = default;
   Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec);
-  Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp);
+  Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk);
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes);
   Result<device::ElasticControl> read_control(int control) const;
   Result<cudaStream_t> stream_for(const Running& r);
