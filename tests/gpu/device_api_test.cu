@@ -165,19 +165,20 @@ struct CountRun {
 TEST(DeviceApi, PreemptThenResumeRunsEveryLogicalBlockExactlyOnce) {
   const int sms = sm_count();
   CountRun run;
-  ASSERT_OK(run.init(200000));
+  ASSERT_OK(run.init(400000));
   cuda::Stream work, control;
   ASSERT_OK(work.create());
   ASSERT_OK(control.create());
-  DeviceControl first;
-  ASSERT_OK(first.init({0, run.blocks}, SmSet::all(sms), 2));
-  // About 200000 blocks x 10000 cycles / (2 x SMs) = several ms: long enough to preempt midway.
-  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(run.body(10000), first.get());
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Pinned source for the flag, allocated before the launch (allocation can take milliseconds).
   int32_t* one = nullptr;
   ASSERT_EQ(cudaMallocHost(&one, sizeof(int32_t)), cudaSuccess);
   *one = 1;
+  DeviceControl first;
+  ASSERT_OK(first.init({0, run.blocks}, SmSet::all(sms), 2));
+  // About 400000 blocks x 10000 cycles / (2 x SMs) = about 7 ms: long enough to preempt midway.
+  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(run.body(10000), first.get());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_OK(first.write(offsetof(device::ElasticControl, preempt), one, sizeof(int32_t), control.get()));
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto state = first.read();
@@ -202,11 +203,19 @@ TEST(DeviceApi, ShrinkThenGrowKeepsWorkOnAllowedSmsAndRunsEveryBlockOnce) {
   const int sms = sm_count();
   constexpr int kTlp = 2;
   CountRun run;
-  ASSERT_OK(run.init(300000));
+  ASSERT_OK(run.init(600000));
   cuda::Stream work, grow, control;
   ASSERT_OK(work.create());
   ASSERT_OK(grow.create());
   ASSERT_OK(control.create());
+  struct Pinned {
+    uint64_t words[4];
+    int32_t phase;
+  };
+  Pinned* pinned = nullptr;  // allocated before the launch (allocation can take milliseconds)
+  Pinned* grown = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, sizeof(Pinned)), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&grown, sizeof(Pinned)), cudaSuccess);
   DeviceControl ctl;
   ASSERT_OK(ctl.init({0, run.blocks}, SmSet::all(sms), kTlp));
   const CountBody body = run.body(10000);
@@ -214,11 +223,6 @@ TEST(DeviceApi, ShrinkThenGrowKeepsWorkOnAllowedSmsAndRunsEveryBlockOnce) {
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   // Shrink to the first 16 SMs, then mark phase 1.
-  struct Pinned {
-    uint64_t words[4];
-    int32_t phase;
-  }* pinned = nullptr;
-  ASSERT_EQ(cudaMallocHost(&pinned, sizeof(Pinned)), cudaSuccess);
   const auto small = SmSet::range(0, 16).words();
   for (int i = 0; i < 4; ++i) pinned->words[i] = small[static_cast<size_t>(i)];
   pinned->phase = 1;
@@ -227,11 +231,6 @@ TEST(DeviceApi, ShrinkThenGrowKeepsWorkOnAllowedSmsAndRunsEveryBlockOnce) {
   ASSERT_EQ(cudaStreamSynchronize(control.get()), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   // Grow back to every SM: rewrite the set and launch again on the same control block.
-  struct Grow {
-    uint64_t words[4];
-    int32_t phase;
-  }* grown = nullptr;
-  ASSERT_EQ(cudaMallocHost(&grown, sizeof(Grow)), cudaSuccess);
   const auto all = SmSet::all(sms).words();
   for (int i = 0; i < 4; ++i) grown->words[i] = all[static_cast<size_t>(i)];
   grown->phase = 2;
