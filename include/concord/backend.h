@@ -63,12 +63,20 @@ class Backend {
   virtual const DeviceSpec& device() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
 
-  // Gets ready for a workload before the clock starts (allocations, inputs, contexts); the run's
-  // time origin is the end of this call.
+  // Gets ready for a workload before the clock starts (allocations, inputs).
   virtual Status prepare(const Workload& workload) {
     (void)workload;
     return Status::ok();
   }
+  // Gets ready to run `tenant`'s native launches on `sms` (a green context is slow to create and
+  // may wait for the device to drain): a policy that knows its partitions says so in on_start.
+  virtual Status prepare_sm_set(const SmSet& sms, TenantId tenant) {
+    (void)sms;
+    (void)tenant;
+    return Status::ok();
+  }
+  // Sets time 0 of the run: called by the engine after preparation, before the first arrival.
+  virtual Status start_clock() { return Status::ok(); }
   // Starts a dispatch now. The request was validated by the engine against capabilities().
   virtual Status dispatch(const DispatchRequest& request) = 0;
   // Changes the allowed SM set of a running persistent dispatch.

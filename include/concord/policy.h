@@ -65,6 +65,9 @@ class SchedContext {
   virtual Result<std::vector<int64_t>> progress(DispatchId dispatch) const = 0;
   // Calls on_tick at `at` (or as soon as the engine gets control after it).
   virtual void request_tick(Seconds at) = 0;
+  // In on_start only: `tenant` will run native launches on `sms`; the backend prepares for it
+  // before the clock starts.
+  virtual Status prepare_sm_set(const SmSet& sms, TenantId tenant) = 0;
 };
 
 // Parameters for a policy, from the command line (--param key=value) or a bench.
@@ -74,6 +77,7 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string name() const = 0;
+  // Before the clock starts and before any launch is ready.
   virtual Status on_start(SchedContext& ctx) {
     (void)ctx;
     return Status::ok();

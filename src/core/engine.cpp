@@ -91,6 +91,10 @@ class Engine final : public SchedContext {
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override { return backend_.progress(dispatch); }
   void request_tick(Seconds at) override { ticks_.push(at); }
+  Status prepare_sm_set(const SmSet& sms, TenantId tenant) override {
+    if (started_) return Status::failed_precondition("prepare_sm_set: only in on_start");
+    return backend_.prepare_sm_set(sms, tenant);
+  }
 
  private:
   LaunchState* launch_state(LaunchId id) {
@@ -119,6 +123,7 @@ class Engine final : public SchedContext {
   std::priority_queue<Seconds, std::vector<Seconds>, std::greater<>> ticks_;
   std::vector<LaunchId> newly_ready_;
   EngineStats stats_;
+  bool started_ = false;
 };
 
 std::span<const ReadyLaunch> Engine::ready() const {
@@ -454,10 +459,12 @@ Result<RunRecord> Engine::run() {
     for (size_t r = 0; r < t.arrivals.size(); ++r) t.record.requests[r].arrival = t.arrivals[r];
     t.record.begin = spec.arrival.kind == ArrivalProcess::Kind::closed_loop ? 0 : t.arrivals.front();
   }
+  CONCORD_RETURN_IF_ERROR(call("on_start", [&] { return policy_.on_start(*this); }));
+  started_ = true;
+  CONCORD_RETURN_IF_ERROR(backend_.start_clock());
   for (auto& t : tenants_) {
     if (!t.waiting.empty()) CONCORD_RETURN_IF_ERROR(start_next_launch(t));
   }
-  CONCORD_RETURN_IF_ERROR(call("on_start", [&] { return policy_.on_start(*this); }));
 
   auto notify_ready = [&]() -> Status {
     while (!newly_ready_.empty()) {

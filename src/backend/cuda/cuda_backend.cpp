@@ -125,6 +125,23 @@ Status CudaBackend::prepare(const Workload& workload) {
     }
   }
   CONCORD_CUDA(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Status CudaBackend::prepare_sm_set(const SmSet& sms, TenantId tenant) {
+  if (sms.count() >= spec_.sm_count) return Status::ok();  // the whole GPU needs no context
+  auto stream = green_->stream_for(sms, static_cast<int>(tenant.value), 0);
+  if (!stream) return stream.status();
+  // One launch of each prepared kernel loads its module into the new context now, not mid-run.
+  for (auto& [key, k] : kernels_) {
+    CONCORD_RETURN_IF_ERROR(k->launch_standalone(k->spec().default_variant, {0, 1}, CachePolicy::normal, *stream));
+  }
+  CONCORD_CUDA(cudaStreamSynchronize(*stream));
+  return Status::ok();
+}
+
+Status CudaBackend::start_clock() {
+  CONCORD_CUDA(cudaDeviceSynchronize());
   CONCORD_CUDA(cudaEventRecord(origin_.get(), control_stream_.get()));
   CONCORD_CUDA(cudaEventSynchronize(origin_.get()));
   wall_origin_ = std::chrono::steady_clock::now();

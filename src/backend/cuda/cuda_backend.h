@@ -34,6 +34,8 @@ class CudaBackend final : public Backend {
   const DeviceSpec& device() const override { return spec_; }
   Capabilities capabilities(const KernelSpec& kernel) const override;
   Status prepare(const Workload& workload) override;
+  Status prepare_sm_set(const SmSet& sms, TenantId tenant) override;
+  Status start_clock() override;
   Status dispatch(const DispatchRequest& request) override;
   Status set_sm_set(DispatchId dispatch, const SmSet& sms) override;
   Status preempt(DispatchId dispatch) override;

@@ -63,6 +63,9 @@ Status StaticPartitionPolicy::on_start(SchedContext& ctx) {
     if (shares_[i].empty()) shares_[i] = shares_[i % std::max<size_t>(1, static_cast<size_t>(ctx.device().tpc_count()))];
     if (shares_[i].empty()) shares_[i] = ctx.device().sms_of_tpc(ctx.device().tpc_of_sm.front());
   }
+  for (size_t i = 0; i < shares_.size(); ++i) {
+    CONCORD_RETURN_IF_ERROR(ctx.prepare_sm_set(shares_[i], TenantId{static_cast<int64_t>(i)}));
+  }
   return Status::ok();
 }
 
