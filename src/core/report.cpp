@@ -94,7 +94,11 @@ void print_summary(std::ostream& out, const ExperimentResult& r) {
 
 void ChromeTraceObserver::on_dispatch_end(const DispatchRecord& d) {
   std::string name;
-  for (size_t k = 0; k < d.launches.size(); ++k) name += (k ? "+" : "") + std::string("L") + std::to_string(d.launches[k].value);
+  for (size_t k = 0; k < d.launches.size(); ++k) {
+    if (k > 0) name += '+';
+    name += 'L';
+    name += std::to_string(d.launches[k].value);
+  }
   const std::string args = fmt::format(R"({{"dispatch":{},"sms":"{}","tlp":{},"cache":"{}","form":"{}","preempted":{}}})",
                                        d.id.value, d.placement.sms.to_string(), d.placement.tlp, to_string(d.placement.cache),
                                        to_string(d.placement.form), d.preempted ? "true" : "false");

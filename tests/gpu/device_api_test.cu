@@ -23,7 +23,11 @@ using testing::sm_count;
 const std::map<std::string, std::pair<int64_t, double>> kCases = {
     {"fma_loop", {1 << 16, 1e-6}}, {"stream_triad", {1 << 20, 1e-6}}, {"vector_add", {1 << 20, 1e-6}},
     {"hotspot", {512, 1e-6}},      {"matmul", {256, 1e-5}},         {"kmeans", {1 << 15, 1e-3}},
-    {"tc_gemm", {256, 1e-3}},
+    {"tc_gemm", {256, 1e-3}},      {"srad", {512, 1e-5}},          {"cfd_flux", {1 << 16, 1e-5}},
+    {"gaussian", {512, 1e-6}},     {"hotspot3d", {128, 1e-6}},     {"bfs", {1 << 16, 0}},
+    {"fft_stage", {1 << 16, 1e-5}}, {"pathfinder", {1 << 16, 0}},  {"backprop", {1 << 16, 1e-5}},
+    {"sgemm", {256, 1e-5}},        {"stencil", {64, 1e-6}},        {"lbm", {1 << 16, 1e-5}},
+    {"mri_q", {1 << 12, 1e-4}},
 };
 
 std::unique_ptr<kernels::DeviceKernel> make(const std::string& name) {

@@ -23,6 +23,9 @@ struct Global;
 
 template <>
 struct Global<CacheOp::normal> {
+  __device__ __forceinline__ static int load(const int* p) { return *p; }
+  __device__ __forceinline__ static float2 load(const float2* p) { return *p; }
+  __device__ __forceinline__ static void store(float2* p, float2 v) { *p = v; }
   __device__ __forceinline__ static float load(const float* p) { return *p; }
   __device__ __forceinline__ static float4 load(const float4* p) { return *p; }
   __device__ __forceinline__ static void store(float* p, float v) { *p = v; }
@@ -31,6 +34,19 @@ struct Global<CacheOp::normal> {
 
 template <>
 struct Global<CacheOp::l1_bypass> {
+  __device__ __forceinline__ static int load(const int* p) {
+    int v;
+    asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+  }
+  __device__ __forceinline__ static float2 load(const float2* p) {
+    float2 v;
+    asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    return v;
+  }
+  __device__ __forceinline__ static void store(float2* p, float2 v) {
+    asm volatile("st.global.cg.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(v.x), "f"(v.y) : "memory");
+  }
   __device__ __forceinline__ static float load(const float* p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
@@ -51,6 +67,20 @@ struct Global<CacheOp::l1_bypass> {
 
 template <>
 struct Global<CacheOp::l2_evict_first> {
+  __device__ __forceinline__ static int load(const int* p) {
+    int v;
+    asm volatile("ld.global.L2::cache_hint.s32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(evict_first_policy()));
+    return v;
+  }
+  __device__ __forceinline__ static float2 load(const float2* p) {
+    float2 v;
+    asm volatile("ld.global.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;" : "=f"(v.x), "=f"(v.y) : "l"(p), "l"(evict_first_policy()));
+    return v;
+  }
+  __device__ __forceinline__ static void store(float2* p, float2 v) {
+    asm volatile("st.global.L2::cache_hint.v2.f32 [%0], {%1, %2}, %3;" ::"l"(p), "f"(v.x), "f"(v.y), "l"(evict_first_policy())
+                 : "memory");
+  }
   __device__ __forceinline__ static float load(const float* p) {
     float v;
     asm volatile("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(evict_first_policy()));
@@ -75,6 +105,17 @@ struct Global<CacheOp::l2_evict_first> {
 
 template <>
 struct Global<CacheOp::both> {
+  __device__ __forceinline__ static int load(const int* p) {
+    int v;
+    asm volatile("ld.global.cg.L2::cache_hint.s32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(evict_first_policy()));
+    return v;
+  }
+  __device__ __forceinline__ static float2 load(const float2* p) {
+    float2 v;
+    asm volatile("ld.global.cg.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;" : "=f"(v.x), "=f"(v.y) : "l"(p), "l"(evict_first_policy()));
+    return v;
+  }
+  __device__ __forceinline__ static void store(float2* p, float2 v) { Global<CacheOp::l2_evict_first>::store(p, v); }
   __device__ __forceinline__ static float load(const float* p) {
     float v;
     asm volatile("ld.global.cg.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(evict_first_policy()));

@@ -9,132 +9,14 @@
 #include <random>
 #include <type_traits>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/handles.h"
-#include "concord/device/launch.cuh"
 #include "kernels/device/bodies.cuh"
-#include "kernels/device/device_kernel.h"
+#include "kernels/device/instance.cuh"
 
 namespace concord::kernels {
 namespace {
 
 using cuda::DeviceBuffer;
 using device::CacheOp;
-
-// Inputs are a hash of (seed, index): the device fills them and the CPU reference recomputes them.
-__host__ __device__ inline float hash_uniform(uint64_t seed, uint64_t i) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + i + 1;
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-}
-
-__global__ void fill_kernel(float* p, int64_t n, uint64_t seed, float lo, float hi) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    p[i] = lo + (hi - lo) * hash_uniform(seed, static_cast<uint64_t>(i));
-  }
-}
-
-__global__ void fill_half_kernel(__half* p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    p[i] = __float2half(hash_uniform(seed, static_cast<uint64_t>(i)) - 0.5f);
-  }
-}
-
-__global__ void poison_kernel(float* p, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    p[i] = __int_as_float(0x7fc00000);
-  }
-}
-
-Status fill(float* p, int64_t n, uint64_t seed, float lo, float hi) {
-  fill_kernel<<<1024, 256>>>(p, n, seed, lo, hi);
-  CONCORD_CUDA_LAUNCHED();
-  return Status::ok();
-}
-
-// Calls f(std::integral_constant<CacheOp, Op>{}) for the runtime cache policy.
-template <typename F>
-void with_cache_op(CachePolicy p, F&& f) {
-  switch (p) {
-    case CachePolicy::normal: f(std::integral_constant<CacheOp, CacheOp::normal>{}); break;
-    case CachePolicy::l1_bypass: f(std::integral_constant<CacheOp, CacheOp::l1_bypass>{}); break;
-    case CachePolicy::l2_evict_first: f(std::integral_constant<CacheOp, CacheOp::l2_evict_first>{}); break;
-    case CachePolicy::both: f(std::integral_constant<CacheOp, CacheOp::both>{}); break;
-  }
-}
-
-// Relative L2 error over the indices `idx` of device output `out` against reference `ref(i)`.
-Result<double> relative_error(const float* device_out, int64_t n, uint64_t sample_seed,
-                              const std::function<double(int64_t)>& ref) {
-  std::vector<float> host(static_cast<size_t>(n));
-  CONCORD_CUDA(cudaMemcpy(host.data(), device_out, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost));
-  std::vector<int64_t> idx;
-  constexpr int64_t kAll = 1 << 18;
-  if (n <= kAll) {
-    for (int64_t i = 0; i < n; ++i) idx.push_back(i);
-  } else {
-    std::mt19937_64 gen(sample_seed);
-    std::uniform_int_distribution<int64_t> pick(0, n - 1);
-    for (int i = 0; i < 16384; ++i) idx.push_back(pick(gen));
-    idx.push_back(0);
-    idx.push_back(n - 1);
-  }
-  double err = 0, norm = 0;
-  for (int64_t i : idx) {
-    const double v = host[static_cast<size_t>(i)];
-    if (std::isnan(v)) return std::numeric_limits<double>::infinity();
-    const double r = ref(i);
-    err += (v - r) * (v - r);
-    norm += r * r;
-  }
-  return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
-}
-
-template <typename Body>
-class BodyKernel : public DeviceKernel {
- public:
-  using DeviceKernel::DeviceKernel;
-  virtual Body body(int variant) const = 0;
-
-  Status launch_standalone(int variant, BlockRange range, CachePolicy cache, cudaStream_t stream) override {
-    const Body b = body(variant);
-    const int threads = spec().variant(variant).threads_per_block;
-    const int smem = shared_bytes(variant);
-    with_cache_op(cache, [&](auto op) {
-      device::standalone_kernel<Body, decltype(op)::value>
-          <<<static_cast<unsigned>(range.size()), threads, smem, stream>>>(b, range.begin);
-    });
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
-
-  Status launch_elastic(int variant, CachePolicy cache, device::ElasticControl* control, int grid,
-                        cudaStream_t stream) override {
-    const Body b = body(variant);
-    const int threads = spec().variant(variant).threads_per_block;
-    const int smem = shared_bytes(variant);
-    with_cache_op(cache, [&](auto op) {
-      device::elastic_kernel<Body, decltype(op)::value><<<grid, threads, smem, stream>>>(b, control);
-    });
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
-
-  Result<int> elastic_occupancy(int variant) const override {
-    int blocks = 0;
-    CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, device::elastic_kernel<Body, CacheOp::normal>, spec().variant(variant).threads_per_block,
-        shared_bytes(variant)));
-    return blocks;
-  }
-};
 
 // ---- fma_loop
 class FmaLoopKernel final : public BodyKernel<FmaLoopBody> {
@@ -399,13 +281,6 @@ class TcGemmKernel final : public BodyKernel<TcGemmBody> {
   DeviceBuffer<float> c_;
 };
 
-using Factory = std::function<std::unique_ptr<DeviceKernel>(const KernelSpec&)>;
-
-template <typename K>
-Factory factory() {
-  return [](const KernelSpec& s) { return std::unique_ptr<DeviceKernel>(std::make_unique<K>(s)); };
-}
-
 const std::vector<std::pair<std::string, Factory>>& factories() {
   static const std::vector<std::pair<std::string, Factory>> f = {
       {"fma_loop", factory<FmaLoopKernel>()},   {"stream_triad", factory<StreamTriadKernel>()},
@@ -472,15 +347,19 @@ const std::vector<PairEntry>& pairs() {
 }  // namespace
 
 Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec) {
-  for (const auto& [name, make] : factories()) {
-    if (name == spec.name) return make(spec);
+  for (const auto* list : {&factories(), &more_factories()}) {
+    for (const auto& [name, make] : *list) {
+      if (name == spec.name) return make(spec);
+    }
   }
   return Status::not_found("kernel '" + spec.name + "' has no device body yet");
 }
 
 std::vector<std::string> device_kernel_names() {
   std::vector<std::string> out;
-  for (const auto& [name, make] : factories()) out.push_back(name);
+  for (const auto* list : {&factories(), &more_factories()}) {
+    for (const auto& [name, make] : *list) out.push_back(name);
+  }
   return out;
 }
 
