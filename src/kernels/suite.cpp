@@ -52,7 +52,7 @@ const std::vector<Recipe>& recipes() {
        [](int64_t n) { return 2.0 * static_cast<double>(n); },
        [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 16.0 + 4.0; }},
       {{"srad", "speckle-reducing anisotropic diffusion, size = image side", "RAISE Table IV", true, 4096, 64},
-       ComputeUnit::fp32, 1, 40, 16, 0.15, 0.05, square, [](int64_t) { return 30.0; },
+       ComputeUnit::fp32, 1, 40, 0, 0.15, 0.05, square, [](int64_t) { return 30.0; },
        [](int64_t) { return 24.0; }},
       {{"cfd_flux", "CFD Euler flux, size = cells", "RAISE Table IV", true, 1 << 21, 1024},
        ComputeUnit::fp32, 1, 64, 0, 0.10, 0.10, linear, [](int64_t) { return 220.0; },

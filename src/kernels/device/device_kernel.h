@@ -33,8 +33,9 @@ class DeviceKernel {
   // `grid` persistent blocks on the control block `control` (device memory).
   virtual Status launch_elastic(int variant, CachePolicy cache, device::ElasticControl* control, int grid,
                                 cudaStream_t stream) = 0;
-  // Resident blocks per SM of the elastic form (occupancy API).
+  // Resident blocks per SM of the elastic and of the standalone form (occupancy API).
   virtual Result<int> elastic_occupancy(int variant) const = 0;
+  virtual Result<int> standalone_occupancy(int variant) const = 0;
   virtual int shared_bytes(int variant) const { return spec_.variant(variant).shared_bytes_per_block; }
   // Compares the device output with the CPU reference on every element (small outputs) or a
   // seeded sample; returns the relative error ||out - ref|| / ||ref|| (NaN fails).

@@ -168,6 +168,14 @@ class BodyKernel : public DeviceKernel {
     return Status::ok();
   }
 
+  Result<int> standalone_occupancy(int variant) const override {
+    int blocks = 0;
+    CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, device::standalone_kernel<Body, CacheOp::normal>, spec().variant(variant).threads_per_block,
+        shared_bytes(variant)));
+    return blocks;
+  }
+
   Result<int> elastic_occupancy(int variant) const override {
     int blocks = 0;
     CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
