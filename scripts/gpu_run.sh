@@ -35,7 +35,7 @@ has sanitize && step memcheck 240 compute-sanitizer --tool memcheck --error-exit
 has sanitize && step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/concord_gpu_tests" \
   --gtest_filter='DeviceApi.Fused*:DeviceApi.Standalone*'
 has bench && step gpu_bench 300 "$bin/concord_gpu_bench" "$out/gpu_bench.json"
-has runs && for spec in examples/pair.yaml examples/gpu4.yaml; do
+has runs && for spec in examples/pair.yaml examples/gpu4.yaml examples/dnn.yaml; do
   name=$(basename "$spec" .yaml)
   for policy in serial streams static-partition round-robin random; do
     step "run-$name-$policy" 120 "$bin/concord" run "$spec" --backend cuda --policy "$policy" --out "$out/run-$name-$policy.json"

@@ -114,6 +114,26 @@ TEST(CudaBackend, PersistentNativeAndFusedDispatchesComplete) {
   EXPECT_EQ(fused_done->front().blocks_done[1], r.parts[1].range.size());
 }
 
+TEST(CudaBackend, OpaqueLibraryKernelRunsInAGreenContext) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  Workload w;
+  TenantSpec t;
+  t.name = "blas";
+  t.steps.push_back(KernelStep{*make_suite_kernel("cublas_gemm", 2048), 1});
+  w.tenants.push_back(t);
+  ASSERT_TRUE(b->prepare(w).is_ok());
+  EXPECT_FALSE(b->capabilities(t.steps[0].kernel).persistent_form);
+  Placement p;
+  p.sms = b->green_contexts().cover(SmSet::range(0, 20));
+  p.cache = CachePolicy::l2_evict_first;
+  ASSERT_TRUE(b->dispatch(request(w, 0, 0, p)).is_ok());
+  auto done = drain(*b);
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  ASSERT_EQ(done->size(), 1u);
+  EXPECT_FALSE(done->front().preempted);
+}
+
 TEST(CudaBackend, PreemptReturnsAPrefixAndResizeKeepsRunning) {
   auto b = backend();
   ASSERT_TRUE(b);

@@ -39,8 +39,38 @@ std::unique_ptr<kernels::DeviceKernel> make(const std::string& name) {
   return std::move(*k);
 }
 
-TEST(DeviceApi, EveryKernelHasADeviceBodyInThisTest) {
-  for (const auto& n : kernels::device_kernel_names()) EXPECT_TRUE(kCases.count(n)) << n;
+const std::map<std::string, std::pair<int64_t, double>> kLibraryCases = {{"cublas_gemm", {512, 1e-3}}, {"cufft", {1 << 14, 1e-4}}};
+
+TEST(DeviceApi, EverySuiteKernelHasDeviceCodeAndATestCase) {
+  for (const SuiteEntry& e : suite_catalog()) {
+    auto spec = make_suite_kernel(e.name, e.default_size);
+    ASSERT_TRUE(spec.is_ok());
+    EXPECT_TRUE(kernels::make_device_kernel(*spec).is_ok()) << e.name;
+    EXPECT_TRUE(e.elastic ? kCases.count(e.name) != 0 : kLibraryCases.count(e.name) != 0) << e.name;
+  }
+}
+
+TEST(DeviceApi, LibraryKernelsMatchReferenceWithAndWithoutAnAccessPolicyWindow) {
+  for (const auto& [name, c] : kLibraryCases) {
+    SCOPED_TRACE(name);
+    auto spec = make_suite_kernel(name, c.first);
+    ASSERT_TRUE(spec.is_ok());
+    auto k = kernels::make_device_kernel(*spec);
+    ASSERT_TRUE(k.is_ok());
+    ASSERT_OK((*k)->prepare(9));
+    cuda::Stream s;
+    ASSERT_OK(s.create());
+    for (CachePolicy cache : {CachePolicy::normal, CachePolicy::l2_evict_first}) {
+      ASSERT_OK((*k)->poison_output(s.get()));
+      ASSERT_OK((*k)->launch_standalone(0, {0, spec->variant(0).logical_blocks}, cache, s.get()));
+      ASSERT_EQ(cudaStreamSynchronize(s.get()), cudaSuccess);
+      auto err = (*k)->check(5);
+      ASSERT_TRUE(err.is_ok()) << err.status().to_string();
+      EXPECT_LE(*err, c.second) << to_string(cache);
+    }
+    EXPECT_FALSE((*k)->launch_standalone(0, {0, spec->variant(0).logical_blocks}, CachePolicy::l1_bypass, s.get()).is_ok());
+    EXPECT_FALSE((*k)->elastic_occupancy(0).is_ok());
+  }
 }
 
 TEST(DeviceApi, StandaloneMatchesReferenceInEveryVariantAndCachePolicy) {

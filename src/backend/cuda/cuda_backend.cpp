@@ -96,7 +96,7 @@ CudaBackend::~CudaBackend() {
 
 Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
   Capabilities c;
-  c.l2_evict_first = kernel.elastic;  // opaque kernels: access-policy windows are not wired yet
+  c.l2_evict_first = true;  // elastic: evict-first loads; opaque: a streaming access-policy window
   if (!kernel.elastic) return c;
   c.persistent_form = c.exact_sm_sets = c.tlp = c.split_range = c.resize = c.preempt = true;
   c.fusion = true;  // for instantiated pairs; dispatch refuses others

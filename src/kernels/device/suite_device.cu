@@ -347,7 +347,7 @@ const std::vector<PairEntry>& pairs() {
 }  // namespace
 
 Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec) {
-  for (const auto* list : {&factories(), &more_factories()}) {
+  for (const auto* list : {&factories(), &more_factories(), &library_factories()}) {
     for (const auto& [name, make] : *list) {
       if (name == spec.name) return make(spec);
     }
@@ -357,7 +357,7 @@ Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec)
 
 std::vector<std::string> device_kernel_names() {
   std::vector<std::string> out;
-  for (const auto* list : {&factories(), &more_factories()}) {
+  for (const auto* list : {&factories(), &more_factories(), &library_factories()}) {
     for (const auto& [name, make] : *list) out.push_back(name);
   }
   return out;
