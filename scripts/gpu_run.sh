@@ -30,10 +30,14 @@ cat "$out/device.txt"
 stages=" ${STAGES:-tests sanitize bench runs} "
 has() { [[ "$stages" == *" $1 "* ]]; }
 has tests && step gpu_tests 300 "$bin/concord_gpu_tests" --gtest_output="json:$out/gpu_tests.json"
-has sanitize && step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/concord_gpu_tests" \
-  --gtest_filter='DeviceApi.Elastic*:DeviceApi.Fused*:DeviceApi.Preempt*'
-has sanitize && step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/concord_gpu_tests" \
-  --gtest_filter='DeviceApi.Fused*:DeviceApi.Standalone*'
+# Under the sanitizers: every device-API test, on the kernels with shared memory and barriers
+# (and both members of every fused pair), and the counting kernels of preempt/shrink/grow.
+export CONCORD_GPU_TEST_KERNELS=matmul,pathfinder,backprop,sgemm,srad,fma_loop,stream_triad
+has sanitize && step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/concord_gpu_tests" \
+  --gtest_filter='DeviceApi.*'
+has sanitize && step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/concord_gpu_tests" \
+  --gtest_filter='DeviceApi.Standalone*:DeviceApi.Elastic*:DeviceApi.Fused*'
+unset CONCORD_GPU_TEST_KERNELS
 has bench && step gpu_bench 300 "$bin/concord_gpu_bench" "$out/gpu_bench.json"
 has runs && for spec in examples/pair.yaml examples/gpu4.yaml examples/dnn.yaml; do
   name=$(basename "$spec" .yaml)

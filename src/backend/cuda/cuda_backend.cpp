@@ -132,9 +132,12 @@ Status CudaBackend::prepare_sm_set(const SmSet& sms, TenantId tenant) {
   if (sms.count() >= spec_.sm_count) return Status::ok();  // the whole GPU needs no context
   auto stream = green_->stream_for(sms, static_cast<int>(tenant.value), 0);
   if (!stream) return stream.status();
-  // One launch of each prepared kernel loads its module into the new context now, not mid-run.
+  // One launch of each prepared kernel loads its module into the new context now, not mid-run:
+  // one logical block of an elastic kernel, the whole call of a library kernel.
   for (auto& [key, k] : kernels_) {
-    CONCORD_RETURN_IF_ERROR(k->launch_standalone(k->spec().default_variant, {0, 1}, CachePolicy::normal, *stream));
+    const KernelVariant& v = k->spec().variant(k->spec().default_variant);
+    const BlockRange warm{0, k->spec().elastic ? 1 : v.logical_blocks};
+    CONCORD_RETURN_IF_ERROR(k->launch_standalone(k->spec().default_variant, warm, CachePolicy::normal, *stream));
   }
   CONCORD_CUDA(cudaStreamSynchronize(*stream));
   return Status::ok();
