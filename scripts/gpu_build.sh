@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=${CONCORD_GPU_BUILD_DIR:-build-gpu}
-if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON
-fi
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# Configure every time: the commit the binaries report is set here.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON -DCONCORD_GIT_COMMIT="$commit" >/dev/null
 cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
 cp "$build/src/concord" "$build/tests/concord_gpu_tests" "$build/bench/gpu/concord_gpu_bench" .gpu/bin/
@@ -15,4 +15,5 @@ cp "$build/src/concord" "$build/tests/concord_gpu_tests" "$build/bench/gpu/conco
 for bin in .gpu/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'yaml-cpp|libfmt|libspdlog|libbenchmark' || true
 done | sort -u | xargs -r -I{} cp -L {} .gpu/lib/
+echo "$commit" > .gpu/COMMIT
 du -sh .gpu

@@ -23,7 +23,7 @@ step() {  # step NAME TIMEOUT COMMAND...: runs a step with a time limit, logs it
 }
 {
   date -u
-  git rev-parse --short HEAD 2>/dev/null || true
+  echo "bundle commit: $(cat .gpu/COMMIT 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw --format=csv
 } >"$out/device.txt" 2>&1
 cat "$out/device.txt"
@@ -45,4 +45,18 @@ has runs && for spec in examples/pair.yaml examples/gpu4.yaml examples/dnn.yaml;
     step "run-$name-$policy" 120 "$bin/concord" run "$spec" --backend cuda --policy "$policy" --out "$out/run-$name-$policy.json"
   done
 done
+# Hand placements of the pair through `concord run --policy manual` (issue 3, bench b).
+if has runs; then
+  declare -A hand=(
+    [green-split-96-36]="--param sms.0=0-95 --param sms.1=96-131"
+    [smid-split-96-36]="--param form=persistent --param sms.0=0-95 --param sms.1=96-131"
+    [elastic-share-4-4]="--param form=persistent --param tlp.0=4 --param tlp.1=4"
+    [fused-1-1]="--param fuse=0+1 --param ratio=1:1"
+  )
+  for name in "${!hand[@]}"; do
+    # shellcheck disable=SC2086
+    step "run-pair-manual-$name" 120 "$bin/concord" run examples/pair.yaml --backend cuda --policy manual ${hand[$name]} \
+      --out "$out/run-pair-manual-$name.json"
+  done
+fi
 exit $status

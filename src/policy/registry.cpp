@@ -1,4 +1,5 @@
 #include "concord/policy.h"
+#include "policy/manual/manual_policy.h"
 #include "policy/random/random_policy.h"
 #include "policy/round_robin/round_robin_policy.h"
 #include "policy/serial/serial_policy.h"
@@ -45,6 +46,8 @@ const PolicyRegistry& builtin_policies() {
                policy::make_round_robin));
     must(r.add("random", "seeded random order, one launch at a time on the whole GPU; param streams=N (baseline)",
                policy::make_random));
+    must(r.add("manual", "hand-written placements: params sms.T, tlp.T, cache.T, form, fuse=A+B, ratio=a:b",
+               policy::make_manual));
     return r;
   }();
   return registry;
