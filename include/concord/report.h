@@ -2,6 +2,7 @@
 // Chrome/Perfetto trace observer.
 #pragma once
 
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@ namespace concord {
 
 struct RunContext {
   std::string workload_file;
+  std::map<std::string, std::string> params;  // the policy's parameters
   std::string commit;     // git commit of the build, when known
   std::string device_name;
 };

@@ -30,6 +30,7 @@ std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
   json j;
   j["workload"] = ctx.workload_file;
   j["policy"] = r.run.policy;
+  j["params"] = ctx.params;
   j["backend"] = r.run.backend;
   j["device"] = r.run.device;
   j["commit"] = ctx.commit;
