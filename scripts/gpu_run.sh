@@ -59,4 +59,8 @@ if has runs; then
       --out "$out/run-pair-manual-$name.json"
   done
 fi
+# The Markdown tables of everything above.
+if has bench && command -v python3 >/dev/null 2>&1; then
+  python3 bench/gpu/summarize.py "$out" >"$out/tables.md" 2>>"$out/summary.txt" || status=1
+fi
 exit $status
