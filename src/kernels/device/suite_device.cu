@@ -23,11 +23,7 @@ class FmaLoopKernel final : public BodyKernel<FmaLoopBody> {
  public:
   using BodyKernel::BodyKernel;
   Status prepare(uint64_t) override { return out_.allocate(static_cast<size_t>(spec().size)); }
-  Status poison_output(cudaStream_t s) override {
-    poison_kernel<<<1024, 256, 0, s>>>(out_.get(), spec().size);
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
+  Status poison_output(cudaStream_t s) override { return poison(out_.get(), spec().size, s); }
   FmaLoopBody body(int variant) const override {
     return {out_.get(), spec().size, spec().variant(variant).items_per_block};
   }
@@ -44,64 +40,42 @@ class FmaLoopKernel final : public BodyKernel<FmaLoopBody> {
   DeviceBuffer<float> out_;
 };
 
-// ---- stream_triad and vector_add share their layout: three float4 arrays.
-class StreamTriadKernel final : public BodyKernel<StreamTriadBody> {
+// ---- stream_triad and vector_add: out = x + scale * y over float4 arrays, inputs in [-1, 1).
+template <typename Body>
+class Float4Axpy : public BodyKernel<Body> {
  public:
-  using BodyKernel::BodyKernel;
-  int64_t n4() const { return (spec().size + 3) / 4; }
+  Float4Axpy(const KernelSpec& spec, float scale) : BodyKernel<Body>(spec), scale_(scale) {}
+  int64_t n4() const { return (this->spec().size + 3) / 4; }
   Status prepare(uint64_t seed) override {
     seed_ = seed;
-    for (auto* b : {&a_, &b_, &c_}) CONCORD_RETURN_IF_ERROR(b->allocate(static_cast<size_t>(n4())));
-    CONCORD_RETURN_IF_ERROR(fill(reinterpret_cast<float*>(b_.get()), 4 * n4(), seed, -1, 1));
-    return fill(reinterpret_cast<float*>(c_.get()), 4 * n4(), seed + 1, -1, 1);
+    for (auto* b : {&x_, &y_, &out_}) CONCORD_RETURN_IF_ERROR(b->allocate(static_cast<size_t>(n4())));
+    CONCORD_RETURN_IF_ERROR(fill(reinterpret_cast<float*>(x_.get()), 4 * n4(), seed, -1, 1));
+    return fill(reinterpret_cast<float*>(y_.get()), 4 * n4(), seed + 1, -1, 1);
   }
-  Status poison_output(cudaStream_t s) override {
-    poison_kernel<<<1024, 256, 0, s>>>(reinterpret_cast<float*>(a_.get()), 4 * n4());
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
-  StreamTriadBody body(int variant) const override {
-    return {a_.get(), b_.get(), c_.get(), n4(), spec().variant(variant).items_per_block / 4, kScale};
-  }
+  Status poison_output(cudaStream_t s) override { return poison(reinterpret_cast<float*>(out_.get()), 4 * n4(), s); }
   Result<double> check(uint64_t seed) const override {
-    return relative_error(reinterpret_cast<const float*>(a_.get()), 4 * n4(), seed, [this](int64_t i) {
-      return static_cast<double>(hash_uniform(seed_, i) * 2 - 1) + kScale * (hash_uniform(seed_ + 1, i) * 2 - 1);
+    return relative_error(reinterpret_cast<const float*>(out_.get()), 4 * n4(), seed, [this](int64_t i) {
+      return static_cast<double>(hash_uniform(seed_, i) * 2 - 1) + scale_ * (hash_uniform(seed_ + 1, i) * 2 - 1);
     });
   }
 
- private:
-  static constexpr float kScale = 3.0f;
+ protected:
+  int vec_per_block(int variant) const { return this->spec().variant(variant).items_per_block / 4; }
+  float scale_;
   uint64_t seed_ = 0;
-  DeviceBuffer<float4> a_, b_, c_;
+  DeviceBuffer<float4> x_, y_, out_;
 };
 
-class VectorAddKernel final : public BodyKernel<VectorAddBody> {
+class StreamTriadKernel final : public Float4Axpy<StreamTriadBody> {
  public:
-  using BodyKernel::BodyKernel;
-  int64_t n4() const { return (spec().size + 3) / 4; }
-  Status prepare(uint64_t seed) override {
-    seed_ = seed;
-    for (auto* b : {&a_, &b_, &c_}) CONCORD_RETURN_IF_ERROR(b->allocate(static_cast<size_t>(n4())));
-    CONCORD_RETURN_IF_ERROR(fill(reinterpret_cast<float*>(a_.get()), 4 * n4(), seed, -1, 1));
-    return fill(reinterpret_cast<float*>(b_.get()), 4 * n4(), seed + 1, -1, 1);
-  }
-  Status poison_output(cudaStream_t s) override {
-    poison_kernel<<<1024, 256, 0, s>>>(reinterpret_cast<float*>(c_.get()), 4 * n4());
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
-  VectorAddBody body(int variant) const override {
-    return {a_.get(), b_.get(), c_.get(), n4(), spec().variant(variant).items_per_block / 4};
-  }
-  Result<double> check(uint64_t seed) const override {
-    return relative_error(reinterpret_cast<const float*>(c_.get()), 4 * n4(), seed, [this](int64_t i) {
-      return static_cast<double>(hash_uniform(seed_, i) * 2 - 1) + (hash_uniform(seed_ + 1, i) * 2 - 1);
-    });
-  }
+  explicit StreamTriadKernel(const KernelSpec& spec) : Float4Axpy(spec, 3.0f) {}
+  StreamTriadBody body(int v) const override { return {out_.get(), x_.get(), y_.get(), n4(), vec_per_block(v), scale_}; }
+};
 
- private:
-  uint64_t seed_ = 0;
-  DeviceBuffer<float4> a_, b_, c_;
+class VectorAddKernel final : public Float4Axpy<VectorAddBody> {
+ public:
+  explicit VectorAddKernel(const KernelSpec& spec) : Float4Axpy(spec, 1.0f) {}
+  VectorAddBody body(int v) const override { return {x_.get(), y_.get(), out_.get(), n4(), vec_per_block(v)}; }
 };
 
 // ---- hotspot
@@ -115,11 +89,7 @@ class HotspotKernel final : public BodyKernel<HotspotBody> {
     CONCORD_RETURN_IF_ERROR(fill(temp_.get(), cells(), seed, 300, 340));
     return fill(power_.get(), cells(), seed + 1, 0, 0.5f);
   }
-  Status poison_output(cudaStream_t s) override {
-    poison_kernel<<<1024, 256, 0, s>>>(out_.get(), cells());
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
+  Status poison_output(cudaStream_t s) override { return poison(out_.get(), cells(), s); }
   HotspotBody body(int variant) const override {
     return {temp_.get(), power_.get(), out_.get(), static_cast<int>(spec().size), spec().variant(variant).items_per_block,
             kCap, kRx, kRy, kRz, kAmb};
@@ -157,11 +127,7 @@ class MatmulKernel final : public BodyKernel<MatmulBody> {
     CONCORD_RETURN_IF_ERROR(fill(a_.get(), cells(), seed, -1, 1));
     return fill(b_.get(), cells(), seed + 1, -1, 1);
   }
-  Status poison_output(cudaStream_t s) override {
-    poison_kernel<<<1024, 256, 0, s>>>(c_.get(), cells());
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
+  Status poison_output(cudaStream_t s) override { return poison(c_.get(), cells(), s); }
   int shared_bytes(int variant) const override { return 2 * spec().variant(variant).threads_per_block * 4; }
   MatmulBody body(int variant) const override {
     const int threads = spec().variant(variant).threads_per_block;
@@ -197,11 +163,7 @@ class KmeansKernel final : public BodyKernel<KmeansBody> {
     CONCORD_RETURN_IF_ERROR(fill(features_.get(), points * KmeansBody::kFeatures, seed, 0, 1));
     return fill(centroids_.get(), KmeansBody::kClusters * KmeansBody::kFeatures, seed + 1, 0, 1);
   }
-  Status poison_output(cudaStream_t s) override {
-    poison_kernel<<<1024, 256, 0, s>>>(membership_.get(), spec().size);
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
+  Status poison_output(cudaStream_t s) override { return poison(membership_.get(), spec().size, s); }
   KmeansBody body(int variant) const override {
     return {features_.get(), centroids_.get(), membership_.get(), spec().size, spec().variant(variant).items_per_block};
   }
@@ -256,11 +218,7 @@ class TcGemmKernel final : public BodyKernel<TcGemmBody> {
     CONCORD_CUDA_LAUNCHED();
     return Status::ok();
   }
-  Status poison_output(cudaStream_t s) override {
-    poison_kernel<<<1024, 256, 0, s>>>(c_.get(), cells());
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
+  Status poison_output(cudaStream_t s) override { return poison(c_.get(), cells(), s); }
   TcGemmBody body(int variant) const override {
     return {a_.get(), b_.get(), c_.get(), static_cast<int>(spec().size), spec().variant(variant).threads_per_block / 32};
   }
