@@ -21,6 +21,7 @@ enum class StatusCode {
   unsupported,        // the backend or kernel cannot do what was asked (capability missing)
   failed_precondition,// the call is valid but not in the current state (dispatch of a busy launch)
   device_error,       // a CUDA or driver call failed
+  io_error,           // reading or writing a file or database failed
   internal,           // a broken invariant inside Concord: a bug
 };
 
@@ -41,6 +42,7 @@ class [[nodiscard]] Status {
     return {StatusCode::failed_precondition, std::move(m)};
   }
   static Status device_error(std::string m) { return {StatusCode::device_error, std::move(m)}; }
+  static Status io_error(std::string m) { return {StatusCode::io_error, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::internal, std::move(m)}; }
 
   bool is_ok() const { return code_ == StatusCode::ok; }

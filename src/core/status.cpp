@@ -12,6 +12,7 @@ const char* to_string(StatusCode code) {
     case StatusCode::unsupported: return "unsupported";
     case StatusCode::failed_precondition: return "failed precondition";
     case StatusCode::device_error: return "device error";
+    case StatusCode::io_error: return "I/O error";
     case StatusCode::internal: return "internal error";
   }
   return "unknown";

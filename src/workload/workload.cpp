@@ -296,6 +296,7 @@ std::string tenant_fingerprint(const TenantSpec& t) {
   for (Seconds s : t.arrival.timestamps) o << "," << s;
   for (const auto& s : t.steps) {
     o << "|" << s.kernel.name << ":" << s.kernel.size << ":" << s.kernel.default_variant << "x" << s.count;
+    for (const auto& pt : s.kernel.sm_curve) o << "@" << pt.sms << "=" << pt.seconds;  // measured curves change alone-times
   }
   return o.str();
 }
