@@ -2,7 +2,8 @@
 # On a GPU machine: runs the GPU tests (and compute-sanitizer on the device-API tests), the GPU
 # benchmarks and every baseline through `concord run --backend cuda`, writing everything into
 # the folder given as $1 (default ./gpu-results). Uses the bundle from scripts/gpu_build.sh.
-# STAGES (default "tests sanitize bench runs") picks what to run, to fit one call's time limit.
+# STAGES (default "tests sanitize bench runs") picks what to run, to fit one call's time limit;
+# "profile" measures the suite into OUT/profiles.db (and exports OUT/profiles.json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -45,6 +46,11 @@ has runs && for spec in examples/pair.yaml examples/gpu4.yaml examples/dnn.yaml;
     step "run-$name-$policy" 120 "$bin/concord" run "$spec" --backend cuda --policy "$policy" --out "$out/run-$name-$policy.json"
   done
 done
+if has profile; then
+  step profile 540 "$bin/concord" profile run --db "$out/profiles.db" --max-minutes "${PROFILE_MINUTES:-7}"
+  step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
+  step profile_show 60 "$bin/concord" profile show --db "$out/profiles.db"
+fi
 # Hand placements of the pair through `concord run --policy manual` (issue 3, bench b).
 if has runs; then
   declare -A hand=(

@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
+#include "backend/cuda/timing.h"
 #include "concord/suite.h"
 #include "kernels/device/device_kernel.h"
 
@@ -37,55 +38,15 @@ namespace {
 
 int g_sms = 0;
 
-// A control block for each elastic part, reset before every repetition.
-struct Controls {
-  cuda::DeviceBuffer<device::ElasticControl> buf;
-  std::vector<device::ElasticControl> host;
-  void add(BlockRange r, const SmSet& sms, int tlp) {
-    device::ElasticControl c{};
-    c.chunk = cuda::chunk_for(r.size(), static_cast<int64_t>(tlp) * sms.count());
-    const auto w = sms.words();
-    for (int i = 0; i < 4; ++i) c.allowed[i] = w[static_cast<size_t>(i)];
-    c.tlp = tlp;
-    c.range_begin = r.begin;
-    c.range_end = r.end;
-    host.push_back(c);
-  }
-  void upload() {
-    if (buf.size() < host.size()) CHECK_OK(buf.allocate(host.size()));
-    CHECK_OK(cuda::runtime_status(cudaMemcpy(buf.get(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice),
-                                  "cudaMemcpy", __FILE__, __LINE__));
-  }
-  device::ElasticControl* at(size_t i) { return buf.get() + i; }
-};
+using Controls = cuda::ElasticControls;
 
-// Median wall time (seconds) of `work`, which launches on the given streams after `before`
-// (untimed setup). Timed from an event on streams[0] that every stream waits for, to the last end.
+// The shared timer with the bench's conventions: fatal on error, void callbacks.
 double time_median(const std::vector<cudaStream_t>& streams, const std::function<void()>& before,
                    const std::function<void()>& work, int reps = 7) {
-  cuda::Event start;
-  CHECK_OK(start.create());
-  std::vector<cuda::Event> ends(streams.size());
-  for (auto& e : ends) CHECK_OK(e.create());
-  std::vector<double> times;
-  for (int r = 0; r < reps + 2; ++r) {
-    before();
-    cudaDeviceSynchronize();
-    cudaEventRecord(start.get(), streams[0]);
-    for (size_t i = 1; i < streams.size(); ++i) cudaStreamWaitEvent(streams[i], start.get());
-    work();
-    for (size_t i = 0; i < streams.size(); ++i) cudaEventRecord(ends[i].get(), streams[i]);
-    CHECK_OK(cuda::runtime_status(cudaDeviceSynchronize(), "work", __FILE__, __LINE__));
-    float worst = 0;
-    for (auto& e : ends) {
-      float ms = 0;
-      cudaEventElapsedTime(&ms, start.get(), e.get());
-      worst = std::max(worst, ms);
-    }
-    if (r >= 2) times.push_back(worst * 1e-3);  // two warm-ups
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  auto t = cuda::time_median(
+      streams, [&] { before(); return Status::ok(); }, [&] { work(); return Status::ok(); }, reps);
+  CHECK_OK(t.status());
+  return *t;
 }
 
 std::unique_ptr<kernels::DeviceKernel> make(const std::string& name, int64_t size) {
@@ -116,7 +77,7 @@ json overhead(cudaStream_t s) {
     CHECK_OK(occ.status());
     Controls ctl;
     ctl.add(all, SmSet::all(g_sms), *occ);
-    const double elastic = time_median({s}, [&] { ctl.upload(); },
+    const double elastic = time_median({s}, [&] { CHECK_OK(ctl.upload()); },
                                        [&] { CHECK_OK(k->launch_elastic(v, CachePolicy::normal, ctl.at(0), *occ * g_sms, s)); });
     const double over = elastic / plain - 1;
     const int plain_occ = *k->standalone_occupancy(v);
@@ -165,7 +126,7 @@ json pair(cuda::GreenContextPool& green) {
     ctl.add(ra, SmSet::all(g_sms), std::max(1, ta));
     ctl.add(rb, SmSet::all(g_sms), std::max(1, tb));
     row("elastic share tlp " + std::to_string(ta) + "/" + std::to_string(tb),
-        time_median({s1.get(), s2.get()}, [&] { ctl.upload(); }, [&] {
+        time_median({s1.get(), s2.get()}, [&] { CHECK_OK(ctl.upload()); }, [&] {
           CHECK_OK(a->launch_elastic(va, CachePolicy::normal, ctl.at(0), occ_a * g_sms, s1.get()));
           CHECK_OK(b->launch_elastic(vb, CachePolicy::normal, ctl.at(1), occ_b * g_sms, s2.get()));
         }),
@@ -177,7 +138,7 @@ json pair(cuda::GreenContextPool& green) {
     ctl.add(ra, SmSet::range(0, k), occ_a);
     ctl.add(rb, SmSet::range(k, g_sms - k), occ_b);
     row("smid split " + std::to_string(k) + "/" + std::to_string(g_sms - k),
-        time_median({s1.get(), s2.get()}, [&] { ctl.upload(); }, [&] {
+        time_median({s1.get(), s2.get()}, [&] { CHECK_OK(ctl.upload()); }, [&] {
           CHECK_OK(a->launch_elastic(va, CachePolicy::normal, ctl.at(0), occ_a * g_sms, s1.get()));
           CHECK_OK(b->launch_elastic(vb, CachePolicy::normal, ctl.at(1), occ_b * g_sms, s2.get()));
         }),
@@ -200,7 +161,7 @@ json pair(cuda::GreenContextPool& green) {
     Controls ctl;
     ctl.add(ra, SmSet::all(g_sms), *occ);
     ctl.add(rb, SmSet::all(g_sms), *occ);
-    row("fused " + std::to_string(pa) + ":" + std::to_string(pb), time_median({s1.get()}, [&] { ctl.upload(); }, [&] {
+    row("fused " + std::to_string(pa) + ":" + std::to_string(pb), time_median({s1.get()}, [&] { CHECK_OK(ctl.upload()); }, [&] {
           CHECK_OK(kernels::launch_fused(*a, va, pa, ctl.at(0), *b, vb, pb, ctl.at(1), CachePolicy::normal, *occ * g_sms, s1.get()));
         }));
   }

@@ -15,7 +15,9 @@
 
 #ifdef CONCORD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "profile/profiler.h"
 #endif
+#include "concord/profile.h"
 
 #ifndef CONCORD_GIT_COMMIT
 #define CONCORD_GIT_COMMIT "unknown"
@@ -70,6 +72,31 @@ int main(int argc, char** argv) {
   run->add_option("--trace,-t", trace_path, "Write a Chrome/Perfetto trace JSON here");
   run->add_option("--param", params, "Policy parameter key=value (repeatable)");
   run->add_flag("--no-serial", no_serial, "Skip the serial reference run (no speedup over serial)");
+  std::string profiles_db;
+  run->add_option("--profiles", profiles_db, "Profile store: measured SM curves replace the simulator's rooflines");
+
+  CLI::App* profile = app.add_subcommand("profile", "Measure kernels on the GPU and manage the profile store");
+  profile->require_subcommand(1);
+  std::string db = "profiles.db";
+  profile->add_option("--db", db, "Profile store (SQLite)")->capture_default_str();
+  CLI::App* profile_run = profile->add_subcommand("run", "Profile suite kernels on the GPU (resumable: stored ones are skipped)");
+  std::vector<std::string> profile_kernels, profile_sizes;
+  bool profile_full = false, profile_all_variants = false;
+  double profile_minutes = 0;
+  int profile_reps = 3;
+  profile_run->add_option("--kernels", profile_kernels, "Kernels to profile (default: the whole suite)")->delimiter(',');
+  profile_run->add_option("--size", profile_sizes, "NAME=SIZE: profile NAME at SIZE (repeatable)");
+  profile_run->add_flag("--full", profile_full, "Every TPC step instead of the sampled plan");
+  profile_run->add_flag("--all-variants", profile_all_variants, "Every block-size variant, not just the default");
+  profile_run->add_option("--max-minutes", profile_minutes, "Stop starting kernels after this long");
+  profile_run->add_option("--reps", profile_reps, "Timed repetitions per point (median)")->capture_default_str();
+  profile->add_subcommand("show", "List stored profiles (the default)");
+  std::string export_path, import_path;
+  CLI::App* profile_export = profile->add_subcommand("export", "Write every stored profile to a JSON file");
+  profile_export->add_option("file", export_path, "JSON file")->required();
+  CLI::App* profile_import = profile->add_subcommand("import", "Add the profiles of a JSON export to the store");
+  profile_import->add_option("file", import_path, "JSON file")->required();
+  for (CLI::App* sub : profile->get_subcommands({})) sub->fallthrough();  // --db after the subcommand too
 
   CLI::App* policies = app.add_subcommand("policies", "List the policies");
   CLI::App* kernels = app.add_subcommand("kernels", "List the workload suite's kernels");
@@ -104,8 +131,72 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (profile->parsed()) {
+    if (profile_run->parsed()) {
+#ifdef CONCORD_WITH_CUDA
+      auto store = ProfileStore::open(db);
+      if (!store) return fail(store.status());
+      profile::ProfileOptions o;
+      o.kernels = profile_kernels;
+      o.full = profile_full;
+      o.all_variants = profile_all_variants;
+      o.max_minutes = profile_minutes;
+      o.reps = std::max(1, profile_reps);
+      for (const auto& item : profile_sizes) {
+        const auto eq = item.find('=');
+        if (eq == std::string::npos) return fail(Status::invalid_argument("--size '" + item + "': expected NAME=SIZE"));
+        try {
+          o.sizes[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
+        } catch (const std::exception&) {
+          return fail(Status::invalid_argument("--size '" + item + "': SIZE is not an integer"));
+        }
+      }
+      auto report = profile::profile_kernels(**store, o, std::cerr);
+      if (!report) return fail(report.status());
+      return 0;
+#else
+      return fail(Status::unsupported("`concord profile run` needs a CUDA build (configure with CONCORD_CUDA=ON)"));
+#endif
+    }
+    auto store = ProfileStore::open(db, /*read_only=*/!profile_import->parsed());
+    if (!store) return fail(store.status());
+    if (profile_export->parsed()) {
+      if (Status s = (*store)->export_json(export_path); !s) return fail(s);
+      std::cout << "exported to " << export_path << "\n";
+      return 0;
+    }
+    if (profile_import->parsed()) {
+      auto n = (*store)->import_json(import_path);
+      if (!n) return fail(n.status());
+      std::cout << "imported " << *n << " profiles into " << db << "\n";
+      return 0;
+    }
+    auto all = (*store)->all();
+    if (!all) return fail(all.status());
+    std::cout << "gpu\tkernel\tvariant\tsize\tall-SM ms\td (SMs)\tclass\tcompute util\tmemory util\tlinear fit error\n";
+    for (const auto& p : *all) {
+      std::cout << p.key.gpu << "\t" << p.key.kernel << "\t" << p.key.variant << "\t" << p.key.size << "\t"
+                << p.all_sm_seconds() * 1e3 << "\t" << p.demand_sms << "\t" << to_string(p.aker_class) << "\t"
+                << p.compute_utilization << "\t" << p.memory_utilization << "\t" << p.linear_fit_error << "\n";
+    }
+    auto sessions = (*store)->sessions();
+    if (!sessions) return fail(sessions.status());
+    for (const auto& s : *sessions) {
+      std::cout << "session " << s.finished_at << " on " << s.gpu << " (driver " << s.driver << "): " << s.profiles
+                << " profiles in " << s.seconds << " s\n";
+    }
+    return 0;
+  }
+
   auto workload = load_workload_file(spec);
   if (!workload) return fail(workload.status());
+  if (!profiles_db.empty()) {
+    auto store = ProfileStore::open(profiles_db, /*read_only=*/true);
+    if (!store) return fail(store.status());
+    auto n = attach_profiles(*workload, **store);
+    if (!n) return fail(n.status());
+    std::cout << "profiles: measured curves for " << *n << " kernel steps\n";
+  }
   auto dev = resolve_device(device);
   if (!dev) return fail(dev.status());
   auto pp = parse_params(params);

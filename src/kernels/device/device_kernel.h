@@ -37,6 +37,11 @@ class DeviceKernel {
   virtual Result<int> elastic_occupancy(int variant) const = 0;
   virtual Result<int> standalone_occupancy(int variant) const = 0;
   virtual int shared_bytes(int variant) const { return spec_.variant(variant).shared_bytes_per_block; }
+  // Registers per thread of the elastic form, as compiled (0 when unknown: library kernels).
+  virtual int registers_per_thread(int variant) const {
+    (void)variant;
+    return 0;
+  }
   // Compares the device output with the CPU reference on every element (small outputs) or a
   // seeded sample; returns the relative error ||out - ref|| / ||ref|| (NaN fails).
   virtual Result<double> check(uint64_t sample_seed) const = 0;

@@ -177,6 +177,12 @@ class BodyKernel : public DeviceKernel {
     return blocks;
   }
 
+  int registers_per_thread(int) const override {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, device::elastic_kernel<Body, CacheOp::normal>) != cudaSuccess) return 0;
+    return attr.numRegs;
+  }
+
   Result<int> elastic_occupancy(int variant) const override {
     int blocks = 0;
     CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
