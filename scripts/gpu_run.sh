@@ -3,7 +3,8 @@
 # benchmarks and every baseline through `concord run --backend cuda`, writing everything into
 # the folder given as $1 (default ./gpu-results). Uses the bundle from scripts/gpu_build.sh.
 # STAGES (default "tests sanitize bench runs") picks what to run, to fit one call's time limit;
-# "profile" measures the suite into OUT/profiles.db (and exports OUT/profiles.json).
+# "profile" measures the suite into OUT/profiles.db (and exports OUT/profiles.json); "fidelity"
+# runs bench/fidelity's mixes under four baselines into OUT/fidelity.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -50,6 +51,16 @@ if has profile; then
   step profile 540 "$bin/concord" profile run --db "$out/profiles.db" --max-minutes "${PROFILE_MINUTES:-7}"
   step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
   step profile_show 60 "$bin/concord" profile show --db "$out/profiles.db"
+fi
+# Fidelity: the mixes of bench/fidelity under four baselines, for bench/fidelity/compare.py.
+if has fidelity; then
+  for spec in bench/fidelity/mixes/*.yaml; do
+    mix=$(basename "$spec" .yaml)
+    for policy in serial streams static-partition round-robin; do
+      step "fid-$mix-$policy" 120 "$bin/concord" run "$spec" --backend cuda --policy "$policy" --out "$out/fid-$mix-$policy.json"
+    done
+  done
+  (cd "$out" && tar czf fidelity.tar.gz fid-*.json fid-*.log && rm -f fid-*.json fid-*.log)
 fi
 # Hand placements of the pair through `concord run --policy manual` (issue 3, bench b).
 if has runs; then

@@ -1,0 +1,64 @@
+"""Simulator fidelity: the same mixes and policies on the GPU and on the simulator (fed the GPU's
+stored profiles). Reads the GPU results (fid-<mix>-<policy>.json, in a folder or fidelity.tar.gz),
+runs `concord run --backend sim --profiles DB` for each, and reports makespan and per-tenant time
+errors. Usage: python3 bench/fidelity/compare.py GPU_RESULTS PROFILES_DB OUT.json [CONCORD]
+"""
+import io
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+gpu_dir, db, out_path = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
+concord = sys.argv[4] if len(sys.argv) > 4 else "build/src/concord"
+mixes = pathlib.Path(__file__).parent / "mixes"
+
+gpu = {}
+archive = gpu_dir / "fidelity.tar.gz"
+if archive.exists():
+    with tarfile.open(archive) as tar:
+        for m in tar.getmembers():
+            name = pathlib.Path(m.name).name
+            if name.startswith("fid-") and name.endswith(".json"):
+                gpu[name[4:-5]] = json.load(io.TextIOWrapper(tar.extractfile(m)))
+else:
+    for f in gpu_dir.glob("fid-*.json"):
+        gpu[f.stem[4:]] = json.loads(f.read_text())
+
+rows = []
+with tempfile.TemporaryDirectory() as tmp:
+    for key in sorted(gpu):
+        g = gpu[key]
+        mix = pathlib.Path(g["workload"]).stem
+        sim_out = pathlib.Path(tmp) / f"{key}.json"
+        cmd = [concord, "run", str(mixes / f"{mix}.yaml"), "--policy", g["policy"], "--backend", "sim",
+               "--profiles", db, "--out", str(sim_out)]
+        for k, v in g.get("params", {}).items():
+            cmd += ["--param", f"{k}={v}"]
+        subprocess.run(cmd, check=True, capture_output=True)
+        s = json.loads(sim_out.read_text())
+        gm, sm = g["metrics"]["makespan_s"], s["metrics"]["makespan_s"]
+        tenant_errors = [abs(st["shared_s"] - gt["shared_s"]) / gt["shared_s"] for gt, st in zip(g["tenants"], s["tenants"])]
+        rows.append({"mix": mix, "policy": g["policy"], "gpu_makespan_s": gm, "sim_makespan_s": sm,
+                     "makespan_error": abs(sm - gm) / gm, "tenant_time_errors": tenant_errors,
+                     "gpu_stp": g["metrics"]["stp"], "sim_stp": s["metrics"]["stp"]})
+
+mk = [r["makespan_error"] for r in rows]
+tt = [e for r in rows for e in r["tenant_time_errors"]]
+summary = {"runs": len(rows), "mixes": len({r["mix"] for r in rows}),
+           "makespan_error_median": statistics.median(mk), "makespan_error_max": max(mk),
+           "tenant_time_error_median": statistics.median(tt), "tenant_time_error_max": max(tt)}
+first = next(iter(gpu.values()))
+out_path.write_text(json.dumps({"device": first["device"], "gpu_commit": first["commit"], "summary": summary, "rows": rows},
+                               indent=1))
+print("| mix | policy | GPU makespan ms | sim makespan ms | error | GPU STP | sim STP | worst tenant error |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for r in rows:
+    print(f"| {r['mix']} | {r['policy']} | {r['gpu_makespan_s'] * 1e3:.3f} | {r['sim_makespan_s'] * 1e3:.3f} | "
+          f"{r['makespan_error'] * 100:.1f}% | {r['gpu_stp']:.3f} | {r['sim_stp']:.3f} | {max(r['tenant_time_errors']) * 100:.1f}% |")
+print(f"\n{summary['runs']} runs over {summary['mixes']} mixes: makespan error median {summary['makespan_error_median'] * 100:.1f}%, "
+      f"max {summary['makespan_error_max'] * 100:.1f}%; per-tenant time error median "
+      f"{summary['tenant_time_error_median'] * 100:.1f}%, max {summary['tenant_time_error_max'] * 100:.1f}%")
