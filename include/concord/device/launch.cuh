@@ -85,29 +85,20 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
   __shared__ Chunk chunk;
   __shared__ int admitted;
   const unsigned sm = sm_id();
-  if (threadIdx.x == 0) {
-    admitted = admit(ctl, sm);
-    if (admitted) chunk = fetch_chunk(ctl, sm);
-  }
+  if (threadIdx.x == 0) admitted = admit(ctl, sm);
   __syncthreads();
   if (!admitted) return;  // owns nothing: work is handed out only through the counter
   PartContext<Op> ctx{-1, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, dynamic_shared};
   while (true) {
+    if (threadIdx.x == 0) chunk = fetch_chunk(ctl, sm);
+    __syncthreads();
     const Chunk mine = chunk;
     if (mine.begin < 0) break;
-    // The leader takes the next chunk before running this one, so the atomic's latency hides
-    // behind the work; a block therefore holds at most two chunks when told to stop.
-    Chunk next{-1, -1};
-    if (threadIdx.x == 0) next = fetch_chunk(ctl, sm);
     for (ctx.block = mine.begin; ctx.block < mine.end; ++ctx.block) {
       body(ctx);
       ctx.sync();  // the body's shared memory is free before the next logical block uses it
     }
-    if (threadIdx.x == 0) {
-      count_done(ctl, sm, mine.end - mine.begin);
-      chunk = next;
-    }
-    __syncthreads();
+    if (threadIdx.x == 0) count_done(ctl, sm, mine.end - mine.begin);
   }
   if (threadIdx.x == 0) atomicSub(&ctl->resident[sm], 1);
 }
