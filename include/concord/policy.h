@@ -52,7 +52,9 @@ class SchedContext {
   virtual const DeviceSpec& device() const = 0;
   virtual const Workload& workload() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
-  // Launches with pending blocks, in the order they became ready.
+  // Launches with pending blocks, in the order they became ready. The span stays valid (but may
+  // be stale) until the next call of ready(); copy it before dispatching in a loop that calls
+  // ready() again.
   virtual std::span<const ReadyLaunch> ready() const = 0;
   virtual std::span<const RunningDispatch> running() const = 0;
   virtual std::mt19937_64& rng() = 0;
