@@ -13,8 +13,8 @@ struct alignas(128) ElasticControl {
   uint64_t allowed[kMaxControlSms / 64];  // SM bitmap: bit s of word s/64
   int32_t tlp;                            // resident blocks per SM allowed
   int32_t preempt;                        // nonzero: fetch nothing more
-  int32_t chunk;                          // logical blocks taken per fetch at most (>= 1)
-  int32_t slots;                          // blocks that may be resident (TLP x SMs); 0 = fixed chunks
+  int32_t chunk;                          // logical blocks taken per fetch (>= 1)
+  int32_t reserved;
   int64_t range_begin;                    // logical blocks [range_begin, range_end)
   int64_t range_end;
   unsigned long long next;                // logical blocks handed out so far (may pass the end)

@@ -47,15 +47,7 @@ struct Chunk {
 
 __device__ __forceinline__ Chunk fetch_chunk(ElasticControl* ctl, unsigned sm) {
   if (!may_fetch(ctl, sm)) return {-1, -1};
-  int64_t n = ctl->chunk > 0 ? ctl->chunk : 1;
-  // Guided self-scheduling near the end: chunks shrink to half a fair share of what is left, so
-  // the last chunks finish together instead of leaving a few blocks running a long tail.
-  if (ctl->slots > 0) {
-    const int64_t left = (ctl->range_end - ctl->range_begin) -
-                         static_cast<int64_t>(load_relaxed(reinterpret_cast<const uint64_t*>(&ctl->next)));
-    const int64_t fair = left / (2 * static_cast<int64_t>(ctl->slots));
-    if (fair < n) n = fair > 1 ? fair : 1;
-  }
+  const int64_t n = ctl->chunk > 0 ? ctl->chunk : 1;
   const unsigned long long i = atomicAdd(&ctl->next, static_cast<unsigned long long>(n));
   const int64_t b = ctl->range_begin + static_cast<int64_t>(i);
   if (b >= ctl->range_end) return {-1, -1};

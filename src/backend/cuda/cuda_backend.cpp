@@ -164,7 +164,6 @@ Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms,
   set_allowed(*staging_, sms);
   staging_->tlp = tlp;
   staging_->chunk = chunk;
-  staging_->slots = tlp * sms.count();
   staging_->range_begin = range.begin;
   staging_->range_end = range.end;
   CONCORD_CUDA(cudaMemcpyAsync(controls_.get() + i, staging_, sizeof(*staging_), cudaMemcpyHostToDevice, control_stream_.get()));
