@@ -1,6 +1,7 @@
 // KernelSpec and friends: what a kernel is, independent of where it runs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,6 +49,10 @@ struct SmCurvePoint {
   double seconds = 0;
 };
 
+// Seconds at `sms` SMs from a measured curve (ascending SM counts, non-empty): linear between
+// points, perfect scaling below the first point, flat above the last.
+double curve_seconds(const std::vector<SmCurvePoint>& curve, int sms);
+
 struct KernelSpec {
   std::string name;              // suite name, e.g. "hotspot"
   int64_t size = 0;              // problem size the spec was built for
@@ -62,6 +67,9 @@ struct KernelSpec {
   // Measured duration against SM count for the default variant, full TLP, normal caching;
   // empty when not profiled (the simulator then uses a roofline).
   std::vector<SmCurvePoint> sm_curve;
+  // Measured slowdown of each cache policy against normal caching on every SM (index by
+  // CachePolicy); 1 when not profiled.
+  std::array<double, 4> cache_slowdown{1, 1, 1, 1};
 
   const KernelVariant& variant(int index) const { return variants.at(static_cast<size_t>(index)); }
   int variant_count() const { return static_cast<int>(variants.size()); }

@@ -13,6 +13,7 @@
 
 #include "concord/backend.h"
 #include "concord/device.h"
+#include "concord/estimator.h"
 #include "concord/ids.h"
 #include "concord/placement.h"
 #include "concord/status.h"
@@ -51,6 +52,8 @@ class SchedContext {
   virtual Seconds now() const = 0;
   virtual const DeviceSpec& device() const = 0;
   virtual const Workload& workload() const = 0;
+  // Kernel speed estimates (measured profiles where attached, else a roofline).
+  virtual const Estimator& estimator() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
   // Launches with pending blocks, in the order they became ready. The span stays valid (but may
   // be stale) until the next call of ready(); copy it before dispatching in a loop that calls

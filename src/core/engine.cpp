@@ -74,7 +74,7 @@ void give_back_range(std::vector<BlockRange>& pending, BlockRange r) {
 class Engine final : public SchedContext {
  public:
   Engine(const Workload& w, Backend& b, Policy& p, const EngineOptions& o)
-      : workload_(w), backend_(b), policy_(p), options_(o), rng_(o.seed) {}
+      : workload_(w), backend_(b), policy_(p), options_(o), rng_(o.seed), estimator_(b.device()) {}
 
   Result<RunRecord> run();
 
@@ -82,6 +82,7 @@ class Engine final : public SchedContext {
   Seconds now() const override { return backend_.now(); }
   const DeviceSpec& device() const override { return backend_.device(); }
   const Workload& workload() const override { return workload_; }
+  const Estimator& estimator() const override { return estimator_; }
   Capabilities capabilities(const KernelSpec& k) const override { return backend_.capabilities(k); }
   std::span<const ReadyLaunch> ready() const override;
   std::span<const RunningDispatch> running() const override { return running_; }
@@ -113,6 +114,7 @@ class Engine final : public SchedContext {
   Policy& policy_;
   EngineOptions options_;
   std::mt19937_64 rng_;
+  Estimator estimator_;
   std::vector<TenantState> tenants_;
   std::vector<LaunchState> launches_;
   std::vector<int64_t> active_;  // launches not yet finished, in creation order

@@ -1,5 +1,6 @@
 #include "concord/kernel.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "concord/placement.h"
@@ -21,6 +22,18 @@ std::optional<CachePolicy> cache_policy_from_string(const std::string& s) {
     if (s == to_string(p)) return p;
   }
   return std::nullopt;
+}
+
+double curve_seconds(const std::vector<SmCurvePoint>& curve, int sms) {
+  if (sms <= curve.front().sms) return curve.front().seconds * curve.front().sms / std::max(sms, 1);
+  if (sms >= curve.back().sms) return curve.back().seconds;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    if (sms <= curve[i].sms) {
+      const double f = static_cast<double>(sms - curve[i - 1].sms) / (curve[i].sms - curve[i - 1].sms);
+      return curve[i - 1].seconds + f * (curve[i].seconds - curve[i - 1].seconds);
+    }
+  }
+  return curve.back().seconds;
 }
 
 std::optional<int> KernelSpec::find_variant(const std::string& wanted) const {

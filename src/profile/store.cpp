@@ -295,6 +295,8 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
       if (!p) return p.status();
       if (!*p || (*p)->sm_curve.empty()) continue;
       k.sm_curve = (*p)->sm_curve;
+      const auto& c = (*p)->cache_seconds;
+      for (size_t i = 0; i < c.size(); ++i) k.cache_slowdown[i] = c[0] > 0 && c[i] > 0 ? c[i] / c[0] : 1.0;
       ++attached;
     }
   }

@@ -201,22 +201,7 @@ void SimBackend::allocate_blocks() {
 }
 
 double SimBackend::curve_rate(const Part& p, int sms) const {
-  const auto& curve = p.kernel->sm_curve;
-  double seconds = 0;
-  if (sms <= curve.front().sms) {
-    seconds = curve.front().seconds * curve.front().sms / std::max(sms, 1);
-  } else if (sms >= curve.back().sms) {
-    seconds = curve.back().seconds;
-  } else {
-    for (size_t i = 1; i < curve.size(); ++i) {
-      if (sms <= curve[i].sms) {
-        const double f = static_cast<double>(sms - curve[i - 1].sms) / (curve[i].sms - curve[i - 1].sms);
-        seconds = curve[i - 1].seconds + f * (curve[i].seconds - curve[i - 1].seconds);
-        break;
-      }
-    }
-  }
-  return static_cast<double>(p.variant->logical_blocks) / seconds;
+  return static_cast<double>(p.variant->logical_blocks) / curve_seconds(p.kernel->sm_curve, sms);
 }
 
 double SimBackend::model_alone_rate(const Part& p, int sms) {
