@@ -41,6 +41,9 @@ struct RunningDispatch {
   DispatchId id;
   std::vector<LaunchId> launches;  // one, or two when fused
   std::vector<TenantId> tenants;
+  std::vector<const KernelSpec*> kernels;  // per part
+  std::vector<int> variants;               // per part
+  std::vector<int> parts_per_block;        // per part (fusion ratio)
   Placement placement;
   std::vector<BlockRange> ranges;
   Seconds dispatched_at = 0;

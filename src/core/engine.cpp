@@ -284,7 +284,13 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
     rec.ranges.push_back(part.range);
   }
   dispatch_records_.push_back(rec);
-  running_.push_back(RunningDispatch{rec.id, rec.launches, rec.tenants, p, rec.ranges, rec.dispatched});
+  RunningDispatch run{rec.id, rec.launches, rec.tenants, {}, {}, {}, p, rec.ranges, rec.dispatched};
+  for (const auto& part : req.parts) {
+    run.kernels.push_back(part.kernel);
+    run.variants.push_back(part.variant);
+    run.parts_per_block.push_back(part.parts_per_block);
+  }
+  running_.push_back(std::move(run));
   ++stats_.dispatches;
   mark_ready_dirty();
   if (options_.observer) options_.observer->on_dispatch(rec);

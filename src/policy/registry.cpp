@@ -1,4 +1,6 @@
 #include "concord/policy.h"
+#include "policy/fedcm/fedcm_policy.h"
+#include "policy/krisp/krisp_policy.h"
 #include "policy/manual/manual_policy.h"
 #include "policy/random/random_policy.h"
 #include "policy/round_robin/round_robin_policy.h"
@@ -46,6 +48,11 @@ const PolicyRegistry& builtin_policies() {
                policy::make_round_robin));
     must(r.add("random", "seeded random order, one launch at a time on the whole GPU; param streams=N (baseline)",
                policy::make_random));
+    must(r.add("fedcm", "FEDCM: collocation by Algorithm 1 and cache bypass (fedcm.md III); params sigma, gamma",
+               policy::make_fedcm));
+    must(r.add("fedc", "FEDCM's collocation without cache bypass (FedC); params sigma", policy::make_fedc));
+    must(r.add("krisp", "KRISP as in FEDCM's evaluation: each kernel its own d x C SMs, disjoint where possible",
+               policy::make_krisp));
     must(r.add("manual", "hand-written placements: params sms.T, tlp.T, cache.T, form, fuse=A+B, ratio=a:b",
                policy::make_manual));
     return r;

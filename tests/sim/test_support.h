@@ -33,6 +33,12 @@ class ScriptedPolicy final : public Policy {
   CompleteHook on_done_;
 };
 
+inline Placement whole(const SchedContext& ctx) {
+  Placement p;
+  p.sms = ctx.device().all_sms();
+  return p;
+}
+
 inline KernelStep step(const std::string& kernel, int64_t size, int count = 1) {
   auto k = make_suite_kernel(kernel, size);
   if (!k) throw std::runtime_error(k.status().to_string());

@@ -1,0 +1,219 @@
+#include "policy/fedcm/fedcm_policy.h"
+
+#include <algorithm>
+#include <set>
+
+#include "concord/occupancy.h"
+#include "concord/profile.h"
+#include "policy/params.h"
+
+namespace concord::policy {
+namespace {
+
+std::set<int> gpcs_of(const DeviceSpec& d, const SmSet& sms) {
+  std::set<int> g;
+  for (int sm : sms.ids()) {
+    if (sm < d.sm_count) g.insert(d.gpc_of_sm[static_cast<size_t>(sm)]);
+  }
+  return g;
+}
+
+Placement placement_for(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, CachePolicy cache) {
+  const Capabilities caps = ctx.capabilities(kernel);
+  Placement p;
+  p.sms = sms;
+  // Elastic kernels get the exact set through the %smid filter; opaque ones the nearest TPC-granular
+  // green context (the engine rounds native sets).
+  p.form = caps.persistent_form ? LaunchForm::persistent : LaunchForm::native;
+  p.cache = cache;
+  return p;
+}
+
+}  // namespace
+
+SmOccupants occupants_of(const SchedContext& ctx) {
+  SmOccupants o;
+  o.per_sm.assign(static_cast<size_t>(ctx.device().sm_count), {});
+  for (const RunningDispatch& d : ctx.running()) {
+    BlockFootprint f;
+    for (size_t k = 0; k < d.kernels.size(); ++k) {
+      const BlockFootprint one = footprint_of(ctx.device(), d.kernels[k]->variant(d.variants[k]));
+      f.threads += one.threads * d.parts_per_block[k];
+      f.registers += one.registers * d.parts_per_block[k];
+      f.shared_bytes += one.shared_bytes * d.parts_per_block[k];
+    }
+    for (int sm : d.placement.sms.ids()) {
+      if (sm < ctx.device().sm_count) o.per_sm[static_cast<size_t>(sm)].push_back(f);
+    }
+  }
+  return o;
+}
+
+double resource_share(const BlockFootprint& k, const std::vector<BlockFootprint>& others) {
+  // FEDCM's example: a kernel asking 3 MB of shared memory next to kernels asking 4 and 1 gets
+  // 3 / (3 + 4 + 1). Resources the kernel does not use do not count against it.
+  double sum = 0;
+  int used = 0;
+  auto add = [&](double mine, double theirs) {
+    if (mine <= 0) return;
+    sum += mine / (mine + theirs);
+    ++used;
+  };
+  double smem = 0, regs = 0, threads = 0;
+  for (const auto& o : others) {
+    smem += o.shared_bytes;
+    regs += o.registers;
+    threads += o.threads;
+  }
+  add(k.shared_bytes, smem);
+  add(k.registers, regs);
+  add(k.threads, threads);
+  return used > 0 ? sum / used : 1.0;
+}
+
+std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const ReadyLaunch& ready,
+                                             const std::vector<std::optional<SmSet>>& masks, std::mt19937_64& rng) {
+  const DeviceSpec& dev = ctx.device();
+  const int sms = dev.sm_count;
+  const KernelSpec& kernel = *ready.kernel;
+  const int v = kernel.default_variant;
+  const double d = static_cast<double>(ctx.estimator().demand_sms(kernel, v)) / sms;
+  const BlockFootprint fp = footprint_of(dev, kernel.variant(v));
+  const SmOccupants occ = occupants_of(ctx);
+  std::vector<double> share_on(static_cast<size_t>(sms));
+  for (int j = 0; j < sms; ++j) share_on[static_cast<size_t>(j)] = resource_share(fp, occ.per_sm[static_cast<size_t>(j)]);
+
+  const int r = static_cast<int>(ready.tenant.value);
+  const SmSet own = masks[static_cast<size_t>(r)].value_or(SmSet());
+  std::vector<std::pair<int, SmSet>> bases = {{-1, own}};  // reuse
+  for (size_t i = 0; i < masks.size(); ++i) {
+    if (static_cast<int>(i) != r && masks[i]) bases.emplace_back(static_cast<int>(i), own | *masks[i]);  // merge
+  }
+  std::vector<FedcmCandidate> out;
+  for (auto& [partner, base] : bases) {
+    FedcmCandidate c;
+    c.partner = partner;
+    c.sms = base;
+    double share = 0;
+    for (int j : base.ids()) share += share_on[static_cast<size_t>(j)] / sms;
+    // Add or remove seeded-random SMs until the share is within [0.9, 1.1] of d.
+    if (share < 0.9 * d) {
+      std::vector<int> outside = dev.all_sms().minus(c.sms).ids();
+      std::shuffle(outside.begin(), outside.end(), rng);
+      for (int j : outside) {
+        if (share >= 0.9 * d) break;
+        c.sms.add(j);
+        share += share_on[static_cast<size_t>(j)] / sms;
+      }
+    } else if (share > 1.1 * d) {
+      std::vector<int> inside = c.sms.ids();
+      std::shuffle(inside.begin(), inside.end(), rng);
+      for (int j : inside) {
+        if (share <= 1.1 * d || c.sms.count() <= 1) break;
+        c.sms.remove(j);
+        share -= share_on[static_cast<size_t>(j)] / sms;
+      }
+    }
+    if (c.sms.empty()) continue;
+    c.share = share;
+    c.u = share * sms / c.sms.count();  // Eq. 1
+    c.estimate = ctx.estimator().seconds(kernel, v, c.sms.count()) / std::max(c.u, 1e-9);
+    out.push_back(c);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.estimate < b.estimate; });
+  return out;
+}
+
+CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
+                        const std::optional<SmSet>& theirs, double gamma) {
+  const DeviceSpec& dev = ctx.device();
+  const Capabilities caps = ctx.capabilities(kernel);
+  const bool l1 = caps.l1_bypass && theirs && gpcs_of(dev, mine) == gpcs_of(dev, *theirs);
+  const bool l2 = caps.l2_evict_first && dev.spans_all_gpcs(mine);
+  const int c = mine.count();
+  const double base = ctx.estimator().seconds(kernel, variant, c, CachePolicy::normal);
+  auto tolerable = [&](CachePolicy p) { return ctx.estimator().seconds(kernel, variant, c, p) <= gamma * base; };
+  if (l1 && l2 && tolerable(CachePolicy::both)) return CachePolicy::both;
+  if (l1 && tolerable(CachePolicy::l1_bypass)) return CachePolicy::l1_bypass;
+  if (l2 && tolerable(CachePolicy::l2_evict_first)) return CachePolicy::l2_evict_first;
+  return CachePolicy::normal;
+}
+
+Status FedcmPolicy::on_start(SchedContext& ctx) {
+  const auto& tenants = ctx.workload().tenants;
+  masks_.assign(tenants.size(), std::nullopt);
+  critical_steps_.clear();
+  for (const TenantSpec& t : tenants) {
+    std::vector<double> seconds;
+    for (const KernelStep& s : t.steps) {
+      seconds.push_back(ctx.estimator().seconds(s.kernel, s.kernel.default_variant, ctx.device().sm_count) * s.count);
+    }
+    std::vector<bool> crit(t.steps.size(), false);
+    for (size_t i : critical_kernels(seconds, options_.sigma)) crit[i] = true;
+    critical_steps_.push_back(std::move(crit));
+  }
+  return Status::ok();
+}
+
+bool FedcmPolicy::critical(const ReadyLaunch& r) const {
+  return critical_steps_[static_cast<size_t>(r.tenant.value)][static_cast<size_t>(r.step)];
+}
+
+Status FedcmPolicy::schedule(SchedContext& ctx) {
+  std::vector<ReadyLaunch> waiting;
+  for (const ReadyLaunch& r : ctx.ready()) {
+    if (!r.has_running_dispatch) waiting.push_back(r);
+  }
+  for (const ReadyLaunch& r : waiting) {
+    const auto t = static_cast<size_t>(r.tenant.value);
+    SmSet sms;
+    std::optional<SmSet> partner;
+    if (critical(r) || !masks_[t]) {
+      const auto candidates = fedcm_candidates(ctx, r, masks_, ctx.rng());
+      if (candidates.empty()) return Status::internal("fedcm: no candidate SM set");
+      sms = candidates.front().sms;
+      if (candidates.front().partner >= 0) partner = masks_[static_cast<size_t>(candidates.front().partner)];
+      masks_[t] = sms;
+    } else {
+      sms = *masks_[t];  // non-critical: the preceding decision
+    }
+    const CachePolicy cache =
+        options_.bypass ? fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma) : CachePolicy::normal;
+    auto d = ctx.dispatch(r.id, placement_for(ctx, *r.kernel, sms, cache));
+    if (!d) return d.status();
+  }
+  return Status::ok();
+}
+
+namespace {
+
+Result<FedcmOptions> parse(const std::string& name, const PolicyParams& params, bool bypass) {
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma"}));
+  FedcmOptions o;
+  o.bypass = bypass;
+  auto sigma = double_param(params, "sigma", o.sigma);
+  if (!sigma) return sigma.status();
+  auto gamma = double_param(params, "gamma", o.gamma);
+  if (!gamma) return gamma.status();
+  if (*sigma <= 0 || *sigma > 1) return Status::invalid_argument("parameter 'sigma': must be in (0, 1]");
+  if (*gamma < 1) return Status::invalid_argument("parameter 'gamma': must be >= 1");
+  o.sigma = *sigma;
+  o.gamma = *gamma;
+  return o;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Policy>> make_fedcm(const PolicyParams& params) {
+  auto o = parse("fedcm", params, true);
+  if (!o) return o.status();
+  return std::unique_ptr<Policy>(std::make_unique<FedcmPolicy>(*o));
+}
+
+Result<std::unique_ptr<Policy>> make_fedc(const PolicyParams& params) {
+  auto o = parse("fedc", params, false);
+  if (!o) return o.status();
+  return std::unique_ptr<Policy>(std::make_unique<FedcmPolicy>(*o));
+}
+
+}  // namespace concord::policy

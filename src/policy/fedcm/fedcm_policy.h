@@ -1,0 +1,74 @@
+// fedcm / fedc: FEDCM's kernel-level collocation with SM sets and cache bypass (fedcm.md,
+// Section III). `fedc` is the paper's FedC: the same collocation without cache bypass.
+//
+// For each tenant's ready kernel: critical kernels (the top sigma of the tenant's kernels by
+// estimated time) run Algorithm 1; non-critical ones reuse the tenant's last SM set. Algorithm 1
+// considers the tenant's own set and its union with each other tenant's set, estimates the share
+// of each SM's static resources (shared memory, registers, threads) the kernel would get next to
+// the kernels already there (U[i,j]), adds or removes seeded-random SMs until the kernel's
+// effective share of the GPU is within [0.9, 1.1] of its demand d, and keeps the candidate with
+// the shortest estimated time T[s0, c_m] / u. Bypass (fedcm only): L1 when the chosen partner
+// covers the same GPCs (FEDCM's shader arrays), L2 evict-first when the set spans every GPC, each
+// kept only if the estimated slowdown is at most gamma.
+#pragma once
+
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "concord/policy.h"
+
+namespace concord::policy {
+
+struct FedcmOptions {
+  double sigma = 0.1;    // share of each tenant's kernels that are critical
+  double gamma = 1.1;    // tolerated slowdown from a bypass
+  bool bypass = true;    // false: FedC
+};
+
+// One SM set Algorithm 1 considered for a ready kernel.
+struct FedcmCandidate {
+  int partner = -1;       // tenant whose set was merged in; -1 = the tenant's own set
+  SmSet sms;
+  double share = 0;       // effective share of the GPU: sum over the set of U[i,j] / SM count
+  double u = 0;           // Eq. 1: mean U[i,j] over the set
+  double estimate = 0;    // T[s0, c_m] / u
+};
+
+// Static resources of the kernels running on each SM (what U[i,j] divides among).
+struct SmOccupants {
+  std::vector<std::vector<BlockFootprint>> per_sm;  // footprints of the dispatches on each SM
+};
+SmOccupants occupants_of(const SchedContext& ctx);
+// U[i,j]: the average over shared memory, registers and threads of the share of SM j's demand
+// that the kernel's block would hold next to the blocks already there (1 when alone).
+double resource_share(const BlockFootprint& kernel, const std::vector<BlockFootprint>& others);
+
+// Algorithm 1 for one ready kernel of tenant `r`: every candidate, best (smallest estimate) first.
+std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const ReadyLaunch& ready,
+                                             const std::vector<std::optional<SmSet>>& masks, std::mt19937_64& rng);
+// The bypass rules and the gamma filter for a kernel placed on `mine` next to a partner on `theirs`.
+CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
+                        const std::optional<SmSet>& theirs, double gamma);
+
+class FedcmPolicy final : public Policy {
+ public:
+  explicit FedcmPolicy(FedcmOptions options) : options_(options) {}
+  std::string name() const override { return options_.bypass ? "fedcm" : "fedc"; }
+  Status on_start(SchedContext& ctx) override;
+
+ protected:
+  Status schedule(SchedContext& ctx) override;
+
+ private:
+  bool critical(const ReadyLaunch& r) const;
+
+  FedcmOptions options_;
+  std::vector<std::optional<SmSet>> masks_;      // per tenant: its last SM set
+  std::vector<std::vector<bool>> critical_steps_;// per tenant, per step
+};
+
+Result<std::unique_ptr<Policy>> make_fedcm(const PolicyParams& params);
+Result<std::unique_ptr<Policy>> make_fedc(const PolicyParams& params);
+
+}  // namespace concord::policy

@@ -1,0 +1,144 @@
+// FEDCM, FedC and KRISP: Algorithm 1's pieces, the bypass rules and gamma filter, KRISP sizing,
+// and each scheme on the simulator.
+#include <gtest/gtest.h>
+
+#include "policy/fedcm/fedcm_policy.h"
+#include "policy/krisp/krisp_policy.h"
+#include "test_support.h"
+
+namespace concord {
+namespace {
+
+using testing::run_on_sim;
+using testing::ScriptedPolicy;
+using testing::step;
+using testing::tenant;
+using testing::workload;
+
+TEST(Fedcm, ResourceShareFollowsThePapersExample) {
+  // {threads, registers, shared}: shared memory 3 next to 4 and 1 -> 3/8; threads alone -> 1;
+  // registers unused, so not counted: mean (3/8 + 1) / 2.
+  const BlockFootprint k{256, 0, 3};
+  const std::vector<BlockFootprint> others = {{0, 0, 4}, {0, 0, 1}};
+  EXPECT_NEAR(policy::resource_share(k, others), (3.0 / 8.0 + 1.0) / 2.0, 1e-12);
+  EXPECT_DOUBLE_EQ(policy::resource_share(k, {}), 1.0);
+  // Resources the kernel does not use do not count: only threads here.
+  EXPECT_DOUBLE_EQ(policy::resource_share({256, 0, 0}, {{256, 8192, 1024}}), 0.5);
+}
+
+TEST(Fedcm, KrispTakesFreeTpcsFirst) {
+  const DeviceSpec d = h200_spec();
+  const SmSet a = policy::krisp_sms(d, 20, {SmSet::range(0, 66)});
+  EXPECT_GE(a.count(), 20);
+  EXPECT_FALSE(a.intersects(SmSet::range(0, 66)));
+  EXPECT_EQ(d.round_up_to_tpcs(a), a);
+  const SmSet all_busy = policy::krisp_sms(d, 132, {SmSet::range(0, 132)});
+  EXPECT_EQ(all_busy.count(), 132);
+}
+
+// Runs tenant 0's kernel on SMs 0-65, then asks Algorithm 1 and the cache rules about tenant 1's.
+struct Probe {
+  std::vector<policy::FedcmCandidate> candidates;
+  double demand = 0;
+  CachePolicy same_gpcs = CachePolicy::normal, all_gpcs = CachePolicy::normal, sensitive = CachePolicy::normal;
+};
+
+Probe probe(uint64_t seed) {
+  Probe out;
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 24)}), tenant("b", {step("stream_triad", 1 << 26)})});
+  bool asked = false;
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    for (const auto& r : ready) {
+      if (r.has_running_dispatch) continue;
+      if (r.tenant.value == 0) {
+        Placement pl;
+        pl.sms = SmSet::range(0, 66);
+        pl.form = LaunchForm::persistent;
+        CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, pl).status());
+        continue;
+      }
+      if (!asked && !ctx.running().empty()) {
+        asked = true;
+        std::mt19937_64 rng(seed);
+        std::vector<std::optional<SmSet>> masks = {SmSet::range(0, 66), std::nullopt};
+        out.candidates = policy::fedcm_candidates(ctx, r, masks, rng);
+        out.demand = static_cast<double>(ctx.estimator().demand_sms(*r.kernel, r.kernel->default_variant)) / 132;
+        const SmSet gpc0 = ctx.device().sms_of_gpc(0);
+        out.same_gpcs = policy::fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, gpc0, gpc0, 1.1);
+        out.all_gpcs = policy::fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, ctx.device().all_sms(), std::nullopt, 1.1);
+        KernelSpec sensitive = *r.kernel;
+        sensitive.l1_sensitivity = 0.5;  // bypassing L1 would cost it 50%: the gamma filter says no
+        out.sensitive = policy::fedcm_cache(ctx, sensitive, sensitive.default_variant, gpc0, gpc0, 1.1);
+      }
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, testing::whole(ctx)).status());
+    }
+    return Status::ok();
+  });
+  EXPECT_TRUE(run_on_sim(w, p).is_ok());
+  return out;
+}
+
+TEST(Fedcm, AlgorithmOneCandidatesMeetTheDemandAndAreRankedByEstimate) {
+  const Probe a = probe(5);
+  ASSERT_EQ(a.candidates.size(), 2u);  // reuse (empty own set) and merge with tenant 0
+  for (const auto& c : a.candidates) {
+    EXPECT_GE(c.share, 0.9 * a.demand - 1e-9);
+    EXPECT_LE(c.share, 1.1 * a.demand + 0.02);  // one SM's share of overshoot at most
+    EXPECT_NEAR(c.u, c.share * 132 / c.sms.count(), 1e-9);
+    EXPECT_GT(c.u, 0);
+    EXPECT_LE(c.u, 1 + 1e-12);
+  }
+  EXPECT_LE(a.candidates[0].estimate, a.candidates[1].estimate);
+  const Probe b = probe(5);
+  EXPECT_EQ(a.candidates[0].sms, b.candidates[0].sms) << "seeded: the same seed gives the same sets";
+}
+
+TEST(Fedcm, BypassRulesAndGammaFilter) {
+  const Probe p = probe(1);
+  EXPECT_EQ(p.same_gpcs, CachePolicy::l1_bypass);  // same GPCs as the partner, not every GPC
+  EXPECT_EQ(p.all_gpcs, CachePolicy::l2_evict_first);  // every GPC, no partner
+  EXPECT_EQ(p.sensitive, CachePolicy::normal);
+}
+
+Workload mixed() {
+  return workload({tenant("ml", {step("tc_gemm", 2048), step("vector_add", 1 << 22), step("kmeans", 1 << 18)}, 3),
+                   tenant("hpc", {step("stencil", 256), step("srad", 2048)}, 3), tenant("lib", {step("cublas_gemm", 2048)}, 3)});
+}
+
+TEST(Fedcm, EverySchemeRunsTheMixOnTheSimulator) {
+  for (const char* p : {"fedcm", "fedc", "krisp"}) {
+    auto run = run_on_sim(mixed(), p);
+    ASSERT_TRUE(run.is_ok()) << p << ": " << run.status().to_string();
+    for (const auto& d : run->dispatches) {
+      const bool opaque = d.tenants.front().value == 2;
+      EXPECT_EQ(d.placement.form, opaque ? LaunchForm::native : LaunchForm::persistent) << p;
+      if (std::string(p) != "fedcm") {
+        EXPECT_EQ(d.placement.cache, CachePolicy::normal) << p;
+      }
+      if (opaque) {
+        EXPECT_FALSE(bypasses_l1(d.placement.cache)) << p;
+      }
+    }
+  }
+}
+
+TEST(Fedcm, KrispKeepsSmallKernelsApart) {
+  // Two memory-bound kernels, each needing well under half the GPU: disjoint sets.
+  const Workload w = workload({tenant("a", {step("stream_triad", 1 << 27)}), tenant("b", {step("vector_add", 1 << 27)})});
+  auto run = run_on_sim(w, "krisp");
+  ASSERT_TRUE(run.is_ok());
+  ASSERT_EQ(run->dispatches.size(), 2u);
+  EXPECT_FALSE(run->dispatches[0].placement.sms.intersects(run->dispatches[1].placement.sms));
+}
+
+TEST(Fedcm, ParametersAreChecked) {
+  EXPECT_TRUE(builtin_policies().make("fedcm", {{"sigma", "0.5"}, {"gamma", "1.2"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("fedcm", {{"sigma", "0"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("fedcm", {{"gamma", "0.9"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("fedc", {{"bypass", "1"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("krisp", {{"sigma", "0.1"}}).is_ok());
+}
+
+}  // namespace
+}  // namespace concord
