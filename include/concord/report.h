@@ -16,7 +16,6 @@ struct RunContext {
   std::string workload_file;
   std::map<std::string, std::string> params;  // the policy's parameters
   std::string commit;     // git commit of the build, when known
-  std::string device_name;
 };
 
 // The whole experiment as JSON text: metrics, per-tenant and per-request figures, per-launch and

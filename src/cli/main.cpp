@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   if (!out_path.empty()) {
     std::ofstream out(out_path);
     if (!out) return fail(Status::not_found(out_path + ": cannot write results"));
-    out << experiment_json(*result, RunContext{spec, *pp, CONCORD_GIT_COMMIT, dev->name}) << "\n";
+    out << experiment_json(*result, RunContext{spec, *pp, CONCORD_GIT_COMMIT}) << "\n";
     std::cout << "results: " << out_path << "\n";
   }
   if (!trace_path.empty()) {
