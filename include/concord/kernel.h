@@ -39,6 +39,9 @@ struct KernelVariant {
   int items_per_block = 1;       // work items (elements, points, cells) one logical block covers
   double flops_per_block = 0;    // per logical block
   double bytes_per_block = 0;    // DRAM bytes per logical block
+  // RAISE's eight metrics (0-10, order of concord/raise.h) measured for this variant; empty when
+  // not profiled (policies then estimate them).
+  std::optional<std::array<double, 8>> raise_metrics;
 
   int warps_per_block() const { return (threads_per_block + 31) / 32; }
 };

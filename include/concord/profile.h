@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "concord/kernel.h"
+#include "concord/raise.h"
 #include "concord/status.h"
 
 namespace concord {
@@ -54,6 +55,10 @@ struct KernelProfile {
   double compute_utilization = 0;  // achieved FLOP/s over peak, on every SM
   double memory_utilization = 0;   // achieved DRAM bytes/s over peak, on every SM
   AkerClass aker_class = AkerClass::neutral;
+  // RAISE's eight metrics (0-10) from Nsight Compute, time-weighted over the kernels one launch
+  // runs (library calls launch several); absent until `concord profile raise` measured them.
+  std::optional<RaiseVector> raise;
+  RaiseClass raise_class = RaiseClass::lat;
   double profile_seconds = 0;   // wall time the measurement took
 
   double all_sm_seconds() const { return sm_curve.empty() ? 0 : sm_curve.back().seconds; }
@@ -127,8 +132,9 @@ class ProfileStore {
   int version_ = 0;
 };
 
-// Attaches stored SM curves to the kernels of a workload (default variant, same size), so the
-// simulator uses measured curves instead of rooflines. Returns how many kernels got one.
+// Attaches stored profiles to the kernels of a workload (same name and size): the default
+// variant's SM curve and cache slowdowns (the simulator then uses measured curves instead of
+// rooflines) and every variant's RAISE metrics. Returns how many kernels got something.
 struct Workload;
 Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const std::string& gpu = "");
 

@@ -1,7 +1,10 @@
 // The `concord` command: run a workload under a policy, list policies and kernels, validate specs.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
 
@@ -15,6 +18,7 @@
 
 #ifdef CONCORD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "profile/ncu.h"
 #include "profile/profiler.h"
 #endif
 #include "concord/profile.h"
@@ -90,6 +94,23 @@ int main(int argc, char** argv) {
   profile_run->add_flag("--all-variants", profile_all_variants, "Every block-size variant, not just the default");
   profile_run->add_option("--max-minutes", profile_minutes, "Stop starting kernels after this long");
   profile_run->add_option("--reps", profile_reps, "Timed repetitions per point (median)")->capture_default_str();
+  CLI::App* profile_raise = profile->add_subcommand(
+      "raise", "Measure RAISE's eight metrics of every block-size variant with Nsight Compute (ncu)");
+  std::vector<std::string> raise_workloads;
+  std::string raise_ncu = "ncu", raise_dir = ".", raise_csv, raise_gpu, raise_driver;
+  profile_raise->add_option("--workload", raise_workloads, "Profile the kernels (and sizes) of these workload specs");
+  profile_raise->add_option("--kernels", profile_kernels, "Suite kernels at their default sizes (default: the whole suite)")
+      ->delimiter(',');
+  profile_raise->add_option("--size", profile_sizes, "NAME=SIZE: profile NAME at SIZE (repeatable)");
+  profile_raise->add_option("--ncu", raise_ncu, "The ncu executable")->capture_default_str();
+  profile_raise->add_option("--work-dir", raise_dir, "Where the job list and ncu's CSV go")->capture_default_str();
+  profile_raise->add_option("--from-csv", raise_csv, "Parse this CSV of an earlier ncu run instead of running ncu");
+  profile_raise->add_option("--gpu", raise_gpu, "With --from-csv: the GPU name of the profile key");
+  profile_raise->add_option("--driver", raise_driver, "With --from-csv: the driver version of the profile key");
+  std::string worker_jobs;
+  CLI::App* profile_worker = profile->add_subcommand("raise-worker", "Internal: the program ncu profiles");
+  profile_worker->group("");  // hidden
+  profile_worker->add_option("--jobs", worker_jobs, "Job list")->required();
   profile->add_subcommand("show", "List stored profiles (the default)");
   std::string export_path, import_path;
   CLI::App* profile_export = profile->add_subcommand("export", "Write every stored profile to a JSON file");
@@ -131,7 +152,71 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // NAME=SIZE items of --size.
+  auto parse_sizes = [&]() -> Result<std::map<std::string, int64_t>> {
+    std::map<std::string, int64_t> sizes;
+    for (const auto& item : profile_sizes) {
+      const auto eq = item.find('=');
+      if (eq == std::string::npos) return Status::invalid_argument("--size '" + item + "': expected NAME=SIZE");
+      try {
+        sizes[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
+      } catch (const std::exception&) {
+        return Status::invalid_argument("--size '" + item + "': SIZE is not an integer");
+      }
+    }
+    return sizes;
+  };
+
   if (profile->parsed()) {
+    if (profile_worker->parsed()) {
+#ifdef CONCORD_WITH_CUDA
+      if (Status s = profile::run_ncu_worker(worker_jobs); !s) return fail(s);
+      return 0;
+#else
+      return fail(Status::unsupported("`concord profile raise-worker` needs a CUDA build"));
+#endif
+    }
+    if (profile_raise->parsed()) {
+#ifdef CONCORD_WITH_CUDA
+      auto sizes = parse_sizes();
+      if (!sizes) return fail(sizes.status());
+      std::vector<KernelSpec> kernels;
+      for (const std::string& w : raise_workloads) {
+        auto wl = load_workload_file(w);
+        if (!wl) return fail(wl.status());
+        for (const auto& t : wl->tenants) {
+          for (const auto& st : t.steps) kernels.push_back(st.kernel);
+        }
+      }
+      if (raise_workloads.empty()) {
+        for (const SuiteEntry& e : suite_catalog()) {
+          if (!profile_kernels.empty() &&
+              std::find(profile_kernels.begin(), profile_kernels.end(), e.name) == profile_kernels.end()) {
+            continue;
+          }
+          const auto it = sizes->find(e.name);
+          auto k = make_suite_kernel(e.name, it != sizes->end() ? it->second : e.default_size);
+          if (!k) return fail(k.status());
+          kernels.push_back(*k);
+        }
+      }
+      if (kernels.empty()) return fail(Status::invalid_argument("profile raise: no kernels to profile"));
+      auto store = ProfileStore::open(db);
+      if (!store) return fail(store.status());
+      profile::NcuOptions o;
+      o.ncu = raise_ncu;
+      o.work_dir = raise_dir;
+      o.from_csv = raise_csv;
+      o.gpu = raise_gpu;
+      o.driver = raise_driver;
+      auto n = profile::profile_raise(**store, profile::ncu_jobs(kernels), o, std::cerr);
+      if (!n) return fail(n.status());
+      std::cerr << "stored RAISE metrics of " << *n << " kernel variants in " << db << "\n";
+      return 0;
+#else
+      return fail(Status::unsupported("`concord profile raise` needs a CUDA build (configure with CONCORD_CUDA=ON)"));
+#endif
+    }
     if (profile_run->parsed()) {
 #ifdef CONCORD_WITH_CUDA
       auto store = ProfileStore::open(db);
@@ -142,15 +227,9 @@ int main(int argc, char** argv) {
       o.all_variants = profile_all_variants;
       o.max_minutes = profile_minutes;
       o.reps = std::max(1, profile_reps);
-      for (const auto& item : profile_sizes) {
-        const auto eq = item.find('=');
-        if (eq == std::string::npos) return fail(Status::invalid_argument("--size '" + item + "': expected NAME=SIZE"));
-        try {
-          o.sizes[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
-        } catch (const std::exception&) {
-          return fail(Status::invalid_argument("--size '" + item + "': SIZE is not an integer"));
-        }
-      }
+      auto sizes = parse_sizes();
+      if (!sizes) return fail(sizes.status());
+      o.sizes = *sizes;
       auto report = profile::profile_kernels(**store, o, std::cerr);
       if (!report) return fail(report.status());
       return 0;
@@ -173,11 +252,19 @@ int main(int argc, char** argv) {
     }
     auto all = (*store)->all();
     if (!all) return fail(all.status());
-    std::cout << "gpu\tkernel\tvariant\tsize\tall-SM ms\td (SMs)\tclass\tcompute util\tmemory util\tlinear fit error\n";
+    std::cout << "gpu\tkernel\tvariant\tsize\tall-SM ms\td (SMs)\tclass\tcompute util\tmemory util\tlinear fit error"
+                 "\tRAISE class\tAOC SME IPC ISU SPU DU LSU TU (0-10)\n";
     for (const auto& p : *all) {
       std::cout << p.key.gpu << "\t" << p.key.kernel << "\t" << p.key.variant << "\t" << p.key.size << "\t"
                 << p.all_sm_seconds() * 1e3 << "\t" << p.demand_sms << "\t" << to_string(p.aker_class) << "\t"
-                << p.compute_utilization << "\t" << p.memory_utilization << "\t" << p.linear_fit_error << "\n";
+                << p.compute_utilization << "\t" << p.memory_utilization << "\t" << p.linear_fit_error << "\t";
+      if (p.raise) {
+        std::cout << to_string(p.raise_class) << "\t";
+        for (size_t i = 0; i < p.raise->size(); ++i) std::cout << (i ? " " : "") << std::round((*p.raise)[i] * 10) / 10;
+      } else {
+        std::cout << "-\t-";
+      }
+      std::cout << "\n";
     }
     auto sessions = (*store)->sessions();
     if (!sessions) return fail(sessions.status());

@@ -130,6 +130,12 @@ std::string profile_to_json(const KernelProfile& p) {
   j["memory_utilization"] = p.memory_utilization;
   j["aker_class"] = to_string(p.aker_class);
   j["profile_seconds"] = p.profile_seconds;
+  if (p.raise) {
+    nlohmann::json r;
+    for (int i = 0; i < kRaiseMetrics; ++i) r[raise_metric_info()[static_cast<size_t>(i)].abbr] = (*p.raise)[static_cast<size_t>(i)];
+    j["raise"] = r;
+    j["raise_class"] = to_string(p.raise_class);
+  }
   return j.dump();
 }
 
@@ -164,6 +170,14 @@ Result<KernelProfile> profile_from_json(const std::string& text) {
       if (cls == to_string(c)) p.aker_class = c;
     }
     p.profile_seconds = j.at("profile_seconds").get<double>();
+    if (j.contains("raise")) {  // written since RAISE metrics were added; older payloads lack it
+      RaiseVector v{};
+      for (int i = 0; i < kRaiseMetrics; ++i) v[static_cast<size_t>(i)] = j.at("raise").at(raise_metric_info()[static_cast<size_t>(i)].abbr).get<double>();
+      p.raise = v;
+      const auto cls = raise_class_from_string(j.at("raise_class").get<std::string>());
+      if (!cls) return Status::parse_error("profile JSON: raise_class must be COM, MEM or LAT");
+      p.raise_class = *cls;
+    }
     return p;
   } catch (const nlohmann::json::exception& e) {
     return Status::parse_error(std::string("profile JSON: ") + e.what());

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
+#include <sys/wait.h>
 
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
@@ -13,6 +15,8 @@
 #include "concord/device.h"
 #include "concord/suite.h"
 #include "kernels/device/device_kernel.h"
+#include "profile/ncu.h"
+#include "profile/ncu_marker.h"
 
 namespace concord::profile {
 namespace {
@@ -180,7 +184,104 @@ std::string format_seconds(double s) {
   return o.str();
 }
 
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::io_error(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace
+
+Status run_ncu_worker(const std::string& jobs_file) {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  auto text = read_text(jobs_file);
+  if (!text) return text.status();
+  auto jobs = ncu_jobs_from_text(*text, jobs_file);
+  if (!jobs) return jobs.status();
+  cuda::Stream stream;
+  CONCORD_RETURN_IF_ERROR(stream.create());
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    const NcuJob& job = (*jobs)[i];
+    const std::string where = jobs_file + ": job " + std::to_string(i) + " (" + job.kernel + " " + job.variant + ")";
+    auto spec = make_suite_kernel(job.kernel, job.size);
+    if (!spec) return Status(spec.status().code(), where + ": " + spec.status().message());
+    auto v = spec->find_variant(job.variant);
+    if (!v) return Status::not_found(where + ": no such variant");
+    CONCORD_CUDA(launch_ncu_marker(true, static_cast<int>(i), stream.get()));
+    auto kernel = kernels::make_device_kernel(*spec);
+    if (!kernel) return Status(kernel.status().code(), where + ": " + kernel.status().message());
+    CONCORD_RETURN_IF_ERROR((*kernel)->prepare(7));
+    const BlockRange all{0, spec->variant(*v).logical_blocks};
+    // A library's first call sets itself up (handles, plans): warm it up outside the measurement.
+    if (!spec->elastic) CONCORD_RETURN_IF_ERROR((*kernel)->launch_standalone(*v, all, CachePolicy::normal, stream.get()));
+    CONCORD_CUDA(cudaStreamSynchronize(stream.get()));
+    CONCORD_CUDA(cudaDeviceSynchronize());
+    CONCORD_CUDA(launch_ncu_marker(false, static_cast<int>(i), stream.get()));
+    CONCORD_RETURN_IF_ERROR((*kernel)->launch_standalone(*v, all, CachePolicy::normal, stream.get()));
+    CONCORD_CUDA(cudaStreamSynchronize(stream.get()));
+  }
+  return Status::ok();
+}
+
+Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, const NcuOptions& options,
+                          std::ostream& progress) {
+  std::string gpu = options.gpu, driver = options.driver;
+  if (gpu.empty() || driver.empty()) {
+    cudaDeviceProp prop{};
+    CONCORD_CUDA(cudaGetDeviceProperties(&prop, 0));
+    if (gpu.empty()) gpu = prop.name;
+    if (driver.empty()) driver = driver_version();
+  }
+  std::string csv = options.from_csv;
+  if (csv.empty()) {
+    const std::string jobs_file = options.work_dir + "/ncu_jobs.txt";
+    csv = options.work_dir + "/ncu_raise.csv";
+    {
+      std::ofstream out(jobs_file);
+      out << ncu_jobs_to_text(jobs);
+      if (!out) return Status::io_error(jobs_file + ": cannot write the job list");
+    }
+    std::string self = options.self;
+    if (self.empty()) {
+      char buf[4096];
+      const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+      if (n <= 0) return Status::io_error("cannot find this program's path (/proc/self/exe)");
+      self.assign(buf, static_cast<size_t>(n));
+    }
+    std::string metrics;
+    for (const std::string& m : ncu_metric_names()) metrics += (metrics.empty() ? "" : ",") + m;
+    // --clock-control none: the clocks stay as they are (the machine's rules); --page raw: one
+    // CSV row per launch; --print-units base: durations in ns whatever their size.
+    const std::string cmd = shell_quote(options.ncu) + " --clock-control none --target-processes all --csv --page raw" +
+                            " --print-units base --metrics " + metrics + " --log-file " + shell_quote(csv) + " " +
+                            shell_quote(self) + " profile raise-worker --jobs " + shell_quote(jobs_file);
+    progress << "running: " << cmd << "\n";
+    progress.flush();
+    const auto t0 = Clock::now();
+    const int rc = std::system(cmd.c_str());
+    if (rc != 0) {
+      return Status::internal("ncu exited with status " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) +
+                              " (see " + csv + "); is ncu on the PATH (--ncu) and are the GPU's counters readable?");
+    }
+    progress << "ncu profiled " << jobs.size() << " jobs in "
+             << format_seconds(std::chrono::duration<double>(Clock::now() - t0).count()) << "\n";
+  }
+  auto text = read_text(csv);
+  if (!text) return text.status();
+  auto launches = parse_ncu_csv(*text, csv);
+  if (!launches) return launches.status();
+  auto per_job = split_at_markers(*launches, jobs.size(), csv);
+  if (!per_job) return per_job.status();
+  return store_raise_results(store, gpu, driver, jobs, *per_job, csv);
+}
 
 Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions& options, std::ostream& progress) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);

@@ -31,4 +31,19 @@ struct ProfileReport {
 // ETA goes to `progress`.
 Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions& options, std::ostream& progress);
 
+// RAISE metrics through Nsight Compute: `ncu` profiles this program's worker (run_ncu_worker), which
+// launches each job once after a marker kernel; the CSV is parsed into RAISE vectors and stored.
+struct NcuOptions {
+  std::string ncu = "ncu";       // the ncu executable
+  std::string self;              // this program (default: /proc/self/exe)
+  std::string work_dir = ".";    // where the job list and ncu's CSV are written
+  std::string from_csv;          // parse this CSV of an earlier run instead of running ncu
+  std::string gpu, driver;       // with from_csv on a machine without the GPU: the key's GPU and driver
+};
+struct NcuJob;
+Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, const NcuOptions& options,
+                          std::ostream& progress);
+// The worker: one plain launch of each job of the job file, each after a marker kernel.
+Status run_ncu_worker(const std::string& jobs_file);
+
 }  // namespace concord::profile

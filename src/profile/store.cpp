@@ -291,13 +291,25 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
   for (TenantSpec& t : workload.tenants) {
     for (KernelStep& s : t.steps) {
       KernelSpec& k = s.kernel;
+      bool any = false;
+      // RAISE metrics of every variant that has them.
+      for (KernelVariant& v : k.variants) {
+        auto pv = store.find(k.name, v.name, k.size, gpu);
+        if (!pv) return pv.status();
+        if (*pv && (*pv)->raise) {
+          v.raise_metrics = *(*pv)->raise;
+          any = true;
+        }
+      }
       auto p = store.find(k.name, k.variant(k.default_variant).name, k.size, gpu);
       if (!p) return p.status();
-      if (!*p || (*p)->sm_curve.empty()) continue;
-      k.sm_curve = (*p)->sm_curve;
-      const auto& c = (*p)->cache_seconds;
-      for (size_t i = 0; i < c.size(); ++i) k.cache_slowdown[i] = c[0] > 0 && c[i] > 0 ? c[i] / c[0] : 1.0;
-      ++attached;
+      if (*p && !(*p)->sm_curve.empty()) {
+        k.sm_curve = (*p)->sm_curve;
+        const auto& c = (*p)->cache_seconds;
+        for (size_t i = 0; i < c.size(); ++i) k.cache_slowdown[i] = c[0] > 0 && c[i] > 0 ? c[i] / c[0] : 1.0;
+        any = true;
+      }
+      if (any) ++attached;
     }
   }
   return attached;

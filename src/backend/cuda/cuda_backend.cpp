@@ -11,13 +11,6 @@
 
 namespace concord::cuda {
 
-int chunk_for(int64_t blocks, int64_t resident_slots) {
-  // About 16 fetches per resident block over the launch, at most 64 logical blocks a fetch: few
-  // enough atomics on the shared counter, fine enough for balance and preemption.
-  const int64_t c = blocks / std::max<int64_t>(1, resident_slots * 16);
-  return static_cast<int>(std::clamp<int64_t>(c, 1, 64));
-}
-
 namespace {
 
 constexpr int kControlPool = 1024;
@@ -251,7 +244,7 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
     r.grid = *occupancy * spec_.sm_count;
     const int64_t slots = static_cast<int64_t>(tlp) * r.placement.sms.count();
     for (Part& p : r.parts) {
-      auto c = take_control(p.range, r.placement.sms, tlp, chunk_for(p.range.size(), slots));
+      auto c = take_control(p.range, r.placement.sms, tlp, chunk_for(p.range.size(), slots, tlp));
       if (!c) return c.status();
       p.control = *c;
     }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/chunk.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
 #include "concord/backend.h"
@@ -21,9 +22,6 @@
 #include "kernels/device/device_kernel.h"
 
 namespace concord::cuda {
-
-// Logical blocks per counter fetch for a launch of `blocks` over `resident_slots` blocks.
-int chunk_for(int64_t blocks, int64_t resident_slots);
 
 class CudaBackend final : public Backend {
  public:

@@ -11,7 +11,7 @@ void ElasticControls::add(BlockRange range, const SmSet& sms, int tlp) {
   const auto w = sms.words();
   for (size_t i = 0; i < std::size(c.allowed); ++i) c.allowed[i] = w[i];
   c.tlp = tlp;
-  c.chunk = chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count());
+  c.chunk = chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count(), tlp);
   c.range_begin = range.begin;
   c.range_end = range.end;
   host_.push_back(c);

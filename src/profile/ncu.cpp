@@ -1,0 +1,251 @@
+#include "profile/ncu.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "concord/suite.h"
+
+namespace concord::profile {
+namespace {
+
+// Splits one CSV record (double-quoted fields, "" for a quote). False when the line is not a
+// well-formed record.
+bool split_csv(const std::string& line, std::vector<std::string>& out) {
+  out.clear();
+  std::string cur;
+  bool quoted = false, was_quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"') {
+        if (i + 1 < line.size() && line[i + 1] == '"') {
+          cur += '"';
+          ++i;
+        } else {
+          quoted = false;
+        }
+      } else {
+        cur += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+      was_quoted = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != '\r') {
+      cur += c;
+    }
+  }
+  if (quoted) return false;
+  out.push_back(cur);
+  return was_quoted;
+}
+
+// A number as ncu prints it ("1,234.5", "12.3", "n/a" is not a number).
+bool parse_number(std::string s, double& v) {
+  s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+  if (s.empty()) return false;
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  return end && *end == '\0';
+}
+
+bool parse_id(const std::string& s, int64_t& id) {
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  id = std::strtoll(s.c_str(), nullptr, 10);
+  return true;
+}
+
+int column(const std::vector<std::string>& header, const std::string& name) {
+  auto it = std::find(header.begin(), header.end(), name);
+  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+}
+
+}  // namespace
+
+std::vector<std::string> ncu_metric_names() {
+  std::vector<std::string> out;
+  for (const auto& m : raise_metric_info()) out.emplace_back(m.ncu);
+  out.emplace_back(kNcuDurationMetric);
+  return out;
+}
+
+Result<std::vector<NcuLaunch>> parse_ncu_csv(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::string> header, f;
+  int line_no = 0;
+  int id_col = -1, kernel_col = -1, name_col = -1, value_col = -1;
+  std::vector<NcuLaunch> out;
+  auto error = [&](const std::string& why) {
+    return Status::parse_error(source + ":" + std::to_string(line_no) + ": " + why);
+  };
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] != '"') continue;  // ==PROF== lines, program output
+    if (!split_csv(line, f)) continue;
+    if (header.empty()) {
+      header = f;
+      id_col = column(header, "ID");
+      kernel_col = column(header, "Kernel Name");
+      name_col = column(header, "Metric Name");
+      value_col = column(header, "Metric Value");
+      if (id_col < 0 || kernel_col < 0) return error("not an ncu CSV header (no \"ID\" and \"Kernel Name\" columns)");
+      continue;
+    }
+    if (f.size() != header.size()) return error("expected " + std::to_string(header.size()) + " fields, found " + std::to_string(f.size()));
+    int64_t id = 0;
+    if (!parse_id(f[static_cast<size_t>(id_col)], id)) continue;  // the raw page's units row
+    if (out.empty() || out.back().id != id) {
+      if (std::any_of(out.begin(), out.end(), [&](const NcuLaunch& l) { return l.id == id; })) {
+        return error("launch ID " + std::to_string(id) + " appears in two separate runs of rows");
+      }
+      out.push_back({id, f[static_cast<size_t>(kernel_col)], {}});
+    }
+    NcuLaunch& launch = out.back();
+    if (name_col >= 0 && value_col >= 0) {  // long layout
+      double v = 0;
+      const std::string& value = f[static_cast<size_t>(value_col)];
+      if (!parse_number(value, v)) return error("metric " + f[static_cast<size_t>(name_col)] + ": value '" + value + "' is not a number");
+      launch.metrics[f[static_cast<size_t>(name_col)]] = v;
+    } else {  // raw page: every column whose header is a metric we asked for
+      for (const std::string& m : ncu_metric_names()) {
+        const int c = column(header, m);
+        if (c < 0) continue;
+        double v = 0;
+        if (!parse_number(f[static_cast<size_t>(c)], v)) return error("metric " + m + ": value '" + f[static_cast<size_t>(c)] + "' is not a number");
+        launch.metrics[m] = v;
+      }
+    }
+  }
+  if (header.empty()) return Status::parse_error(source + ": no ncu CSV records (did ncu profile anything?)");
+  return out;
+}
+
+Result<std::vector<std::vector<NcuLaunch>>> split_at_markers(const std::vector<NcuLaunch>& launches, size_t jobs,
+                                                             const std::string& source) {
+  std::vector<std::vector<NcuLaunch>> out;
+  bool skipping = false;
+  for (const NcuLaunch& l : launches) {
+    if (l.kernel.find(kNcuMarkerKernel) != std::string::npos) {
+      out.emplace_back();
+      skipping = false;
+    } else if (l.kernel.find(kNcuSkipKernel) != std::string::npos) {
+      skipping = true;
+    } else if (skipping) {
+      continue;
+    } else if (out.empty()) {
+      return Status::parse_error(source + ": kernel '" + l.kernel + "' (ID " + std::to_string(l.id) + ") ran before the first marker");
+    } else {
+      out.back().push_back(l);
+    }
+  }
+  if (out.size() != jobs) {
+    return Status::parse_error(source + ": " + std::to_string(out.size()) + " marker kernels for " + std::to_string(jobs) + " jobs");
+  }
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k].empty()) return Status::parse_error(source + ": job " + std::to_string(k) + " ran no kernel");
+  }
+  return out;
+}
+
+Result<RaiseVector> raise_vector(const std::vector<NcuLaunch>& launches, const std::string& where) {
+  RaiseVector sum{};
+  double total = 0;
+  for (const NcuLaunch& l : launches) {
+    auto d = l.metrics.find(kNcuDurationMetric);
+    if (d == l.metrics.end()) return Status::parse_error(where + ": launch " + std::to_string(l.id) + " has no " + kNcuDurationMetric);
+    const double w = std::max(d->second, 0.0);
+    for (int i = 0; i < kRaiseMetrics; ++i) {
+      const auto& info = raise_metric_info()[static_cast<size_t>(i)];
+      auto it = l.metrics.find(info.ncu);
+      if (it == l.metrics.end()) return Status::parse_error(where + ": launch " + std::to_string(l.id) + " (" + l.kernel + ") has no " + info.ncu);
+      sum[static_cast<size_t>(i)] += w * raise_scale(static_cast<RaiseMetric>(i), it->second);
+    }
+    total += w;
+  }
+  if (total <= 0) return Status::parse_error(where + ": the launches have no duration");
+  for (double& v : sum) v /= total;
+  return sum;
+}
+
+std::vector<NcuJob> ncu_jobs(const std::vector<KernelSpec>& kernels) {
+  std::vector<NcuJob> out;
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const KernelSpec& k : kernels) {
+    if (!seen.insert({k.name, k.size}).second) continue;
+    for (const KernelVariant& v : k.variants) out.push_back({k.name, k.size, v.name});
+  }
+  return out;
+}
+
+std::string ncu_jobs_to_text(const std::vector<NcuJob>& jobs) {
+  std::string out;
+  for (const NcuJob& j : jobs) out += j.kernel + " " + std::to_string(j.size) + " " + j.variant + "\n";
+  return out;
+}
+
+Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  std::vector<NcuJob> out;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    std::istringstream words(line);
+    NcuJob j;
+    std::string extra;
+    if (!(words >> j.kernel >> j.size >> j.variant) || (words >> extra) || j.size <= 0) {
+      return Status::parse_error(source + ":" + std::to_string(n) + ": expected 'kernel size variant', found '" + line + "'");
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
+                                const std::vector<NcuJob>& jobs, const std::vector<std::vector<NcuLaunch>>& launches,
+                                const std::string& source) {
+  if (jobs.size() != launches.size()) {
+    return Status::invalid_argument(source + ": " + std::to_string(launches.size()) + " measured jobs for " +
+                                    std::to_string(jobs.size()) + " jobs");
+  }
+  int written = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const NcuJob& job = jobs[i];
+    const ProfileKey key{gpu, driver, job.kernel, job.variant, job.size};
+    auto vec = raise_vector(launches[i], source + ": " + key.to_string());
+    if (!vec) return vec.status();
+    auto have = store.get(key);
+    if (!have) return have.status();
+    KernelProfile p;
+    if (*have) {
+      p = **have;
+    } else {
+      auto spec = make_suite_kernel(job.kernel, job.size);
+      if (!spec) return Status(spec.status().code(), source + ": job " + std::to_string(i) + ": " + spec.status().message());
+      auto v = spec->find_variant(job.variant);
+      if (!v) return Status::not_found(source + ": kernel " + job.kernel + " has no variant '" + job.variant + "'");
+      const KernelVariant& var = spec->variant(*v);
+      p.key = key;
+      p.elastic = spec->elastic;
+      p.logical_blocks = var.logical_blocks;
+      p.flops_per_block = var.flops_per_block;
+      p.bytes_per_block = var.bytes_per_block;
+      p.threads_per_block = var.threads_per_block;
+      p.registers_per_thread = var.registers_per_thread;
+      p.shared_bytes_per_block = var.shared_bytes_per_block;
+    }
+    p.raise = *vec;
+    p.raise_class = raise_class(*vec);
+    CONCORD_RETURN_IF_ERROR(store.put(p));
+    ++written;
+  }
+  return written;
+}
+
+}  // namespace concord::profile

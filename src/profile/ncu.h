@@ -1,0 +1,65 @@
+// Reading Nsight Compute's CSV output into RAISE vectors (CPU only; unit-tested).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "concord/kernel.h"
+#include "concord/profile.h"
+#include "concord/raise.h"
+#include "concord/status.h"
+
+namespace concord::profile {
+
+// One profiled kernel launch of an `ncu --csv` report.
+struct NcuLaunch {
+  int64_t id = 0;
+  std::string kernel;                     // demangled name as ncu prints it
+  std::map<std::string, double> metrics;  // metric name -> value (base units)
+};
+
+// The metric names to pass to `ncu --metrics`: the eight of concord/raise.h plus the duration.
+std::vector<std::string> ncu_metric_names();
+inline constexpr const char* kNcuDurationMetric = "gpu__time_duration.sum";
+// The marker kernels the worker launches: before each job's measured launch, and before set-up
+// work (input generation, a library's warm-up call) whose launches are not measured.
+inline constexpr const char* kNcuMarkerKernel = "concord_ncu_marker";
+inline constexpr const char* kNcuSkipKernel = "concord_ncu_skip";
+
+// Parses `ncu --csv` output: both the long layout (one row per launch and metric: "Metric
+// Name", "Metric Value") and the raw page (one row per launch, a column per metric, a units row).
+// Lines that are not CSV records (ncu's ==PROF== messages, program output) are skipped. Values
+// may carry thousands separators. `source` names the file in errors.
+Result<std::vector<NcuLaunch>> parse_ncu_csv(const std::string& text, const std::string& source);
+
+// Splits launches into jobs at the marker kernels: job k is every launch after the k-th job marker
+// and before the next marker of either kind (launches after a skip marker are dropped). An error when the number of markers is not `jobs` or a job ran no kernel.
+Result<std::vector<std::vector<NcuLaunch>>> split_at_markers(const std::vector<NcuLaunch>& launches, size_t jobs,
+                                                             const std::string& source);
+
+// The RAISE vector of one job: each metric scaled to 0-10 and averaged over the job's launches
+// weighted by their duration (raise.md VI-A: multi-kernel tasks are weighted by kernel time).
+Result<RaiseVector> raise_vector(const std::vector<NcuLaunch>& launches, const std::string& where);
+
+// One thing the ncu worker runs: one plain launch of a kernel variant at a size.
+struct NcuJob {
+  std::string kernel;
+  int64_t size = 0;
+  std::string variant;
+  bool operator==(const NcuJob&) const = default;
+};
+// Every variant of every distinct (kernel, size) among `kernels`, in first-seen order.
+std::vector<NcuJob> ncu_jobs(const std::vector<KernelSpec>& kernels);
+// The job file the parent hands the worker: one "kernel size variant" line per job.
+std::string ncu_jobs_to_text(const std::vector<NcuJob>& jobs);
+Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const std::string& source);
+
+// Stores each job's RAISE vector and class: into the stored profile of its key when there is one,
+// else into a new profile that holds the kernel's static description and the metrics (no SM
+// curve). Returns how many profiles were written.
+Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
+                                const std::vector<NcuJob>& jobs, const std::vector<std::vector<NcuLaunch>>& launches,
+                                const std::string& source);
+
+}  // namespace concord::profile

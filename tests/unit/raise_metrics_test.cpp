@@ -1,0 +1,186 @@
+// RAISE's vector, classes and scores; reading ncu CSV into vectors; storing them.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "concord/profile.h"
+#include "concord/raise.h"
+#include "concord/suite.h"
+#include "concord/workload.h"
+#include "profile/ncu.h"
+
+namespace concord {
+namespace {
+
+using profile::NcuJob;
+using profile::NcuLaunch;
+
+TEST(RaiseVector, ScalesNcuReadingsToZeroToTen) {
+  EXPECT_DOUBLE_EQ(raise_scale(RaiseMetric::ipc, 2.0), 5.0);   // 2 of 4 instructions per cycle
+  EXPECT_DOUBLE_EQ(raise_scale(RaiseMetric::du, 55.0), 5.5);   // 55% of peak DRAM throughput
+  EXPECT_DOUBLE_EQ(raise_scale(RaiseMetric::aoc, 130.0), 10.0);  // clamped
+  EXPECT_DOUBLE_EQ(raise_scale(RaiseMetric::spu, -1.0), 0.0);
+  EXPECT_STREQ(raise_metric_info()[static_cast<size_t>(RaiseMetric::tu)].abbr, "TU");
+}
+
+TEST(RaiseVector, ClassesByIpcAndDu) {
+  RaiseVector m{};
+  at(m, RaiseMetric::ipc) = 6;
+  at(m, RaiseMetric::du) = 2;
+  EXPECT_EQ(raise_class(m), RaiseClass::com);
+  at(m, RaiseMetric::du) = 8;
+  EXPECT_EQ(raise_class(m), RaiseClass::mem);
+  at(m, RaiseMetric::ipc) = 1;
+  at(m, RaiseMetric::du) = 2.9;
+  EXPECT_EQ(raise_class(m), RaiseClass::lat);
+  EXPECT_EQ(raise_class(m, 2.5), RaiseClass::mem);  // a lower threshold admits it as MEM
+  EXPECT_EQ(raise_class_from_string("MEM"), RaiseClass::mem);
+  EXPECT_FALSE(raise_class_from_string("mem").has_value());
+}
+
+TEST(RaiseVector, TypeScoresFollowEquationsOneToThree) {
+  // AOC SME IPC ISU SPU DU LSU TU
+  const RaiseVector m{2, 4, 8, 6, 4, 1, 3, 0};
+  // Eq. 1: 0.5 * IPC + 0.5 * mean of the other seven = 4 + 0.5 * 20/7.
+  EXPECT_NEAR(raise_score(m, RaiseClass::com), 4 + 0.5 * 20.0 / 7, 1e-12);
+  // Eq. 2: 0.5 * DU + 0.5 * mean of the other seven = 0.5 + 0.5 * 27/7.
+  EXPECT_NEAR(raise_score(m, RaiseClass::mem), 0.5 + 0.5 * 27.0 / 7, 1e-12);
+  // Eq. 3: the mean of all eight.
+  EXPECT_NEAR(raise_score(m, RaiseClass::lat), 28.0 / 8, 1e-12);
+  RaiseVector idle;
+  idle.fill(10);
+  for (RaiseClass c : {RaiseClass::com, RaiseClass::mem, RaiseClass::lat}) EXPECT_DOUBLE_EQ(raise_score(idle, c), 10);
+}
+
+// A raw-page CSV as `ncu --csv --page raw --print-units base` writes it: header, units row, one
+// row per launch; the metric columns in any order; noise lines around it.
+std::string raw_csv(const std::vector<std::tuple<int, std::string, double, double>>& rows) {
+  std::string header = "\"ID\",\"Process ID\",\"Kernel Name\"";
+  std::string units = "\"\",\"\",\"\"";
+  for (const auto& m : profile::ncu_metric_names()) {
+    header += ",\"" + m + "\"";
+    units += ",\"unit\"";
+  }
+  std::string out = "==PROF== Connected to process 12 (/x/concord)\n" + header + "\n" + units + "\n";
+  for (const auto& [id, name, pct, ns] : rows) {
+    out += "\"" + std::to_string(id) + "\",\"12\",\"" + name + "\"";
+    for (const auto& m : profile::ncu_metric_names()) {
+      const double v = m == profile::kNcuDurationMetric ? ns : (m.find("per_cycle") != std::string::npos ? pct / 25 : pct);
+      out += ",\"" + std::to_string(v) + "\"";
+    }
+    out += "\n";
+  }
+  return out + "==PROF== Disconnected from process 12\n";
+}
+
+TEST(NcuCsv, ParsesTheRawPageAndSplitsAtMarkers) {
+  const std::string csv = raw_csv({{0, "concord_ncu_skip(int)", 1, 1000},
+                                   {1, "fill_random(float*)", 50, 9000},
+                                   {2, "concord_ncu_marker(int)", 1, 1000},
+                                   {3, "void standalone_kernel<A>(A, long)", 80, 3000},
+                                   {4, "concord_ncu_marker(int)", 1, 1000},
+                                   {5, "gemm_part1", 20, 1000},
+                                   {6, "gemm_part2", 60, 3000}});
+  auto launches = profile::parse_ncu_csv(csv, "x.csv");
+  ASSERT_TRUE(launches.is_ok()) << launches.status().to_string();
+  ASSERT_EQ(launches->size(), 7u);
+  EXPECT_DOUBLE_EQ((*launches)[3].metrics.at("dram__throughput.avg.pct_of_peak_sustained_elapsed"), 80);
+  auto jobs = profile::split_at_markers(*launches, 2, "x.csv");
+  ASSERT_TRUE(jobs.is_ok()) << jobs.status().to_string();
+  ASSERT_EQ((*jobs)[0].size(), 1u);  // the set-up launch after the skip marker is dropped
+  ASSERT_EQ((*jobs)[1].size(), 2u);
+  auto v = profile::raise_vector((*jobs)[1], "job 1");
+  ASSERT_TRUE(v.is_ok());
+  // Time-weighted: (20 * 1000 + 60 * 3000) / 4000 = 50% -> 5; IPC 0.8 and 2.4 per cycle -> 2 of 4 -> 5.
+  EXPECT_NEAR(at(*v, RaiseMetric::du), 5.0, 1e-9);
+  EXPECT_NEAR(at(*v, RaiseMetric::ipc), 5.0, 1e-9);
+  EXPECT_FALSE(profile::split_at_markers(*launches, 3, "x.csv").is_ok());
+}
+
+TEST(NcuCsv, ParsesTheLongLayoutWithThousandsSeparators) {
+  std::string csv = "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n";
+  for (const auto& m : profile::ncu_metric_names()) {
+    csv += "\"0\",\"k\",\"" + m + "\",\"x\",\"" + (m == profile::kNcuDurationMetric ? "1,234,567" : "12.5") + "\"\n";
+  }
+  auto launches = profile::parse_ncu_csv(csv, "long.csv");
+  ASSERT_TRUE(launches.is_ok()) << launches.status().to_string();
+  ASSERT_EQ(launches->size(), 1u);
+  EXPECT_DOUBLE_EQ((*launches)[0].metrics.at(profile::kNcuDurationMetric), 1234567);
+}
+
+TEST(NcuCsv, BadInputNamesTheFileAndLine) {
+  auto bad = profile::parse_ncu_csv("\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+                                    "\"0\",\"k\",\"dram__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"n/a\"\n",
+                                    "bad.csv");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("bad.csv:2"), std::string::npos) << bad.status().to_string();
+  EXPECT_FALSE(profile::parse_ncu_csv("==PROF== nothing profiled\n", "empty.csv").is_ok());
+  EXPECT_FALSE(profile::parse_ncu_csv("\"a\",\"b\"\n", "foreign.csv").is_ok());
+  // A launch without the duration cannot be weighted.
+  NcuLaunch l{1, "k", {}};
+  EXPECT_FALSE(profile::raise_vector({l}, "job").is_ok());
+}
+
+TEST(NcuJobs, EveryVariantOfEachDistinctKernelAndSizeRoundTrips) {
+  auto a = make_suite_kernel("bfs", 4096);
+  auto b = make_suite_kernel("srad", 512);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  const auto jobs = profile::ncu_jobs({*a, *b, *a});
+  ASSERT_EQ(jobs.size(), static_cast<size_t>(a->variant_count() + b->variant_count()));
+  EXPECT_EQ(jobs[0], (NcuJob{"bfs", 4096, a->variant(0).name}));
+  auto back = profile::ncu_jobs_from_text(profile::ncu_jobs_to_text(jobs), "jobs.txt");
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(*back, jobs);
+  auto bad = profile::ncu_jobs_from_text("bfs 4096 mid\nsrad many mid\n", "jobs.txt");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("jobs.txt:2"), std::string::npos);
+}
+
+TEST(NcuStore, StoresVectorsKeepsMeasuredCurvesAndAttachesPerVariant) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("raise_store_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto store = ProfileStore::open((dir / "p.db").string());
+  ASSERT_TRUE(store.is_ok());
+  auto bfs = make_suite_kernel("bfs", 4096);
+  ASSERT_TRUE(bfs.is_ok());
+  // The default variant already has a measured curve; the others have no profile yet.
+  KernelProfile have;
+  have.key = {"NVIDIA H200", "580", "bfs", bfs->variant(bfs->default_variant).name, 4096};
+  have.sm_curve = {{2, 1e-3}, {132, 1e-4}};
+  ASSERT_TRUE((*store)->put(have).is_ok());
+  const auto jobs = profile::ncu_jobs({*bfs});
+  std::vector<std::vector<NcuLaunch>> launches;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    NcuLaunch l{static_cast<int64_t>(i), "k", {}};
+    for (const auto& m : profile::ncu_metric_names()) l.metrics[m] = 10.0 * static_cast<double>(i + 1);
+    l.metrics[profile::kNcuDurationMetric] = 1000;
+    launches.push_back({l});
+  }
+  auto n = profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, launches, "t.csv");
+  ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+  EXPECT_EQ(*n, static_cast<int>(jobs.size()));
+  auto kept = (*store)->get(have.key);
+  ASSERT_TRUE(kept.is_ok() && kept->has_value());
+  EXPECT_EQ((*kept)->sm_curve.size(), 2u);
+  ASSERT_TRUE((*kept)->raise.has_value());
+  auto fresh = (*store)->get({"NVIDIA H200", "580", "bfs", bfs->variant(0).name, 4096});
+  ASSERT_TRUE(fresh.is_ok() && fresh->has_value());
+  EXPECT_EQ((*fresh)->threads_per_block, bfs->variant(0).threads_per_block);
+  EXPECT_NEAR(at(*(*fresh)->raise, RaiseMetric::du), 1.0, 1e-9);  // 10% -> 1
+  EXPECT_EQ((*fresh)->raise_class, RaiseClass::com);  // IPC 10 per cycle clamps to 10, DU 1
+  // attach_profiles gives every variant its vector.
+  auto w = parse_workload("tenants:\n  - {name: a, kernels: [{kernel: bfs, size: 4096}]}\n", "w.yaml");
+  ASSERT_TRUE(w.is_ok());
+  ASSERT_TRUE(attach_profiles(*w, **store).is_ok());
+  for (const KernelVariant& v : w->tenants[0].steps[0].kernel.variants) EXPECT_TRUE(v.raise_metrics.has_value()) << v.name;
+  // Mismatched counts are refused.
+  launches.pop_back();
+  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, launches, "t.csv").is_ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace concord
