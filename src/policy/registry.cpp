@@ -2,6 +2,8 @@
 #include "policy/fedcm/fedcm_policy.h"
 #include "policy/krisp/krisp_policy.h"
 #include "policy/manual/manual_policy.h"
+#include "policy/raise/raise_policy.h"
+#include "policy/raise_baselines/type_order_policy.h"
 #include "policy/random/random_policy.h"
 #include "policy/round_robin/round_robin_policy.h"
 #include "policy/serial/serial_policy.h"
@@ -55,6 +57,12 @@ const PolicyRegistry& builtin_policies() {
                policy::make_krisp));
     must(r.add("manual", "hand-written placements: params sms.T, tlp.T, cache.T, form, fuse=A+B, ratio=a:b",
                policy::make_manual));
+    must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (raise.md V); params alpha, beta, streams, dims",
+               policy::make_raise));
+    must(r.add("sq", "RAISE baseline: task streams, all tasks of one type then the next (COM, MEM, LAT); random dims; param streams",
+               policy::make_sq));
+    must(r.add("rr", "RAISE baseline: task streams, types COM, MEM, LAT in turn; random dims; param streams", policy::make_rr));
+    must(r.add("rd", "RAISE baseline: task streams, random task order; random dims; param streams", policy::make_rd));
     return r;
   }();
   return registry;

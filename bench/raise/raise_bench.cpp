@@ -1,0 +1,167 @@
+// RAISE's evaluation (raise.md VI): task counts 12..120 (each of the twelve task types 1..10
+// times, in a seeded random order), policies raise, sq, rr, rd on N_str task streams, several
+// seeds; then the sensitivity to alpha, beta, N_str and fixed dimensions on 36 tasks. Runs on the
+// simulator or the GPU (--backend cuda) and writes every run's makespan to a JSON file that
+// bench/raise/summarize.py turns into tables.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "concord/backend.h"
+#include "concord/device.h"
+#include "concord/engine.h"
+#include "concord/policy.h"
+#include "concord/profile.h"
+#include "concord/workload.h"
+
+#ifdef CONCORD_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+using namespace concord;
+
+namespace {
+
+// `per_type` copies of every template tenant, in an order shuffled by `seed`.
+Workload compose(const Workload& templates, int per_type, uint64_t seed) {
+  Workload w;
+  w.name = templates.name + "-" + std::to_string(per_type * static_cast<int>(templates.tenants.size()));
+  w.source = templates.source;
+  for (const TenantSpec& t : templates.tenants) {
+    for (int i = 0; i < per_type; ++i) {
+      TenantSpec c = t;
+      c.name = t.name + "#" + std::to_string(i);
+      w.tenants.push_back(std::move(c));
+    }
+  }
+  std::mt19937_64 rng(seed);
+  std::shuffle(w.tenants.begin(), w.tenants.end(), rng);
+  return w;
+}
+
+struct Run {
+  std::string group;   // main, alpha, beta, streams, dims
+  std::string policy;
+  PolicyParams params;
+  int tasks = 0;
+  uint64_t seed = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef CONCORD_WITH_CUDA
+  cuda::register_backend();
+#endif
+  CLI::App app{"RAISE evaluation: raise vs sq, rr, rd over task counts, plus sensitivity"};
+  std::string backend = "sim", device = "h200", tasks_path = "bench/raise/tasks.yaml", profiles, out = "raise_bench.json";
+  std::vector<int> counts{12, 24, 36, 48, 60, 72, 84, 96, 108, 120};
+  std::vector<std::string> policies{"raise", "sq", "rr", "rd"};
+  int seeds = 10, sens_tasks = 36, sens_seeds = 3;
+  bool sensitivity = true;
+  double max_minutes = 0;
+  app.add_option("--backend", backend, "sim or cuda")->capture_default_str();
+  app.add_option("--device", device, "Simulated device (sim)")->capture_default_str();
+  app.add_option("--tasks", tasks_path, "Task templates (one tenant per task type)")->capture_default_str();
+  app.add_option("--profiles", profiles, "Profile store with RAISE metrics (concord profile raise)");
+  app.add_option("--counts", counts, "Task counts (multiples of the template count)")->delimiter(',');
+  app.add_option("--policies", policies, "Policies of the main comparison")->delimiter(',');
+  app.add_option("--seeds", seeds, "Seeds per task count")->capture_default_str();
+  app.add_option("--sens-tasks", sens_tasks, "Task count of the sensitivity runs")->capture_default_str();
+  app.add_option("--sens-seeds", sens_seeds, "Seeds per sensitivity setting")->capture_default_str();
+  app.add_flag("!--no-sensitivity", sensitivity, "Skip the sensitivity runs");
+  app.add_option("--max-minutes", max_minutes, "Stop starting runs after this long (results so far are written)");
+  app.add_option("--out", out, "Results JSON")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto fail = [](const Status& s) {
+    std::cerr << "raise_bench: " << s.to_string() << "\n";
+    return 1;
+  };
+  auto templates = load_workload_file(tasks_path);
+  if (!templates) return fail(templates.status());
+  const int types = static_cast<int>(templates->tenants.size());
+  int attached = 0;
+  if (!profiles.empty()) {
+    auto store = ProfileStore::open(profiles, /*read_only=*/true);
+    if (!store) return fail(store.status());
+    auto n = attach_profiles(*templates, **store);
+    if (!n) return fail(n.status());
+    attached = *n;
+  }
+  BackendConfig cfg;
+  cfg.kind = backend;
+  if (backend == "sim") {
+    auto d = builtin_device(device);
+    if (!d) return fail(d.status());
+    cfg.device = *d;
+  }
+
+  std::vector<Run> plan;
+  for (int n : counts) {
+    if (n % types != 0) return fail(Status::invalid_argument("--counts: " + std::to_string(n) + " is not a multiple of " + std::to_string(types)));
+    for (int s = 0; s < seeds; ++s) {
+      for (const std::string& p : policies) plan.push_back({"main", p, {}, n, static_cast<uint64_t>(s + 1)});
+    }
+  }
+  if (sensitivity) {
+    for (int s = 0; s < sens_seeds; ++s) {
+      const auto seed = static_cast<uint64_t>(s + 1);
+      for (int v = 0; v <= 9; ++v) {
+        plan.push_back({"alpha", "raise", {{"alpha", std::to_string(v)}}, sens_tasks, seed});
+        plan.push_back({"beta", "raise", {{"beta", std::to_string(v)}}, sens_tasks, seed});
+      }
+      for (int k = 1; k <= 8; ++k) {
+        plan.push_back({"streams", "raise", {{"streams", std::to_string(k)}}, sens_tasks, seed});
+        plan.push_back({"streams", "rd", {{"streams", std::to_string(k)}}, sens_tasks, seed});
+      }
+      for (const char* d : {"min", "mid", "max", "dynamic"}) plan.push_back({"dims", "raise", {{"dims", d}}, sens_tasks, seed});
+    }
+  }
+
+  nlohmann::json results;
+  results["backend"] = backend;
+  results["tasks"] = tasks_path;
+  results["task_types"] = types;
+  results["profiled_task_types"] = attached;
+  results["runs"] = nlohmann::json::array();
+  const auto t0 = std::chrono::steady_clock::now();
+  int done = 0;
+  for (const Run& r : plan) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (max_minutes > 0 && elapsed > max_minutes * 60) {
+      std::cerr << "time budget reached after " << done << " of " << plan.size() << " runs\n";
+      results["stopped_early"] = true;
+      break;
+    }
+    const Workload w = compose(*templates, r.tasks / types, r.seed);
+    auto b = make_backend(cfg);
+    if (!b) return fail(b.status());
+    if (!results.contains("device")) results["device"] = (*b)->device().name;
+    auto policy = builtin_policies().make(r.policy, r.params);
+    if (!policy) return fail(policy.status());
+    EngineOptions opts;
+    opts.seed = r.seed;
+    auto rec = run_workload(w, **b, **policy, opts);
+    if (!rec) return fail(Status(rec.status().code(), r.group + " " + r.policy + " " + std::to_string(r.tasks) + " tasks seed " +
+                                                          std::to_string(r.seed) + ": " + rec.status().message()));
+    nlohmann::json j{{"group", r.group}, {"policy", r.policy}, {"params", r.params}, {"tasks", r.tasks}, {"seed", r.seed},
+                     {"makespan_s", rec->makespan}, {"policy_s", rec->stats.policy_seconds}};
+    results["runs"].push_back(j);
+    ++done;
+    if (done % 20 == 0 || done == static_cast<int>(plan.size())) {
+      std::cerr << done << "/" << plan.size() << " runs, " << static_cast<int>(elapsed) << " s\n";
+    }
+  }
+  results["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ofstream f(out);
+  f << results.dump(1) << "\n";
+  if (!f) return fail(Status::io_error(out + ": cannot write"));
+  std::cerr << "wrote " << out << "\n";
+  return 0;
+}

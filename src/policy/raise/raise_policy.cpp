@@ -1,0 +1,101 @@
+#include "policy/raise/raise_policy.h"
+
+#include "policy/params.h"
+
+namespace concord::policy {
+
+std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
+                                                   double alpha, double beta, int fixed_variant) {
+  // Admissible types in order of preference (raise.md V-B, step 3). Vectors are time-weighted
+  // means, so "IPC left > alpha" allows for rounding (10 - 7.0000000001 is not above 3).
+  constexpr double kEps = 1e-9;
+  std::vector<RaiseClass> types;
+  if (at(m_g, RaiseMetric::ipc) > alpha + kEps) types.push_back(RaiseClass::com);
+  if (at(m_g, RaiseMetric::du) > beta + kEps) types.push_back(RaiseClass::mem);
+  types.push_back(RaiseClass::lat);
+  for (RaiseClass type : types) {
+    bool any = false;
+    std::optional<std::pair<size_t, int>> best;
+    double best_score = -1;
+    const double s_g = raise_score(m_g, type);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].cls != type) continue;
+      any = true;
+      const int n = static_cast<int>(tasks[i].vectors->size());
+      for (int v = 0; v < n; ++v) {
+        if (fixed_variant >= 0 && v != std::min(fixed_variant, n - 1)) continue;
+        // Step 5: the largest S_t below S_g; the first waiting task wins ties.
+        const double s_t = raise_score((*tasks[i].vectors)[static_cast<size_t>(v)], type);
+        if (s_t < s_g - kEps && s_t > best_score) {
+          best_score = s_t;
+          best = std::make_pair(i, v);
+        }
+      }
+    }
+    if (any) return best;  // this type has waiting tasks: start the best fit, or hold
+  }
+  return std::nullopt;
+}
+
+Status RaisePolicy::on_start(SchedContext& ctx) {
+  m_g_.fill(10);
+  return TaskStreamPolicy::on_start(ctx);
+}
+
+std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, const std::vector<Waiting>& waiting) {
+  (void)ctx;
+  std::vector<RaiseCandidate> tasks;
+  tasks.reserve(waiting.size());
+  for (const Waiting& w : waiting) tasks.push_back({&info(w.tenant).vectors, info(w.tenant).cls});
+  auto pick = raise_decide(m_g_, tasks, p_.alpha, p_.beta, p_.fixed_variant);
+  if (pick) return Choice{pick->first, pick->second};
+  if (running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
+  // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
+  // first waiting task in its lightest variant rather than wait forever.
+  const auto& vecs = info(waiting.front().tenant).vectors;
+  int lightest = 0;
+  const RaiseClass cls = info(waiting.front().tenant).cls;
+  for (int v = 1; v < static_cast<int>(vecs.size()); ++v) {
+    if (raise_score(vecs[static_cast<size_t>(v)], cls) < raise_score(vecs[static_cast<size_t>(lightest)], cls)) lightest = v;
+  }
+  return Choice{0, p_.fixed_variant >= 0 ? std::min<int>(p_.fixed_variant, static_cast<int>(vecs.size()) - 1) : lightest};
+}
+
+void RaisePolicy::started(TenantId tenant, int variant) {
+  const RaiseVector& m = info(tenant).vectors[static_cast<size_t>(variant)];
+  for (size_t i = 0; i < m_g_.size(); ++i) m_g_[i] -= m[i];
+}
+
+void RaisePolicy::finished(TenantId tenant, int variant) {
+  (void)tenant, (void)variant;
+  // Recomputed from the tasks still running, so rounding never drifts.
+  m_g_.fill(10);
+  for (const auto& [t, a] : active()) {
+    if (t == tenant.value) continue;  // the finishing task is still listed while this runs
+    const RaiseVector& m = info(TenantId{t}).vectors[static_cast<size_t>(a.variant)];
+    for (size_t i = 0; i < m_g_.size(); ++i) m_g_[i] -= m[i];
+  }
+}
+
+Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims"}));
+  RaiseParams p;
+  auto alpha = double_param(params, "alpha", 3);
+  if (!alpha) return alpha.status();
+  auto beta = double_param(params, "beta", 3);
+  if (!beta) return beta.status();
+  auto streams = int_param(params, "streams", 4, 1);
+  if (!streams) return streams.status();
+  p.alpha = *alpha;
+  p.beta = *beta;
+  p.streams = *streams;
+  if (auto it = params.find("dims"); it != params.end()) {
+    if (it->second == "min") p.fixed_variant = 0;
+    else if (it->second == "mid") p.fixed_variant = 1;
+    else if (it->second == "max") p.fixed_variant = 2;
+    else if (it->second != "dynamic") return Status::invalid_argument("raise: param dims must be dynamic, min, mid or max (got '" + it->second + "')");
+  }
+  return std::unique_ptr<Policy>(std::make_unique<RaisePolicy>(p));
+}
+
+}  // namespace concord::policy

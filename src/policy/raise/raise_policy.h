@@ -1,0 +1,52 @@
+// RAISE (raise.md Section V): hybrid stream scheduling by resource-type scores and dynamic kernel
+// dimensions. A global resource vector M_g (0-10 on each of eight metrics, 10 = idle GPU) loses a
+// task's vector m_t when it starts and gets it back when it finishes. With a stream free, the
+// type to start is COM if M_g[IPC] > alpha, else MEM if M_g[DU] > beta, else LAT (a type with no
+// waiting task passes to the next admissible one); among that type's waiting tasks and their
+// Min/Mid/Max variants, the largest type score S_t below the GPU's S_g starts; when none fits,
+// new tasks wait for a completion.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "policy/task_streams.h"
+
+namespace concord::policy {
+
+struct RaiseParams {
+  double alpha = 3;   // IPC threshold
+  double beta = 3;    // DU threshold
+  int streams = 4;    // N_str
+  int fixed_variant = -1;  // -1: dynamic dimensions; else always this variant index (min 0, mid 1, max 2)
+};
+
+class RaisePolicy final : public TaskStreamPolicy {
+ public:
+  explicit RaisePolicy(RaiseParams p) : TaskStreamPolicy(p.streams), p_(p) { m_g_.fill(10); }
+  std::string name() const override { return "raise"; }
+  Status on_start(SchedContext& ctx) override;
+  const RaiseVector& global() const { return m_g_; }
+
+ protected:
+  std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) override;
+  void started(TenantId tenant, int variant) override;
+  void finished(TenantId tenant, int variant) override;
+
+ private:
+  RaiseParams p_;
+  RaiseVector m_g_{};
+};
+
+// The decision on its own (unit-tested): given M_g and the waiting tasks' vectors per variant and
+// classes, the (task, variant) to start, or nullopt to hold.
+struct RaiseCandidate {
+  const std::vector<RaiseVector>* vectors;  // per variant
+  RaiseClass cls;
+};
+std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
+                                                   double alpha, double beta, int fixed_variant);
+
+Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params);
+
+}  // namespace concord::policy

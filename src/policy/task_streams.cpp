@@ -1,0 +1,136 @@
+#include "policy/task_streams.h"
+
+#include <algorithm>
+
+#include "concord/occupancy.h"
+#include "policy/params.h"
+
+namespace concord::policy {
+
+int max_variant(const KernelSpec& kernel) {
+  int best = 0;
+  for (int v = 1; v < kernel.variant_count(); ++v) {
+    if (kernel.variant(v).threads_per_block > kernel.variant(best).threads_per_block) best = v;
+  }
+  return best;
+}
+
+RaiseVector kernel_raise_vector(const KernelSpec& kernel, int variant, const Estimator& estimator) {
+  const KernelVariant& v = kernel.variant(variant);
+  if (v.raise_metrics) return *v.raise_metrics;
+  // Estimate from the roofline: utilisations of the FP32 (or tensor) pipes and of DRAM over the
+  // estimated time; occupancy from the occupancy calculator and the grid; instruction issue
+  // follows the arithmetic plus a share of the memory traffic. Only the simulator without
+  // profiles uses this; measured vectors come from `concord profile raise`.
+  const DeviceSpec& dev = estimator.device();
+  const double t = std::max(estimator.seconds(kernel, variant, dev.sm_count), 1e-9);
+  const double blocks = static_cast<double>(v.logical_blocks);
+  const double peak = kernel.unit == ComputeUnit::tensor ? dev.tensor_flops : dev.fp32_flops;
+  const double cu = std::clamp(v.flops_per_block * blocks / t / peak, 0.0, 1.0);
+  const double mu = std::clamp(v.bytes_per_block * blocks / t / dev.dram_bytes_per_s, 0.0, 1.0);
+  const double resident = max_resident_blocks(dev, v);
+  const double per_sm = std::min(resident, blocks / dev.sm_count);
+  const double aoc = std::clamp(per_sm * v.warps_per_block() / (dev.sm.max_threads / 32.0), 0.0, 1.0);
+  const double sme = std::clamp(blocks / dev.sm_count, 0.0, 1.0);
+  const double ipc = std::clamp(cu + 0.2 * mu, 0.0, 1.0);
+  RaiseVector m{};
+  at(m, RaiseMetric::aoc) = 10 * aoc;
+  at(m, RaiseMetric::sme) = 10 * sme;
+  at(m, RaiseMetric::ipc) = 10 * ipc;
+  at(m, RaiseMetric::isu) = 10 * ipc;
+  at(m, RaiseMetric::spu) = kernel.unit == ComputeUnit::tensor ? 1.0 : 10 * cu;
+  at(m, RaiseMetric::du) = 10 * mu;
+  at(m, RaiseMetric::lsu) = 10 * std::min(1.0, 0.5 * mu + 0.1);
+  at(m, RaiseMetric::tu) = 10 * std::min(1.0, 0.7 * mu);
+  return m;
+}
+
+TaskInfo task_info(const TenantSpec& tenant, const Estimator& estimator) {
+  TaskInfo info;
+  int variants = 1;
+  for (const KernelStep& s : tenant.steps) variants = std::max(variants, s.kernel.variant_count());
+  for (int v = 0; v < variants; ++v) {
+    RaiseVector sum{};
+    double total = 0;
+    for (const KernelStep& s : tenant.steps) {
+      const int kv = std::min(v, s.kernel.variant_count() - 1);
+      const double w = estimator.seconds(s.kernel, kv, estimator.device().sm_count) * s.count;
+      const RaiseVector m = kernel_raise_vector(s.kernel, kv, estimator);
+      if (!s.kernel.variant(kv).raise_metrics) info.measured = false;
+      for (size_t i = 0; i < m.size(); ++i) sum[i] += w * m[i];
+      total += w;
+    }
+    if (total > 0) {
+      for (double& x : sum) x /= total;
+    }
+    info.vectors.push_back(sum);
+  }
+  // The class of the task's largest-block variant (Table IV's types are read on Max).
+  const KernelSpec& first = tenant.steps.front().kernel;
+  info.cls = raise_class(info.vectors[static_cast<size_t>(std::min<int>(max_variant(first), variants - 1))]);
+  return info;
+}
+
+Status TaskStreamPolicy::on_start(SchedContext& ctx) {
+  infos_.clear();
+  for (const TenantSpec& t : ctx.workload().tenants) {
+    if (t.steps.empty()) return Status::invalid_argument(name() + ": tenant '" + t.name + "' has no kernels");
+    infos_.push_back(task_info(t, ctx.estimator()));
+  }
+  active_.clear();
+  return Status::ok();
+}
+
+Status TaskStreamPolicy::schedule(SchedContext& ctx) {
+  // Tasks whose request has neither a ready nor a running launch left are finished.
+  for (auto it = active_.begin(); it != active_.end();) {
+    const TenantId t{it->first};
+    const int64_t req = it->second.request;
+    const bool ready = std::any_of(ctx.ready().begin(), ctx.ready().end(),
+                                   [&](const ReadyLaunch& r) { return r.tenant == t && r.request == req; });
+    const bool running = std::any_of(ctx.running().begin(), ctx.running().end(), [&](const RunningDispatch& d) {
+      return std::find(d.tenants.begin(), d.tenants.end(), t) != d.tenants.end();
+    });
+    if (!ready && !running) {
+      finished(t, it->second.variant);
+      it = active_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Running tasks go on: their next launch on their stream, in their variant.
+  const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+  std::vector<Waiting> waiting;
+  for (const ReadyLaunch& r : ready) {
+    if (r.has_running_dispatch) continue;
+    auto it = active_.find(r.tenant.value);
+    if (it != active_.end() && it->second.request == r.request) {
+      Placement p = whole_gpu(ctx);
+      p.variant = std::min(it->second.variant, r.kernel->variant_count() - 1);
+      auto d = ctx.dispatch(r.id, p);
+      if (!d) return d.status();
+    } else if (it == active_.end()) {
+      waiting.push_back({r.id, r.tenant, r.request});
+    }
+  }
+  // New tasks while a stream is free.
+  while (running_tasks() < streams_ && !waiting.empty()) {
+    auto c = choose(ctx, waiting);
+    if (!c) break;  // hold
+    const Waiting w = waiting[c->index];
+    const ReadyLaunch* r = nullptr;
+    for (const ReadyLaunch& x : ready) {
+      if (x.id == w.launch) r = &x;
+    }
+    Placement p = whole_gpu(ctx);
+    p.variant = std::min(c->variant, r->kernel->variant_count() - 1);
+    auto d = ctx.dispatch(w.launch, p);
+    if (!d) return d.status();
+    active_[w.tenant.value] = {w.request, c->variant};
+    started(w.tenant, c->variant);
+    waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(c->index));
+  }
+  return Status::ok();
+}
+
+}  // namespace concord::policy

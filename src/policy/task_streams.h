@@ -1,0 +1,71 @@
+// Task-stream scheduling shared by RAISE and its baselines (raise.md V-B, VI-A): a task is one
+// request of a tenant; it takes one of N_str streams from its first launch until its last
+// completes, and all its launches run one block-size variant on the whole GPU. Subclasses pick
+// which waiting task starts next and with which variant, or hold.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "concord/policy.h"
+#include "concord/raise.h"
+
+namespace concord::policy {
+
+// What the schedulers know of a task type (a tenant): its RAISE vector per variant and class.
+struct TaskInfo {
+  std::vector<RaiseVector> vectors;  // per variant of its kernels
+  RaiseClass cls = RaiseClass::lat;  // by the vector of its largest-block variant (raise.md VI-A)
+  bool measured = true;              // false when any kernel's metrics were estimated
+};
+
+// A kernel variant's RAISE vector: measured (profiled with `concord profile raise`) or, when
+// absent, estimated from the roofline (docs/policies.md says how).
+RaiseVector kernel_raise_vector(const KernelSpec& kernel, int variant, const Estimator& estimator);
+// A tenant's vectors: its kernels' vectors weighted by estimated time x count (raise.md VI-A).
+TaskInfo task_info(const TenantSpec& tenant, const Estimator& estimator);
+
+class TaskStreamPolicy : public Policy {
+ public:
+  explicit TaskStreamPolicy(int streams) : streams_(streams) {}
+  Status on_start(SchedContext& ctx) override;
+
+ protected:
+  struct Waiting {
+    LaunchId launch;
+    TenantId tenant;
+    int64_t request = 0;
+  };
+  struct Choice {
+    size_t index;  // into the waiting list
+    int variant;
+  };
+  // Picks the next task to start among `waiting` (first launches of requests, in ready order), or
+  // nullopt to hold. Called while a stream is free.
+  virtual std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) = 0;
+  // A task started / finished (its vector is given back).
+  virtual void started(TenantId tenant, int variant) { (void)tenant, (void)variant; }
+  virtual void finished(TenantId tenant, int variant) { (void)tenant, (void)variant; }
+
+  Status schedule(SchedContext& ctx) override;
+  const TaskInfo& info(TenantId t) const { return infos_[static_cast<size_t>(t.value)]; }
+  int running_tasks() const { return static_cast<int>(active_.size()); }
+  // The tasks running now, by tenant, with their variants.
+  struct Active {
+    int64_t request = 0;
+    int variant = 0;
+  };
+  const std::map<int64_t, Active>& active() const { return active_; }
+  int streams() const { return streams_; }
+
+ private:
+  int streams_;
+  std::vector<TaskInfo> infos_;
+  std::map<int64_t, Active> active_;  // tenant -> its running task
+};
+
+// Index of a kernel's largest-block variant (RAISE's "Max").
+int max_variant(const KernelSpec& kernel);
+
+}  // namespace concord::policy

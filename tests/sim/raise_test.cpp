@@ -1,0 +1,199 @@
+// RAISE and its baselines: the decision on hand-built vectors, holding, task streams, variants,
+// type orders and determinism on the simulator.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "policy/raise/raise_policy.h"
+#include "policy/raise_baselines/type_order_policy.h"
+#include "test_support.h"
+
+namespace concord {
+namespace {
+
+using policy::RaiseCandidate;
+using testing::run_on_sim;
+using testing::step;
+using testing::tenant;
+using testing::workload;
+
+RaiseVector vec(double aoc, double sme, double ipc, double isu, double spu, double du, double lsu, double tu) {
+  return {aoc, sme, ipc, isu, spu, du, lsu, tu};
+}
+RaiseVector idle() {
+  RaiseVector m;
+  m.fill(10);
+  return m;
+}
+
+TEST(RaiseDecision, IdleGpuStartsTheLargestComTaskThatFits) {
+  // Two COM tasks (three variants each) and a MEM task; the GPU is idle (S_g = 10).
+  const std::vector<RaiseVector> com_a{vec(2, 3, 4, 4, 3, 1, 2, 1), vec(4, 6, 6, 6, 5, 1, 3, 2), vec(6, 9, 8, 8, 7, 2, 4, 3)};
+  const std::vector<RaiseVector> com_b{vec(1, 2, 3, 3, 2, 1, 1, 1), vec(2, 3, 4, 4, 3, 1, 2, 1), vec(3, 4, 5, 5, 4, 1, 2, 1)};
+  const std::vector<RaiseVector> mem{vec(5, 9, 1, 1, 0, 9, 3, 5), vec(5, 9, 1, 1, 0, 9, 3, 5), vec(5, 9, 1, 1, 0, 9, 3, 5)};
+  const std::vector<RaiseCandidate> tasks{{&mem, RaiseClass::mem}, {&com_b, RaiseClass::com}, {&com_a, RaiseClass::com}};
+  auto pick = policy::raise_decide(idle(), tasks, 3, 3, -1);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->first, 2u);   // com_a
+  EXPECT_EQ(pick->second, 2);   // its Max variant: the largest S_com below 10
+  // Fixed dimensions: only that variant is considered.
+  pick = policy::raise_decide(idle(), tasks, 3, 3, 0);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(*pick, std::make_pair(size_t{2}, 0));
+}
+
+TEST(RaiseDecision, TypeFollowsTheThresholdsAndHoldsWhenNothingFits) {
+  const std::vector<RaiseVector> com{vec(4, 6, 6, 6, 5, 1, 3, 2)};
+  const std::vector<RaiseVector> mem{vec(3, 5, 1, 1, 0, 6, 3, 4)};
+  const std::vector<RaiseVector> lat{vec(1, 2, 1, 1, 0, 1, 1, 1)};
+  const std::vector<RaiseCandidate> tasks{{&com, RaiseClass::com}, {&mem, RaiseClass::mem}, {&lat, RaiseClass::lat}};
+  // IPC left 2 <= alpha: COM is out; DU left 8 > beta: MEM (index 1).
+  RaiseVector g = vec(6, 5, 2, 4, 5, 8, 7, 8);
+  auto pick = policy::raise_decide(g, tasks, 3, 3, -1);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->first, 1u);
+  // DU left 2 too: LAT.
+  g = vec(6, 5, 2, 4, 5, 2, 7, 8);
+  pick = policy::raise_decide(g, tasks, 3, 3, -1);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->first, 2u);
+  // Nearly exhausted: the LAT task's score (1.0) is not below S_g^lat -> hold.
+  g = vec(1, 1, 1, 1, 0, 1, 1, 1);
+  EXPECT_FALSE(policy::raise_decide(g, tasks, 3, 3, -1).has_value());
+  // A type with no waiting task passes to the next admissible type: only LAT waits, GPU idle.
+  const std::vector<RaiseCandidate> only_lat{{&lat, RaiseClass::lat}};
+  pick = policy::raise_decide(idle(), only_lat, 3, 3, -1);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->first, 0u);
+  // alpha = 9 with IPC 9.5 left still admits COM; alpha = 10 never does.
+  g = idle();
+  at(g, RaiseMetric::ipc) = 9.5;
+  EXPECT_EQ(policy::raise_decide(g, tasks, 9, 3, -1)->first, 0u);
+  EXPECT_EQ(policy::raise_decide(g, tasks, 10, 3, -1)->first, 1u);
+}
+
+// A workload of COM, MEM and LAT tasks with measured-looking vectors attached to every variant.
+Workload typed_tasks(int per_type) {
+  std::vector<TenantSpec> ts;
+  for (int i = 0; i < per_type; ++i) {
+    auto c = tenant("com" + std::to_string(i), {step("fma_loop", 1 << 22)});
+    auto m = tenant("mem" + std::to_string(i), {step("stream_triad", 1 << 24)});
+    auto l = tenant("lat" + std::to_string(i), {step("bfs", 1 << 16, 3)});
+    for (auto& v : c.steps[0].kernel.variants) v.raise_metrics = vec(6, 9, 7, 7, 8, 1, 2, 1);
+    for (auto& v : m.steps[0].kernel.variants) v.raise_metrics = vec(7, 9, 1.5, 1.5, 0.5, 8, 4, 5);
+    for (auto& v : l.steps[0].kernel.variants) v.raise_metrics = vec(1, 2, 0.5, 0.5, 0.1, 1, 1, 1);
+    ts.push_back(c);
+    ts.push_back(m);
+    ts.push_back(l);
+  }
+  return workload(ts);
+}
+
+// Per tenant: [first start, last end] of its launches and the variants its dispatches used.
+struct TaskSpan {
+  Seconds start = 1e30, end = 0;
+  std::set<int> variants;
+};
+std::map<int64_t, TaskSpan> spans(const RunRecord& r) {
+  std::map<int64_t, TaskSpan> out;
+  for (const DispatchRecord& d : r.dispatches) {
+    TaskSpan& s = out[d.tenants[0].value];
+    s.start = std::min(s.start, d.start);
+    s.end = std::max(s.end, d.end);
+    s.variants.insert(d.placement.variant);
+  }
+  return out;
+}
+
+int max_overlap(const std::map<int64_t, TaskSpan>& s) {
+  int best = 0;
+  for (const auto& [t, a] : s) {
+    int n = 0;
+    for (const auto& [u, b] : s) n += b.start <= a.start && a.start < b.end;
+    best = std::max(best, n);
+  }
+  return best;
+}
+
+TEST(RaisePolicy, TasksKeepOneVariantAndAtMostNStreamsRunAtOnce) {
+  for (int streams : {1, 2, 4}) {
+    auto r = run_on_sim(typed_tasks(4), "raise", 1, {{"streams", std::to_string(streams)}});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const auto s = spans(*r);
+    EXPECT_EQ(s.size(), 12u);
+    for (const auto& [t, span] : s) EXPECT_EQ(span.variants.size(), 1u) << "tenant " << t;
+    EXPECT_LE(max_overlap(s), streams);
+  }
+}
+
+TEST(RaisePolicy, GivesResourcesBackAndMixesTypes) {
+  // Run the policy object directly to look at M_g afterwards.
+  policy::RaiseParams p;
+  policy::RaisePolicy raise(p);
+  auto r = run_on_sim(typed_tasks(3), raise);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  for (double v : raise.global()) EXPECT_NEAR(v, 10.0, 1e-9);  // every task gave its vector back
+  // The first two tasks started are a COM task and then (IPC used up by it) a MEM task.
+  std::vector<std::pair<Seconds, std::string>> starts;
+  for (const auto& [t, s] : spans(*r)) starts.push_back({s.start, r->tenants[static_cast<size_t>(t)].name});
+  std::sort(starts.begin(), starts.end());
+  EXPECT_EQ(starts[0].second.substr(0, 3), "com");
+  EXPECT_EQ(starts[1].second.substr(0, 3), "mem");
+}
+
+TEST(RaisePolicy, DeterministicFromTheSeedAndParamsChecked) {
+  auto a = run_on_sim(typed_tasks(3), "raise", 7);
+  auto b = run_on_sim(typed_tasks(3), "raise", 7);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_DOUBLE_EQ(a->makespan, b->makespan);
+  ASSERT_EQ(a->dispatches.size(), b->dispatches.size());
+  for (size_t i = 0; i < a->dispatches.size(); ++i) EXPECT_EQ(a->dispatches[i].launches, b->dispatches[i].launches);
+  EXPECT_FALSE(builtin_policies().make("raise", {{"dims", "huge"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("raise", {{"streams", "0"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("sq", {{"alpha", "3"}}).is_ok());
+  auto fixed = run_on_sim(typed_tasks(2), "raise", 1, {{"dims", "max"}});
+  ASSERT_TRUE(fixed.is_ok());
+  for (const auto& [t, s] : spans(*fixed)) EXPECT_EQ(*s.variants.begin(), 2);
+}
+
+TEST(RaiseBaselines, SqFinishesEachTypeBeforeTheNextAndRrAlternates) {
+  auto sq = run_on_sim(typed_tasks(3), "sq", 3);
+  ASSERT_TRUE(sq.is_ok()) << sq.status().to_string();
+  std::map<char, std::pair<Seconds, Seconds>> by_type;  // first letter -> [first start, last end]
+  for (const auto& [t, s] : spans(*sq)) {
+    auto& [first, last] = by_type.try_emplace(sq->tenants[static_cast<size_t>(t)].name[0], 1e30, 0).first->second;
+    first = std::min(first, s.start);
+    last = std::max(last, s.end);
+  }
+  EXPECT_LE(by_type['c'].second, by_type['m'].first + 1e-12);  // COM, then MEM, then LAT
+  EXPECT_LE(by_type['m'].second, by_type['l'].first + 1e-12);
+
+  auto rr = run_on_sim(typed_tasks(3), "rr", 3, {{"streams", "1"}});
+  ASSERT_TRUE(rr.is_ok());
+  std::vector<std::pair<Seconds, char>> order;
+  for (const auto& [t, s] : spans(*rr)) order.push_back({s.start, rr->tenants[static_cast<size_t>(t)].name[0]});
+  std::sort(order.begin(), order.end());
+  std::string types;
+  for (const auto& o : order) types += o.second;
+  EXPECT_EQ(types, "cmlcmlcml");
+}
+
+TEST(RaiseBaselines, RandomOrderAndDimensionsFollowTheSeed) {
+  auto order = [](uint64_t seed) {
+    auto r = run_on_sim(typed_tasks(3), "rd", seed, {{"streams", "1"}});
+    EXPECT_TRUE(r.is_ok());
+    std::vector<std::pair<Seconds, std::string>> o;
+    for (const auto& [t, s] : spans(*r)) o.push_back({s.start, r->tenants[static_cast<size_t>(t)].name + ":" + std::to_string(*s.variants.begin())});
+    std::sort(o.begin(), o.end());
+    std::string out;
+    for (const auto& x : o) out += x.second + " ";
+    return out;
+  };
+  EXPECT_EQ(order(5), order(5));
+  EXPECT_NE(order(5), order(6));
+}
+
+}  // namespace
+}  // namespace concord
