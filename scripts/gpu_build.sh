@@ -8,9 +8,11 @@ build=${CONCORD_GPU_BUILD_DIR:-build-gpu}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # Configure every time: the commit the binaries report is set here.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON -DCONCORD_GIT_COMMIT="$commit" >/dev/null
-cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench
+cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench \
+  concord_raise_bench concord_fedcm_bench
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
-cp "$build/src/concord" "$build/tests/concord_gpu_tests" "$build/bench/gpu/concord_gpu_bench" .gpu/bin/
+cp "$build/src/concord" "$build/tests/concord_gpu_tests" "$build/bench/gpu/concord_gpu_bench" \
+  "$build/bench/raise/concord_raise_bench" "$build/bench/fedcm/concord_fedcm_bench" .gpu/bin/
 # Debian's shared libraries the binaries use that a plain CUDA image lacks.
 for bin in .gpu/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'yaml-cpp|libfmt|libspdlog|libbenchmark' || true

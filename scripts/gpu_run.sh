@@ -4,7 +4,10 @@
 # the folder given as $1 (default ./gpu-results). Uses the bundle from scripts/gpu_build.sh.
 # STAGES (default "tests sanitize bench runs") picks what to run, to fit one call's time limit;
 # "profile" measures the suite into OUT/profiles.db (and exports OUT/profiles.json); "fidelity"
-# runs bench/fidelity's mixes under four baselines into OUT/fidelity.tar.gz.
+# runs bench/fidelity's mixes under four baselines into OUT/fidelity.tar.gz; "raise" measures
+# RAISE's metrics with ncu (the suite, and bench/raise's tasks) into OUT/profiles.db and runs
+# bench/raise; "fedcm" runs bench/fedcm in one process and then as MPS peers (it starts and
+# stops the MPS daemon itself, so it goes last).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -75,6 +78,31 @@ if has runs; then
     step "run-pair-manual-$name" 120 "$bin/concord" run examples/pair.yaml --backend cuda --policy manual ${hand[$name]} \
       --out "$out/run-pair-manual-$name.json"
   done
+fi
+# RAISE's metrics (issue 4) and RAISE's evaluation (issue 6).
+if has raise; then
+  ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  echo "ncu: ${ncu_bin:-not found}" | tee -a "$out/summary.txt"
+  # The stored suite profile gains the metrics: start from it.
+  [ -f "$out/profiles.db" ] || step profile_import 60 "$bin/concord" profile import --db "$out/profiles.db" \
+    bench/results/gpu-h200/profiles.json
+  mkdir -p "$out/ncu-suite" "$out/ncu-tasks"
+  # The bench's tasks first (the bench needs them), the whole suite last.
+  step raise_metrics_tasks "${NCU_TASKS_S:-200}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
+    --workload bench/raise/tasks.yaml --work-dir "$out/ncu-tasks"
+  step raise_bench "${RAISE_S:-300}" "$bin/concord_raise_bench" --backend cuda --profiles "$out/profiles.db" \
+    --out "$out/raise_bench.json" --max-minutes "${RAISE_MINUTES:-4}"
+  step raise_metrics_suite "${NCU_SUITE_S:-240}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
+    --work-dir "$out/ncu-suite"
+  step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
+  step profile_show 60 "$bin/concord" profile show --db "$out/profiles.db"
+fi
+# FEDCM's evaluation (issue 5): every scheme in one process, then the MPS peers.
+if has fedcm; then
+  step fedcm_bench 400 "$bin/concord_fedcm_bench" run --backend cuda bench/fedcm/workloads/*.yaml --out "$out/fedcm_bench.json"
+  trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/concord-mps/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
+  step fedcm_mps 300 "$bin/concord_fedcm_bench" mps bench/fedcm/workloads/*.yaml --work-dir /tmp/concord-mps \
+    --out "$out/fedcm_mps.json"
 fi
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then

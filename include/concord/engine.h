@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,6 +96,9 @@ struct EngineOptions {
   // Stops a run whose clock passes this (a policy that never finishes the work).
   Seconds time_limit = 3600;
   EngineObserver* observer = nullptr;
+  // Called after the backend prepared the workload and the policy started, just before the clock
+  // starts (a multi-process bench waits for its peers here). An error aborts the run.
+  std::function<Status()> before_clock;
 };
 
 // Runs `workload` to completion. The backend must be fresh (time 0, nothing running).

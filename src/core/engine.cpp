@@ -469,6 +469,7 @@ Result<RunRecord> Engine::run() {
   }
   CONCORD_RETURN_IF_ERROR(call("on_start", [&] { return policy_.on_start(*this); }));
   started_ = true;
+  if (options_.before_clock) CONCORD_RETURN_IF_ERROR(options_.before_clock());
   CONCORD_RETURN_IF_ERROR(backend_.start_clock());
   for (auto& t : tenants_) {
     if (!t.waiting.empty()) CONCORD_RETURN_IF_ERROR(start_next_launch(t));

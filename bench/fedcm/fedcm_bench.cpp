@@ -1,0 +1,296 @@
+// FEDCM's evaluation (fedcm.md IV-V) on the simulator or the GPU:
+//   run   every workload under serial, streams, krisp, fedc and fedcm in one process (one run of
+//         each, alone-times and the serial makespan shared), plus fedcm's sigma sweep; STP, ANTT,
+//         end-to-end time and the policy's share of the run;
+//   mps   the MPS peer: each tenant in its own process under the MPS daemon (started and stopped
+//         here), with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = 100/N and without a limit; the processes
+//         meet at a file barrier after their set-up, so their clocks start together;
+//   peer  one such process (internal).
+// bench/fedcm/summarize.py turns both JSON files into the tables of docs/results.md.
+#include <CLI/CLI.hpp>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "concord/backend.h"
+#include "concord/device.h"
+#include "concord/engine.h"
+#include "concord/experiment.h"
+#include "concord/policy.h"
+#include "concord/workload.h"
+
+#ifdef CONCORD_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+extern char** environ;
+using namespace concord;
+namespace fs = std::filesystem;
+
+namespace {
+
+int fail(const Status& s) {
+  std::cerr << "fedcm_bench: " << s.to_string() << "\n";
+  return 1;
+}
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Status write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  f << j.dump(1) << "\n";
+  if (!f) return Status::io_error(path + ": cannot write");
+  return Status::ok();
+}
+
+// Waits until `n` peers (this one included) have written their ready file into `dir`.
+Status barrier(const std::string& dir, int index, int n) {
+  { std::ofstream(dir + "/ready." + std::to_string(index)) << getpid() << "\n"; }
+  const auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    int ready = 0;
+    for (const auto& e : fs::directory_iterator(dir)) ready += e.path().filename().string().rfind("ready.", 0) == 0;
+    if (ready >= n) return Status::ok();
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120)) {
+      return Status::failed_precondition("barrier " + dir + ": " + std::to_string(ready) + " of " + std::to_string(n) + " peers after 120 s");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::string>& schemes,
+            const std::vector<double>& sigmas, const std::string& backend, const std::string& device,
+            const std::string& out) {
+  BackendConfig cfg;
+  cfg.kind = backend;
+  if (backend == "sim") {
+    auto d = builtin_device(device);
+    if (!d) return fail(d.status());
+    cfg.device = *d;
+  }
+  nlohmann::json results{{"backend", backend}, {"runs", nlohmann::json::array()}};
+  ReferenceCache cache;
+  for (const std::string& path : workloads) {
+    auto w = load_workload_file(path);
+    if (!w) return fail(w.status());
+    struct Item {
+      std::string scheme;
+      PolicyParams params;
+      double sigma;
+    };
+    std::vector<Item> items;
+    for (const auto& s : schemes) items.push_back({s, {}, s == "fedcm" || s == "fedc" ? 0.1 : 0});
+    for (double sg : sigmas) items.push_back({"fedcm", {{"sigma", std::to_string(sg)}}, sg});
+    for (const Item& it : items) {
+      ExperimentConfig c;
+      c.backend = cfg;
+      c.policy = it.scheme;
+      c.params = it.params;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = run_experiment(*w, c, cache);
+      if (!r) return fail(Status(r.status().code(), path + " " + it.scheme + ": " + r.status().message()));
+      if (!results.contains("device")) results["device"] = r->run.device;
+      nlohmann::json tenants = nlohmann::json::array();
+      for (size_t i = 0; i < r->run.tenants.size(); ++i) {
+        tenants.push_back({{"name", r->run.tenants[i].name}, {"alone_s", r->alone[i]}, {"shared_s", r->run.tenants[i].elapsed()}});
+      }
+      const auto& st = r->run.stats;
+      results["runs"].push_back({{"workload", w->name},
+                                 {"tenants_n", w->tenants.size()},
+                                 {"scheme", it.scheme},
+                                 {"sweep", !it.params.empty()},
+                                 {"sigma", it.sigma},
+                                 {"stp", r->metrics.stp},
+                                 {"antt", r->metrics.antt},
+                                 {"makespan_s", r->metrics.makespan},
+                                 {"serial_makespan_s", r->metrics.serial_makespan.value_or(0)},
+                                 {"speedup_over_serial", r->metrics.speedup_over_serial.value_or(0)},
+                                 {"policy_s", st.policy_seconds},
+                                 {"engine_s", st.engine_seconds},
+                                 {"policy_calls", st.policy_calls},
+                                 {"dispatches", st.dispatches},
+                                 {"tenants", tenants}});
+      std::cerr << w->name << " " << it.scheme << (it.params.empty() ? "" : " sigma=" + std::to_string(it.sigma)) << ": STP "
+                << r->metrics.stp << ", makespan " << r->metrics.makespan * 1e3 << " ms ("
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
+    }
+  }
+  if (Status s = write_json(out, results); !s) return fail(s);
+  return 0;
+}
+
+int cmd_peer(const std::string& workload, int index, const std::string& dir, int n, const std::string& out) {
+  auto w = load_workload_file(workload);
+  if (!w) return fail(w.status());
+  if (index < 0 || index >= static_cast<int>(w->tenants.size())) return fail(Status::invalid_argument("peer: no tenant " + std::to_string(index)));
+  Workload one = *w;
+  one.tenants = {w->tenants[static_cast<size_t>(index)]};
+  BackendConfig cfg;
+  cfg.kind = "cuda";
+  auto b = make_backend(cfg);
+  if (!b) return fail(b.status());
+  auto policy = builtin_policies().make("streams", {});
+  if (!policy) return fail(policy.status());
+  double start = 0;
+  EngineOptions o;
+  o.before_clock = [&]() -> Status {
+    CONCORD_RETURN_IF_ERROR(barrier(dir, index, n));
+    start = wall_now();
+    return Status::ok();
+  };
+  auto rec = run_workload(one, **b, **policy, o);
+  if (!rec) return fail(rec.status());
+  const double end = wall_now();
+  const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  if (Status s = write_json(out, {{"tenant", rec->tenants[0].name},
+                                   {"elapsed_s", rec->tenants[0].elapsed()},
+                                   {"wall_start", start},
+                                   {"wall_end", end},
+                                   {"thread_percentage", pct ? pct : "none"}});
+      !s) {
+    return fail(s);
+  }
+  return 0;
+}
+
+// Runs a shell command; its exit status.
+int sh(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, bool start_daemon, const std::string& out) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return fail(Status::io_error("cannot find this program (/proc/self/exe)"));
+  self[len] = '\0';
+  fs::create_directories(work);
+  if (start_daemon) {
+    const std::string pipe = work + "/mps-pipe", log = work + "/mps-log";
+    fs::create_directories(pipe);
+    fs::create_directories(log);
+    setenv("CUDA_MPS_PIPE_DIRECTORY", pipe.c_str(), 1);
+    setenv("CUDA_MPS_LOG_DIRECTORY", log.c_str(), 1);
+    if (sh("nvidia-cuda-mps-control -d") != 0) return fail(Status::device_error("could not start the MPS daemon (nvidia-cuda-mps-control -d)"));
+    std::cerr << "MPS daemon started (pipe " << pipe << ")\n";
+  }
+  nlohmann::json results{{"mode", "mps"}, {"runs", nlohmann::json::array()}};
+  int rc = 0;
+  for (const std::string& path : workloads) {
+    auto w = load_workload_file(path);
+    if (!w) {
+      rc = fail(w.status());
+      break;
+    }
+    const int n = static_cast<int>(w->tenants.size());
+    for (const bool limited : {true, false}) {
+      const std::string dir = work + "/" + w->name + (limited ? "-limited" : "-unlimited");
+      fs::remove_all(dir);
+      fs::create_directories(dir);
+      std::vector<pid_t> pids;
+      for (int i = 0; i < n; ++i) {
+        std::vector<std::string> args{self, "peer", "--workload", path, "--tenant", std::to_string(i), "--barrier", dir,
+                                      "--n", std::to_string(n), "--out", dir + "/peer." + std::to_string(i) + ".json"};
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        std::vector<std::string> env_s;
+        for (char** e = environ; *e; ++e) {
+          if (std::string(*e).rfind("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 0) != 0) env_s.emplace_back(*e);
+        }
+        if (limited) env_s.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(100 / n));
+        std::vector<char*> envp;
+        for (auto& e : env_s) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        pid_t pid = 0;
+        if (posix_spawn(&pid, self, nullptr, nullptr, argv.data(), envp.data()) != 0) {
+          return fail(Status::internal("posix_spawn of a peer failed"));
+        }
+        pids.push_back(pid);
+      }
+      bool ok = true;
+      for (pid_t pid : pids) {
+        int status = 0;
+        waitpid(pid, &status, 0);
+        ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      }
+      nlohmann::json run{{"workload", w->name}, {"tenants_n", n}, {"scheme", limited ? "mps-limited" : "mps"},
+                         {"thread_percentage", limited ? 100 / n : 100}, {"ok", ok}, {"tenants", nlohmann::json::array()}};
+      double first = 1e300, last = 0;
+      for (int i = 0; ok && i < n; ++i) {
+        std::ifstream f(dir + "/peer." + std::to_string(i) + ".json");
+        nlohmann::json p = nlohmann::json::parse(f, nullptr, false);
+        if (p.is_discarded()) {
+          ok = false;
+          break;
+        }
+        first = std::min(first, p["wall_start"].get<double>());
+        last = std::max(last, p["wall_end"].get<double>());
+        run["tenants"].push_back({{"name", p["tenant"]}, {"shared_s", p["elapsed_s"]}, {"wall_start", p["wall_start"]}});
+      }
+      run["ok"] = ok;
+      if (ok) run["makespan_s"] = last - first;
+      std::cerr << w->name << " " << run["scheme"].get<std::string>() << ": " << (ok ? "ok" : "FAILED")
+                << (ok ? ", makespan " + std::to_string((last - first) * 1e3) + " ms" : "") << "\n";
+      results["runs"].push_back(run);
+      if (!ok) rc = 1;
+    }
+  }
+  if (start_daemon) {
+    sh("echo quit | nvidia-cuda-mps-control");
+    std::ifstream log(work + "/mps-log/control.log");
+    std::string line, tail;
+    while (std::getline(log, line)) tail += line + "\n";
+    results["mps_control_log"] = tail.size() > 4000 ? tail.substr(tail.size() - 4000) : tail;
+  }
+  if (Status s = write_json(out, results); !s) return fail(s);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef CONCORD_WITH_CUDA
+  cuda::register_backend();
+#endif
+  CLI::App app{"FEDCM evaluation: serial, streams, MPS, KRISP, FedC, FEDCM on N = 2, 3, 4 tenants"};
+  app.require_subcommand(1);
+  std::vector<std::string> workloads;
+  std::string backend = "sim", device = "h200", out = "fedcm_bench.json", work = "/tmp/concord-mps";
+  std::vector<std::string> schemes{"serial", "streams", "krisp", "fedc", "fedcm"};
+  std::vector<double> sigmas{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+  CLI::App* run = app.add_subcommand("run", "Every scheme in one process, plus the sigma sweep");
+  run->add_option("workloads", workloads, "Workload specs")->required();
+  run->add_option("--backend", backend, "sim or cuda")->capture_default_str();
+  run->add_option("--device", device, "Simulated device")->capture_default_str();
+  run->add_option("--schemes", schemes, "Policies")->delimiter(',');
+  run->add_option("--sigmas", sigmas, "fedcm sigma sweep (empty: none)")->delimiter(',');
+  run->add_option("--out", out, "Results JSON")->capture_default_str();
+  bool start_daemon = true;
+  CLI::App* mps = app.add_subcommand("mps", "Each tenant its own process under MPS (GPU only)");
+  mps->add_option("workloads", workloads, "Workload specs")->required();
+  mps->add_option("--work-dir", work, "Barrier files, MPS pipe and log")->capture_default_str();
+  mps->add_flag("!--no-daemon", start_daemon, "Use an MPS daemon that is already running");
+  mps->add_option("--out", out, "Results JSON")->capture_default_str();
+  std::string peer_workload, peer_dir, peer_out;
+  int peer_index = 0, peer_n = 1;
+  CLI::App* peer = app.add_subcommand("peer", "Internal: one tenant's process");
+  peer->group("");
+  peer->add_option("--workload", peer_workload)->required();
+  peer->add_option("--tenant", peer_index)->required();
+  peer->add_option("--barrier", peer_dir)->required();
+  peer->add_option("--n", peer_n)->required();
+  peer->add_option("--out", peer_out)->required();
+  CLI11_PARSE(app, argc, argv);
+  if (run->parsed()) return cmd_run(workloads, schemes, sigmas, backend, device, out);
+  if (mps->parsed()) return cmd_mps(workloads, work, start_daemon, out);
+  return cmd_peer(peer_workload, peer_index, peer_dir, peer_n, peer_out);
+}
