@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Markdown tables of bench/raise's results JSON (raise_bench.json): makespan mean and standard
+deviation over seeds per task count and policy, speedup over SQ, and the sensitivity runs."""
+import json
+import statistics as st
+import sys
+from collections import defaultdict
+
+
+def ms(v):
+    return v * 1e3
+
+
+def main(path):
+    d = json.load(open(path))
+    runs = d["runs"]
+    print(f"Device: {d.get('device', '?')} ({d['backend']}); task templates {d['tasks']} "
+          f"({d['profiled_task_types']} of {d['task_types']} types with measured RAISE vectors); "
+          f"{len(runs)} runs in {d.get('seconds', 0):.0f} s{' (stopped early: time budget)' if d.get('stopped_early') else ''}.\n")
+    main_runs = defaultdict(list)
+    for r in runs:
+        if r["group"] == "main":
+            main_runs[(r["tasks"], r["policy"])].append(r["makespan_s"])
+    policies = [p for p in ["raise", "sq", "rr", "rd"] if any(k[1] == p for k in main_runs)]
+    counts = sorted({k[0] for k in main_runs})
+    print("| tasks | " + " | ".join(f"{p} ms (mean ± sd)" for p in policies) + " | " +
+          " | ".join(f"{p} / sq" for p in policies if p != "sq") + " | seeds |")
+    print("|---:|" + "---:|" * (2 * len(policies) - 1) + "---:|")
+    speed = defaultdict(list)
+    sds = defaultdict(list)
+    for n in counts:
+        row = [str(n)]
+        for p in policies:
+            v = main_runs.get((n, p), [])
+            sd = st.stdev(v) if len(v) > 1 else 0.0
+            sds[p].append(ms(sd))
+            row.append(f"{ms(st.mean(v)):.2f} ± {ms(sd):.2f}" if v else "-")
+        sq = main_runs.get((n, "sq"))
+        for p in policies:
+            if p == "sq":
+                continue
+            v = main_runs.get((n, p))
+            if sq and v:
+                s = st.mean(sq) / st.mean(v)
+                speed[p].append(s)
+                row.append(f"{s:.3f}x")
+            else:
+                row.append("-")
+        row.append(str(min(len(main_runs.get((n, p), [])) for p in policies)))
+        print("| " + " | ".join(row) + " |")
+    print()
+    for p in policies:
+        if p != "sq" and speed[p]:
+            print(f"- {p} over sq: mean {st.mean(speed[p]):.3f}x, max {max(speed[p]):.3f}x, min {min(speed[p]):.3f}x "
+                  f"over {len(speed[p])} task counts")
+    for p in policies:
+        if sds[p]:
+            print(f"- {p}: mean standard deviation of the makespan over seeds {st.mean(sds[p]):.3f} ms")
+    print()
+
+    def group(name, key):
+        g = defaultdict(list)
+        for r in runs:
+            if r["group"] == name:
+                g[(r["policy"], key(r))].append(r["makespan_s"])
+        return g
+
+    sq36 = [r["makespan_s"] for r in runs if r["group"] == "main" and r["policy"] == "sq"]
+    sens_tasks = next((r["tasks"] for r in runs if r["group"] != "main"), None)
+    sq_ref = [r["makespan_s"] for r in runs if r["group"] == "main" and r["policy"] == "sq" and r["tasks"] == sens_tasks]
+    for name, label in [("alpha", "alpha"), ("beta", "beta")]:
+        g = group(name, lambda r, n=name: int(float(r["params"][n])))
+        if not g:
+            continue
+        print(f"Sensitivity to {label} ({sens_tasks} tasks; the other threshold 3):\n")
+        print(f"| {label} | raise ms | speedup over sq |")
+        print("|---:|---:|---:|")
+        for (_, v), m in sorted(g.items(), key=lambda kv: kv[0][1]):
+            s = f"{st.mean(sq_ref) / st.mean(m):.3f}x" if sq_ref else "-"
+            print(f"| {v} | {ms(st.mean(m)):.2f} | {s} |")
+        print()
+    g = group("streams", lambda r: int(r["params"]["streams"]))
+    if g:
+        print(f"Sensitivity to N_str ({sens_tasks} tasks), against rd with the same streams (Fig. 11):\n")
+        print("| N_str | raise ms | rd ms | raise / rd |")
+        print("|---:|---:|---:|---:|")
+        for k in sorted({k[1] for k in g}):
+            a, b = g.get(("raise", k)), g.get(("rd", k))
+            print(f"| {k} | {ms(st.mean(a)):.2f} | {ms(st.mean(b)):.2f} | {st.mean(b) / st.mean(a):.3f}x |")
+        print()
+    g = group("dims", lambda r: r["params"]["dims"])
+    if g:
+        print(f"Fixed against dynamic dimensions ({sens_tasks} tasks, Fig. 12):\n")
+        print("| dims | raise ms | dynamic / fixed |")
+        print("|---|---:|---:|")
+        dyn = g.get(("raise", "dynamic"))
+        for k in ["min", "mid", "max", "dynamic"]:
+            if ("raise", k) in g:
+                m = g[("raise", k)]
+                print(f"| {k} | {ms(st.mean(m)):.2f} | {st.mean(m) / st.mean(dyn):.3f}x |")
+        print()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "raise_bench.json")
