@@ -86,12 +86,17 @@ if has raise; then
   # The stored suite profile gains the metrics: start from it.
   [ -f "$out/profiles.db" ] || step profile_import 60 "$bin/concord" profile import --db "$out/profiles.db" \
     bench/results/gpu-h200/profiles.json
-  mkdir -p "$out/ncu-suite" "$out/ncu-tasks"
-  # The bench's tasks first (the bench needs them), the whole suite last.
-  step raise_metrics_tasks "${NCU_TASKS_S:-200}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
-    --workload bench/raise/tasks.yaml --work-dir "$out/ncu-tasks"
-  step raise_bench "${RAISE_S:-300}" "$bin/concord_raise_bench" --backend cuda --profiles "$out/profiles.db" \
-    --out "$out/raise_bench.json" --max-minutes "${RAISE_MINUTES:-4}"
+  mkdir -p "$out/ncu-suite"
+  # The bench's tasks first (the bench needs them), the whole suite last. RAISE_TASKS: the task
+  # template files (default: tasks.yaml and tasks-small.yaml).
+  for tasks in ${RAISE_TASKS:-bench/raise/tasks.yaml bench/raise/tasks-small.yaml}; do
+    tag=$(basename "$tasks" .yaml)
+    mkdir -p "$out/ncu-$tag"
+    step "raise_metrics_$tag" "${NCU_TASKS_S:-200}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
+      --workload "$tasks" --work-dir "$out/ncu-$tag"
+    step "raise_bench_$tag" "${RAISE_S:-300}" "$bin/concord_raise_bench" --backend cuda --profiles "$out/profiles.db" \
+      --tasks "$tasks" --out "$out/raise_bench_$tag.json" --max-minutes "${RAISE_MINUTES:-4}"
+  done
   step raise_metrics_suite "${NCU_SUITE_S:-240}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
     --work-dir "$out/ncu-suite"
   step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
@@ -99,7 +104,11 @@ if has raise; then
 fi
 # FEDCM's evaluation (issue 5): every scheme in one process, then the MPS peers.
 if has fedcm; then
-  step fedcm_bench 400 "$bin/concord_fedcm_bench" run --backend cuda bench/fedcm/workloads/*.yaml --out "$out/fedcm_bench.json"
+  # Measured SM curves and cache slowdowns of the workloads' kernels (at their sizes) for the
+  # policies' estimator.
+  step fedcm_profile 300 "$bin/concord" profile run --db "$out/fedcm_profiles.db" --workload bench/fedcm/workloads/*.yaml
+  step fedcm_bench 400 "$bin/concord_fedcm_bench" run --backend cuda bench/fedcm/workloads/*.yaml \
+    --profiles "$out/fedcm_profiles.db" --out "$out/fedcm_bench.json"
   trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/concord-mps/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
   step fedcm_mps 300 "$bin/concord_fedcm_bench" mps bench/fedcm/workloads/*.yaml --work-dir /tmp/concord-mps \
     --out "$out/fedcm_mps.json"

@@ -26,6 +26,7 @@
 #include "concord/engine.h"
 #include "concord/experiment.h"
 #include "concord/policy.h"
+#include "concord/profile.h"
 #include "concord/workload.h"
 
 #ifdef CONCORD_WITH_CUDA
@@ -71,7 +72,13 @@ Status barrier(const std::string& dir, int index, int n) {
 
 int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::string>& schemes,
             const std::vector<double>& sigmas, const std::string& backend, const std::string& device,
-            const std::string& out) {
+            const std::string& profiles, const std::string& out) {
+  std::unique_ptr<ProfileStore> store;
+  if (!profiles.empty()) {
+    auto s = ProfileStore::open(profiles, /*read_only=*/true);
+    if (!s) return fail(s.status());
+    store = std::move(*s);
+  }
   BackendConfig cfg;
   cfg.kind = backend;
   if (backend == "sim") {
@@ -84,6 +91,12 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
   for (const std::string& path : workloads) {
     auto w = load_workload_file(path);
     if (!w) return fail(w.status());
+    int attached = 0;
+    if (store) {
+      auto n = attach_profiles(*w, *store);
+      if (!n) return fail(n.status());
+      attached = *n;
+    }
     struct Item {
       std::string scheme;
       PolicyParams params;
@@ -107,6 +120,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
       }
       const auto& st = r->run.stats;
       results["runs"].push_back({{"workload", w->name},
+                                 {"profiled_kernels", attached},
                                  {"tenants_n", w->tenants.size()},
                                  {"scheme", it.scheme},
                                  {"sweep", !it.params.empty()},
@@ -117,6 +131,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
                                  {"serial_makespan_s", r->metrics.serial_makespan.value_or(0)},
                                  {"speedup_over_serial", r->metrics.speedup_over_serial.value_or(0)},
                                  {"policy_s", st.policy_seconds},
+                                 {"backend_s", st.backend_seconds},
                                  {"engine_s", st.engine_seconds},
                                  {"policy_calls", st.policy_calls},
                                  {"dispatches", st.dispatches},
@@ -274,6 +289,8 @@ int main(int argc, char** argv) {
   run->add_option("--schemes", schemes, "Policies")->delimiter(',');
   run->add_option("--sigmas", sigmas, "fedcm sigma sweep (empty: none)")->delimiter(',');
   run->add_option("--out", out, "Results JSON")->capture_default_str();
+  std::string profiles;
+  run->add_option("--profiles", profiles, "Profile store: policies estimate from measured curves");
   bool start_daemon = true;
   CLI::App* mps = app.add_subcommand("mps", "Each tenant its own process under MPS (GPU only)");
   mps->add_option("workloads", workloads, "Workload specs")->required();
@@ -290,7 +307,7 @@ int main(int argc, char** argv) {
   peer->add_option("--n", peer_n)->required();
   peer->add_option("--out", peer_out)->required();
   CLI11_PARSE(app, argc, argv);
-  if (run->parsed()) return cmd_run(workloads, schemes, sigmas, backend, device, out);
+  if (run->parsed()) return cmd_run(workloads, schemes, sigmas, backend, device, profiles, out);
   if (mps->parsed()) return cmd_mps(workloads, work, start_daemon, out);
   return cmd_peer(peer_workload, peer_index, peer_dir, peer_n, peer_out);
 }

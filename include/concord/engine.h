@@ -63,7 +63,8 @@ struct TenantRecord {
 struct EngineStats {
   int64_t policy_calls = 0;
   int64_t dispatches = 0;
-  double policy_seconds = 0;  // wall time spent inside policy hooks
+  double policy_seconds = 0;  // wall time spent inside policy hooks (including the backend calls they make)
+  double backend_seconds = 0; // of which in the backend's dispatch, resize and preempt (launching)
   double engine_seconds = 0;  // wall time of the whole run (for the overhead share)
 };
 

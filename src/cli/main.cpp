@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
   double profile_minutes = 0;
   int profile_reps = 3;
   profile_run->add_option("--kernels", profile_kernels, "Kernels to profile (default: the whole suite)")->delimiter(',');
+  std::vector<std::string> run_workloads;
+  profile_run->add_option("--workload", run_workloads, "Profile the kernels (and sizes) of these workload specs");
   profile_run->add_option("--size", profile_sizes, "NAME=SIZE: profile NAME at SIZE (repeatable)");
   profile_run->add_flag("--full", profile_full, "Every TPC step instead of the sampled plan");
   profile_run->add_flag("--all-variants", profile_all_variants, "Every block-size variant, not just the default");
@@ -230,6 +232,16 @@ int main(int argc, char** argv) {
       auto sizes = parse_sizes();
       if (!sizes) return fail(sizes.status());
       o.sizes = *sizes;
+      for (const std::string& w : run_workloads) {
+        auto wl = load_workload_file(w);
+        if (!wl) return fail(wl.status());
+        for (const auto& t : wl->tenants) {
+          for (const auto& st : t.steps) {
+            const std::pair<std::string, int64_t> key{st.kernel.name, st.kernel.size};
+            if (std::find(o.pairs.begin(), o.pairs.end(), key) == o.pairs.end()) o.pairs.push_back(key);
+          }
+        }
+      }
       auto report = profile::profile_kernels(**store, o, std::cerr);
       if (!report) return fail(report.status());
       return 0;

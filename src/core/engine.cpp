@@ -258,7 +258,12 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
   p.variant = variant;
   p.range = range;
   req.placement = p;
-  CONCORD_RETURN_IF_ERROR(backend_.dispatch(req));
+  {
+    const auto b0 = std::chrono::steady_clock::now();
+    const Status st = backend_.dispatch(req);
+    stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    CONCORD_RETURN_IF_ERROR(st);
+  }
 
   // Commit: the blocks now belong to the dispatch.
   auto commit = [&](LaunchState& s, int v, const BlockRange& r) {
@@ -306,7 +311,12 @@ Status Engine::resize(DispatchId id, const SmSet& sms) {
   if (sms.empty() || sms.span() > backend_.device().sm_count) {
     return Status::invalid_argument("resize: SM set must be non-empty and within the device");
   }
-  CONCORD_RETURN_IF_ERROR(backend_.set_sm_set(id, sms));
+  {
+    const auto b0 = std::chrono::steady_clock::now();
+    const Status st = backend_.set_sm_set(id, sms);
+    stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    CONCORD_RETURN_IF_ERROR(st);
+  }
   it->placement.sms = sms;
   return Status::ok();
 }
@@ -314,7 +324,10 @@ Status Engine::resize(DispatchId id, const SmSet& sms) {
 Status Engine::preempt(DispatchId id) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("preempt: dispatch " + std::to_string(id.value) + " is not running");
-  return backend_.preempt(id);
+  const auto b0 = std::chrono::steady_clock::now();
+  const Status st = backend_.preempt(id);
+  stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+  return st;
 }
 
 Status Engine::call(const char* hook, const std::function<Status()>& fn) {

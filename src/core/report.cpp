@@ -72,7 +72,8 @@ std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
                                {"preempted", d.preempted}, {"placement", placement_json(d.placement)}});
   }
   j["engine"] = {{"policy_calls", r.run.stats.policy_calls}, {"dispatches", r.run.stats.dispatches},
-                 {"policy_seconds", r.run.stats.policy_seconds}, {"engine_seconds", r.run.stats.engine_seconds}};
+                 {"policy_seconds", r.run.stats.policy_seconds},
+                 {"backend_dispatch_seconds", r.run.stats.backend_seconds}, {"engine_seconds", r.run.stats.engine_seconds}};
   return j.dump(1);
 }
 

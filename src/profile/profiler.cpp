@@ -302,7 +302,15 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
     int variant;
   };
   std::vector<Job> jobs;
+  for (const auto& [name, size] : options.pairs) {
+    auto spec = make_suite_kernel(name, size);
+    if (!spec) return spec.status();
+    for (int v = 0; v < spec->variant_count(); ++v) {
+      if (options.all_variants || v == spec->default_variant) jobs.push_back({*spec, v});
+    }
+  }
   for (const SuiteEntry& e : suite_catalog()) {
+    if (!options.pairs.empty()) break;
     if (!options.kernels.empty() && std::find(options.kernels.begin(), options.kernels.end(), e.name) == options.kernels.end()) {
       continue;
     }

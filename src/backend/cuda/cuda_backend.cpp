@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -44,23 +45,42 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   b->spec_.sm.max_registers = prop.regsPerMultiprocessor;
   b->spec_.sm.max_shared_bytes = static_cast<int>(prop.sharedMemPerMultiprocessor);
   b->spec_.sm.max_blocks = prop.maxBlocksPerMultiProcessor;
-  auto pool = GreenContextPool::create(device);
-  if (!pool) return pool.status();
-  b->green_ = std::move(*pool);
-  b->spec_.tpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), -1);
-  b->spec_.gpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), 0);
-  const auto& groups = b->green_->groups();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (int sm : groups[g].ids()) {
-      if (sm >= b->spec_.sm_count) continue;
-      b->spec_.tpc_of_sm[static_cast<size_t>(sm)] = static_cast<int>(g);
-      // GPCs are not visible through green contexts: nominal, 8 GPCs over the groups in order.
-      b->spec_.gpc_of_sm[static_cast<size_t>(sm)] = static_cast<int>(g * 8 / groups.size());
+  // Green contexts give native launches their SM sets and tell the topology (SM -> TPC). An MPS
+  // client cannot split the GPU into green contexts (the probe sees another SM numbering); it runs
+  // without them: whole-GPU native launches and %smid-filtered persistent launches still work.
+  auto probe = [&]() -> Status {
+    auto pool = GreenContextPool::create(device);
+    if (!pool) return pool.status();
+    b->green_ = std::move(*pool);
+    b->spec_.tpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), -1);
+    b->spec_.gpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), 0);
+    const auto& groups = b->green_->groups();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (int sm : groups[g].ids()) {
+        if (sm >= b->spec_.sm_count) continue;
+        b->spec_.tpc_of_sm[static_cast<size_t>(sm)] = static_cast<int>(g);
+        // GPCs are not visible through green contexts: nominal, 8 GPCs over the groups in order.
+        b->spec_.gpc_of_sm[static_cast<size_t>(sm)] = static_cast<int>(g * 8 / groups.size());
+      }
     }
-  }
-  for (int sm = 0; sm < b->spec_.sm_count; ++sm) {
-    if (b->spec_.tpc_of_sm[static_cast<size_t>(sm)] < 0) {
-      return Status::device_error("topology probe: SM " + std::to_string(sm) + " is in no green-context group");
+    for (int sm = 0; sm < b->spec_.sm_count; ++sm) {
+      if (b->spec_.tpc_of_sm[static_cast<size_t>(sm)] < 0) {
+        return Status::device_error("topology probe: SM " + std::to_string(sm) + " is in no green-context group");
+      }
+    }
+    return Status::ok();
+  };
+  if (Status s = probe(); !s) {
+    const char* mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+    std::fprintf(stderr, "concord: cuda: no green contexts (%s)%s; native launches run on the whole GPU only\n",
+                 s.message().c_str(), mps ? " under MPS" : "");
+    b->green_.reset();
+    const int tpcs = (b->spec_.sm_count + 1) / 2;
+    b->spec_.tpc_of_sm.resize(static_cast<size_t>(b->spec_.sm_count));
+    b->spec_.gpc_of_sm.resize(static_cast<size_t>(b->spec_.sm_count));
+    for (int sm = 0; sm < b->spec_.sm_count; ++sm) {
+      b->spec_.tpc_of_sm[static_cast<size_t>(sm)] = sm / 2;
+      b->spec_.gpc_of_sm[static_cast<size_t>(sm)] = (sm / 2) * 8 / tpcs;
     }
   }
   CONCORD_RETURN_IF_ERROR(b->spec_.validate());
@@ -70,6 +90,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   void* staging = nullptr;
   CONCORD_CUDA(cudaMallocHost(&staging, sizeof(device::ElasticControl)));
   b->staging_ = static_cast<device::ElasticControl*>(staging);
+  // One pinned host image per control block: a launch uploads its control on its own stream,
+  // ordered before the kernel, with no host wait; the image is not reused until the control is
+  // free again (after the dispatch completed).
+  void* images = nullptr;
+  CONCORD_CUDA(cudaMallocHost(&images, sizeof(device::ElasticControl) * kControlPool));
+  b->images_ = static_cast<device::ElasticControl*>(images);
   for (int i = 0; i < kHelperStreams; ++i) {
     Stream s;
     CONCORD_RETURN_IF_ERROR(s.create());
@@ -85,6 +111,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
 CudaBackend::~CudaBackend() {
   cudaDeviceSynchronize();
   if (staging_) cudaFreeHost(staging_);
+  if (images_) cudaFreeHost(images_);
 }
 
 Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
@@ -128,6 +155,7 @@ Status CudaBackend::prepare(const Workload& workload) {
 
 Status CudaBackend::prepare_sm_set(const SmSet& sms, TenantId tenant) {
   if (sms.count() >= spec_.sm_count) return Status::ok();  // the whole GPU needs no context
+  if (!green_) return Status::unsupported("cuda: SM partitions for native launches need green contexts, unavailable here (MPS?)");
   auto stream = green_->stream_for(sms, static_cast<int>(tenant.value), 0);
   if (!stream) return stream.status();
   // One launch of each prepared kernel loads its module into the new context now, not mid-run:
@@ -149,22 +177,24 @@ Status CudaBackend::start_clock() {
   return Status::ok();
 }
 
-Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk) {
+Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk, cudaStream_t stream) {
   if (free_controls_.empty()) return Status::failed_precondition("cuda: all " + std::to_string(kControlPool) + " control blocks in use");
   const int i = free_controls_.back();
   free_controls_.pop_back();
-  std::memset(staging_, 0, sizeof(*staging_));
-  set_allowed(*staging_, sms);
-  staging_->tlp = tlp;
-  staging_->chunk = chunk;
-  staging_->range_begin = range.begin;
-  staging_->range_end = range.end;
-  CONCORD_CUDA(cudaMemcpyAsync(controls_.get() + i, staging_, sizeof(*staging_), cudaMemcpyHostToDevice, control_stream_.get()));
-  CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
+  device::ElasticControl* image = images_ + i;
+  std::memset(image, 0, sizeof(*image));
+  set_allowed(*image, sms);
+  image->tlp = tlp;
+  image->chunk = chunk;
+  image->range_begin = range.begin;
+  image->range_end = range.end;
+  CONCORD_CUDA(cudaMemcpyAsync(controls_.get() + i, image, sizeof(*image), cudaMemcpyHostToDevice, stream));
   return i;
 }
 
-Status CudaBackend::write_control_field(int control, size_t offset, const void* data, size_t bytes) {
+Status CudaBackend::write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after) {
+  // The control's upload runs on the dispatch's stream: order this write after it.
+  CONCORD_CUDA(cudaStreamWaitEvent(control_stream_.get(), after.get(), 0));
   auto* base = reinterpret_cast<char*>(staging_);
   std::memcpy(base + offset, data, bytes);
   auto* dst = reinterpret_cast<char*>(controls_.get() + control) + offset;
@@ -173,7 +203,8 @@ Status CudaBackend::write_control_field(int control, size_t offset, const void* 
   return Status::ok();
 }
 
-Result<device::ElasticControl> CudaBackend::read_control(int control) const {
+Result<device::ElasticControl> CudaBackend::read_control(int control, const Event& after) const {
+  CONCORD_CUDA(cudaStreamWaitEvent(control_stream_.get(), after.get(), 0));  // after the control's upload
   CONCORD_CUDA(cudaMemcpyAsync(staging_, controls_.get() + control, sizeof(*staging_), cudaMemcpyDeviceToHost,
                                control_stream_.get()));
   CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
@@ -183,6 +214,7 @@ Result<device::ElasticControl> CudaBackend::read_control(int control) const {
 Result<cudaStream_t> CudaBackend::stream_for(const Running& r) {
   const int priority = r.placement.priority > 0 ? -5 : 0;  // lower number = higher CUDA priority
   if (r.placement.form == LaunchForm::native && r.placement.sms.count() < spec_.sm_count) {
+    if (!green_) return Status::unsupported("cuda: a native launch on part of the GPU needs green contexts, unavailable here (MPS?)");
     return green_->stream_for(r.placement.sms, r.tenant, priority);
   }
   const int key = r.tenant * 2 + (priority < 0 ? 1 : 0);
@@ -242,15 +274,18 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
     // Enough blocks that every SM can reach its TLP wherever the hardware puts them; the rest
     // exit at once.
     r.grid = *occupancy * spec_.sm_count;
-    const int64_t slots = static_cast<int64_t>(tlp) * r.placement.sms.count();
+    r.tlp = tlp;
+  }
+  auto stream = stream_for(r);
+  if (!stream) return stream.status();
+  if (r.placement.form == LaunchForm::persistent) {
+    const int64_t slots = static_cast<int64_t>(r.tlp) * r.placement.sms.count();
     for (Part& p : r.parts) {
-      auto c = take_control(p.range, r.placement.sms, tlp, chunk_for(p.range.size(), slots, tlp));
+      auto c = take_control(p.range, r.placement.sms, r.tlp, chunk_for(p.range.size(), slots, r.tlp), *stream);
       if (!c) return c.status();
       p.control = *c;
     }
   }
-  auto stream = stream_for(r);
-  if (!stream) return stream.status();
   CONCORD_RETURN_IF_ERROR(r.start.create());
   CONCORD_CUDA(cudaEventRecord(r.start.get(), *stream));
   CONCORD_RETURN_IF_ERROR(launch(r, *stream));
@@ -266,7 +301,7 @@ Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   set_allowed(words, sms);
   for (const Part& p : it->parts) {
     CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, allowed), words.allowed,
-                                                sizeof(words.allowed)));
+                                                sizeof(words.allowed), it->start));
   }
   const bool grows = !sms.is_subset_of(it->placement.sms);
   it->placement.sms = sms;
@@ -274,6 +309,7 @@ Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
     // New SMs need new blocks: launch the same kernel again on the same control blocks.
     auto stream = helper_stream();
     if (!stream) return stream.status();
+    CONCORD_CUDA(cudaStreamWaitEvent(*stream, it->start.get(), 0));  // after the control's upload
     CONCORD_RETURN_IF_ERROR(launch(*it, *stream));
   }
   return Status::ok();
@@ -285,7 +321,7 @@ Status CudaBackend::preempt(DispatchId id) {
   if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches preempt");
   const int32_t one = 1;
   for (const Part& p : it->parts) {
-    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, preempt), &one, sizeof(one)));
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, preempt), &one, sizeof(one), it->start));
   }
   return Status::ok();
 }
@@ -299,7 +335,7 @@ Result<std::vector<int64_t>> CudaBackend::progress(DispatchId id) const {
       out.push_back(0);  // native launches have no progress counter
       continue;
     }
-    auto c = read_control(p.control);
+    auto c = read_control(p.control, it->start);
     if (!c) return c.status();
     out.push_back(static_cast<int64_t>(c->done));
   }
@@ -342,7 +378,7 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
       for (const Part& p : r.parts) {
         int64_t finished = p.range.size();
         if (p.control >= 0) {
-          auto ctl = read_control(p.control);
+          auto ctl = read_control(p.control, r.start);
           if (!ctl) return ctl.status();
           finished = std::min<int64_t>(static_cast<int64_t>(ctl->done), p.range.size());
           free_controls_.push_back(p.control);

@@ -59,14 +59,15 @@ class CudaBackend final : public Backend {
     std::vector<Event> ends;      // one per launch of this dispatch (grows add launches)
     Event start;
     int grid = 0;
+    int tlp = 0;
     int tenant = 0;
   };
 
   CudaBackend() = default;
   Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec);
-  Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk);
-  Status write_control_field(int control, size_t offset, const void* data, size_t bytes);
-  Result<device::ElasticControl> read_control(int control) const;
+  Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk, cudaStream_t stream);
+  Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);
+  Result<device::ElasticControl> read_control(int control, const Event& after) const;
   Result<cudaStream_t> stream_for(const Running& r);
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);
@@ -82,7 +83,8 @@ class CudaBackend final : public Backend {
   Stream control_stream_;
   DeviceBuffer<device::ElasticControl> controls_;
   std::vector<int> free_controls_;
-  device::ElasticControl* staging_ = nullptr;  // pinned host copy of one control block
+  device::ElasticControl* staging_ = nullptr;  // pinned host copy of one control block (field writes, reads)
+  device::ElasticControl* images_ = nullptr;   // pinned upload image per control block
   std::vector<Running> running_;
   Event origin_;
   std::chrono::steady_clock::time_point wall_origin_;

@@ -72,12 +72,13 @@ double resource_share(const BlockFootprint& k, const std::vector<BlockFootprint>
 }
 
 std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const ReadyLaunch& ready,
-                                             const std::vector<std::optional<SmSet>>& masks, std::mt19937_64& rng) {
+                                             const std::vector<std::optional<SmSet>>& masks, std::mt19937_64& rng,
+                                             int demand_sms) {
   const DeviceSpec& dev = ctx.device();
   const int sms = dev.sm_count;
   const KernelSpec& kernel = *ready.kernel;
   const int v = kernel.default_variant;
-  const double d = static_cast<double>(ctx.estimator().demand_sms(kernel, v)) / sms;
+  const double d = static_cast<double>(demand_sms >= 0 ? demand_sms : ctx.estimator().demand_sms(kernel, v)) / sms;
   const BlockFootprint fp = footprint_of(dev, kernel.variant(v));
   const SmOccupants occ = occupants_of(ctx);
   std::vector<double> share_on(static_cast<size_t>(sms));
@@ -142,6 +143,8 @@ CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int v
 Status FedcmPolicy::on_start(SchedContext& ctx) {
   const auto& tenants = ctx.workload().tenants;
   masks_.assign(tenants.size(), std::nullopt);
+  caches_.assign(tenants.size(), CachePolicy::normal);
+  demand_.clear();
   critical_steps_.clear();
   for (const TenantSpec& t : tenants) {
     std::vector<double> seconds;
@@ -167,18 +170,29 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
   for (const ReadyLaunch& r : waiting) {
     const auto t = static_cast<size_t>(r.tenant.value);
     SmSet sms;
-    std::optional<SmSet> partner;
+    CachePolicy cache = CachePolicy::normal;
     if (critical(r) || !masks_[t]) {
-      const auto candidates = fedcm_candidates(ctx, r, masks_, ctx.rng());
+      auto dit = demand_.find(r.kernel);
+      if (dit == demand_.end()) {
+        dit = demand_.emplace(r.kernel, ctx.estimator().demand_sms(*r.kernel, r.kernel->default_variant)).first;
+      }
+      const auto candidates = fedcm_candidates(ctx, r, masks_, ctx.rng(), dit->second);
       if (candidates.empty()) return Status::internal("fedcm: no candidate SM set");
       sms = candidates.front().sms;
+      std::optional<SmSet> partner;
       if (candidates.front().partner >= 0) partner = masks_[static_cast<size_t>(candidates.front().partner)];
       masks_[t] = sms;
+      if (options_.bypass) cache = fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma);
+      caches_[t] = cache;
     } else {
-      sms = *masks_[t];  // non-critical: the preceding decision
+      // Non-critical: the preceding decision, SM set and cache policy alike (Section III-A).
+      sms = *masks_[t];
+      cache = caches_[t];
+      if (cache != CachePolicy::normal) {
+        const Capabilities caps = ctx.capabilities(*r.kernel);
+        if ((bypasses_l1(cache) && !caps.l1_bypass) || (evicts_l2_first(cache) && !caps.l2_evict_first)) cache = CachePolicy::normal;
+      }
     }
-    const CachePolicy cache =
-        options_.bypass ? fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma) : CachePolicy::normal;
     auto d = ctx.dispatch(r.id, placement_for(ctx, *r.kernel, sms, cache));
     if (!d) return d.status();
   }

@@ -12,6 +12,7 @@
 // kept only if the estimated slowdown is at most gamma.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <random>
 #include <vector>
@@ -45,8 +46,10 @@ SmOccupants occupants_of(const SchedContext& ctx);
 double resource_share(const BlockFootprint& kernel, const std::vector<BlockFootprint>& others);
 
 // Algorithm 1 for one ready kernel of tenant `r`: every candidate, best (smallest estimate) first.
+// `demand_sms` < 0: asked of the estimator (the policy passes its cached value).
 std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const ReadyLaunch& ready,
-                                             const std::vector<std::optional<SmSet>>& masks, std::mt19937_64& rng);
+                                             const std::vector<std::optional<SmSet>>& masks, std::mt19937_64& rng,
+                                             int demand_sms = -1);
 // The bypass rules and the gamma filter for a kernel placed on `mine` next to a partner on `theirs`.
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
                         const std::optional<SmSet>& theirs, double gamma);
@@ -65,6 +68,8 @@ class FedcmPolicy final : public Policy {
 
   FedcmOptions options_;
   std::vector<std::optional<SmSet>> masks_;      // per tenant: its last SM set
+  std::vector<CachePolicy> caches_;              // per tenant: its last cache decision
+  std::map<const KernelSpec*, int> demand_;      // d in SMs, per kernel (asked once)
   std::vector<std::vector<bool>> critical_steps_;// per tenant, per step
 };
 
