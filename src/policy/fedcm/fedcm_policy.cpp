@@ -18,17 +18,6 @@ std::set<int> gpcs_of(const DeviceSpec& d, const SmSet& sms) {
   return g;
 }
 
-Placement placement_for(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, CachePolicy cache) {
-  const Capabilities caps = ctx.capabilities(kernel);
-  Placement p;
-  p.sms = sms;
-  // Elastic kernels get the exact set through the %smid filter; opaque ones the nearest TPC-granular
-  // green context (the engine rounds native sets).
-  p.form = caps.persistent_form ? LaunchForm::persistent : LaunchForm::native;
-  p.cache = cache;
-  return p;
-}
-
 }  // namespace
 
 SmOccupants occupants_of(const SchedContext& ctx) {
@@ -144,6 +133,7 @@ Status FedcmPolicy::on_start(SchedContext& ctx) {
   const auto& tenants = ctx.workload().tenants;
   masks_.assign(tenants.size(), std::nullopt);
   caches_.assign(tenants.size(), CachePolicy::normal);
+  shares_.assign(tenants.size(), 1.0);
   demand_.clear();
   critical_steps_.clear();
   for (const TenantSpec& t : tenants) {
@@ -171,6 +161,7 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
     const auto t = static_cast<size_t>(r.tenant.value);
     SmSet sms;
     CachePolicy cache = CachePolicy::normal;
+    double u = 1;
     if (critical(r) || !masks_[t]) {
       auto dit = demand_.find(r.kernel);
       if (dit == demand_.end()) {
@@ -179,21 +170,24 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
       const auto candidates = fedcm_candidates(ctx, r, masks_, ctx.rng(), dit->second);
       if (candidates.empty()) return Status::internal("fedcm: no candidate SM set");
       sms = candidates.front().sms;
+      u = candidates.front().u;
       std::optional<SmSet> partner;
       if (candidates.front().partner >= 0) partner = masks_[static_cast<size_t>(candidates.front().partner)];
       masks_[t] = sms;
       if (options_.bypass) cache = fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma);
       caches_[t] = cache;
+      shares_[t] = u;
     } else {
       // Non-critical: the preceding decision, SM set and cache policy alike (Section III-A).
       sms = *masks_[t];
       cache = caches_[t];
+      u = shares_[t];
       if (cache != CachePolicy::normal) {
         const Capabilities caps = ctx.capabilities(*r.kernel);
         if ((bypasses_l1(cache) && !caps.l1_bypass) || (evicts_l2_first(cache) && !caps.l2_evict_first)) cache = CachePolicy::normal;
       }
     }
-    auto d = ctx.dispatch(r.id, placement_for(ctx, *r.kernel, sms, cache));
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u));
     if (!d) return d.status();
   }
   return Status::ok();

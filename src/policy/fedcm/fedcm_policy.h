@@ -69,6 +69,7 @@ class FedcmPolicy final : public Policy {
   FedcmOptions options_;
   std::vector<std::optional<SmSet>> masks_;      // per tenant: its last SM set
   std::vector<CachePolicy> caches_;              // per tenant: its last cache decision
+  std::vector<double> shares_;                   // per tenant: u (Eq. 1) of its last decision
   std::map<const KernelSpec*, int> demand_;      // d in SMs, per kernel (asked once)
   std::vector<std::vector<bool>> critical_steps_;// per tenant, per step
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "concord/occupancy.h"
+#include "policy/fedcm/fedcm_policy.h"
 #include "policy/params.h"
 
 namespace concord::policy {
@@ -42,10 +44,14 @@ Status KrispPolicy::schedule(SchedContext& ctx) {
     std::vector<SmSet> running;
     for (const RunningDispatch& d : ctx.running()) running.push_back(d.placement.sms);
     const int demand = ctx.estimator().demand_sms(*r.kernel, r.kernel->default_variant);
-    Placement p;
-    p.sms = krisp_sms(ctx.device(), demand, running);
-    p.form = ctx.capabilities(*r.kernel).persistent_form ? LaunchForm::persistent : LaunchForm::native;
-    auto d = ctx.dispatch(r.id, p);
+    const SmSet sms = krisp_sms(ctx.device(), demand, running);
+    // The kernel's expected share of the SMs it shares with running kernels (as FEDCM's U).
+    const BlockFootprint fp = footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant));
+    const SmOccupants occ = occupants_of(ctx);
+    double u = 0;
+    for (int sm : sms.ids()) u += resource_share(fp, occ.per_sm[static_cast<size_t>(sm)]);
+    u /= std::max(1, sms.count());
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u));
     if (!d) return d.status();
   }
   return Status::ok();
