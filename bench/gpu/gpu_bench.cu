@@ -19,7 +19,6 @@
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
 #include "backend/cuda/timing.h"
-#include "concord/device.h"
 #include "concord/suite.h"
 #include "kernels/device/device_kernel.h"
 
@@ -38,15 +37,6 @@ namespace {
   } while (0)
 
 int g_sms = 0;
-DeviceSpec g_peaks;  // the model's peak FLOP/s and bandwidth (for the chunk rule)
-
-// Roofline seconds of one logical block of `k` when `slots` blocks share the GPU.
-double block_time(const kernels::DeviceKernel& k, int variant, int64_t slots) {
-  const KernelVariant& v = k.spec().variant(variant);
-  return cuda::block_seconds(v.flops_per_block, v.bytes_per_block, slots,
-                             k.spec().unit == ComputeUnit::tensor ? g_peaks.tensor_flops : g_peaks.fp32_flops,
-                             g_peaks.dram_bytes_per_s);
-}
 
 using Controls = cuda::ElasticControls;
 
@@ -86,7 +76,7 @@ json overhead(cudaStream_t s) {
     auto occ = k->elastic_occupancy(v);
     CHECK_OK(occ.status());
     Controls ctl;
-    ctl.add(all, SmSet::all(g_sms), *occ, block_time(*k, v, static_cast<int64_t>(*occ) * g_sms));
+    ctl.add(all, SmSet::all(g_sms), *occ);
     const double elastic = time_median({s}, [&] { CHECK_OK(ctl.upload()); },
                                        [&] { CHECK_OK(k->launch_elastic(v, CachePolicy::normal, ctl.at(0), *occ * g_sms, s)); });
     const double over = elastic / plain - 1;
@@ -198,7 +188,6 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   g_sms = prop.multiProcessorCount;
-  g_peaks = std::string(prop.name).find("H200") != std::string::npos ? h200_spec() : h100_sxm_spec();
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);

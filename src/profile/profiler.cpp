@@ -9,7 +9,6 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
-#include "backend/cuda/chunk.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
 #include "backend/cuda/timing.h"
@@ -164,14 +163,7 @@ class KernelProfiler {
 
   Result<double> elastic(const SmSet& set, int tlp, CachePolicy c, BlockRange range) {
     cuda::ElasticControls ctl;
-    // The chunk the backend would use for this launch (the same rule and block-time estimate).
-    const KernelSpec& ks = k_.spec();
-    const KernelVariant& kv = ks.variant(v_);
-    const int64_t slots = static_cast<int64_t>(tlp) * set.count();
-    ctl.add(range, set, tlp,
-            cuda::block_seconds(kv.flops_per_block, kv.bytes_per_block, slots,
-                                ks.unit == ComputeUnit::tensor ? dev_.peaks.tensor_flops : dev_.peaks.fp32_flops,
-                                dev_.peaks.dram_bytes_per_s));
+    ctl.add(range, set, tlp);
     return cuda::time_median({stream_.get()}, [&] { return ctl.upload(); },
                              [&] { return k_.launch_elastic(v_, c, ctl.at(0), occupancy_ * dev_.sm_count, stream_.get()); },
                              o_.reps, 1);

@@ -24,20 +24,5 @@ TEST(ChunkRule, ClampedToOneAndSixtyFour) {
   EXPECT_EQ(chunk_for(100, 0, 8), 6);  // no slots: treated as one
 }
 
-TEST(ChunkRule, HeavyBlocksFetchAboutFourMicrosecondsOfWork) {
-  // kmeans on the H200: ~35.8 KB a block over 528 slots of 4.8 TB/s -> ~3.9 us a block -> 1.
-  const double t = block_seconds(0, 35.8e3, 528, 67e12, 4.8e12);
-  EXPECT_NEAR(t, 3.94e-6, 0.05e-6);
-  EXPECT_EQ(chunk_for(262144, 528, 4, t), 1);
-  // Half-microsecond blocks: 8 a fetch, under the count cap.
-  EXPECT_EQ(chunk_for(1 << 24, 1056, 8, 0.5e-6), 8);
-  // Tiny blocks: the count cap decides (16 fetches per slot, at most 64).
-  EXPECT_EQ(chunk_for(1056 * 16 * 10, 1056, 8, 1e-9), 10);
-  // Unknown time: the count rule.
-  EXPECT_EQ(chunk_for(262144, 528, 4, 0), 7);
-  // Compute-bound blocks use the FLOP roofline.
-  EXPECT_NEAR(block_seconds(2e6, 0, 1000, 50e12, 4e12), 40e-6, 1e-12);
-}
-
 }  // namespace
 }  // namespace concord::cuda

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 namespace concord::cuda {
@@ -17,28 +16,9 @@ namespace concord::cuda {
 // (bench/results/gpu-h200/attempts/chunks64-7195c78-overhead.md).
 inline int fetches_per_slot(int tlp) { return tlp <= 4 ? 64 : 16; }
 
-// A fetch per this much work at most: one atomic and two barriers cost about a microsecond, so a
-// chunk of 4 us or more keeps them near 1/4 or less of a block's time even when fetches collide.
-inline constexpr double kFetchIntervalSeconds = 4e-6;
-
-// Roofline seconds of one logical block on one of `slots` resident blocks sharing the device.
-inline double block_seconds(double flops, double bytes, int64_t slots, double peak_flops, double peak_bytes_per_s) {
-  const double s = static_cast<double>(std::max<int64_t>(1, slots));
-  const double compute = peak_flops > 0 ? flops * s / peak_flops : 0;
-  const double memory = peak_bytes_per_s > 0 ? bytes * s / peak_bytes_per_s : 0;
-  return std::max(compute, memory);
-}
-
-// The chunk: at most the count rule above; and when a block's time is known (`seconds_per_block`
-// > 0), no more blocks than about kFetchIntervalSeconds of work. Heavy blocks then fetch one or two
-// at a time, which keeps the blocks in flight close together in the grid, as a plain launch's are:
-// kmeans (34 strided feature rows per point) reads DRAM with better locality that way.
-inline int chunk_for(int64_t blocks, int64_t resident_slots, int tlp, double seconds_per_block = 0) {
+inline int chunk_for(int64_t blocks, int64_t resident_slots, int tlp) {
   const int64_t fetches = std::max<int64_t>(1, resident_slots) * fetches_per_slot(tlp);
-  const int cap = static_cast<int>(std::clamp<int64_t>(blocks / fetches, 1, 64));
-  if (seconds_per_block <= 0) return cap;
-  const double by_time = std::max(1.0, kFetchIntervalSeconds / seconds_per_block + 0.5);
-  return static_cast<int>(std::min<double>(cap, std::floor(by_time)));
+  return static_cast<int>(std::clamp<int64_t>(blocks / fetches, 1, 64));
 }
 
 }  // namespace concord::cuda

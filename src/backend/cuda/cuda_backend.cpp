@@ -281,12 +281,7 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   if (r.placement.form == LaunchForm::persistent) {
     const int64_t slots = static_cast<int64_t>(r.tlp) * r.placement.sms.count();
     for (Part& p : r.parts) {
-      const KernelSpec& ks = p.kernel->spec();
-      const KernelVariant& kv = ks.variant(p.variant);
-      const double t_block = block_seconds(kv.flops_per_block, kv.bytes_per_block, slots,
-                                           ks.unit == ComputeUnit::tensor ? spec_.tensor_flops : spec_.fp32_flops,
-                                           spec_.dram_bytes_per_s);
-      auto c = take_control(p.range, r.placement.sms, r.tlp, chunk_for(p.range.size(), slots, r.tlp, t_block), *stream);
+      auto c = take_control(p.range, r.placement.sms, r.tlp, chunk_for(p.range.size(), slots, r.tlp), *stream);
       if (!c) return c.status();
       p.control = *c;
     }

@@ -6,12 +6,12 @@
 
 namespace concord::cuda {
 
-void ElasticControls::add(BlockRange range, const SmSet& sms, int tlp, double seconds_per_block) {
+void ElasticControls::add(BlockRange range, const SmSet& sms, int tlp) {
   device::ElasticControl c{};
   const auto w = sms.words();
   for (size_t i = 0; i < std::size(c.allowed); ++i) c.allowed[i] = w[i];
   c.tlp = tlp;
-  c.chunk = chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count(), tlp, seconds_per_block);
+  c.chunk = chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count(), tlp);
   c.range_begin = range.begin;
   c.range_end = range.end;
   host_.push_back(c);

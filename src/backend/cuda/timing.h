@@ -18,9 +18,8 @@ namespace concord::cuda {
 // Control blocks for the elastic parts of one timed launch, re-uploaded (reset) before each run.
 class ElasticControls {
  public:
-  // Adds a part: range, SM set, TLP; the chunk size follows chunk_for() (with the roofline time of
-  // one block when `seconds_per_block` > 0: see block_seconds()).
-  void add(BlockRange range, const SmSet& sms, int tlp, double seconds_per_block = 0);
+  // Adds a part: range, SM set, TLP; the chunk size follows chunk_for().
+  void add(BlockRange range, const SmSet& sms, int tlp);
   Status upload();
   device::ElasticControl* at(size_t i) const { return buffer_.get() + i; }
 
