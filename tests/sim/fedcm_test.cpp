@@ -2,7 +2,9 @@
 // and each scheme on the simulator.
 #include <gtest/gtest.h>
 
+#include "concord/occupancy.h"
 #include "policy/fedcm/fedcm_policy.h"
+#include "policy/params.h"
 #include "policy/krisp/krisp_policy.h"
 #include "test_support.h"
 
@@ -138,6 +140,36 @@ TEST(Fedcm, ParametersAreChecked) {
   EXPECT_FALSE(builtin_policies().make("fedcm", {{"gamma", "0.9"}}).is_ok());
   EXPECT_FALSE(builtin_policies().make("fedc", {{"bypass", "1"}}).is_ok());
   EXPECT_FALSE(builtin_policies().make("krisp", {{"sigma", "0.1"}}).is_ok());
+}
+
+
+TEST(Fedcm, SmSetPlacementIsNativeOnTheWholeGpuAndCapsTlpOnAPart) {
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 20)}), tenant("b", {step("cublas_gemm", 1024)})});
+  std::vector<Placement> seen;
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    for (const auto& r : ready) {
+      if (r.has_running_dispatch) continue;
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, ctx.device().all_sms(), CachePolicy::normal, 0.5));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::l2_evict_first, 0.5));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::normal, 1.0));
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, seen.back()).status());
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(run_on_sim(w, p).is_ok());
+  ASSERT_EQ(seen.size(), 6u);
+  // Elastic kernel: whole GPU -> native; part -> persistent, TLP ceil(0.5 x resident blocks); share 1 -> no cap.
+  EXPECT_EQ(seen[0].form, LaunchForm::native);
+  EXPECT_EQ(seen[1].form, LaunchForm::persistent);
+  const int resident = max_resident_blocks(h200_spec(), w.tenants[0].steps[0].kernel.variant(w.tenants[0].steps[0].kernel.default_variant));
+  EXPECT_EQ(seen[1].tlp, (resident + 1) / 2);
+  EXPECT_EQ(seen[1].cache, CachePolicy::l2_evict_first);
+  EXPECT_EQ(seen[2].tlp, 0);
+  // Opaque kernel: always native (the engine rounds a partial set to TPCs for a green context).
+  EXPECT_EQ(seen[3].form, LaunchForm::native);
+  EXPECT_EQ(seen[4].form, LaunchForm::native);
+  EXPECT_EQ(seen[4].tlp, 0);
 }
 
 }  // namespace
