@@ -28,6 +28,7 @@ struct ReadyLaunch {
   const TenantSpec* tenant_spec = nullptr;
   const KernelSpec* kernel = nullptr;
   int step = 0;                  // index of its step in the tenant's request
+  int repeat = 0;                // index within the step's count (the step's repeat-th launch)
   int64_t request = 0;           // index of the request it belongs to
   Seconds ready_since = 0;       // when it became ready (queueing starts)
   Seconds request_arrival = 0;   // when its request arrived (LC latency counts from here)

@@ -23,6 +23,11 @@ class SmSet {
   int count() const { return static_cast<int>(bits_.count()); }
   bool empty() const { return bits_.none(); }
   std::vector<int> ids() const;
+  // Calls f(id) for each SM in the set, lowest first, without allocating.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t i = bits_._Find_first(); i < bits_.size(); i = bits_._Find_next(i)) f(static_cast<int>(i));
+  }
   // Largest id + 1, or 0 when empty: a set fits a device with at least this many SMs.
   int span() const;
 

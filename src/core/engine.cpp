@@ -17,6 +17,7 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 struct LaunchState {
   LaunchRecord record;
+  int repeat = 0;                    // index within its step's count
   const KernelSpec* kernel = nullptr;
   const TenantSpec* tenant_spec = nullptr;
   int variant = -1;                 // fixed by the first dispatch
@@ -140,6 +141,7 @@ std::span<const ReadyLaunch> Engine::ready() const {
       r.tenant_spec = ls.tenant_spec;
       r.kernel = ls.kernel;
       r.step = ls.record.step;
+      r.repeat = ls.repeat;
       r.request = ls.record.request;
       r.ready_since = ls.record.ready;
       r.request_arrival = ls.request_arrival;
@@ -357,6 +359,7 @@ Status Engine::start_next_launch(TenantState& t) {
   ls.record.kernel = step.kernel.name;
   ls.record.request = t.current_request;
   ls.record.step = t.step;
+  ls.repeat = t.repeat;
   ls.record.ready = backend_.now();
   ls.record.start = -1;
   ls.record.logical_blocks = step.kernel.variant(step.kernel.default_variant).logical_blocks;

@@ -23,9 +23,9 @@ TEST(Fedcm, ResourceShareFollowsThePapersExample) {
   const BlockFootprint k{256, 0, 3};
   const std::vector<BlockFootprint> others = {{0, 0, 4}, {0, 0, 1}};
   EXPECT_NEAR(policy::resource_share(k, others), (3.0 / 8.0 + 1.0) / 2.0, 1e-12);
-  EXPECT_DOUBLE_EQ(policy::resource_share(k, {}), 1.0);
+  EXPECT_DOUBLE_EQ(policy::resource_share(k, std::vector<BlockFootprint>{}), 1.0);
   // Resources the kernel does not use do not count: only threads here.
-  EXPECT_DOUBLE_EQ(policy::resource_share({256, 0, 0}, {{256, 8192, 1024}}), 0.5);
+  EXPECT_DOUBLE_EQ(policy::resource_share({256, 0, 0}, std::vector<BlockFootprint>{{256, 8192, 1024}}), 0.5);
 }
 
 TEST(Fedcm, KrispTakesFreeTpcsFirst) {
@@ -170,6 +170,22 @@ TEST(Fedcm, SmSetPlacementIsNativeOnTheWholeGpuAndCapsTlpOnAPart) {
   EXPECT_EQ(seen[3].form, LaunchForm::native);
   EXPECT_EQ(seen[4].form, LaunchForm::native);
   EXPECT_EQ(seen[4].tlp, 0);
+}
+
+
+TEST(Fedcm, CriticalKernelsAreTheTopSigmaOfLaunchInstances) {
+  // A request of 4 launches of a 3 ms kernel and 1 of a 1 ms kernel: sigma 0.1 -> ceil(0.5) = 1
+  // instance, the first of the long kernel; sigma 0.5 -> 3 instances; sigma 1 -> all.
+  auto c = policy::critical_instances({3e-3, 1e-3}, {4, 1}, 0.1);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0], (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(c[1], (std::vector<bool>{false}));
+  c = policy::critical_instances({3e-3, 1e-3}, {4, 1}, 0.5);
+  EXPECT_EQ(c[0], (std::vector<bool>{true, true, true, false}));
+  c = policy::critical_instances({1e-3, 3e-3}, {4, 1}, 0.2);
+  EXPECT_EQ(c[1], (std::vector<bool>{true}));  // the longest instance first
+  c = policy::critical_instances({3e-3, 1e-3}, {4, 1}, 1.0);
+  EXPECT_EQ(c[1], (std::vector<bool>{true}));
 }
 
 }  // namespace

@@ -10,11 +10,11 @@
 namespace concord::policy {
 namespace {
 
-std::set<int> gpcs_of(const DeviceSpec& d, const SmSet& sms) {
-  std::set<int> g;
-  for (int sm : sms.ids()) {
-    if (sm < d.sm_count) g.insert(d.gpc_of_sm[static_cast<size_t>(sm)]);
-  }
+uint64_t gpcs_of(const DeviceSpec& d, const SmSet& sms) {
+  uint64_t g = 0;
+  sms.for_each([&](int sm) {
+    if (sm < d.sm_count) g |= uint64_t{1} << (d.gpc_of_sm[static_cast<size_t>(sm)] & 63);
+  });
   return g;
 }
 
@@ -22,23 +22,28 @@ std::set<int> gpcs_of(const DeviceSpec& d, const SmSet& sms) {
 
 SmOccupants occupants_of(const SchedContext& ctx) {
   SmOccupants o;
-  o.per_sm.assign(static_cast<size_t>(ctx.device().sm_count), {});
+  const int n = ctx.device().sm_count;
+  o.per_sm.assign(static_cast<size_t>(n), BlockFootprint{0, 0, 0});
   for (const RunningDispatch& d : ctx.running()) {
-    BlockFootprint f;
+    BlockFootprint f{0, 0, 0};
     for (size_t k = 0; k < d.kernels.size(); ++k) {
       const BlockFootprint one = footprint_of(ctx.device(), d.kernels[k]->variant(d.variants[k]));
       f.threads += one.threads * d.parts_per_block[k];
       f.registers += one.registers * d.parts_per_block[k];
       f.shared_bytes += one.shared_bytes * d.parts_per_block[k];
     }
-    for (int sm : d.placement.sms.ids()) {
-      if (sm < ctx.device().sm_count) o.per_sm[static_cast<size_t>(sm)].push_back(f);
-    }
+    d.placement.sms.for_each([&](int sm) {
+      if (sm >= n) return;
+      BlockFootprint& t = o.per_sm[static_cast<size_t>(sm)];
+      t.threads += f.threads;
+      t.registers += f.registers;
+      t.shared_bytes += f.shared_bytes;
+    });
   }
   return o;
 }
 
-double resource_share(const BlockFootprint& k, const std::vector<BlockFootprint>& others) {
+double resource_share(const BlockFootprint& k, const BlockFootprint& others) {
   // FEDCM's example: a kernel asking 3 MB of shared memory next to kernels asking 4 and 1 gets
   // 3 / (3 + 4 + 1). Resources the kernel does not use do not count against it.
   double sum = 0;
@@ -48,16 +53,36 @@ double resource_share(const BlockFootprint& k, const std::vector<BlockFootprint>
     sum += mine / (mine + theirs);
     ++used;
   };
-  double smem = 0, regs = 0, threads = 0;
-  for (const auto& o : others) {
-    smem += o.shared_bytes;
-    regs += o.registers;
-    threads += o.threads;
-  }
-  add(k.shared_bytes, smem);
-  add(k.registers, regs);
-  add(k.threads, threads);
+  add(k.shared_bytes, others.shared_bytes);
+  add(k.registers, others.registers);
+  add(k.threads, others.threads);
   return used > 0 ? sum / used : 1.0;
+}
+
+double resource_share(const BlockFootprint& k, const std::vector<BlockFootprint>& others) {
+  BlockFootprint total{0, 0, 0};
+  for (const auto& o : others) {
+    total.threads += o.threads;
+    total.registers += o.registers;
+    total.shared_bytes += o.shared_bytes;
+  }
+  return resource_share(k, total);
+}
+
+std::vector<std::vector<bool>> critical_instances(const std::vector<double>& step_seconds,
+                                                  const std::vector<int>& step_counts, double sigma) {
+  std::vector<double> seconds;  // one entry per launch instance, in request order
+  std::vector<std::pair<size_t, int>> where;
+  for (size_t i = 0; i < step_seconds.size(); ++i) {
+    for (int r = 0; r < step_counts[i]; ++r) {
+      seconds.push_back(step_seconds[i]);
+      where.emplace_back(i, r);
+    }
+  }
+  std::vector<std::vector<bool>> out(step_seconds.size());
+  for (size_t i = 0; i < step_seconds.size(); ++i) out[i].assign(static_cast<size_t>(step_counts[i]), false);
+  for (size_t k : critical_kernels(seconds, sigma)) out[where[k].first][static_cast<size_t>(where[k].second)] = true;
+  return out;
 }
 
 std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const ReadyLaunch& ready,
@@ -85,7 +110,7 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
     c.partner = partner;
     c.sms = base;
     double share = 0;
-    for (int j : base.ids()) share += share_on[static_cast<size_t>(j)] / sms;
+    base.for_each([&](int j) { share += share_on[static_cast<size_t>(j)] / sms; });
     // Add or remove seeded-random SMs until the share is within [0.9, 1.1] of d.
     if (share < 0.9 * d) {
       std::vector<int> outside = dev.all_sms().minus(c.sms).ids();
@@ -135,21 +160,23 @@ Status FedcmPolicy::on_start(SchedContext& ctx) {
   caches_.assign(tenants.size(), CachePolicy::normal);
   shares_.assign(tenants.size(), 1.0);
   demand_.clear();
-  critical_steps_.clear();
+  critical_.clear();
   for (const TenantSpec& t : tenants) {
     std::vector<double> seconds;
+    std::vector<int> counts;
     for (const KernelStep& s : t.steps) {
-      seconds.push_back(ctx.estimator().seconds(s.kernel, s.kernel.default_variant, ctx.device().sm_count) * s.count);
+      seconds.push_back(ctx.estimator().seconds(s.kernel, s.kernel.default_variant, ctx.device().sm_count));
+      counts.push_back(s.count);
     }
-    std::vector<bool> crit(t.steps.size(), false);
-    for (size_t i : critical_kernels(seconds, options_.sigma)) crit[i] = true;
-    critical_steps_.push_back(std::move(crit));
+    critical_.push_back(critical_instances(seconds, counts, options_.sigma));
   }
   return Status::ok();
 }
 
 bool FedcmPolicy::critical(const ReadyLaunch& r) const {
-  return critical_steps_[static_cast<size_t>(r.tenant.value)][static_cast<size_t>(r.step)];
+  const auto& steps = critical_[static_cast<size_t>(r.tenant.value)];
+  const auto& repeats = steps[static_cast<size_t>(r.step)];
+  return r.repeat >= 0 && static_cast<size_t>(r.repeat) < repeats.size() && repeats[static_cast<size_t>(r.repeat)];
 }
 
 Status FedcmPolicy::schedule(SchedContext& ctx) {

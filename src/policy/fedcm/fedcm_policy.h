@@ -36,14 +36,21 @@ struct FedcmCandidate {
   double estimate = 0;    // T[s0, c_m] / u
 };
 
-// Static resources of the kernels running on each SM (what U[i,j] divides among).
+// Static resources of the kernels running on each SM (what U[i,j] divides among): the sum of the
+// block footprints of the dispatches there.
 struct SmOccupants {
-  std::vector<std::vector<BlockFootprint>> per_sm;  // footprints of the dispatches on each SM
+  std::vector<BlockFootprint> per_sm;
 };
 SmOccupants occupants_of(const SchedContext& ctx);
 // U[i,j]: the average over shared memory, registers and threads of the share of SM j's demand
 // that the kernel's block would hold next to the blocks already there (1 when alone).
+double resource_share(const BlockFootprint& kernel, const BlockFootprint& others_total);
 double resource_share(const BlockFootprint& kernel, const std::vector<BlockFootprint>& others);
+// FEDCM's critical kernels (Section III-A) of a tenant's request, per launch: the top
+// ceil(sigma x launches) launch instances by estimated time (a step run `count` times is that
+// many instances; ties go to the earlier one). Indexed [step][repeat].
+std::vector<std::vector<bool>> critical_instances(const std::vector<double>& step_seconds,
+                                                  const std::vector<int>& step_counts, double sigma);
 
 // Algorithm 1 for one ready kernel of tenant `r`: every candidate, best (smallest estimate) first.
 // `demand_sms` < 0: asked of the estimator (the policy passes its cached value).
@@ -71,7 +78,7 @@ class FedcmPolicy final : public Policy {
   std::vector<CachePolicy> caches_;              // per tenant: its last cache decision
   std::vector<double> shares_;                   // per tenant: u (Eq. 1) of its last decision
   std::map<const KernelSpec*, int> demand_;      // d in SMs, per kernel (asked once)
-  std::vector<std::vector<bool>> critical_steps_;// per tenant, per step
+  std::vector<std::vector<std::vector<bool>>> critical_;  // per tenant, [step][repeat]
 };
 
 Result<std::unique_ptr<Policy>> make_fedcm(const PolicyParams& params);

@@ -1,7 +1,7 @@
 #include "policy/krisp/krisp_policy.h"
 
 #include <algorithm>
-#include <map>
+#include <vector>
 
 #include "concord/occupancy.h"
 #include "policy/fedcm/fedcm_policy.h"
@@ -11,26 +11,24 @@ namespace concord::policy {
 
 SmSet krisp_sms(const DeviceSpec& device, int demand, const std::vector<SmSet>& running) {
   // Load of each TPC: how many running dispatches use any of its SMs.
-  std::map<int, int> load;
-  std::map<int, SmSet> tpcs;
-  for (int sm = 0; sm < device.sm_count; ++sm) {
-    const int tpc = device.tpc_of_sm[static_cast<size_t>(sm)];
-    tpcs[tpc].add(sm);
-    load.emplace(tpc, 0);
-  }
+  int tpc_count = 0;
+  for (int sm = 0; sm < device.sm_count; ++sm) tpc_count = std::max(tpc_count, device.tpc_of_sm[static_cast<size_t>(sm)] + 1);
+  std::vector<SmSet> tpcs(static_cast<size_t>(tpc_count));
+  for (int sm = 0; sm < device.sm_count; ++sm) tpcs[static_cast<size_t>(device.tpc_of_sm[static_cast<size_t>(sm)])].add(sm);
+  std::vector<int> load(static_cast<size_t>(tpc_count), 0);
   for (const SmSet& r : running) {
-    for (auto& [tpc, sms] : tpcs) {
-      if (sms.intersects(r)) ++load[tpc];
-    }
+    for (size_t t = 0; t < tpcs.size(); ++t) load[t] += tpcs[t].intersects(r) ? 1 : 0;
   }
   std::vector<int> order;
-  for (const auto& [tpc, l] : load) order.push_back(tpc);
+  for (int t = 0; t < tpc_count; ++t) {
+    if (!tpcs[static_cast<size_t>(t)].empty()) order.push_back(t);
+  }
   // Free TPCs first, then the least shared; ties in TPC order (stable).
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[a] < load[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[static_cast<size_t>(a)] < load[static_cast<size_t>(b)]; });
   SmSet out;
   for (int tpc : order) {
     if (out.count() >= demand) break;
-    out = out | tpcs[tpc];
+    out = out | tpcs[static_cast<size_t>(tpc)];
   }
   return out;
 }
@@ -49,7 +47,7 @@ Status KrispPolicy::schedule(SchedContext& ctx) {
     const BlockFootprint fp = footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant));
     const SmOccupants occ = occupants_of(ctx);
     double u = 0;
-    for (int sm : sms.ids()) u += resource_share(fp, occ.per_sm[static_cast<size_t>(sm)]);
+    sms.for_each([&](int sm) { u += resource_share(fp, occ.per_sm[static_cast<size_t>(sm)]); });
     u /= std::max(1, sms.count());
     auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u));
     if (!d) return d.status();
