@@ -53,6 +53,19 @@ Result<PolicyParams> parse_params(const std::vector<std::string>& items) {
   return p;
 }
 
+// Every kernel step of the given workload specs, in order (errors name the file, line, field).
+Result<std::vector<KernelSpec>> kernels_of_workloads(const std::vector<std::string>& paths) {
+  std::vector<KernelSpec> out;
+  for (const std::string& w : paths) {
+    auto wl = load_workload_file(w);
+    if (!wl) return wl.status();
+    for (const auto& t : wl->tenants) {
+      for (const auto& st : t.steps) out.push_back(st.kernel);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,14 +195,9 @@ int main(int argc, char** argv) {
 #ifdef CONCORD_WITH_CUDA
       auto sizes = parse_sizes();
       if (!sizes) return fail(sizes.status());
-      std::vector<KernelSpec> kernels;
-      for (const std::string& w : raise_workloads) {
-        auto wl = load_workload_file(w);
-        if (!wl) return fail(wl.status());
-        for (const auto& t : wl->tenants) {
-          for (const auto& st : t.steps) kernels.push_back(st.kernel);
-        }
-      }
+      auto from_specs = kernels_of_workloads(raise_workloads);
+      if (!from_specs) return fail(from_specs.status());
+      std::vector<KernelSpec> kernels = std::move(*from_specs);
       if (raise_workloads.empty()) {
         for (const SuiteEntry& e : suite_catalog()) {
           if (!profile_kernels.empty() &&
@@ -232,15 +240,11 @@ int main(int argc, char** argv) {
       auto sizes = parse_sizes();
       if (!sizes) return fail(sizes.status());
       o.sizes = *sizes;
-      for (const std::string& w : run_workloads) {
-        auto wl = load_workload_file(w);
-        if (!wl) return fail(wl.status());
-        for (const auto& t : wl->tenants) {
-          for (const auto& st : t.steps) {
-            const std::pair<std::string, int64_t> key{st.kernel.name, st.kernel.size};
-            if (std::find(o.pairs.begin(), o.pairs.end(), key) == o.pairs.end()) o.pairs.push_back(key);
-          }
-        }
+      auto from_specs = kernels_of_workloads(run_workloads);
+      if (!from_specs) return fail(from_specs.status());
+      for (const KernelSpec& k : *from_specs) {
+        const std::pair<std::string, int64_t> key{k.name, k.size};
+        if (std::find(o.pairs.begin(), o.pairs.end(), key) == o.pairs.end()) o.pairs.push_back(key);
       }
       auto report = profile::profile_kernels(**store, o, std::cerr);
       if (!report) return fail(report.status());
