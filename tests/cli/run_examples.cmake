@@ -71,3 +71,21 @@ expect_error("no policy named 'nosuch'" ${CONCORD} run ${first} --policy nosuch)
 expect_error("no built-in device" ${CONCORD} run ${first} --device a100)
 expect_error("no parameter 'x'" ${CONCORD} run ${first} --policy serial --param x=1)
 expect_error("cannot open workload spec" ${CONCORD} run ${WORK}/missing.yaml)
+
+# RAISE metrics from a stored Nsight Compute CSV (an H200 run of the bfs jobs), with no GPU:
+# `profile raise --from-csv` parses, stores and `profile show` lists the class (CUDA builds only).
+if(HAVE_CUDA)
+  file(REMOVE ${WORK}/raise.db)
+  expect_ok(${CONCORD} profile raise --kernels bfs --size bfs=1048576 --from-csv ${DATA}/ncu_bfs_1048576.csv
+            --gpu "NVIDIA H200" --driver 580.159.04 --db ${WORK}/raise.db)
+  expect_ok(${CONCORD} profile show --db ${WORK}/raise.db)
+  foreach(needle "bfs\tmin" "bfs\tmid" "bfs\tmax" "MEM")
+    string(FIND "${last_out}" "${needle}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "`profile show` after `profile raise --from-csv` lacks '${needle}':\n${last_out}")
+    endif()
+  endforeach()
+  # Two jobs' worth of markers for three jobs: refused, naming the file.
+  expect_error("ncu_bfs_1048576.csv" ${CONCORD} profile raise --kernels bfs,srad --from-csv ${DATA}/ncu_bfs_1048576.csv
+               --gpu "NVIDIA H200" --driver 580.159.04 --db ${WORK}/raise.db)
+endif()
