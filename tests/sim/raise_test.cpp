@@ -195,5 +195,35 @@ TEST(RaiseBaselines, RandomOrderAndDimensionsFollowTheSeed) {
   EXPECT_NE(order(5), order(6));
 }
 
+
+TEST(RaisePolicy, EachRequestOfATenantIsATaskOfItsOwn) {
+  // Closed-loop tenants with three requests each: every request is a task (it may run another
+  // variant than the previous one), and the run finishes with M_g back at 10.
+  Workload w = typed_tasks(2);
+  for (auto& t : w.tenants) t.requests = 3;
+  policy::RaiseParams p;
+  p.streams = 2;
+  policy::RaisePolicy raise(p);
+  auto r = run_on_sim(w, raise);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  for (double v : raise.global()) EXPECT_NEAR(v, 10.0, 1e-9);
+  for (const auto& t : r->tenants) {
+    ASSERT_EQ(t.requests.size(), 3u);
+    for (const auto& q : t.requests) EXPECT_GT(q.end, q.start);
+  }
+  // Tasks of different tenants overlap at most N_str at a time (requests of one tenant are in order).
+  std::vector<std::pair<Seconds, int>> edges;
+  for (const auto& t : r->tenants) {
+    for (const auto& q : t.requests) {
+      edges.push_back({q.start, +1});
+      edges.push_back({q.end, -1});
+    }
+  }
+  std::sort(edges.begin(), edges.end());
+  int open = 0, most = 0;
+  for (const auto& [at, d] : edges) most = std::max(most, open += d);
+  EXPECT_LE(most, 2);
+}
+
 }  // namespace
 }  // namespace concord
