@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -181,6 +182,42 @@ json pair(cuda::GreenContextPool& green) {
 
 }  // namespace
 
+// The elastic form of each kernel named in CONCORD_CHUNK_SWEEP ("name:size,name:size") at fixed
+// chunk sizes, against its plain launch: where between one fetch per block and the count rule's
+// chunk the elastic form does best.
+json chunk_sweep(cudaStream_t s, const std::string& spec) {
+  json rows = json::array();
+  std::printf("\n(c) chunk sweep: elastic overhead against the chunk size\n| kernel | size | chunk | plain ms | elastic ms | overhead |\n|---|---:|---:|---:|---:|---:|\n");
+  size_t at = 0;
+  while (at < spec.size()) {
+    const size_t comma = spec.find(',', at);
+    const std::string item = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? spec.size() : comma + 1;
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string name = item.substr(0, colon);
+    const int64_t size = std::stoll(item.substr(colon + 1));
+    auto k = make(name, size);
+    const int v = k->spec().default_variant;
+    const BlockRange all{0, k->spec().variant(v).logical_blocks};
+    const double plain = time_median({s}, [] {}, [&] { CHECK_OK(k->launch_standalone(v, all, CachePolicy::normal, s)); });
+    auto occ = k->elastic_occupancy(v);
+    CHECK_OK(occ.status());
+    const int rule = cuda::chunk_for(all.size(), static_cast<int64_t>(*occ) * g_sms, *occ);
+    for (int chunk : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, rule}) {
+      Controls ctl;
+      ctl.add_with_chunk(all, SmSet::all(g_sms), *occ, chunk);
+      const double elastic = time_median({s}, [&] { CHECK_OK(ctl.upload()); },
+                                         [&] { CHECK_OK(k->launch_elastic(v, CachePolicy::normal, ctl.at(0), *occ * g_sms, s)); });
+      std::printf("| %s | %lld | %d%s | %.3f | %.3f | %+.1f%% |\n", name.c_str(), static_cast<long long>(size), chunk,
+                  chunk == rule ? " (rule)" : "", plain * 1e3, elastic * 1e3, (elastic / plain - 1) * 100);
+      rows.push_back({{"kernel", name}, {"size", size}, {"chunk", chunk}, {"rule", chunk == rule}, {"plain_s", plain},
+                      {"elastic_s", elastic}, {"overhead", elastic / plain - 1}});
+    }
+  }
+  return rows;
+}
+
 int main(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "gpu_bench.json";
   auto green = cuda::GreenContextPool::create(0);
@@ -201,6 +238,7 @@ int main(int argc, char** argv) {
   out["cuda_runtime"] = runtime;
   out["overhead"] = overhead(s.get());
   out["pair"] = pair(**green);
+  if (const char* sweep = std::getenv("CONCORD_CHUNK_SWEEP")) out["chunk_sweep"] = chunk_sweep(s.get(), sweep);
   std::ofstream(path) << out.dump(1) << "\n";
   return 0;
 }

@@ -7,11 +7,15 @@
 namespace concord::cuda {
 
 void ElasticControls::add(BlockRange range, const SmSet& sms, int tlp) {
+  add_with_chunk(range, sms, tlp, chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count(), tlp));
+}
+
+void ElasticControls::add_with_chunk(BlockRange range, const SmSet& sms, int tlp, int chunk) {
   device::ElasticControl c{};
   const auto w = sms.words();
   for (size_t i = 0; i < std::size(c.allowed); ++i) c.allowed[i] = w[i];
   c.tlp = tlp;
-  c.chunk = chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count(), tlp);
+  c.chunk = std::max(1, chunk);
   c.range_begin = range.begin;
   c.range_end = range.end;
   host_.push_back(c);

@@ -20,6 +20,8 @@ class ElasticControls {
  public:
   // Adds a part: range, SM set, TLP; the chunk size follows chunk_for().
   void add(BlockRange range, const SmSet& sms, int tlp);
+  // The same with a given chunk (benchmarks that sweep the chunk size).
+  void add_with_chunk(BlockRange range, const SmSet& sms, int tlp, int chunk);
   Status upload();
   device::ElasticControl* at(size_t i) const { return buffer_.get() + i; }
 
