@@ -225,5 +225,28 @@ TEST(RaisePolicy, EachRequestOfATenantIsATaskOfItsOwn) {
   EXPECT_LE(most, 2);
 }
 
+
+TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
+  // Two steps with measured vectors: the task's vector per variant weights each by its estimated
+  // time x count (raise.md VI-A); the class is read on the largest-block variant.
+  auto t = tenant("t", {step("fma_loop", 1 << 22, 3), step("stream_triad", 1 << 24)});
+  for (auto& v : t.steps[0].kernel.variants) v.raise_metrics = vec(10, 10, 10, 10, 10, 0, 0, 0);
+  for (auto& v : t.steps[1].kernel.variants) v.raise_metrics = vec(0, 0, 0, 0, 0, 10, 10, 10);
+  const Estimator est(h200_spec());
+  const auto info = policy::task_info(t, est);
+  ASSERT_EQ(info.vectors.size(), static_cast<size_t>(t.steps[0].kernel.variant_count()));
+  EXPECT_TRUE(info.measured);
+  for (size_t v = 0; v < info.vectors.size(); ++v) {
+    const double a = est.seconds(t.steps[0].kernel, static_cast<int>(v), 132) * 3;
+    const double b = est.seconds(t.steps[1].kernel, static_cast<int>(v), 132);
+    EXPECT_NEAR(at(info.vectors[v], RaiseMetric::ipc), 10 * a / (a + b), 1e-9);
+    EXPECT_NEAR(at(info.vectors[v], RaiseMetric::du), 10 * b / (a + b), 1e-9);
+  }
+  // Without measured metrics the roofline estimate stands in, and the task says so.
+  const auto estimated = policy::task_info(tenant("u", {step("stream_triad", 1 << 24)}), est);
+  EXPECT_FALSE(estimated.measured);
+  EXPECT_EQ(estimated.cls, RaiseClass::mem);  // a streaming kernel: DRAM-bound on the roofline
+}
+
 }  // namespace
 }  // namespace concord
