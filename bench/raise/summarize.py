@@ -82,7 +82,7 @@ def main(path):
     g = group("streams", lambda r: int(r["params"]["streams"]))
     if g:
         print(f"Sensitivity to N_str ({sens_tasks} tasks), against rd with the same streams (Fig. 11):\n")
-        print("| N_str | raise ms | rd ms | raise / rd |")
+        print("| N_str | raise ms | rd ms | speedup of raise over rd |")
         print("|---:|---:|---:|---:|")
         for k in sorted({k[1] for k in g}):
             a, b = g.get(("raise", k)), g.get(("rd", k))
