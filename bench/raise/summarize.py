@@ -24,7 +24,7 @@ def main(path):
     policies = [p for p in ["raise", "sq", "rr", "rd"] if any(k[1] == p for k in main_runs)]
     counts = sorted({k[0] for k in main_runs})
     print("| tasks | " + " | ".join(f"{p} ms (mean ± sd)" for p in policies) + " | " +
-          " | ".join(f"{p} / sq" for p in policies if p != "sq") + " | seeds |")
+          " | ".join(f"speedup of {p} over sq" for p in policies if p != "sq") + " | seeds |")
     print("|---:|" + "---:|" * (2 * len(policies) - 1) + "---:|")
     speed = defaultdict(list)
     sds = defaultdict(list)
