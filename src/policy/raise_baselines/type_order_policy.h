@@ -1,5 +1,5 @@
 // RAISE's baselines (raise.md VI-A), on the same N_str task streams as RAISE, each task in a
-// random block-size variant (seeded):
+// random block-size variant (the run's seeded generator):
 //   sq: sequential by type — every COM task, then every MEM task, then every LAT task; a type
 //       starts only when the previous type's tasks have all finished;
 //   rr: round-robin over the types, COM, MEM, LAT in turn (a type with no waiting task is skipped);
@@ -12,20 +12,45 @@
 
 namespace concord::policy {
 
-enum class TypeOrder { sq, rr, rd };
-
-class TypeOrderPolicy final : public TaskStreamPolicy {
+// What the three share: a random variant for the chosen task.
+class RandomDimsPolicy : public TaskStreamPolicy {
  public:
-  TypeOrderPolicy(TypeOrder order, int streams) : TaskStreamPolicy(streams), order_(order) {}
-  std::string name() const override;
+  using TaskStreamPolicy::TaskStreamPolicy;
+
+ protected:
+  Choice with_random_variant(SchedContext& ctx, const std::vector<Waiting>& waiting, size_t index);
+  int type_of(const Waiting& w) const { return static_cast<int>(info(w.tenant).cls); }
+};
+
+class SqPolicy final : public RandomDimsPolicy {
+ public:
+  using RandomDimsPolicy::RandomDimsPolicy;
+  std::string name() const override { return "sq"; }
+
+ protected:
+  std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) override;
+};
+
+class RrPolicy final : public RandomDimsPolicy {
+ public:
+  using RandomDimsPolicy::RandomDimsPolicy;
+  std::string name() const override { return "rr"; }
   Status on_start(SchedContext& ctx) override;
 
  protected:
   std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) override;
 
  private:
-  TypeOrder order_;
-  int next_type_ = 0;  // rr: the type whose turn it is
+  int next_type_ = 0;  // the type whose turn it is
+};
+
+class RdPolicy final : public RandomDimsPolicy {
+ public:
+  using RandomDimsPolicy::RandomDimsPolicy;
+  std::string name() const override { return "rd"; }
+
+ protected:
+  std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) override;
 };
 
 Result<std::unique_ptr<Policy>> make_sq(const PolicyParams& params);
