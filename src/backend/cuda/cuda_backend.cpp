@@ -105,11 +105,24 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   CONCORD_CUDA(cudaEventRecord(b->origin_.get(), b->control_stream_.get()));
   CONCORD_CUDA(cudaEventSynchronize(b->origin_.get()));
   b->wall_origin_ = std::chrono::steady_clock::now();
+  b->device_ = device;
+  CONCORD_RETURN_IF_ERROR(b->completer_stream_.create());
+  void* done = nullptr;
+  CONCORD_CUDA(cudaMallocHost(&done, sizeof(uint64_t)));
+  b->completer_done_ = static_cast<uint64_t*>(done);
+  b->completer_ = std::thread([p = b.get()] { p->completion_loop(); });
   return b;
 }
 
 CudaBackend::~CudaBackend() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (completer_.joinable()) completer_.join();
   cudaDeviceSynchronize();
+  if (completer_done_) cudaFreeHost(completer_done_);
   if (staging_) cudaFreeHost(staging_);
   if (images_) cudaFreeHost(images_);
 }
@@ -289,14 +302,21 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   CONCORD_RETURN_IF_ERROR(r.start.create());
   CONCORD_CUDA(cudaEventRecord(r.start.get(), *stream));
   CONCORD_RETURN_IF_ERROR(launch(r, *stream));
-  running_.push_back(std::move(r));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_.push_back(std::move(r));
+    ++active_;
+  }
+  work_cv_.notify_one();
   return Status::ok();
 }
 
 Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
   if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches resize");
+  if (it->completing) return Status::ok();  // already finished; its completion is on its way
   device::ElasticControl words{};
   set_allowed(words, sms);
   for (const Part& p : it->parts) {
@@ -316,9 +336,11 @@ Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
 }
 
 Status CudaBackend::preempt(DispatchId id) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
   if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches preempt");
+  if (it->completing) return Status::ok();  // already finished
   const int32_t one = 1;
   for (const Part& p : it->parts) {
     CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, preempt), &one, sizeof(one), it->start));
@@ -327,8 +349,10 @@ Status CudaBackend::preempt(DispatchId id) {
 }
 
 Result<std::vector<int64_t>> CudaBackend::progress(DispatchId id) const {
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
+  if (it->result) return it->result->blocks_done;
   std::vector<int64_t> out;
   for (const Part& p : it->parts) {
     if (p.control < 0) {
@@ -352,11 +376,36 @@ Seconds CudaBackend::event_time(const Event& e) const {
   return ms * 1e-3;
 }
 
-Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
-  std::vector<Completion> out;
-  while (true) {
-    for (size_t i = 0; i < running_.size();) {
-      Running& r = running_[i];
+Result<Completion> CudaBackend::build_completion(const Running& r) {
+  Completion c;
+  c.dispatch = r.id;
+  c.start = event_time(r.start);
+  c.end = c.start;
+  for (const Event& e : r.ends) c.end = std::max(c.end, event_time(e));
+  for (const Part& p : r.parts) {
+    int64_t finished = p.range.size();
+    if (p.control >= 0) {
+      // The kernels are done (their end events completed): read the final counter.
+      CONCORD_CUDA(cudaMemcpyAsync(completer_done_, &(controls_.get() + p.control)->done, sizeof(uint64_t),
+                                   cudaMemcpyDeviceToHost, completer_stream_.get()));
+      CONCORD_CUDA(cudaStreamSynchronize(completer_stream_.get()));
+      finished = std::min<int64_t>(static_cast<int64_t>(*completer_done_), p.range.size());
+    }
+    if (finished < p.range.size()) c.preempted = true;
+    c.blocks_done.push_back(finished);
+  }
+  return c;
+}
+
+void CudaBackend::completion_loop() {
+  if (cudaSetDevice(device_) != cudaSuccess) return;  // create() already set this device up
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    bool pending = false;
+    for (Running& r : running_) {
+      if (r.completing) continue;
+      pending = true;
+      Status failed;
       bool done = true;
       for (const Event& e : r.ends) {
         const cudaError_t q = cudaEventQuery(e.get());
@@ -364,37 +413,67 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
           done = false;
           break;
         }
-        CONCORD_CUDA(q);
-      }
-      if (!done) {
-        ++i;
-        continue;
-      }
-      Completion c;
-      c.dispatch = r.id;
-      c.start = event_time(r.start);
-      c.end = c.start;
-      for (const Event& e : r.ends) c.end = std::max(c.end, event_time(e));
-      for (const Part& p : r.parts) {
-        int64_t finished = p.range.size();
-        if (p.control >= 0) {
-          auto ctl = read_control(p.control, r.start);
-          if (!ctl) return ctl.status();
-          finished = std::min<int64_t>(static_cast<int64_t>(ctl->done), p.range.size());
-          free_controls_.push_back(p.control);
+        if (q != cudaSuccess) {
+          failed = Status::device_error(std::string("cuda: dispatch ") + std::to_string(r.id.value) +
+                                        " failed: " + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")");
+          break;
         }
-        if (finished < p.range.size()) c.preempted = true;
-        c.blocks_done.push_back(finished);
       }
-      out.push_back(std::move(c));
-      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (!done && failed.is_ok()) continue;  // still running
+      r.completing = true;
+      // Only advance() erases entries, and only those with a result: r stays put while the
+      // counters are read without the lock.
+      lock.unlock();
+      Result<Completion> c = failed.is_ok() ? build_completion(r) : Result<Completion>(failed);
+      lock.lock();
+      if (c) {
+        r.result = std::move(*c);
+      } else {
+        r.error = c.status();
+      }
+      ++completed_;
     }
-    if (!out.empty()) {
+    if (!pending) {
+      work_cv_.wait(lock, [&] {
+        return stop_.load() || std::any_of(running_.begin(), running_.end(), [](const Running& x) { return !x.completing; });
+      });
+    } else {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
+  }
+}
+
+Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
+  std::vector<Completion> out;
+  while (true) {
+    if (completed_.load() > 0) {
+      Status failed;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = running_.begin(); it != running_.end();) {
+          if (!it->result && it->error.is_ok()) {
+            ++it;
+            continue;
+          }
+          if (!it->error.is_ok() && failed.is_ok()) failed = it->error;
+          if (it->result) out.push_back(std::move(*it->result));
+          for (const Part& p : it->parts) {
+            if (p.control >= 0) free_controls_.push_back(p.control);
+          }
+          it = running_.erase(it);
+          --completed_;
+          --active_;
+        }
+      }
+      if (!failed.is_ok()) return failed;
       std::sort(out.begin(), out.end(), [](const Completion& a, const Completion& b) { return a.end < b.end; });
       return out;
     }
-    if (now() >= until || (running_.empty() && !std::isfinite(until))) return out;
-    if (running_.empty()) {
+    const bool idle = active_.load() == 0;
+    if (now() >= until || (idle && !std::isfinite(until))) return out;
+    if (idle) {
       // Nothing to wait for but time (the next arrival).
       std::this_thread::sleep_for(std::chrono::duration<double>(std::min(until - now(), 1e-3)));
       continue;

@@ -5,13 +5,20 @@
 //  - native form: one CUDA block per logical block, on a green-context stream when the SM set is
 //    not the whole GPU;
 //  - fused: the fused wrapper for instantiated pairs.
-// Completions are found by polling the dispatches' end events in advance().
+// Completions: a completion thread polls the running dispatches' end events, reads their
+// progress counters and queues the completions; advance() hands them to the engine.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <list>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda/chunk.h"
@@ -40,7 +47,7 @@ class CudaBackend final : public Backend {
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override;
   Seconds now() const override;
   Result<std::vector<Completion>> advance(Seconds until) override;
-  int running() const override { return static_cast<int>(running_.size()); }
+  int running() const override { return active_.load(); }
 
   GreenContextPool& green_contexts() { return *green_; }
 
@@ -61,6 +68,11 @@ class CudaBackend final : public Backend {
     int grid = 0;
     int tlp = 0;
     int tenant = 0;
+    // Set by the completion thread: found complete (no more grows or preempts apply), then the
+    // completion (or the error that ended it), which advance() delivers.
+    bool completing = false;
+    std::optional<Completion> result;
+    Status error;
   };
 
   CudaBackend() = default;
@@ -72,6 +84,10 @@ class CudaBackend final : public Backend {
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);
   Seconds event_time(const Event& e) const;
+  // The completion thread's loop, and how it builds one completion (its own stream and pinned
+  // buffer for the counter reads, so it never shares the engine thread's).
+  void completion_loop();
+  Result<Completion> build_completion(const Running& r);
 
   DeviceSpec spec_;
   uint64_t seed_ = 1;
@@ -85,7 +101,18 @@ class CudaBackend final : public Backend {
   std::vector<int> free_controls_;
   device::ElasticControl* staging_ = nullptr;  // pinned host copy of one control block (field writes, reads)
   device::ElasticControl* images_ = nullptr;   // pinned upload image per control block
-  std::vector<Running> running_;
+  // Dispatches from launch until advance() delivered their completion; a list, so an entry stays
+  // put while the completion thread works on it without the lock. Guarded by mu_.
+  std::list<Running> running_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;       // wakes the completion thread: a dispatch, or stop
+  std::atomic<int> active_{0};            // entries in running_
+  std::atomic<int> completed_{0};         // entries with a result not yet delivered
+  std::atomic<bool> stop_{false};
+  std::thread completer_;
+  int device_ = 0;
+  Stream completer_stream_;
+  uint64_t* completer_done_ = nullptr;    // pinned: one progress counter read back
   Event origin_;
   std::chrono::steady_clock::time_point wall_origin_;
 };
