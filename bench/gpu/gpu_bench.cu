@@ -59,6 +59,34 @@ std::unique_ptr<kernels::DeviceKernel> make(const std::string& name, int64_t siz
   return std::move(*k);
 }
 
+// A kernel's default variant on all SMs: its plain launch time, elastic occupancy and range.
+struct Baseline {
+  int variant;
+  BlockRange all;
+  double plain;
+  int occupancy;
+};
+Baseline baseline(kernels::DeviceKernel& k, cudaStream_t s) {
+  const int v = k.spec().default_variant;
+  const BlockRange all{0, k.spec().variant(v).logical_blocks};
+  const double plain = time_median({s}, [] {}, [&] { CHECK_OK(k.launch_standalone(v, all, CachePolicy::normal, s)); });
+  auto occ = k.elastic_occupancy(v);
+  CHECK_OK(occ.status());
+  return {v, all, plain, *occ};
+}
+
+// Median seconds of the elastic form on all SMs at full TLP with the given chunk (0: the rule's).
+double elastic_time(kernels::DeviceKernel& k, const Baseline& b, int chunk, cudaStream_t s) {
+  Controls ctl;
+  if (chunk > 0) {
+    ctl.add_with_chunk(b.all, SmSet::all(g_sms), b.occupancy, chunk);
+  } else {
+    ctl.add(b.all, SmSet::all(g_sms), b.occupancy);
+  }
+  return time_median({s}, [&] { CHECK_OK(ctl.upload()); },
+                     [&] { CHECK_OK(k.launch_elastic(b.variant, CachePolicy::normal, ctl.at(0), b.occupancy * g_sms, s)); });
+}
+
 json overhead(cudaStream_t s) {
   const std::vector<std::pair<std::string, int64_t>> cases = {
       {"fma_loop", 60 << 20}, {"stream_triad", 400 << 20}, {"vector_add", 256 << 20}, {"hotspot", 8192},
@@ -71,21 +99,16 @@ json overhead(cudaStream_t s) {
   std::printf("\n(a) elastic overhead (all SMs, full TLP) vs plain launch\n| kernel | size | plain ms | elastic ms | overhead | blocks/SM plain, elastic |\n|---|---:|---:|---:|---:|---:|\n");
   for (const auto& [name, size] : cases) {
     auto k = make(name, size);
-    const int v = k->spec().default_variant;
-    const BlockRange all{0, k->spec().variant(v).logical_blocks};
-    const double plain = time_median({s}, [] {}, [&] { CHECK_OK(k->launch_standalone(v, all, CachePolicy::normal, s)); });
-    auto occ = k->elastic_occupancy(v);
-    CHECK_OK(occ.status());
-    Controls ctl;
-    ctl.add(all, SmSet::all(g_sms), *occ);
-    const double elastic = time_median({s}, [&] { CHECK_OK(ctl.upload()); },
-                                       [&] { CHECK_OK(k->launch_elastic(v, CachePolicy::normal, ctl.at(0), *occ * g_sms, s)); });
+    const Baseline b = baseline(*k, s);
+    const int v = b.variant;
+    const double plain = b.plain;
+    const double elastic = elastic_time(*k, b, 0, s);
     const double over = elastic / plain - 1;
     const int plain_occ = *k->standalone_occupancy(v);
     std::printf("| %s | %lld | %.3f | %.3f | %+.1f%% | %d, %d |\n", name.c_str(), static_cast<long long>(size), plain * 1e3,
-                elastic * 1e3, over * 100, plain_occ, *occ);
+                elastic * 1e3, over * 100, plain_occ, b.occupancy);
     rows.push_back({{"kernel", name}, {"size", size}, {"plain_s", plain}, {"elastic_s", elastic}, {"overhead", over},
-                    {"occupancy", *occ}, {"standalone_occupancy", plain_occ}});
+                    {"occupancy", b.occupancy}, {"standalone_occupancy", plain_occ}});
   }
   std::vector<double> overheads;
   for (const auto& r : rows) overheads.push_back(r["overhead"].get<double>());
@@ -198,17 +221,11 @@ json chunk_sweep(cudaStream_t s, const std::string& spec) {
     const std::string name = item.substr(0, colon);
     const int64_t size = std::stoll(item.substr(colon + 1));
     auto k = make(name, size);
-    const int v = k->spec().default_variant;
-    const BlockRange all{0, k->spec().variant(v).logical_blocks};
-    const double plain = time_median({s}, [] {}, [&] { CHECK_OK(k->launch_standalone(v, all, CachePolicy::normal, s)); });
-    auto occ = k->elastic_occupancy(v);
-    CHECK_OK(occ.status());
-    const int rule = cuda::chunk_for(all.size(), static_cast<int64_t>(*occ) * g_sms, *occ);
+    const Baseline b = baseline(*k, s);
+    const double plain = b.plain;
+    const int rule = cuda::chunk_for(b.all.size(), static_cast<int64_t>(b.occupancy) * g_sms, b.occupancy);
     for (int chunk : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, rule}) {
-      Controls ctl;
-      ctl.add_with_chunk(all, SmSet::all(g_sms), *occ, chunk);
-      const double elastic = time_median({s}, [&] { CHECK_OK(ctl.upload()); },
-                                         [&] { CHECK_OK(k->launch_elastic(v, CachePolicy::normal, ctl.at(0), *occ * g_sms, s)); });
+      const double elastic = elastic_time(*k, b, chunk, s);
       std::printf("| %s | %lld | %d%s | %.3f | %.3f | %+.1f%% |\n", name.c_str(), static_cast<long long>(size), chunk,
                   chunk == rule ? " (rule)" : "", plain * 1e3, elastic * 1e3, (elastic / plain - 1) * 100);
       rows.push_back({{"kernel", name}, {"size", size}, {"chunk", chunk}, {"rule", chunk == rule}, {"plain_s", plain},
