@@ -76,7 +76,7 @@ Baseline baseline(kernels::DeviceKernel& k, cudaStream_t s) {
 }
 
 // Median seconds of the elastic form on all SMs at full TLP with the given chunk (0: the rule's).
-double elastic_time(kernels::DeviceKernel& k, const Baseline& b, int chunk, cudaStream_t s) {
+double elastic_time(kernels::DeviceKernel& k, const Baseline& b, int chunk, cudaStream_t s, int reps = 7) {
   Controls ctl;
   if (chunk > 0) {
     ctl.add_with_chunk(b.all, SmSet::all(g_sms), b.occupancy, chunk);
@@ -84,7 +84,8 @@ double elastic_time(kernels::DeviceKernel& k, const Baseline& b, int chunk, cuda
     ctl.add(b.all, SmSet::all(g_sms), b.occupancy);
   }
   return time_median({s}, [&] { CHECK_OK(ctl.upload()); },
-                     [&] { CHECK_OK(k.launch_elastic(b.variant, CachePolicy::normal, ctl.at(0), b.occupancy * g_sms, s)); });
+                     [&] { CHECK_OK(k.launch_elastic(b.variant, CachePolicy::normal, ctl.at(0), b.occupancy * g_sms, s)); },
+                     reps);
 }
 
 json overhead(cudaStream_t s) {
@@ -101,8 +102,19 @@ json overhead(cudaStream_t s) {
     auto k = make(name, size);
     const Baseline b = baseline(*k, s);
     const int v = b.variant;
-    const double plain = b.plain;
-    const double elastic = elastic_time(*k, b, 0, s);
+    // Plain and elastic runs alternate, one timed run of each per round after the warm-ups, and
+    // each form's time is the median of its rounds: drift over the seconds a kernel's
+    // measurement takes (clocks, memory state) then falls on both forms alike. (kmeans' plain
+    // launch was seen to move by 5% between two back-to-back blocks of runs.)
+    std::vector<double> plains, elastics;
+    for (int round = 0; round < 9; ++round) {
+      plains.push_back(time_median({s}, [] {}, [&] { CHECK_OK(k->launch_standalone(v, b.all, CachePolicy::normal, s)); }, 1));
+      elastics.push_back(elastic_time(*k, b, 0, s, 1));
+    }
+    std::sort(plains.begin(), plains.end());
+    std::sort(elastics.begin(), elastics.end());
+    const double plain = plains[plains.size() / 2];
+    const double elastic = elastics[elastics.size() / 2];
     const double over = elastic / plain - 1;
     const int plain_occ = *k->standalone_occupancy(v);
     std::printf("| %s | %lld | %.3f | %.3f | %+.1f%% | %d, %d |\n", name.c_str(), static_cast<long long>(size), plain * 1e3,
