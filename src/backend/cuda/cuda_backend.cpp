@@ -399,49 +399,72 @@ Result<Completion> CudaBackend::build_completion(const Running& r) {
 
 void CudaBackend::completion_loop() {
   if (cudaSetDevice(device_) != cudaSuccess) return;  // create() already set this device up
+  // What one sweep looks at: a pending dispatch and its end events at the time of the snapshot.
+  struct Watch {
+    Running* r;
+    std::vector<cudaEvent_t> ends;
+  };
+  std::vector<Watch> watch;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    bool pending = false;
+    // Snapshot the pending dispatches under the lock, query their events without it, so the
+    // engine's dispatch, resize and preempt never wait for a sweep.
+    watch.clear();
     for (Running& r : running_) {
       if (r.completing) continue;
-      pending = true;
+      Watch w{&r, {}};
+      for (const Event& e : r.ends) w.ends.push_back(e.get());
+      watch.push_back(std::move(w));
+    }
+    if (watch.empty()) {
+      work_cv_.wait(lock, [&] {
+        return stop_.load() || std::any_of(running_.begin(), running_.end(), [](const Running& x) { return !x.completing; });
+      });
+      continue;
+    }
+    lock.unlock();
+    std::vector<std::pair<Watch*, Status>> finished;
+    for (Watch& w : watch) {
       Status failed;
       bool done = true;
-      for (const Event& e : r.ends) {
-        const cudaError_t q = cudaEventQuery(e.get());
+      for (cudaEvent_t e : w.ends) {
+        const cudaError_t q = cudaEventQuery(e);
         if (q == cudaErrorNotReady) {
           done = false;
           break;
         }
         if (q != cudaSuccess) {
-          failed = Status::device_error(std::string("cuda: dispatch ") + std::to_string(r.id.value) +
+          failed = Status::device_error(std::string("cuda: dispatch ") + std::to_string(w.r->id.value) +
                                         " failed: " + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")");
           break;
         }
       }
-      if (!done && failed.is_ok()) continue;  // still running
-      r.completing = true;
-      // Only advance() erases entries, and only those with a result: r stays put while the
-      // counters are read without the lock.
-      lock.unlock();
-      Result<Completion> c = failed.is_ok() ? build_completion(r) : Result<Completion>(failed);
+      if (done || !failed.is_ok()) finished.emplace_back(&w, failed);
+    }
+    lock.lock();
+    for (auto& [w, failed] : finished) {
+      // A grow launched after the snapshot adds an end event: not finished yet.
+      if (w->r->ends.size() != w->ends.size()) continue;
+      w->r->completing = true;
+    }
+    lock.unlock();
+    bool any = false;
+    for (auto& [w, failed] : finished) {
+      if (!w->r->completing) continue;
+      // Only advance() erases entries, and only those with a result: the entry stays put.
+      Result<Completion> c = failed.is_ok() ? build_completion(*w->r) : Result<Completion>(failed);
       lock.lock();
       if (c) {
-        r.result = std::move(*c);
+        w->r->result = std::move(*c);
       } else {
-        r.error = c.status();
+        w->r->error = c.status();
       }
       ++completed_;
-    }
-    if (!pending) {
-      work_cv_.wait(lock, [&] {
-        return stop_.load() || std::any_of(running_.begin(), running_.end(), [](const Running& x) { return !x.completing; });
-      });
-    } else {
       lock.unlock();
-      std::this_thread::yield();
-      lock.lock();
+      any = true;
     }
+    if (!any) std::this_thread::yield();
+    lock.lock();
   }
 }
 
