@@ -92,7 +92,6 @@ Status TaskStreamPolicy::schedule(SchedContext& ctx) {
       return std::find(d.tenants.begin(), d.tenants.end(), t) != d.tenants.end();
     });
     if (!ready && !running) {
-      finished(t, it->second.variant);
       it = active_.erase(it);
     } else {
       ++it;
@@ -127,7 +126,6 @@ Status TaskStreamPolicy::schedule(SchedContext& ctx) {
     auto d = ctx.dispatch(w.launch, p);
     if (!d) return d.status();
     active_[w.tenant.value] = {w.request, c->variant};
-    started(w.tenant, c->variant);
     waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(c->index));
   }
   return Status::ok();

@@ -44,9 +44,6 @@ class TaskStreamPolicy : public Policy {
   // Picks the next task to start among `waiting` (first launches of requests, in ready order), or
   // nullopt to hold. Called while a stream is free.
   virtual std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) = 0;
-  // A task started / finished (its vector is given back).
-  virtual void started(TenantId tenant, int variant) { (void)tenant, (void)variant; }
-  virtual void finished(TenantId tenant, int variant) { (void)tenant, (void)variant; }
 
   Status schedule(SchedContext& ctx) override;
   const TaskInfo& info(TenantId t) const { return infos_[static_cast<size_t>(t.value)]; }

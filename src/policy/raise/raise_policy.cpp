@@ -37,9 +37,14 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
   return std::nullopt;
 }
 
-Status RaisePolicy::on_start(SchedContext& ctx) {
-  m_g_.fill(10);
-  return TaskStreamPolicy::on_start(ctx);
+RaiseVector RaisePolicy::global() const {
+  RaiseVector m_g;
+  m_g.fill(10);
+  for (const auto& [t, a] : active()) {
+    const RaiseVector& m = info(TenantId{t}).vectors[static_cast<size_t>(a.variant)];
+    for (size_t i = 0; i < m_g.size(); ++i) m_g[i] -= m[i];
+  }
+  return m_g;
 }
 
 std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, const std::vector<Waiting>& waiting) {
@@ -47,7 +52,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
   std::vector<RaiseCandidate> tasks;
   tasks.reserve(waiting.size());
   for (const Waiting& w : waiting) tasks.push_back({&info(w.tenant).vectors, info(w.tenant).cls});
-  auto pick = raise_decide(m_g_, tasks, p_.alpha, p_.beta, p_.fixed_variant);
+  auto pick = raise_decide(global(), tasks, p_.alpha, p_.beta, p_.fixed_variant);
   if (pick) return Choice{pick->first, pick->second};
   if (running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
   // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
@@ -59,22 +64,6 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
     if (raise_score(vecs[static_cast<size_t>(v)], cls) < raise_score(vecs[static_cast<size_t>(lightest)], cls)) lightest = v;
   }
   return Choice{0, p_.fixed_variant >= 0 ? std::min<int>(p_.fixed_variant, static_cast<int>(vecs.size()) - 1) : lightest};
-}
-
-void RaisePolicy::started(TenantId tenant, int variant) {
-  const RaiseVector& m = info(tenant).vectors[static_cast<size_t>(variant)];
-  for (size_t i = 0; i < m_g_.size(); ++i) m_g_[i] -= m[i];
-}
-
-void RaisePolicy::finished(TenantId tenant, int variant) {
-  (void)tenant, (void)variant;
-  // Recomputed from the tasks still running, so rounding never drifts.
-  m_g_.fill(10);
-  for (const auto& [t, a] : active()) {
-    if (t == tenant.value) continue;  // the finishing task is still listed while this runs
-    const RaiseVector& m = info(TenantId{t}).vectors[static_cast<size_t>(a.variant)];
-    for (size_t i = 0; i < m_g_.size(); ++i) m_g_[i] -= m[i];
-  }
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {

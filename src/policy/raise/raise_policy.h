@@ -1,6 +1,7 @@
 // RAISE (raise.md Section V): hybrid stream scheduling by resource-type scores and dynamic kernel
-// dimensions. A global resource vector M_g (0-10 on each of eight metrics, 10 = idle GPU) loses a
-// task's vector m_t when it starts and gets it back when it finishes. With a stream free, the
+// dimensions. A global resource vector M_g (0-10 on each of eight metrics, 10 = idle GPU) lacks
+// the vector m_t of every task running now: it loses m_t when a task starts and gets it back when
+// the task finishes. With a stream free, the
 // type to start is COM if M_g[IPC] > alpha, else MEM if M_g[DU] > beta, else LAT (a type with no
 // waiting task passes to the next admissible one); among that type's waiting tasks and their
 // Min/Mid/Max variants, the largest type score S_t below the GPU's S_g starts; when none fits,
@@ -23,19 +24,16 @@ struct RaiseParams {
 
 class RaisePolicy final : public TaskStreamPolicy {
  public:
-  explicit RaisePolicy(RaiseParams p) : TaskStreamPolicy(p.streams), p_(p) { m_g_.fill(10); }
+  explicit RaisePolicy(RaiseParams p) : TaskStreamPolicy(p.streams), p_(p) {}
   std::string name() const override { return "raise"; }
-  Status on_start(SchedContext& ctx) override;
-  const RaiseVector& global() const { return m_g_; }
+  // M_g: 10 on every metric minus the vectors of the tasks running now (derived, never drifts).
+  RaiseVector global() const;
 
  protected:
   std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) override;
-  void started(TenantId tenant, int variant) override;
-  void finished(TenantId tenant, int variant) override;
 
  private:
   RaiseParams p_;
-  RaiseVector m_g_{};
 };
 
 // The decision on its own (unit-tested): given M_g and the waiting tasks' vectors per variant and
