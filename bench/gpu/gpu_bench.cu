@@ -59,20 +59,23 @@ std::unique_ptr<kernels::DeviceKernel> make(const std::string& name, int64_t siz
   return std::move(*k);
 }
 
-// A kernel's default variant on all SMs: its plain launch time, elastic occupancy and range.
+// A kernel's default variant on all SMs: its range and elastic occupancy.
 struct Baseline {
   int variant;
   BlockRange all;
-  double plain;
   int occupancy;
 };
-Baseline baseline(kernels::DeviceKernel& k, cudaStream_t s) {
+Baseline baseline(const kernels::DeviceKernel& k) {
   const int v = k.spec().default_variant;
   const BlockRange all{0, k.spec().variant(v).logical_blocks};
-  const double plain = time_median({s}, [] {}, [&] { CHECK_OK(k.launch_standalone(v, all, CachePolicy::normal, s)); });
   auto occ = k.elastic_occupancy(v);
   CHECK_OK(occ.status());
-  return {v, all, plain, *occ};
+  return {v, all, *occ};
+}
+
+// Median seconds of the plain launch (one CUDA block per logical block, all SMs).
+double plain_time(kernels::DeviceKernel& k, const Baseline& b, cudaStream_t s, int reps = 7) {
+  return time_median({s}, [] {}, [&] { CHECK_OK(k.launch_standalone(b.variant, b.all, CachePolicy::normal, s)); }, reps);
 }
 
 // Median seconds of the elastic form on all SMs at full TLP with the given chunk (0: the rule's).
@@ -100,7 +103,7 @@ json overhead(cudaStream_t s) {
   std::printf("\n(a) elastic overhead (all SMs, full TLP) vs plain launch\n| kernel | size | plain ms | elastic ms | overhead | blocks/SM plain, elastic |\n|---|---:|---:|---:|---:|---:|\n");
   for (const auto& [name, size] : cases) {
     auto k = make(name, size);
-    const Baseline b = baseline(*k, s);
+    const Baseline b = baseline(*k);
     const int v = b.variant;
     // Plain and elastic runs alternate, one timed run of each per round after the warm-ups, and
     // each form's time is the median of its rounds: drift over the seconds a kernel's
@@ -108,7 +111,7 @@ json overhead(cudaStream_t s) {
     // launch was seen to move by 5% between two back-to-back blocks of runs.)
     std::vector<double> plains, elastics;
     for (int round = 0; round < 9; ++round) {
-      plains.push_back(time_median({s}, [] {}, [&] { CHECK_OK(k->launch_standalone(v, b.all, CachePolicy::normal, s)); }, 1));
+      plains.push_back(plain_time(*k, b, s, 1));
       elastics.push_back(elastic_time(*k, b, 0, s, 1));
     }
     std::sort(plains.begin(), plains.end());
@@ -233,8 +236,8 @@ json chunk_sweep(cudaStream_t s, const std::string& spec) {
     const std::string name = item.substr(0, colon);
     const int64_t size = std::stoll(item.substr(colon + 1));
     auto k = make(name, size);
-    const Baseline b = baseline(*k, s);
-    const double plain = b.plain;
+    const Baseline b = baseline(*k);
+    const double plain = plain_time(*k, b, s);
     const int rule = cuda::chunk_for(b.all.size(), static_cast<int64_t>(b.occupancy) * g_sms, b.occupancy);
     for (int chunk : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, rule}) {
       const double elastic = elastic_time(*k, b, chunk, s);
