@@ -31,7 +31,7 @@ enum class ComputeUnit : uint8_t { fp32 = 0, tensor = 1 };
 // One block-size variant of a kernel (RAISE's Min/Mid/Max dimensions). Work per logical block
 // scales with the block size, so the logical grid changes with the variant.
 struct KernelVariant {
-  std::string name;              // "min", "mid", "max"
+  std::string name;              // "min", "mid", "max"; "min@8" when not the usual block size
   int threads_per_block = 256;
   int registers_per_thread = 32;
   int shared_bytes_per_block = 0;
@@ -76,7 +76,8 @@ struct KernelSpec {
 
   const KernelVariant& variant(int index) const { return variants.at(static_cast<size_t>(index)); }
   int variant_count() const { return static_cast<int>(variants.size()); }
-  // Index of a variant by name, or nullopt.
+  // Index of a variant by name ("min" also finds "min@8"; "min@64" finds a min slot of 64
+  // threads), or nullopt.
   std::optional<int> find_variant(const std::string& name) const;
 };
 

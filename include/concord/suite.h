@@ -2,7 +2,9 @@
 // (resources, FLOPs, bytes); the CUDA backend attaches a device body to each name.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,5 +25,13 @@ struct SuiteEntry {
 const std::vector<SuiteEntry>& suite_catalog();
 // The spec of suite kernel `name` at problem size `size` (meaning per kernel: see the catalog).
 Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size);
+// Block sizes (threads) of the min, mid and max variants in place of the kernel's usual ones
+// (RAISE Table IV gives each task its own three). A variant whose size differs from the usual one
+// is named "<slot>@<threads>" ("min@8"), so the profiles of the two never mix. Library kernels and
+// sizes a body cannot run are refused with the reason.
+using BlockSizes = std::array<int, 3>;
+Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size, const std::optional<BlockSizes>& blocks);
+// The kernel that has the variant named `variant` ("mid"; "min@8": the min slot at 8 threads).
+Result<KernelSpec> make_suite_kernel_with_variant(const std::string& name, int64_t size, const std::string& variant);
 
 }  // namespace concord

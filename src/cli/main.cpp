@@ -243,8 +243,14 @@ int main(int argc, char** argv) {
       auto from_specs = kernels_of_workloads(run_workloads);
       if (!from_specs) return fail(from_specs.status());
       for (const KernelSpec& k : *from_specs) {
-        const std::pair<std::string, int64_t> key{k.name, k.size};
-        if (std::find(o.pairs.begin(), o.pairs.end(), key) == o.pairs.end()) o.pairs.push_back(key);
+        auto same = [&](const KernelSpec& o) {
+          if (o.name != k.name || o.size != k.size || o.variants.size() != k.variants.size()) return false;
+          for (size_t i = 0; i < k.variants.size(); ++i) {
+            if (o.variants[i].name != k.variants[i].name) return false;  // names carry block sizes
+          }
+          return true;
+        };
+        if (std::none_of(o.specs.begin(), o.specs.end(), same)) o.specs.push_back(k);
       }
       auto report = profile::profile_kernels(**store, o, std::cerr);
       if (!report) return fail(report.status());

@@ -40,6 +40,16 @@ std::optional<int> KernelSpec::find_variant(const std::string& wanted) const {
   for (size_t i = 0; i < variants.size(); ++i) {
     if (variants[i].name == wanted) return static_cast<int>(i);
   }
+  // "min" names the min slot whatever its block size; "min@64" the min slot at 64 threads.
+  const size_t at = wanted.find('@');
+  const std::string slot = wanted.substr(0, at);
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const std::string& n = variants[i].name;
+    if (n.substr(0, n.find('@')) != slot) continue;
+    if (at == std::string::npos || wanted.substr(at + 1) == std::to_string(variants[i].threads_per_block)) {
+      return static_cast<int>(i);
+    }
+  }
   return std::nullopt;
 }
 

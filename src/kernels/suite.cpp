@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 
 namespace concord {
@@ -33,7 +34,24 @@ struct Recipe {
   double (*bytes_per_item)(int64_t size);
   // Block sizes of the min/mid/max variants when the usual 64/256/1024 do not fit the body.
   std::array<int, 3> block_sizes = {64, 256, 1024};
+  // Which other block sizes the body accepts: nullptr when `threads` is fine, else why not.
+  const char* (*block_rule)(int threads) = nullptr;
 };
+
+// matmul's tile is sqrt(threads) square and must divide 32 (sizes are multiples of 32).
+const char* square_tile(int t) {
+  for (int tile : {1, 2, 4, 8, 16, 32}) {
+    if (tile * tile == t) return nullptr;
+  }
+  return "must be the square of a power of two (tile x tile threads, the tile dividing 32)";
+}
+// sgemm's tile is 32 x (threads / 8) and must divide 128.
+const char* sgemm_tile(int t) {
+  return t % 8 == 0 && 128 % (t / 8) == 0 ? nullptr : "must be 8 x a power of two up to 128 (a 32 x threads/8 tile)";
+}
+const char* tc_warps(int t) {
+  return t % 32 == 0 && t <= 256 ? nullptr : "must be a multiple of 32 up to 256 (whole warps; registers for four accumulators)";
+}
 
 double linear(int64_t n) { return static_cast<double>(n); }
 double square(int64_t n) { return static_cast<double>(n) * static_cast<double>(n); }
@@ -50,7 +68,8 @@ const std::vector<Recipe>& recipes() {
       {{"matmul", "FP32 shared-memory tiled matmul, size = N (multiple of 32)", "RAISE Table IV", true, 4096, 64},
        ComputeUnit::fp32, 1, 40, 2, 0.05, 0.05, square,
        [](int64_t n) { return 2.0 * static_cast<double>(n); },
-       [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 16.0 + 4.0; }},
+       [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 16.0 + 4.0; },
+       {64, 256, 1024}, square_tile},
       {{"srad", "speckle-reducing anisotropic diffusion, size = image side", "RAISE Table IV", true, 4096, 64},
        ComputeUnit::fp32, 1, 40, 0, 0.15, 0.05, square, [](int64_t) { return 30.0; },
        [](int64_t) { return 24.0; }},
@@ -85,7 +104,8 @@ const std::vector<Recipe>& recipes() {
       // Aker's benchmark kernels
       {{"sgemm", "FP32 register-tiled GEMM, size = N (multiple of 128)", "Aker", true, 4096, 128}, ComputeUnit::fp32, 4,
        64, 2, 0.05, 0.05, square, [](int64_t n) { return 2.0 * static_cast<double>(n); },
-       [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 64.0 + 4.0; }},
+       [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 64.0 + 4.0; },
+       {64, 256, 1024}, sgemm_tile},
       {{"stencil", "3D 7-point stencil, size = cube side", "Aker", true, 512, 32}, ComputeUnit::fp32, 1, 32,
        0, 0.20, 0.10, [](int64_t n) { return square(n) * static_cast<double>(n); },
        [](int64_t) { return 8.0; }, [](int64_t) { return 8.5; }},
@@ -100,7 +120,7 @@ const std::vector<Recipe>& recipes() {
        ComputeUnit::tensor, 32, 96, 0, 0.0, 0.05, square,
        [](int64_t n) { return 2.0 * static_cast<double>(n); },
        [](int64_t n) { return 2.0 * 2.0 * static_cast<double>(n) / 32.0 + 4.0; },
-       {64, 128, 256}},  // four 16x16 accumulators per warp: 1024 threads would not get the registers
+       {64, 128, 256}, tc_warps},  // four 16x16 accumulators per warp: 1024 threads would not get the registers
       // DESIGN.md's compute-plus-memory pair: 2.1 and 2.3 ms alone on an H200
       {{"fma_loop", "compute-bound FMA chain (1024 FMA per element), size = elements", "DESIGN.md pair",
         true, 60 * (1 << 20), 1024},
@@ -134,6 +154,30 @@ const std::vector<SuiteEntry>& suite_catalog() {
 }
 
 Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size) {
+  return make_suite_kernel(name, size, std::nullopt);
+}
+
+Result<KernelSpec> make_suite_kernel_with_variant(const std::string& name, int64_t size, const std::string& variant) {
+  const size_t at = variant.find('@');
+  if (at == std::string::npos) return make_suite_kernel(name, size);
+  const std::string slot = variant.substr(0, at), count = variant.substr(at + 1);
+  int threads = 0;
+  auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), threads);
+  const auto& names = kShapes1d;
+  auto it = std::find_if(std::begin(names), std::end(names), [&](const Shape& s) { return slot == s.variant; });
+  if (ec != std::errc() || ptr != count.data() + count.size() || it == std::end(names)) {
+    return Status::invalid_argument("kernel '" + name + "': variant '" + variant + "' is not min|mid|max[@threads]");
+  }
+  auto usual = make_suite_kernel(name, size);
+  if (!usual) return usual.status();
+  if (!usual->elastic) return Status::invalid_argument("kernel '" + name + "' is a library kernel: it has no variant '" + variant + "'");
+  BlockSizes blocks;
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = usual->variants[i].threads_per_block;
+  blocks[static_cast<size_t>(it - std::begin(names))] = threads;
+  return make_suite_kernel(name, size, blocks);
+}
+
+Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size, const std::optional<BlockSizes>& blocks) {
   const auto& all = recipes();
   auto it = std::find_if(all.begin(), all.end(), [&](const Recipe& r) { return r.entry.name == name; });
   if (it == all.end()) return Status::not_found("unknown kernel '" + name + "'");
@@ -141,6 +185,13 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size) {
   if (size < r.entry.min_size) {
     return Status::invalid_argument("kernel '" + name + "': size " + std::to_string(size) +
                                     " is below its minimum " + std::to_string(r.entry.min_size));
+  }
+  if (blocks) {
+    if (!r.entry.elastic) return Status::invalid_argument("kernel '" + name + "' is a library kernel: its block size is the library's");
+    for (int t : *blocks) {
+      const char* why = t < 1 || t > 1024 ? "must be 1..1024" : r.block_rule ? r.block_rule(t) : nullptr;
+      if (why) return Status::invalid_argument("kernel '" + name + "': block size " + std::to_string(t) + " " + why);
+    }
   }
   KernelSpec k;
   k.name = name;
@@ -156,9 +207,15 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size) {
   const size_t shapes = k.elastic ? std::size(kShapes1d) : 1;
   for (size_t s = 0; s < shapes; ++s) {
     Shape shape = k.elastic ? kShapes1d[s] : Shape{"library", 256, r.regs, 0};
-    if (k.elastic) shape.threads = r.block_sizes[s];
     KernelVariant v;
     v.name = shape.variant;
+    if (k.elastic) {
+      shape.threads = blocks ? (*blocks)[s] : r.block_sizes[s];
+      // Named apart from the usual variant, so their profiles never mix.
+      if (shape.threads != r.block_sizes[s]) {
+        v.name = std::string(shape.variant) + "@" + std::to_string(shape.threads);
+      }
+    }
     v.threads_per_block = shape.threads;
     v.registers_per_thread = r.regs;
     v.shared_bytes_per_block = r.shared_bytes_per_thread * shape.threads * 4;

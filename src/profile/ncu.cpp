@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "concord/suite.h"
@@ -174,10 +175,11 @@ Result<RaiseVector> raise_vector(const std::vector<NcuLaunch>& launches, const s
 
 std::vector<NcuJob> ncu_jobs(const std::vector<KernelSpec>& kernels) {
   std::vector<NcuJob> out;
-  std::set<std::pair<std::string, int64_t>> seen;
+  std::set<std::tuple<std::string, int64_t, std::string>> seen;  // a variant's name carries its block size
   for (const KernelSpec& k : kernels) {
-    if (!seen.insert({k.name, k.size}).second) continue;
-    for (const KernelVariant& v : k.variants) out.push_back({k.name, k.size, v.name});
+    for (const KernelVariant& v : k.variants) {
+      if (seen.insert({k.name, k.size, v.name}).second) out.push_back({k.name, k.size, v.name});
+    }
   }
   return out;
 }
@@ -226,7 +228,7 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
     if (*have) {
       p = **have;
     } else {
-      auto spec = make_suite_kernel(job.kernel, job.size);
+      auto spec = make_suite_kernel_with_variant(job.kernel, job.size, job.variant);
       if (!spec) return Status(spec.status().code(), source + ": job " + std::to_string(i) + ": " + spec.status().message());
       auto v = spec->find_variant(job.variant);
       if (!v) return Status::not_found(source + ": kernel " + job.kernel + " has no variant '" + job.variant + "'");

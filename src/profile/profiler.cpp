@@ -211,7 +211,7 @@ Status run_ncu_worker(const std::string& jobs_file) {
   for (size_t i = 0; i < jobs->size(); ++i) {
     const NcuJob& job = (*jobs)[i];
     const std::string where = jobs_file + ": job " + std::to_string(i) + " (" + job.kernel + " " + job.variant + ")";
-    auto spec = make_suite_kernel(job.kernel, job.size);
+    auto spec = make_suite_kernel_with_variant(job.kernel, job.size, job.variant);
     if (!spec) return Status(spec.status().code(), where + ": " + spec.status().message());
     auto v = spec->find_variant(job.variant);
     if (!v) return Status::not_found(where + ": no such variant");
@@ -302,15 +302,13 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
     int variant;
   };
   std::vector<Job> jobs;
-  for (const auto& [name, size] : options.pairs) {
-    auto spec = make_suite_kernel(name, size);
-    if (!spec) return spec.status();
-    for (int v = 0; v < spec->variant_count(); ++v) {
-      if (options.all_variants || v == spec->default_variant) jobs.push_back({*spec, v});
+  for (const KernelSpec& spec : options.specs) {
+    for (int v = 0; v < spec.variant_count(); ++v) {
+      if (options.all_variants || v == spec.default_variant) jobs.push_back({spec, v});
     }
   }
   for (const SuiteEntry& e : suite_catalog()) {
-    if (!options.pairs.empty()) break;
+    if (!options.specs.empty()) break;
     if (!options.kernels.empty() && std::find(options.kernels.begin(), options.kernels.end(), e.name) == options.kernels.end()) {
       continue;
     }

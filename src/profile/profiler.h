@@ -13,9 +13,9 @@ namespace concord::profile {
 
 struct ProfileOptions {
   std::vector<std::string> kernels;       // empty: the whole suite
-  // When non-empty: exactly these (kernel, size) pairs (the kernels of workload specs); `kernels`
-  // and `sizes` are then ignored.
-  std::vector<std::pair<std::string, int64_t>> pairs;
+  // When non-empty: exactly these kernels (those of workload specs, with their sizes and block
+  // sizes); `kernels` and `sizes` are then ignored.
+  std::vector<KernelSpec> specs;
   std::map<std::string, int64_t> sizes;   // per kernel; default: the suite's default size
   bool all_variants = false;              // default: the default variant only
   bool full = false;                      // every TPC step instead of the sampled plan

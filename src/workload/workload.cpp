@@ -1,6 +1,7 @@
 // Workload spec parser: YAML in, Workload out; every error names file, line, field and reason.
 #include "concord/workload.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -172,7 +173,7 @@ class Parser {
 
   Result<KernelStep> parse_step(const YAML::Node& n, const std::string& at) {
     if (!n.IsMap()) return error(n, at, "must be a mapping with 'kernel'");
-    CONCORD_RETURN_IF_ERROR(only_keys(n, at, {"kernel", "size", "count", "variant"}));
+    CONCORD_RETURN_IF_ERROR(only_keys(n, at, {"kernel", "size", "count", "variant", "dims"}));
     if (!n["kernel"]) return error(n, at + ".kernel", "missing");
     auto name = scalar(n["kernel"], at + ".kernel");
     if (!name) return name.status();
@@ -187,8 +188,25 @@ class Parser {
       if (!s) return s.status();
       size = *s;
     }
+    std::optional<BlockSizes> dims;
+    if (const YAML::Node d = n["dims"]) {
+      // Threads per block of the min, mid and max variants (RAISE Table IV's kernel dimensions).
+      if (!d.IsSequence() || d.size() != 3) return error(d, at + ".dims", "must be a list of three block sizes [min, mid, max]");
+      BlockSizes b{};
+      for (size_t i = 0; i < 3; ++i) {
+        auto t = positive_int(d[i], at + ".dims[" + std::to_string(i) + "]");
+        if (!t) return t.status();
+        b[i] = static_cast<int>(std::min<int64_t>(*t, 1 << 20));
+      }
+      if (!(b[0] <= b[1] && b[1] <= b[2])) return error(d, at + ".dims", "must be ascending: min <= mid <= max");
+      dims = b;
+    }
     auto spec = make_suite_kernel(*name, size);
     if (!spec) return error(n["size"] ? n["size"] : n, at + ".size", spec.status().message());
+    if (dims) {
+      spec = make_suite_kernel(*name, size, dims);
+      if (!spec) return error(n["dims"], at + ".dims", spec.status().message());
+    }
     KernelStep step{std::move(*spec), 1};
     if (n["count"]) {
       auto c = positive_int(n["count"], at + ".count");
@@ -296,6 +314,7 @@ std::string tenant_fingerprint(const TenantSpec& t) {
   for (Seconds s : t.arrival.timestamps) o << "," << s;
   for (const auto& s : t.steps) {
     o << "|" << s.kernel.name << ":" << s.kernel.size << ":" << s.kernel.default_variant << "x" << s.count;
+    for (const auto& v : s.kernel.variants) o << "/" << v.threads_per_block;  // dims change alone-times
     for (const auto& pt : s.kernel.sm_curve) o << "@" << pt.sms << "=" << pt.seconds;  // measured curves change alone-times
   }
   return o.str();

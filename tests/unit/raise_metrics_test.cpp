@@ -133,6 +133,12 @@ TEST(NcuJobs, EveryVariantOfEachDistinctKernelAndSizeRoundTrips) {
   auto back = profile::ncu_jobs_from_text(profile::ncu_jobs_to_text(jobs), "jobs.txt");
   ASSERT_TRUE(back.is_ok());
   EXPECT_EQ(*back, jobs);
+  // The same kernel and size at other block sizes: only the variants not seen yet.
+  auto c = make_suite_kernel("bfs", 4096, BlockSizes{32, 256, 1024});
+  ASSERT_TRUE(c.is_ok());
+  const auto more = profile::ncu_jobs({*a, *c});
+  ASSERT_EQ(more.size(), static_cast<size_t>(a->variant_count() + 1));
+  EXPECT_EQ(more.back(), (NcuJob{"bfs", 4096, "min@32"}));
   auto bad = profile::ncu_jobs_from_text("bfs 4096 mid\nsrad many mid\n", "jobs.txt");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("jobs.txt:2"), std::string::npos);

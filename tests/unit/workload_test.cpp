@@ -99,6 +99,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "tenants[0].arrival.timestamps", 3},
         BadCase{"unknown variant", "tenants:\n  - name: a\n    kernels: [{kernel: bfs, variant: huge}]\n",
                 "tenants[0].kernels[0].variant", 3},
+        BadCase{"dims not three", "tenants:\n  - name: a\n    kernels: [{kernel: bfs, dims: [32, 64]}]\n",
+                "tenants[0].kernels[0].dims", 3},
+        BadCase{"dims descending", "tenants:\n  - name: a\n    kernels: [{kernel: bfs, dims: [128, 64, 32]}]\n",
+                "tenants[0].kernels[0].dims", 3},
+        BadCase{"dims a body cannot run", "tenants:\n  - name: a\n    kernels: [{kernel: matmul, size: 1024, dims: [16, 64, 144]}]\n",
+                "tenants[0].kernels[0].dims", 3},
+        BadCase{"dims of a library kernel", "tenants:\n  - name: a\n    kernels: [{kernel: cublas_gemm, size: 1024, dims: [64, 128, 256]}]\n",
+                "tenants[0].kernels[0].dims", 3},
+        BadCase{"dims not numbers", "tenants:\n  - name: a\n    kernels: [{kernel: bfs, dims: [8, x, 32]}]\n",
+                "tenants[0].kernels[0].dims[1]", 3},
         BadCase{"zero requests", "tenants:\n  - name: a\n    requests: 0\n    kernels: [{kernel: bfs}]\n",
                 "tenants[0].requests", 3},
         BadCase{"requests disagree with timestamps",
@@ -139,6 +149,69 @@ TEST(Suite, EveryKernelBuildsWithConsistentVariants) {
   }
   EXPECT_EQ(make_suite_kernel("nosuch", 1).status().code(), StatusCode::not_found);
   EXPECT_EQ(make_suite_kernel("bfs", 0).status().code(), StatusCode::invalid_argument);
+}
+
+TEST(Suite, BlockSizesOverrideVariantsUnderTheirOwnNames) {
+  // RAISE Table IV's Gaussian elimination: 8, 16 and 32 threads per block.
+  auto ge = make_suite_kernel("gaussian", 2048, BlockSizes{8, 16, 32});
+  ASSERT_TRUE(ge.is_ok()) << ge.status().to_string();
+  auto usual = make_suite_kernel("gaussian", 2048);
+  ASSERT_TRUE(usual.is_ok());
+  ASSERT_EQ(ge->variant_count(), 3);
+  EXPECT_EQ(ge->variant(0).name, "min@8");
+  EXPECT_EQ(ge->variant(2).name, "max@32");
+  EXPECT_EQ(ge->variant(0).threads_per_block, 8);
+  // Same total work, in more and smaller blocks.
+  EXPECT_EQ(ge->variant(0).logical_blocks, usual->variant(0).logical_blocks * 8);
+  EXPECT_NEAR(ge->variant(0).flops_per_block * static_cast<double>(ge->variant(0).logical_blocks),
+              usual->variant(0).flops_per_block * static_cast<double>(usual->variant(0).logical_blocks), 1.0);
+  // A slot at its usual size keeps its usual name.
+  auto mixed = make_suite_kernel("bfs", 4096, BlockSizes{32, 256, 1024});
+  ASSERT_TRUE(mixed.is_ok());
+  EXPECT_EQ(mixed->variant(0).name, "min@32");
+  EXPECT_EQ(mixed->variant(1).name, "mid");
+  // find_variant: the slot by its plain name, or by name and block size.
+  EXPECT_EQ(ge->find_variant("min"), 0);
+  EXPECT_EQ(ge->find_variant("min@8"), 0);
+  EXPECT_EQ(ge->find_variant("max"), 2);
+  EXPECT_FALSE(ge->find_variant("min@16").has_value());
+  EXPECT_EQ(usual->find_variant("mid@256"), 1);
+  // Rebuilt from a variant name, as the profiler's worker does.
+  auto back = make_suite_kernel_with_variant("gaussian", 2048, "min@8");
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->variant(*back->find_variant("min@8")).threads_per_block, 8);
+  EXPECT_EQ(back->variant(1).name, "mid");
+  EXPECT_TRUE(make_suite_kernel_with_variant("gaussian", 2048, "mid").is_ok());
+  EXPECT_FALSE(make_suite_kernel_with_variant("gaussian", 2048, "tiny@8").is_ok());
+  EXPECT_FALSE(make_suite_kernel_with_variant("gaussian", 2048, "min@x").is_ok());
+  EXPECT_FALSE(make_suite_kernel_with_variant("cublas_gemm", 1024, "min@64").is_ok());
+  // Bodies refuse what they cannot run, with the reason.
+  auto mm = make_suite_kernel("matmul", 1024, BlockSizes{64, 144, 1024});
+  ASSERT_FALSE(mm.is_ok());
+  EXPECT_NE(mm.status().message().find("144"), std::string::npos);
+  EXPECT_FALSE(make_suite_kernel("tc_gemm", 1024, BlockSizes{32, 64, 512}).is_ok());
+  EXPECT_FALSE(make_suite_kernel("sgemm", 1024, BlockSizes{12, 256, 1024}).is_ok());
+  EXPECT_FALSE(make_suite_kernel("bfs", 4096, BlockSizes{0, 64, 128}).is_ok());
+  EXPECT_FALSE(make_suite_kernel("bfs", 4096, BlockSizes{32, 64, 2048}).is_ok());
+  EXPECT_TRUE(make_suite_kernel("fft_stage", 4096, BlockSizes{64, 128, 156}).is_ok());  // Table IV's CU
+}
+
+TEST(Workload, DimsGiveTheStepsVariantsTheirBlockSizes) {
+  auto w = parse_workload("tenants:\n  - {name: a, kernels: [{kernel: srad, size: 1024, dims: [16, 64, 256], variant: min}]}\n"
+                          "  - {name: b, kernels: [{kernel: srad, size: 1024}]}\n",
+                          "d.yaml");
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  const KernelSpec& k = w->tenants[0].steps[0].kernel;
+  EXPECT_EQ(k.variant(0).threads_per_block, 16);
+  EXPECT_EQ(k.variant(1).threads_per_block, 64);
+  EXPECT_EQ(k.variant(1).name, "mid@64");
+  EXPECT_EQ(k.default_variant, 0);
+  // Different block sizes are different tenants to the alone-time cache.
+  auto w2 = parse_workload("tenants:\n  - {name: a, kernels: [{kernel: srad, size: 1024, dims: [16, 64, 256]}]}\n"
+                           "  - {name: b, kernels: [{kernel: srad, size: 1024}]}\n",
+                           "d.yaml");
+  ASSERT_TRUE(w2.is_ok());
+  EXPECT_NE(tenant_fingerprint(w2->tenants[0]), tenant_fingerprint(w2->tenants[1]));
 }
 
 TEST(Workload, FingerprintSeparatesDifferentTenants) {
