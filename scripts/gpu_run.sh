@@ -97,7 +97,8 @@ if has raise; then
     step "raise_bench_$tag" "${RAISE_S:-300}" "$bin/concord_raise_bench" --backend cuda --profiles "$out/profiles.db" \
       --tasks "$tasks" --out "$out/raise_bench_$tag.json" --max-minutes "${RAISE_MINUTES:-4}"
   done
-  step raise_metrics_suite "${NCU_SUITE_S:-240}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
+  # RAISE_SUITE=0: the bench's tasks only (the suite's metrics are in bench/results already).
+  [ "${RAISE_SUITE:-1}" = 0 ] || step raise_metrics_suite "${NCU_SUITE_S:-240}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
     --work-dir "$out/ncu-suite"
   step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
   step profile_show 60 "$bin/concord" profile show --db "$out/profiles.db"

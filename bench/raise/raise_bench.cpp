@@ -1,6 +1,7 @@
 // RAISE's evaluation (raise.md VI): task counts 12..120 (each of the twelve task types 1..10
 // times, in a seeded random order), policies raise, sq, rr, rd on N_str task streams, several
-// seeds; then the sensitivity to alpha, beta, N_str and fixed dimensions on 36 tasks. Runs on the
+// seeds; then, on 36 tasks, every policy at one fixed variant (the order's effect alone) and the
+// sensitivity to alpha, beta, N_str and fixed dimensions. Runs on the
 // simulator or the GPU (--backend cuda) and writes every run's makespan to a JSON file that
 // bench/raise/summarize.py turns into tables.
 #include <CLI/CLI.hpp>
@@ -45,7 +46,7 @@ Workload compose(const Workload& templates, int per_type, uint64_t seed) {
 }
 
 struct Run {
-  std::string group;   // main, alpha, beta, streams, dims
+  std::string group;   // main, order, alpha, beta, streams, dims
   std::string policy;
   PolicyParams params;
   int tasks = 0;
@@ -110,6 +111,12 @@ int main(int argc, char** argv) {
     }
   }
   if (sensitivity) {
+    // The order's effect apart from the dimensions': every policy with one fixed variant.
+    for (int s = 0; s < sens_seeds; ++s) {
+      for (const char* d : {"mid", "max"}) {
+        for (const std::string& p : policies) plan.push_back({"order", p, {{"dims", d}}, sens_tasks, static_cast<uint64_t>(s + 1)});
+      }
+    }
     for (int s = 0; s < sens_seeds; ++s) {
       const auto seed = static_cast<uint64_t>(s + 1);
       for (int v = 0; v <= 9; ++v) {

@@ -68,6 +68,20 @@ def main(path):
     sq36 = [r["makespan_s"] for r in runs if r["group"] == "main" and r["policy"] == "sq"]
     sens_tasks = next((r["tasks"] for r in runs if r["group"] != "main"), None)
     sq_ref = [r["makespan_s"] for r in runs if r["group"] == "main" and r["policy"] == "sq" and r["tasks"] == sens_tasks]
+    g = group("order", lambda r: r["params"]["dims"])
+    if g:
+        print(f"The order alone: every policy at one fixed variant ({sens_tasks} tasks; sq at the same variant = 1):\n")
+        pols = sorted({k[0] for k in g}, key=lambda p: ["raise", "sq", "rr", "rd"].index(p) if p in ["raise", "sq", "rr", "rd"] else 9)
+        print("| dims | " + " | ".join(f"{p} ms" for p in pols) + " | " + " | ".join(f"{p} over sq" for p in pols if p != "sq") + " |")
+        print("|---|" + "---:|" * (2 * len(pols) - 1))
+        for d in ["min", "mid", "max"]:
+            if ("sq", d) not in g:
+                continue
+            ref = st.mean(g[("sq", d)])
+            cells = [f"{ms(st.mean(g[(p, d)])):.2f}" if (p, d) in g else "-" for p in pols]
+            cells += [f"{ref / st.mean(g[(p, d)]):.3f}x" if (p, d) in g else "-" for p in pols if p != "sq"]
+            print(f"| {d} | " + " | ".join(cells) + " |")
+        print()
     for name, label in [("alpha", "alpha"), ("beta", "beta")]:
         g = group(name, lambda r, n=name: int(float(r["params"][n])))
         if not g:

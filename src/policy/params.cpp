@@ -43,6 +43,15 @@ Status only_params(const std::string& policy, const PolicyParams& params, std::i
   return Status::ok();
 }
 
+Result<int> dims_param(const std::string& policy, const PolicyParams& params, const std::string& adaptive) {
+  auto it = params.find("dims");
+  if (it == params.end() || it->second == adaptive) return -1;
+  if (it->second == "min") return 0;
+  if (it->second == "mid") return 1;
+  if (it->second == "max") return 2;
+  return Status::invalid_argument(policy + ": parameter 'dims' must be " + adaptive + ", min, mid or max (got '" + it->second + "')");
+}
+
 Placement whole_gpu(const SchedContext& ctx) {
   Placement p;
   p.sms = ctx.device().all_sms();

@@ -12,6 +12,9 @@ Result<int> int_param(const PolicyParams& params, const std::string& key, int fa
 Result<double> double_param(const PolicyParams& params, const std::string& key, double fallback);
 // An error naming any key not in `known`.
 Status only_params(const std::string& policy, const PolicyParams& params, std::initializer_list<const char*> known);
+// A `dims` parameter of RAISE and its baselines: the fixed variant (0 min, 1 mid, 2 max), or -1 for
+// the policy's own choice, spelt `adaptive` ("dynamic" for raise, "random" for the baselines).
+Result<int> dims_param(const std::string& policy, const PolicyParams& params, const std::string& adaptive);
 
 // A placement on every SM of the device with the kernel's defaults (what a plain launch gets).
 Placement whole_gpu(const SchedContext& ctx);

@@ -59,10 +59,10 @@ const PolicyRegistry& builtin_policies() {
                policy::make_manual));
     must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (raise.md V); params alpha, beta, streams, dims",
                policy::make_raise));
-    must(r.add("sq", "RAISE baseline: task streams, all tasks of one type then the next (COM, MEM, LAT); random dims; param streams",
+    must(r.add("sq", "RAISE baseline: task streams, all tasks of one type then the next (COM, MEM, LAT); random dims; params streams, dims (random|min|mid|max)",
                policy::make_sq));
-    must(r.add("rr", "RAISE baseline: task streams, types COM, MEM, LAT in turn; random dims; param streams", policy::make_rr));
-    must(r.add("rd", "RAISE baseline: task streams, random task order; random dims; param streams", policy::make_rd));
+    must(r.add("rr", "RAISE baseline: task streams, types COM, MEM, LAT in turn; random dims; params streams, dims (random|min|mid|max)", policy::make_rr));
+    must(r.add("rd", "RAISE baseline: task streams, random task order; random dims; params streams, dims (random|min|mid|max)", policy::make_rd));
     return r;
   }();
   return registry;

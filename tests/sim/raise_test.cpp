@@ -193,6 +193,19 @@ TEST(RaiseBaselines, RandomOrderAndDimensionsFollowTheSeed) {
   };
   EXPECT_EQ(order(5), order(5));
   EXPECT_NE(order(5), order(6));
+  // Random dimensions use more than one variant over nine tasks; dims=mid fixes every task's.
+  for (const char* p : {"sq", "rr", "rd"}) {
+    auto random = run_on_sim(typed_tasks(3), p, 5);
+    ASSERT_TRUE(random.is_ok()) << p;
+    std::set<int> seen;
+    for (const auto& [t, s] : spans(*random)) seen.insert(*s.variants.begin());
+    EXPECT_GT(seen.size(), 1u) << p;
+    auto fixed = run_on_sim(typed_tasks(3), p, 5, {{"dims", "mid"}});
+    ASSERT_TRUE(fixed.is_ok()) << p;
+    for (const auto& [t, s] : spans(*fixed)) EXPECT_EQ(*s.variants.begin(), 1) << p;
+  }
+  EXPECT_FALSE(builtin_policies().make("sq", {{"dims", "dynamic"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("rd", {{"dims", "random"}}).is_ok());
 }
 
 

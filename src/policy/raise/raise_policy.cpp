@@ -78,12 +78,9 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   p.alpha = *alpha;
   p.beta = *beta;
   p.streams = *streams;
-  if (auto it = params.find("dims"); it != params.end()) {
-    if (it->second == "min") p.fixed_variant = 0;
-    else if (it->second == "mid") p.fixed_variant = 1;
-    else if (it->second == "max") p.fixed_variant = 2;
-    else if (it->second != "dynamic") return Status::invalid_argument("raise: param dims must be dynamic, min, mid or max (got '" + it->second + "')");
-  }
+  auto dims = dims_param("raise", params, "dynamic");
+  if (!dims) return dims.status();
+  p.fixed_variant = *dims;
   return std::unique_ptr<Policy>(std::make_unique<RaisePolicy>(p));
 }
 

@@ -10,6 +10,7 @@ namespace concord::policy {
 TaskStreamPolicy::Choice RandomDimsPolicy::with_random_variant(SchedContext& ctx, const std::vector<Waiting>& waiting,
                                                                size_t index) {
   const int n = static_cast<int>(info(waiting[index].tenant).vectors.size());
+  if (fixed_variant_ >= 0) return Choice{index, std::min(fixed_variant_, n - 1)};
   return Choice{index, std::uniform_int_distribution<int>(0, n - 1)(ctx.rng())};
 }
 
@@ -50,10 +51,12 @@ std::optional<TaskStreamPolicy::Choice> RdPolicy::choose(SchedContext& ctx, cons
 namespace {
 template <class P>
 Result<std::unique_ptr<Policy>> make(const char* name, const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams"}));
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims"}));
   auto streams = int_param(params, "streams", 4, 1);
   if (!streams) return streams.status();
-  return std::unique_ptr<Policy>(std::make_unique<P>(*streams));
+  auto dims = dims_param(name, params, "random");
+  if (!dims) return dims.status();
+  return std::unique_ptr<Policy>(std::make_unique<P>(*streams, *dims));
 }
 }  // namespace
 

@@ -12,14 +12,18 @@
 
 namespace concord::policy {
 
-// What the three share: a random variant for the chosen task.
+// What the three share: a random variant for the chosen task, or one fixed variant for every task
+// (`dims=min|mid|max`: the order's effect alone, apart from the dimensions').
 class RandomDimsPolicy : public TaskStreamPolicy {
  public:
-  using TaskStreamPolicy::TaskStreamPolicy;
+  RandomDimsPolicy(int streams, int fixed_variant = -1) : TaskStreamPolicy(streams), fixed_variant_(fixed_variant) {}
 
  protected:
   Choice with_random_variant(SchedContext& ctx, const std::vector<Waiting>& waiting, size_t index);
   int type_of(const Waiting& w) const { return static_cast<int>(info(w.tenant).cls); }
+
+ private:
+  int fixed_variant_ = -1;  // -1: random
 };
 
 class SqPolicy final : public RandomDimsPolicy {
