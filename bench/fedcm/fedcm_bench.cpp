@@ -112,7 +112,13 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
       c.params = it.params;
       const auto t0 = std::chrono::steady_clock::now();
       auto r = run_experiment(*w, c, cache);
-      if (!r) return fail(Status(r.status().code(), path + " " + it.scheme + ": " + r.status().message()));
+      if (!r) {
+        // Keep what was measured: the runs so far and the failure go to the file, then exit non-zero.
+        const Status failure(r.status().code(), path + " " + it.scheme + ": " + r.status().message());
+        results["error"] = failure.to_string();
+        if (Status s = write_json(out, results); !s) std::cerr << "fedcm_bench: " << s.to_string() << "\n";
+        return fail(failure);
+      }
       if (!results.contains("device")) results["device"] = r->run.device;
       nlohmann::json tenants = nlohmann::json::array();
       for (size_t i = 0; i < r->run.tenants.size(); ++i) {

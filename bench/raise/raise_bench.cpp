@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
   results["runs"] = nlohmann::json::array();
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0;
+  Status failure = Status::ok();
   for (const Run& r : plan) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (max_minutes > 0 && elapsed > max_minutes * 60) {
@@ -155,8 +156,13 @@ int main(int argc, char** argv) {
     EngineOptions opts;
     opts.seed = r.seed;
     auto rec = run_workload(w, **b, **policy, opts);
-    if (!rec) return fail(Status(rec.status().code(), r.group + " " + r.policy + " " + std::to_string(r.tasks) + " tasks seed " +
-                                                          std::to_string(r.seed) + ": " + rec.status().message()));
+    if (!rec) {
+      // Keep what was measured: the runs so far and the failure go to the file, then exit non-zero.
+      failure = Status(rec.status().code(), r.group + " " + r.policy + " " + std::to_string(r.tasks) + " tasks seed " +
+                                                std::to_string(r.seed) + ": " + rec.status().message());
+      results["error"] = failure.to_string();
+      break;
+    }
     nlohmann::json j{{"group", r.group}, {"policy", r.policy}, {"params", r.params}, {"tasks", r.tasks}, {"seed", r.seed},
                      {"makespan_s", rec->makespan}, {"policy_s", rec->stats.policy_seconds}};
     results["runs"].push_back(j);
@@ -170,5 +176,6 @@ int main(int argc, char** argv) {
   f << results.dump(1) << "\n";
   if (!f) return fail(Status::io_error(out + ": cannot write"));
   std::cerr << "wrote " << out << "\n";
+  if (!failure) return fail(failure);
   return 0;
 }

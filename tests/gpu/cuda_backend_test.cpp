@@ -1,6 +1,9 @@
 // The CUDA backend on a real GPU: green contexts confine kernels to their SMs; dispatches in
 // each form complete with the right block counts; preempt and resize work through the backend.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/green_contexts.h"
@@ -173,6 +176,40 @@ TEST(CudaBackend, EngineRunsEveryBaselineOnTheGpu) {
     ASSERT_TRUE(run.is_ok()) << entry.name << ": " << run.status().to_string();
     EXPECT_GT(run->makespan, 0);
     for (const auto& l : run->launches) EXPECT_GT(l.end, l.start) << entry.name;
+  }
+}
+
+// Benches make a fresh backend per run (bench/raise: over 500 in one process): each must give
+// its device memory back, buffers and contexts alike.
+TEST(CudaBackend, BackendsGiveTheirDeviceMemoryBack) {
+  auto free_bytes = [] {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+    return static_cast<double>(free);
+  };
+  Workload w = two_kernels();
+  TenantSpec km;
+  km.name = "kmeans";
+  km.steps.push_back(KernelStep{*make_suite_kernel("kmeans", 1 << 20), 1});  // 140 MB of features
+  w.tenants.push_back(km);
+  auto one_run = [&](bool with_workload) {
+    auto b = backend();
+    ASSERT_TRUE(b);
+    if (!with_workload) return;
+    auto p = builtin_policies().make("streams", {});
+    ASSERT_TRUE(p.is_ok());
+    auto run = run_workload(w, *b, **p, EngineOptions{});
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  };
+  one_run(true);  // the runtime's own first-use allocations
+  for (bool with_workload : {false, true}) {
+    const double before = free_bytes();
+    for (int i = 0; i < 8; ++i) {
+      one_run(with_workload);
+      std::printf("backend %d (%s): %.0f MB free\n", i, with_workload ? "with a run" : "created only", free_bytes() / 1e6);
+    }
+    EXPECT_GT(free_bytes(), before - 64e6) << (with_workload ? "with a run" : "created only") << ": "
+                                            << (before - free_bytes()) / 1e6 << " MB not given back over 8 backends";
   }
 }
 
