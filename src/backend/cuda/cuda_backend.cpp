@@ -49,9 +49,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   // client cannot split the GPU into green contexts (the probe sees another SM numbering); it runs
   // without them: whole-GPU native launches and %smid-filtered persistent launches still work.
   auto probe = [&]() -> Status {
-    auto pool = GreenContextPool::create(device);
+    auto pool = GreenContextPool::shared(device);
     if (!pool) return pool.status();
-    b->green_ = std::move(*pool);
+    b->green_ = *pool;
     b->spec_.tpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), -1);
     b->spec_.gpc_of_sm.assign(static_cast<size_t>(b->spec_.sm_count), 0);
     const auto& groups = b->green_->groups();

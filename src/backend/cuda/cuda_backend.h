@@ -91,7 +91,7 @@ class CudaBackend final : public Backend {
 
   DeviceSpec spec_;
   uint64_t seed_ = 1;
-  std::unique_ptr<GreenContextPool> green_;
+  std::shared_ptr<GreenContextPool> green_;  // the process's pool (GreenContextPool::shared)
   std::map<std::string, std::unique_ptr<kernels::DeviceKernel>> kernels_;  // by name:size
   std::map<int, Stream> tenant_streams_;
   std::vector<Stream> helper_streams_;

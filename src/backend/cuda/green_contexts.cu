@@ -42,6 +42,24 @@ GreenContextPool::~GreenContextPool() {
   for (auto& [key, g] : contexts_) api_->green_ctx_destroy(g);
 }
 
+Result<std::shared_ptr<GreenContextPool>> GreenContextPool::shared(int device) {
+  // Never destroyed: at exit the driver may already be gone, and the process's end frees it all.
+  static std::mutex mu;
+  static auto* pools = new std::map<int, std::shared_ptr<GreenContextPool>>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = pools->find(device); it != pools->end()) return it->second;
+  auto pool = create(device);
+  if (!pool) return pool.status();
+  std::shared_ptr<GreenContextPool> p = std::move(*pool);
+  (*pools)[device] = p;
+  return p;
+}
+
+int GreenContextPool::contexts_created() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(contexts_.size());
+}
+
 Result<std::unique_ptr<GreenContextPool>> GreenContextPool::create(int device) {
   std::unique_ptr<GreenContextPool> pool(new GreenContextPool());
   auto api = driver_api();
@@ -109,6 +127,7 @@ Result<CUgreenCtx> GreenContextPool::context_for(const SmSet& cover_set) {
 
 Result<cudaStream_t> GreenContextPool::stream_for(const SmSet& sms, int owner, int priority) {
   const SmSet c = cover(sms);
+  std::lock_guard<std::mutex> lock(mu_);
   const auto key = std::make_pair(c.words(), owner);
   if (auto it = streams_.find(key); it != streams_.end()) return static_cast<cudaStream_t>(it->second);
   auto ctx = context_for(c);

@@ -3,6 +3,11 @@
 // what is left over); a probe kernel on each group reads %smid, which gives the SM -> group map.
 // A context for an SM set is the union of the groups it touches, created on first use (about
 // 1.5 ms each on an H200) and cached; streams are made per (set, owner).
+//
+// One pool per device serves the whole process (`shared`): the driver does not give back all of a
+// destroyed green context's memory (about 277 MB per backend with its 66 probe contexts on an H200,
+// driver 580.159.04), and benches make hundreds of backends. Its methods lock, so backends alive
+// at once may share it.
 #pragma once
 
 #include <cuda.h>
@@ -10,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -27,6 +33,9 @@ class GreenContextPool {
 
   // Splits device `device` and probes every group's SMs.
   static Result<std::unique_ptr<GreenContextPool>> create(int device);
+  // The process's pool of device `device`, made on first use (a failure is returned each time and
+  // not cached: under MPS the split fails, and that must not stick to a later non-MPS use).
+  static Result<std::shared_ptr<GreenContextPool>> shared(int device);
 
   // SM ids of each group, in split order (the last one may be the left-over SMs).
   const std::vector<SmSet>& groups() const { return group_sms_; }
@@ -34,7 +43,7 @@ class GreenContextPool {
   SmSet cover(const SmSet& sms) const;
   // A stream whose kernels run only on cover(sms); one per (cover, owner), cached.
   Result<cudaStream_t> stream_for(const SmSet& sms, int owner, int priority);
-  int contexts_created() const { return static_cast<int>(contexts_.size()); }
+  int contexts_created() const;
 
  private:
   GreenContextPool() = default;
@@ -46,6 +55,7 @@ class GreenContextPool {
   std::vector<SmSet> group_sms_;
   std::map<std::vector<uint64_t>, CUgreenCtx> contexts_;
   std::map<std::pair<std::vector<uint64_t>, int>, CUstream> streams_;
+  mutable std::mutex mu_;  // guards contexts_ and streams_
 };
 
 // Launches a probe on `stream`: every SM a block of it ran on (for tests and topology).
