@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build=${CONCORD_GPU_BUILD_DIR:-build-gpu}
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# Binaries built from uncommitted changes say so.
+git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 # Configure every time: the commit the binaries report is set here.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON -DCONCORD_GIT_COMMIT="$commit" >/dev/null
 cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench \
