@@ -71,7 +71,7 @@ Status barrier(const std::string& dir, int index, int n) {
 }
 
 int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::string>& schemes,
-            const std::vector<double>& sigmas, const std::string& backend, const std::string& device,
+            const std::vector<double>& sigmas, const std::vector<double>& gammas, const std::string& backend, const std::string& device,
             const std::string& profiles, const std::string& out) {
   std::unique_ptr<ProfileStore> store;
   if (!profiles.empty()) {
@@ -105,6 +105,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
     std::vector<Item> items;
     for (const auto& s : schemes) items.push_back({s, {}, s == "fedcm" || s == "fedc" ? 0.1 : 0});
     for (double sg : sigmas) items.push_back({"fedcm", {{"sigma", std::to_string(sg)}}, sg});
+    for (double g : gammas) items.push_back({"fedcm", {{"gamma", std::to_string(g)}}, 0.1});
     for (const Item& it : items) {
       ExperimentConfig c;
       c.backend = cfg;
@@ -131,6 +132,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
                                  {"scheme", it.scheme},
                                  {"sweep", !it.params.empty()},
                                  {"sigma", it.sigma},
+                                 {"gamma", it.params.count("gamma") ? std::stod(it.params.at("gamma")) : 1.1},
                                  {"stp", r->metrics.stp},
                                  {"antt", r->metrics.antt},
                                  {"makespan_s", r->metrics.makespan},
@@ -294,6 +296,8 @@ int main(int argc, char** argv) {
   run->add_option("--device", device, "Simulated device")->capture_default_str();
   run->add_option("--schemes", schemes, "Policies")->delimiter(',');
   run->add_option("--sigmas", sigmas, "fedcm sigma sweep (empty: none)")->delimiter(',');
+  std::vector<double> gammas;
+  run->add_option("--gammas", gammas, "fedcm gamma sweep at sigma 0.1 (the bypass filter; default: none)")->delimiter(',');
   run->add_option("--out", out, "Results JSON")->capture_default_str();
   std::string profiles;
   run->add_option("--profiles", profiles, "Profile store: policies estimate from measured curves");
@@ -313,7 +317,7 @@ int main(int argc, char** argv) {
   peer->add_option("--n", peer_n)->required();
   peer->add_option("--out", peer_out)->required();
   CLI11_PARSE(app, argc, argv);
-  if (run->parsed()) return cmd_run(workloads, schemes, sigmas, backend, device, profiles, out);
+  if (run->parsed()) return cmd_run(workloads, schemes, sigmas, gammas, backend, device, profiles, out);
   if (mps->parsed()) return cmd_mps(workloads, work, start_daemon, out);
   return cmd_peer(peer_workload, peer_index, peer_dir, peer_n, peer_out);
 }

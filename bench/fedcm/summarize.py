@@ -22,11 +22,14 @@ def main(bench_path, mps_path=None):
     n_of = {}
     alone = {}                    # (workload, tenant) -> alone seconds
     sweep = defaultdict(dict)     # workload -> sigma -> stp
+    gsweep = defaultdict(dict)    # workload -> gamma -> stp (sigma 0.1)
     for r in b["runs"]:
         n_of[r["workload"]] = r["tenants_n"]
         for t in r["tenants"]:
             alone[(r["workload"], t["name"])] = t["alone_s"]
-        if r["sweep"]:
+        if r["sweep"] and abs(r.get("gamma", 1.1) - 1.1) > 1e-9:
+            gsweep[r["workload"]][r["gamma"]] = r
+        elif r["sweep"]:
             sweep[r["workload"]][r["sigma"]] = r
         else:
             rows[r["workload"]][r["scheme"]] = r
@@ -86,6 +89,23 @@ def main(bench_path, mps_path=None):
             print(f"| {w} | " + " | ".join(
                 f"{sweep[w][s]['stp']:.3f} ({overhead(sweep[w][s]):.2f}%)" if s in sweep[w] else "-"
                 for s in sigmas) + " |")
+        print()
+    if gsweep:
+        gammas = sorted({g for v in gsweep.values() for g in v} | {1.1})
+        print("FEDCM's gamma sweep (σ = 0.1; γ = 1.1 is the main run's fedcm; fedc never bypasses): STP\n")
+        print("| workload | " + " | ".join(f"γ={g:g}" for g in gammas) + " | fedc |")
+        print("|---|" + "---:|" * (len(gammas) + 1))
+        cols = defaultdict(list)
+        for w in sorted(gsweep, key=lambda w: (n_of[w], w)):
+            cells = []
+            for g in gammas:
+                r = rows[w].get("fedcm") if abs(g - 1.1) < 1e-9 else gsweep[w].get(g)
+                cells.append(f"{r['stp']:.3f}" if r else "-")
+                if r:
+                    cols[g].append(r["stp"])
+            cols["fedc"].append(rows[w]["fedc"]["stp"])
+            print(f"| {w} | " + " | ".join(cells) + f" | {rows[w]['fedc']['stp']:.3f} |")
+        print("| mean | " + " | ".join(f"{st.mean(cols[g]):.3f}" for g in gammas) + f" | {st.mean(cols['fedc']):.3f} |")
         print()
 
 
