@@ -10,15 +10,44 @@
 namespace concord::policy {
 namespace {
 
-uint64_t gpcs_of(const DeviceSpec& d, const SmSet& sms) {
+// The GPCs (FEDCM's shader arrays) a set touches, as a bit mask, from each GPC's SM set.
+uint64_t gpcs_of(const std::vector<SmSet>& gpc_sms, const SmSet& sms) {
   uint64_t g = 0;
-  sms.for_each([&](int sm) {
-    if (sm < d.sm_count) g |= uint64_t{1} << (d.gpc_of_sm[static_cast<size_t>(sm)] & 63);
-  });
+  for (size_t i = 0; i < gpc_sms.size() && i < 64; ++i) {
+    if (gpc_sms[i].intersects(sms)) g |= uint64_t{1} << i;
+  }
   return g;
 }
 
+// Draws up to `want` distinct members of `pool` in seeded random order, stopping when `take`
+// returns false: a Fisher-Yates shuffle carried only as far as needed, so a decision that adds
+// a few SMs does not shuffle all of them.
+template <typename Take>
+void random_members(const SmSet& pool, std::mt19937_64& rng, Take&& take) {
+  int ids[kMaxSms];
+  int n = 0;
+  pool.for_each([&](int sm) { ids[n++] = sm; });
+  for (int k = 0; k < n; ++k) {
+    // A uniform index in [k, n) from the top 32 bits of one draw (Lemire's multiply-shift; its
+    // bias, below 2^-24 for n <= 256, does not matter for picking SMs).
+    const uint64_t top = rng() >> 32;
+    const int j = k + static_cast<int>((top * static_cast<uint64_t>(n - k)) >> 32);
+    std::swap(ids[k], ids[j]);
+    if (!take(ids[k])) return;
+  }
+}
+
 }  // namespace
+
+std::vector<SmSet> gpc_sets(const DeviceSpec& d) {
+  std::vector<SmSet> out;
+  for (int sm = 0; sm < d.sm_count; ++sm) {
+    const auto g = static_cast<size_t>(d.gpc_of_sm[static_cast<size_t>(sm)]);
+    if (out.size() <= g) out.resize(g + 1);
+    out[g].add(sm);
+  }
+  return out;
+}
 
 SmOccupants occupants_of(const SchedContext& ctx) {
   SmOccupants o;
@@ -113,21 +142,20 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
     base.for_each([&](int j) { share += share_on[static_cast<size_t>(j)] / sms; });
     // Add or remove seeded-random SMs until the share is within [0.9, 1.1] of d.
     if (share < 0.9 * d) {
-      std::vector<int> outside = dev.all_sms().minus(c.sms).ids();
-      std::shuffle(outside.begin(), outside.end(), rng);
-      for (int j : outside) {
-        if (share >= 0.9 * d) break;
+      random_members(dev.all_sms().minus(c.sms), rng, [&](int j) {
         c.sms.add(j);
         share += share_on[static_cast<size_t>(j)] / sms;
-      }
+        return share < 0.9 * d;
+      });
     } else if (share > 1.1 * d) {
-      std::vector<int> inside = c.sms.ids();
-      std::shuffle(inside.begin(), inside.end(), rng);
-      for (int j : inside) {
-        if (share <= 1.1 * d || c.sms.count() <= 1) break;
+      int left = c.sms.count();
+      random_members(c.sms, rng, [&](int j) {
+        if (left <= 1) return false;
         c.sms.remove(j);
+        --left;
         share -= share_on[static_cast<size_t>(j)] / sms;
-      }
+        return share > 1.1 * d;
+      });
     }
     if (c.sms.empty()) continue;
     c.share = share;
@@ -141,10 +169,16 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
 
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
                         const std::optional<SmSet>& theirs, double gamma) {
-  const DeviceSpec& dev = ctx.device();
+  return fedcm_cache(ctx, kernel, variant, mine, theirs, gamma, gpc_sets(ctx.device()));
+}
+
+CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
+                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms) {
   const Capabilities caps = ctx.capabilities(kernel);
-  const bool l1 = caps.l1_bypass && theirs && gpcs_of(dev, mine) == gpcs_of(dev, *theirs);
-  const bool l2 = caps.l2_evict_first && dev.spans_all_gpcs(mine);
+  const uint64_t all = gpcs_of(gpc_sms, ctx.device().all_sms());
+  const uint64_t my_gpcs = gpcs_of(gpc_sms, mine);
+  const bool l1 = caps.l1_bypass && theirs && my_gpcs == gpcs_of(gpc_sms, *theirs);
+  const bool l2 = caps.l2_evict_first && my_gpcs == all;
   const int c = mine.count();
   const double base = ctx.estimator().seconds(kernel, variant, c, CachePolicy::normal);
   auto tolerable = [&](CachePolicy p) { return ctx.estimator().seconds(kernel, variant, c, p) <= gamma * base; };
@@ -157,6 +191,7 @@ CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int v
 Status FedcmPolicy::on_start(SchedContext& ctx) {
   const auto& tenants = ctx.workload().tenants;
   masks_.assign(tenants.size(), std::nullopt);
+  gpc_sms_ = gpc_sets(ctx.device());
   caches_.assign(tenants.size(), CachePolicy::normal);
   shares_.assign(tenants.size(), 1.0);
   demand_.clear();
@@ -201,7 +236,7 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
       std::optional<SmSet> partner;
       if (candidates.front().partner >= 0) partner = masks_[static_cast<size_t>(candidates.front().partner)];
       masks_[t] = sms;
-      if (options_.bypass) cache = fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma);
+      if (options_.bypass) cache = fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma, gpc_sms_);
       caches_[t] = cache;
       shares_[t] = u;
     } else {

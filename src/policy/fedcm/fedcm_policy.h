@@ -60,6 +60,11 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
 // The bypass rules and the gamma filter for a kernel placed on `mine` next to a partner on `theirs`.
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
                         const std::optional<SmSet>& theirs, double gamma);
+// The same with each GPC's SM set given (gpc_sets), as the policy keeps them.
+CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
+                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms);
+// The SMs of each GPC of the device.
+std::vector<SmSet> gpc_sets(const DeviceSpec& d);
 
 class FedcmPolicy final : public Policy {
  public:
@@ -75,6 +80,7 @@ class FedcmPolicy final : public Policy {
 
   FedcmOptions options_;
   std::vector<std::optional<SmSet>> masks_;      // per tenant: its last SM set
+  std::vector<SmSet> gpc_sms_;                   // per GPC: its SMs (the bypass rules)
   std::vector<CachePolicy> caches_;              // per tenant: its last cache decision
   std::vector<double> shares_;                   // per tenant: u (Eq. 1) of its last decision
   std::map<const KernelSpec*, int> demand_;      // d in SMs, per kernel (asked once)
