@@ -28,30 +28,44 @@ __device__ __forceinline__ uint64_t load_relaxed(const uint64_t* p) {
   return v;
 }
 
-__device__ __forceinline__ bool sm_allowed(const ElasticControl* ctl, unsigned sm) {
-  return sm < kMaxControlSms && ((load_relaxed(&ctl->allowed[sm / 64]) >> (sm % 64)) & 1u);
+// The launch's fixed fields, read once per block: the host sets them before the launch and never
+// changes them while it runs (it writes only `allowed` and `preempt`).
+struct Range {
+  int64_t begin;
+  int64_t end;
+  int64_t chunk;
+};
+__device__ __forceinline__ Range range_of(const ElasticControl* ctl) {
+  return {ctl->range_begin, ctl->range_end, ctl->chunk > 0 ? ctl->chunk : 1};
 }
 
-__device__ __forceinline__ bool may_fetch(const ElasticControl* ctl, unsigned sm) {
-  return sm_allowed(ctl, sm) && load_relaxed(&ctl->preempt) == 0;
+// May this block take more work: its SM allowed, no preempt, and blocks left to hand out. The
+// three loads do not depend on each other, so they travel together: one round trip to L2, where
+// testing them one after another took three (the latency of a short kernel's every block).
+__device__ __forceinline__ bool may_fetch(const ElasticControl* ctl, unsigned sm, const Range& r) {
+  const uint64_t word = load_relaxed(&ctl->allowed[(sm % kMaxControlSms) / 64]);
+  const int32_t preempt = load_relaxed(&ctl->preempt);
+  const uint64_t next = load_relaxed(reinterpret_cast<const uint64_t*>(&ctl->next));
+  return sm < kMaxControlSms && ((word >> (sm % 64)) & 1u) && preempt == 0 &&
+         next < static_cast<uint64_t>(r.end - r.begin);
 }
 
 // Leader only: the next chunk [begin, end) of this control's range, or begin = -1 when the part
 // must stop. One atomic per chunk: a single counter for every block of the GPU is a hot spot, so
 // the host sizes chunks to keep fetches rare; every block handed out is finished (the finished
-// blocks always form a prefix of the range).
+// blocks always form a prefix of the range). `checked`: may_fetch was just true (admission), so
+// the first fetch goes straight to the counter.
 struct Chunk {
   int64_t begin;
   int64_t end;
 };
 
-__device__ __forceinline__ Chunk fetch_chunk(ElasticControl* ctl, unsigned sm) {
-  if (!may_fetch(ctl, sm)) return {-1, -1};
-  const int64_t n = ctl->chunk > 0 ? ctl->chunk : 1;
-  const unsigned long long i = atomicAdd(&ctl->next, static_cast<unsigned long long>(n));
-  const int64_t b = ctl->range_begin + static_cast<int64_t>(i);
-  if (b >= ctl->range_end) return {-1, -1};
-  return {b, b + n < ctl->range_end ? b + n : ctl->range_end};
+__device__ __forceinline__ Chunk fetch_chunk(ElasticControl* ctl, unsigned sm, const Range& r, bool checked = false) {
+  if (!checked && !may_fetch(ctl, sm, r)) return {-1, -1};
+  const unsigned long long i = atomicAdd(&ctl->next, static_cast<unsigned long long>(r.chunk));
+  const int64_t b = r.begin + static_cast<int64_t>(i);
+  if (b >= r.end) return {-1, -1};
+  return {b, b + r.chunk < r.end ? b + r.chunk : r.end};
 }
 
 __device__ __forceinline__ void count_done(ElasticControl* ctl, unsigned sm, int64_t blocks) {
@@ -59,11 +73,13 @@ __device__ __forceinline__ void count_done(ElasticControl* ctl, unsigned sm, int
   atomicAdd(&ctl->sm_done[sm], static_cast<unsigned>(blocks));
 }
 
-// Leader only: admits this block on its SM if the SM is allowed and holds fewer than TLP blocks.
-__device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm) {
-  if (!may_fetch(ctl, sm)) return false;
+// Leader only: admits this block on its SM if it may fetch and the SM holds fewer than TLP blocks
+// (the TLP load travels with may_fetch's).
+__device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm, const Range& r) {
+  const int32_t tlp = load_relaxed(&ctl->tlp);
+  if (!may_fetch(ctl, sm, r)) return false;
   const int prev = atomicAdd(&ctl->resident[sm], 1);
-  if (prev >= load_relaxed(&ctl->tlp)) {
+  if (prev >= tlp) {
     atomicSub(&ctl->resident[sm], 1);
     return false;
   }
@@ -85,12 +101,15 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
   __shared__ Chunk chunk;
   __shared__ int admitted;
   const unsigned sm = sm_id();
-  if (threadIdx.x == 0) admitted = admit(ctl, sm);
+  const Range range = range_of(ctl);
+  if (threadIdx.x == 0) admitted = admit(ctl, sm, range);
   __syncthreads();
   if (!admitted) return;  // owns nothing: work is handed out only through the counter
   PartContext<Op> ctx{-1, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, dynamic_shared};
+  bool checked = true;  // admission just tested what a fetch would
   while (true) {
-    if (threadIdx.x == 0) chunk = fetch_chunk(ctl, sm);
+    if (threadIdx.x == 0) chunk = fetch_chunk(ctl, sm, range, checked);
+    checked = false;
     __syncthreads();
     const Chunk mine = chunk;
     if (mine.begin < 0) break;
@@ -99,6 +118,7 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
       ctx.sync();  // the body's shared memory is free before the next logical block uses it
     }
     if (threadIdx.x == 0) count_done(ctl, sm, mine.end - mine.begin);
+    if (mine.end >= range.end) break;  // the range's last chunk: nothing is left to fetch
   }
   if (threadIdx.x == 0) atomicSub(&ctl->resident[sm], 1);
 }
@@ -113,7 +133,7 @@ __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, 
   __shared__ Chunk chunks[15];
   __shared__ int admitted;
   const unsigned sm = sm_id();
-  if (threadIdx.x == 0) admitted = admit(ctl_a, sm);
+  if (threadIdx.x == 0) admitted = admit(ctl_a, sm, range_of(ctl_a));
   __syncthreads();
   if (!admitted) return;
   const int t = static_cast<int>(threadIdx.x);
@@ -126,8 +146,9 @@ __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, 
                            static_cast<size_t>(part - parts_a) * shared_b;
   PartContext<Op> ctx{-1, local, part_threads, 1 + part, slice};
   ElasticControl* ctl = in_a ? ctl_a : ctl_b;
+  const Range range = range_of(ctl);
   while (true) {
-    if (local == 0) chunks[part] = fetch_chunk(ctl, sm);
+    if (local == 0) chunks[part] = fetch_chunk(ctl, sm, range);
     ctx.sync();
     const Chunk mine = chunks[part];
     if (mine.begin < 0) break;
