@@ -99,26 +99,33 @@ template <typename Body, CacheOp Op>
 __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
   extern __shared__ __align__(16) char dynamic_shared[];
   __shared__ Chunk chunk;
+  __shared__ Range range;  // the leader's; in shared memory so that no register stays live across the body
   __shared__ int admitted;
   const unsigned sm = sm_id();
-  const Range range = range_of(ctl);
-  if (threadIdx.x == 0) admitted = admit(ctl, sm, range);
+  if (threadIdx.x == 0) {
+    const Range r = range_of(ctl);  // its loads travel with admission's
+    admitted = admit(ctl, sm, r);
+    // Admission just tested what a fetch would: the first fetch goes straight to the counter.
+    chunk = admitted ? fetch_chunk(ctl, sm, r, /*checked=*/true) : Chunk{-1, -1};
+    range = r;
+  }
   __syncthreads();
   if (!admitted) return;  // owns nothing: work is handed out only through the counter
   PartContext<Op> ctx{-1, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, dynamic_shared};
-  bool checked = true;  // admission just tested what a fetch would
   while (true) {
-    if (threadIdx.x == 0) chunk = fetch_chunk(ctl, sm, range, checked);
-    checked = false;
-    __syncthreads();
     const Chunk mine = chunk;
     if (mine.begin < 0) break;
     for (ctx.block = mine.begin; ctx.block < mine.end; ++ctx.block) {
       body(ctx);
       ctx.sync();  // the body's shared memory is free before the next logical block uses it
     }
-    if (threadIdx.x == 0) count_done(ctl, sm, mine.end - mine.begin);
-    if (mine.end >= range.end) break;  // the range's last chunk: nothing is left to fetch
+    // Every thread read `chunk` before the body's barrier: the leader may overwrite it now. The
+    // range's last chunk leaves nothing to fetch.
+    if (threadIdx.x == 0) {
+      count_done(ctl, sm, mine.end - mine.begin);
+      chunk = mine.end >= range.end ? Chunk{-1, -1} : fetch_chunk(ctl, sm, range);
+    }
+    __syncthreads();
   }
   if (threadIdx.x == 0) atomicSub(&ctl->resident[sm], 1);
 }
@@ -146,9 +153,8 @@ __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, 
                            static_cast<size_t>(part - parts_a) * shared_b;
   PartContext<Op> ctx{-1, local, part_threads, 1 + part, slice};
   ElasticControl* ctl = in_a ? ctl_a : ctl_b;
-  const Range range = range_of(ctl);
   while (true) {
-    if (local == 0) chunks[part] = fetch_chunk(ctl, sm, range);
+    if (local == 0) chunks[part] = fetch_chunk(ctl, sm, range_of(ctl));
     ctx.sync();
     const Chunk mine = chunks[part];
     if (mine.begin < 0) break;
