@@ -94,6 +94,17 @@ TEST(Fedcm, AlgorithmOneCandidatesMeetTheDemandAndAreRankedByEstimate) {
   EXPECT_LE(a.candidates[0].estimate, a.candidates[1].estimate);
   const Probe b = probe(5);
   EXPECT_EQ(a.candidates[0].sms, b.candidates[0].sms) << "seeded: the same seed gives the same sets";
+  // Another seed draws other SMs for the candidate built from an empty set (its share is checked
+  // above; the count varies with how many of them tenant 0's blocks already occupy).
+  const Probe c = probe(6);
+  const auto built = [](const Probe& p) {
+    for (const auto& x : p.candidates) {
+      if (x.partner < 0) return x.sms;
+    }
+    return SmSet();
+  };
+  EXPECT_NE(built(a), built(c));
+  for (const auto& x : c.candidates) EXPECT_GE(x.share, 0.9 * c.demand - 1e-9);
 }
 
 TEST(Fedcm, BypassRulesAndGammaFilter) {
