@@ -46,7 +46,7 @@ Workload compose(const Workload& templates, int per_type, uint64_t seed) {
 }
 
 struct Run {
-  std::string group;   // main, order, alpha, beta, streams, dims
+  std::string group;   // main, order, alpha, beta, streams, dims, tie
   std::string policy;
   PolicyParams params;
   int tasks = 0;
@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
         plan.push_back({"streams", "rd", {{"streams", std::to_string(k)}}, sens_tasks, seed});
       }
       for (const char* d : {"min", "mid", "max", "dynamic"}) plan.push_back({"dims", "raise", {{"dims", d}}, sens_tasks, seed});
+      for (const char* t : {"0", "0.05", "0.1", "0.2"}) plan.push_back({"tie", "raise", {{"tie", t}}, sens_tasks, seed});
     }
   }
 

@@ -102,6 +102,15 @@ def main(path):
             a, b = g.get(("raise", k)), g.get(("rd", k))
             print(f"| {k} | {ms(st.mean(a)):.2f} | {ms(st.mean(b)):.2f} | {st.mean(b) / st.mean(a):.3f}x |")
         print()
+    g = group("tie", lambda r: float(r["params"]["tie"]))
+    if g:
+        print(f"RAISE's tie band ({sens_tasks} tasks; 0 = the paper's strict maximum, 0.1 the default):\n")
+        print("| tie | raise ms | speedup over sq |")
+        print("|---:|---:|---:|")
+        for (_, v), m in sorted(g.items(), key=lambda kv: kv[0][1]):
+            s = f"{st.mean(sq_ref) / st.mean(m):.3f}x" if sq_ref else "-"
+            print(f"| {v:g} | {ms(st.mean(m)):.2f} | {s} |")
+        print()
     g = group("dims", lambda r: r["params"]["dims"])
     if g:
         print(f"Fixed against dynamic dimensions ({sens_tasks} tasks, Fig. 12):\n")

@@ -57,7 +57,7 @@ const PolicyRegistry& builtin_policies() {
                policy::make_krisp));
     must(r.add("manual", "hand-written placements: params sms.T, tlp.T, cache.T, form, fuse=A+B, ratio=a:b",
                policy::make_manual));
-    must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (raise.md V); params alpha, beta, streams, dims",
+    must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (raise.md V); params alpha, beta, streams, dims, tie",
                policy::make_raise));
     must(r.add("sq", "RAISE baseline: task streams, all tasks of one type then the next (COM, MEM, LAT); random dims; params streams, dims (random|min|mid|max)",
                policy::make_sq));

@@ -44,6 +44,37 @@ TEST(RaiseDecision, IdleGpuStartsTheLargestComTaskThatFits) {
   EXPECT_EQ(*pick, std::make_pair(size_t{2}, 0));
 }
 
+TEST(RaiseDecision, NearlyEqualScoresGoToTheLargerBlock) {
+  // A LAT task whose Min, Mid and Max score 2.05, 2.025 and 2.0 (Eq. 3): the strict maximum takes
+  // Min; with tie 0.1 they are equal and Max, the larger block, starts.
+  const std::vector<RaiseVector> lat{vec(2, 10, 2, 2, 0, 0, 0, 0.4), vec(2, 10, 2, 2, 0, 0, 0, 0.2), vec(2, 10, 2, 2, 0, 0, 0, 0)};
+  const std::vector<RaiseCandidate> tasks{{&lat, RaiseClass::lat}};
+  const RaiseVector g = vec(10, 10, 2, 10, 10, 2, 10, 10);  // IPC and DU used up: LAT; S_g = 8
+  auto strict = policy::raise_decide(g, tasks, 3, 3, -1, 0);
+  ASSERT_TRUE(strict.has_value());
+  EXPECT_EQ(strict->second, 0);
+  auto tied = policy::raise_decide(g, tasks, 3, 3, -1, 0.1);
+  ASSERT_TRUE(tied.has_value());
+  EXPECT_EQ(tied->second, 2);
+  // Max 0.25 below Min (1.8) is not equal: Mid, within 0.025, starts.
+  const std::vector<RaiseVector> apart{lat[0], lat[1], vec(2, 8.4, 2, 2, 0, 0, 0, 0)};
+  const std::vector<RaiseCandidate> tasks2{{&apart, RaiseClass::lat}};
+  auto pick = policy::raise_decide(g, tasks2, 3, 3, -1, 0.1);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->second, 1);
+  // A larger variant that does not fit (S_t >= S_g) stays out, however close: Min 2.0, Mid 2.025,
+  // Max 2.05 against S_g 2.03 start Mid.
+  const std::vector<RaiseVector> rising{lat[2], lat[1], lat[0]};
+  const std::vector<RaiseCandidate> tasks3{{&rising, RaiseClass::lat}};
+  const RaiseVector tight = vec(0.24, 10, 2, 2, 0, 2, 0, 0);
+  ASSERT_NEAR(raise_score(tight, RaiseClass::lat), 2.03, 1e-9);
+  auto fit = policy::raise_decide(tight, tasks3, 3, 3, -1, 0.1);
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->second, 1);
+  EXPECT_FALSE(builtin_policies().make("raise", {{"tie", "-1"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("raise", {{"tie", "0"}}).is_ok());
+}
+
 TEST(RaiseDecision, TypeFollowsTheThresholdsAndHoldsWhenNothingFits) {
   const std::vector<RaiseVector> com{vec(4, 6, 6, 6, 5, 1, 3, 2)};
   const std::vector<RaiseVector> mem{vec(3, 5, 1, 1, 0, 6, 3, 4)};

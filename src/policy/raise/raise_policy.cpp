@@ -5,7 +5,7 @@
 namespace concord::policy {
 
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
-                                                   double alpha, double beta, int fixed_variant) {
+                                                   double alpha, double beta, int fixed_variant, double tie) {
   // Admissible types in order of preference (raise.md V-B, step 3). Vectors are time-weighted
   // means, so "IPC left > alpha" allows for rounding (10 - 7.0000000001 is not above 3).
   constexpr double kEps = 1e-9;
@@ -32,6 +32,18 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
         }
       }
     }
+    if (any && best && tie > 0) {
+      // The chosen task's larger variants whose scores are within `tie` of the best (and fit).
+      const auto& vecs = *tasks[best->first].vectors;
+      for (int v = static_cast<int>(vecs.size()) - 1; v > best->second; --v) {
+        if (fixed_variant >= 0) break;
+        const double s_t = raise_score(vecs[static_cast<size_t>(v)], type);
+        if (s_t < s_g - kEps && s_t >= best_score - tie) {
+          best->second = v;
+          break;
+        }
+      }
+    }
     if (any) return best;  // this type has waiting tasks: start the best fit, or hold
   }
   return std::nullopt;
@@ -52,7 +64,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
   std::vector<RaiseCandidate> tasks;
   tasks.reserve(waiting.size());
   for (const Waiting& w : waiting) tasks.push_back({&info(w.tenant).vectors, info(w.tenant).cls});
-  auto pick = raise_decide(global(), tasks, p_.alpha, p_.beta, p_.fixed_variant);
+  auto pick = raise_decide(global(), tasks, p_.alpha, p_.beta, p_.fixed_variant, p_.tie);
   if (pick) return Choice{pick->first, pick->second};
   if (running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
   // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
@@ -67,7 +79,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie"}));
   RaiseParams p;
   auto alpha = double_param(params, "alpha", 3);
   if (!alpha) return alpha.status();
@@ -78,6 +90,10 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   p.alpha = *alpha;
   p.beta = *beta;
   p.streams = *streams;
+  auto tie = double_param(params, "tie", p.tie);
+  if (!tie) return tie.status();
+  if (*tie < 0) return Status::invalid_argument("raise: parameter 'tie' must be >= 0");
+  p.tie = *tie;
   auto dims = dims_param("raise", params, "dynamic");
   if (!dims) return dims.status();
   p.fixed_variant = *dims;
