@@ -82,17 +82,21 @@ def main(path):
             cells += [f"{ref / st.mean(g[(p, d)]):.3f}x" if (p, d) in g else "-" for p in pols if p != "sq"]
             print(f"| {d} | " + " | ".join(cells) + " |")
         print()
-    for name, label in [("alpha", "alpha"), ("beta", "beta")]:
-        g = group(name, lambda r, n=name: int(float(r["params"][n])))
+    def sweep(name, title):
+        """One raise parameter's sweep against sq at the sensitivity task count."""
+        g = group(name, lambda r: float(r["params"][name]))
         if not g:
-            continue
-        print(f"Sensitivity to {label} ({sens_tasks} tasks; the other threshold 3):\n")
-        print(f"| {label} | raise ms | speedup over sq |")
+            return
+        print(f"{title}:\n")
+        print(f"| {name} | raise ms | speedup over sq |")
         print("|---:|---:|---:|")
         for (_, v), m in sorted(g.items(), key=lambda kv: kv[0][1]):
             s = f"{st.mean(sq_ref) / st.mean(m):.3f}x" if sq_ref else "-"
-            print(f"| {v} | {ms(st.mean(m)):.2f} | {s} |")
+            print(f"| {v:g} | {ms(st.mean(m)):.2f} | {s} |")
         print()
+
+    for name in ["alpha", "beta"]:
+        sweep(name, f"Sensitivity to {name} ({sens_tasks} tasks; the other threshold 3)")
     g = group("streams", lambda r: int(r["params"]["streams"]))
     if g:
         print(f"Sensitivity to N_str ({sens_tasks} tasks), against rd with the same streams (Fig. 11):\n")
@@ -102,15 +106,7 @@ def main(path):
             a, b = g.get(("raise", k)), g.get(("rd", k))
             print(f"| {k} | {ms(st.mean(a)):.2f} | {ms(st.mean(b)):.2f} | {st.mean(b) / st.mean(a):.3f}x |")
         print()
-    g = group("tie", lambda r: float(r["params"]["tie"]))
-    if g:
-        print(f"RAISE's tie band ({sens_tasks} tasks; 0 = the paper's strict maximum, 0.1 the default):\n")
-        print("| tie | raise ms | speedup over sq |")
-        print("|---:|---:|---:|")
-        for (_, v), m in sorted(g.items(), key=lambda kv: kv[0][1]):
-            s = f"{st.mean(sq_ref) / st.mean(m):.3f}x" if sq_ref else "-"
-            print(f"| {v:g} | {ms(st.mean(m)):.2f} | {s} |")
-        print()
+    sweep("tie", f"RAISE's tie band ({sens_tasks} tasks; 0 = the paper's strict maximum, 0.1 the default)")
     g = group("dims", lambda r: r["params"]["dims"])
     if g:
         print(f"Fixed against dynamic dimensions ({sens_tasks} tasks, Fig. 12):\n")
