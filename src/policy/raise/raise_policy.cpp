@@ -32,11 +32,10 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
         }
       }
     }
-    if (any && best && tie > 0) {
-      // The chosen task's larger variants whose scores are within `tie` of the best (and fit).
+    if (any && best && tie > 0 && fixed_variant < 0) {
+      // The chosen task's largest variant whose score is within `tie` of the best (and fits).
       const auto& vecs = *tasks[best->first].vectors;
       for (int v = static_cast<int>(vecs.size()) - 1; v > best->second; --v) {
-        if (fixed_variant >= 0) break;
         const double s_t = raise_score(vecs[static_cast<size_t>(v)], type);
         if (s_t < s_g - kEps && s_t >= best_score - tie) {
           best->second = v;
