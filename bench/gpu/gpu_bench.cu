@@ -38,6 +38,7 @@ namespace {
   } while (0)
 
 int g_sms = 0;
+DeviceSpec g_device;  // the built-in spec of the model (peaks for the chunk rule), SM count measured
 
 using Controls = cuda::ElasticControls;
 
@@ -73,6 +74,11 @@ Baseline baseline(const kernels::DeviceKernel& k) {
   return {v, all, *occ};
 }
 
+// The chunk rule's block time of the kernel (as the backend computes it).
+double block_seconds(const kernels::DeviceKernel& k, const Baseline& b) {
+  return cuda::slot_block_seconds(k.spec(), b.variant, g_device, b.occupancy);
+}
+
 // Median seconds of the plain launch (one CUDA block per logical block, all SMs).
 double plain_time(kernels::DeviceKernel& k, const Baseline& b, cudaStream_t s, int reps = 7) {
   return time_median({s}, [] {}, [&] { CHECK_OK(k.launch_standalone(b.variant, b.all, CachePolicy::normal, s)); }, reps);
@@ -84,7 +90,7 @@ double elastic_time(kernels::DeviceKernel& k, const Baseline& b, int chunk, cuda
   if (chunk > 0) {
     ctl.add_with_chunk(b.all, SmSet::all(g_sms), b.occupancy, chunk);
   } else {
-    ctl.add(b.all, SmSet::all(g_sms), b.occupancy);
+    ctl.add(b.all, SmSet::all(g_sms), b.occupancy, block_seconds(k, b));
   }
   return time_median({s}, [&] { CHECK_OK(ctl.upload()); },
                      [&] { CHECK_OK(k.launch_elastic(b.variant, CachePolicy::normal, ctl.at(0), b.occupancy * g_sms, s)); },
@@ -238,7 +244,7 @@ json chunk_sweep(cudaStream_t s, const std::string& spec) {
     auto k = make(name, size);
     const Baseline b = baseline(*k);
     const double plain = plain_time(*k, b, s);
-    const int rule = cuda::chunk_for(b.all.size(), static_cast<int64_t>(b.occupancy) * g_sms, b.occupancy);
+    const int rule = cuda::chunk_for(b.all.size(), static_cast<int64_t>(b.occupancy) * g_sms, b.occupancy, block_seconds(*k, b));
     for (int chunk : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, rule}) {
       const double elastic = elastic_time(*k, b, chunk, s);
       std::printf("| %s | %lld | %d%s | %.3f | %.3f | %+.1f%% |\n", name.c_str(), static_cast<long long>(size), chunk,
@@ -257,6 +263,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   g_sms = prop.multiProcessorCount;
+  g_device = std::string(prop.name).find("H200") != std::string::npos ? h200_spec() : h100_sxm_spec();
+  g_device.sm_count = g_sms;
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);

@@ -294,7 +294,8 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   if (r.placement.form == LaunchForm::persistent) {
     const int64_t slots = static_cast<int64_t>(r.tlp) * r.placement.sms.count();
     for (Part& p : r.parts) {
-      auto c = take_control(p.range, r.placement.sms, r.tlp, chunk_for(p.range.size(), slots, r.tlp), *stream);
+      const double block_s = slot_block_seconds(p.kernel->spec(), p.variant, spec_, r.tlp);
+      auto c = take_control(p.range, r.placement.sms, r.tlp, chunk_for(p.range.size(), slots, r.tlp, block_s), *stream);
       if (!c) return c.status();
       p.control = *c;
     }

@@ -6,8 +6,8 @@
 
 namespace concord::cuda {
 
-void ElasticControls::add(BlockRange range, const SmSet& sms, int tlp) {
-  add_with_chunk(range, sms, tlp, chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count(), tlp));
+void ElasticControls::add(BlockRange range, const SmSet& sms, int tlp, double block_seconds) {
+  add_with_chunk(range, sms, tlp, chunk_for(range.size(), static_cast<int64_t>(tlp) * sms.count(), tlp, block_seconds));
 }
 
 void ElasticControls::add_with_chunk(BlockRange range, const SmSet& sms, int tlp, int chunk) {

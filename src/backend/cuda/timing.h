@@ -19,7 +19,9 @@ namespace concord::cuda {
 class ElasticControls {
  public:
   // Adds a part: range, SM set, TLP; the chunk size follows chunk_for().
-  void add(BlockRange range, const SmSet& sms, int tlp);
+  // `block_seconds`: the kernel's slot_block_seconds (0: unknown, the count rule alone), as the
+  // backend passes it.
+  void add(BlockRange range, const SmSet& sms, int tlp, double block_seconds = 0);
   // The same with a given chunk (benchmarks that sweep the chunk size).
   void add_with_chunk(BlockRange range, const SmSet& sms, int tlp, int chunk);
   Status upload();
