@@ -81,6 +81,14 @@ struct KernelSpec {
   std::optional<int> find_variant(const std::string& name) const;
 };
 
+// A variant name split into its slot and, for "min@8", its block size (nullopt when the name has
+// none); nullopt overall when the part after '@' is not a positive integer.
+struct VariantName {
+  std::string slot;
+  std::optional<int> threads;
+};
+std::optional<VariantName> parse_variant_name(const std::string& name);
+
 // Per-SM resource footprint of one block and how many fit on an SM.
 struct BlockFootprint {
   int threads = 0;

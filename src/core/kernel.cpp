@@ -1,6 +1,7 @@
 #include "concord/kernel.h"
 
 #include <algorithm>
+#include <charconv>
 #include <sstream>
 
 #include "concord/placement.h"
@@ -41,16 +42,24 @@ std::optional<int> KernelSpec::find_variant(const std::string& wanted) const {
     if (variants[i].name == wanted) return static_cast<int>(i);
   }
   // "min" names the min slot whatever its block size; "min@64" the min slot at 64 threads.
-  const size_t at = wanted.find('@');
-  const std::string slot = wanted.substr(0, at);
+  const auto want = parse_variant_name(wanted);
+  if (!want) return std::nullopt;
   for (size_t i = 0; i < variants.size(); ++i) {
-    const std::string& n = variants[i].name;
-    if (n.substr(0, n.find('@')) != slot) continue;
-    if (at == std::string::npos || wanted.substr(at + 1) == std::to_string(variants[i].threads_per_block)) {
-      return static_cast<int>(i);
-    }
+    const auto have = parse_variant_name(variants[i].name);
+    if (!have || have->slot != want->slot) continue;
+    if (!want->threads || *want->threads == variants[i].threads_per_block) return static_cast<int>(i);
   }
   return std::nullopt;
+}
+
+std::optional<VariantName> parse_variant_name(const std::string& name) {
+  const size_t at = name.find('@');
+  if (at == std::string::npos) return VariantName{name, std::nullopt};
+  const std::string count = name.substr(at + 1);
+  int threads = 0;
+  auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), threads);
+  if (ec != std::errc() || ptr != count.data() + count.size() || count.empty() || threads <= 0) return std::nullopt;
+  return VariantName{name.substr(0, at), threads};
 }
 
 const char* to_string(LaunchForm f) { return f == LaunchForm::native ? "native" : "persistent"; }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 
 namespace concord {
@@ -158,14 +157,12 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size) {
 }
 
 Result<KernelSpec> make_suite_kernel_with_variant(const std::string& name, int64_t size, const std::string& variant) {
-  const size_t at = variant.find('@');
-  if (at == std::string::npos) return make_suite_kernel(name, size);
-  const std::string slot = variant.substr(0, at), count = variant.substr(at + 1);
-  int threads = 0;
-  auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), threads);
+  const auto parsed = parse_variant_name(variant);
+  if (parsed && !parsed->threads) return make_suite_kernel(name, size);
   const auto& names = kShapes1d;
-  auto it = std::find_if(std::begin(names), std::end(names), [&](const Shape& s) { return slot == s.variant; });
-  if (ec != std::errc() || ptr != count.data() + count.size() || it == std::end(names)) {
+  auto it = parsed ? std::find_if(std::begin(names), std::end(names), [&](const Shape& s) { return parsed->slot == s.variant; })
+                   : std::end(names);
+  if (it == std::end(names)) {
     return Status::invalid_argument("kernel '" + name + "': variant '" + variant + "' is not min|mid|max[@threads]");
   }
   auto usual = make_suite_kernel(name, size);
@@ -173,7 +170,7 @@ Result<KernelSpec> make_suite_kernel_with_variant(const std::string& name, int64
   if (!usual->elastic) return Status::invalid_argument("kernel '" + name + "' is a library kernel: it has no variant '" + variant + "'");
   BlockSizes blocks;
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = usual->variants[i].threads_per_block;
-  blocks[static_cast<size_t>(it - std::begin(names))] = threads;
+  blocks[static_cast<size_t>(it - std::begin(names))] = *parsed->threads;
   return make_suite_kernel(name, size, blocks);
 }
 
