@@ -74,11 +74,15 @@ SmSet DeviceSpec::round_up_to_tpcs(const SmSet& sms) const {
 }
 
 bool DeviceSpec::spans_all_gpcs(const SmSet& sms) const {
-  std::set<int> seen;
-  for (int sm : sms.ids()) {
-    if (sm < sm_count) seen.insert(gpc_of_sm[static_cast<size_t>(sm)]);
+  // GPC ids as bits, without allocating (policies ask this per decision).
+  std::bitset<kMaxSms> all, seen;
+  for (int sm = 0; sm < sm_count; ++sm) {
+    const int g = gpc_of_sm[static_cast<size_t>(sm)];
+    if (g < 0 || g >= kMaxSms) return false;  // validate() refuses such specs
+    all.set(static_cast<size_t>(g));
+    if (sms.contains(sm)) seen.set(static_cast<size_t>(g));
   }
-  return static_cast<int>(seen.size()) == gpc_count();
+  return seen == all;
 }
 
 Status DeviceSpec::validate() const {
@@ -88,6 +92,13 @@ Status DeviceSpec::validate() const {
   }
   if (static_cast<int>(tpc_of_sm.size()) != sm_count || static_cast<int>(gpc_of_sm.size()) != sm_count) {
     return Status::invalid_argument(who + "tpc_of_sm and gpc_of_sm must have sm_count entries");
+  }
+  for (int sm = 0; sm < sm_count; ++sm) {
+    const int t = tpc_of_sm[static_cast<size_t>(sm)], g = gpc_of_sm[static_cast<size_t>(sm)];
+    if (t < 0 || t >= kMaxSms || g < 0 || g >= kMaxSms) {
+      return Status::invalid_argument(who + "SM " + std::to_string(sm) + ": tpc_of_sm and gpc_of_sm ids must be in 0.." +
+                                      std::to_string(kMaxSms - 1));
+    }
   }
   if (sm.max_threads <= 0 || sm.max_registers <= 0 || sm.max_shared_bytes < 0 || sm.max_blocks <= 0) {
     return Status::invalid_argument(who + "per-SM limits must be positive");

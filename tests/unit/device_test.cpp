@@ -43,6 +43,22 @@ TEST(Device, RoundUpToTpcsAndGpcSpan) {
   EXPECT_EQ(d.round_up_to_tpcs(SmSet::of({1, 4})).ids(), (std::vector<int>{0, 1, 4, 5}));
   EXPECT_TRUE(d.spans_all_gpcs(d.all_sms()));
   EXPECT_FALSE(d.spans_all_gpcs(d.sms_of_gpc(0)));
+  // One SM of every GPC is enough; missing one GPC is not.
+  SmSet one_each;
+  for (int g = 0; g < d.gpc_count(); ++g) one_each.add(d.sms_of_gpc(g).ids().front());
+  EXPECT_TRUE(d.spans_all_gpcs(one_each));
+  EXPECT_FALSE(d.spans_all_gpcs(d.all_sms().minus(d.sms_of_gpc(3))));
+}
+
+TEST(Device, TopologyIdsOutOfRangeAreRefused) {
+  DeviceSpec d = h200_spec();
+  d.gpc_of_sm[7] = -1;
+  auto s = d.validate();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("SM 7"), std::string::npos) << s.message();
+  d = h200_spec();
+  d.tpc_of_sm[0] = kMaxSms;
+  EXPECT_FALSE(d.validate().is_ok());
 }
 
 TEST(Device, BuiltinLookup) {
