@@ -19,9 +19,10 @@ uint64_t gpcs_of(const std::vector<SmSet>& gpc_sms, const SmSet& sms) {
   return g;
 }
 
-// Draws up to `want` distinct members of `pool` in seeded random order, stopping when `take`
-// returns false: a Fisher-Yates shuffle carried only as far as needed, so a decision that adds
-// a few SMs does not shuffle all of them.
+// Hands distinct members of `pool` to `take` in seeded random order until it returns false (or
+// the pool is exhausted): a Fisher-Yates shuffle carried only as far as needed, so a decision
+// that adds a few SMs does not shuffle all of them. The members are copied first, so `take` may
+// change the set `pool` refers to.
 template <typename Take>
 void random_members(const SmSet& pool, std::mt19937_64& rng, Take&& take) {
   int ids[kMaxSms];
