@@ -105,14 +105,38 @@ if has raise; then
 fi
 # FEDCM's evaluation (issue 5): every scheme in one process, then the MPS peers.
 if has fedcm; then
-  # Measured SM curves and cache slowdowns of the workloads' kernels (at their sizes) for the
-  # policies' estimator.
-  step fedcm_profile 300 "$bin/concord" profile run --db "$out/fedcm_profiles.db" --workload bench/fedcm/workloads/*.yaml
-  step fedcm_bench 400 "$bin/concord_fedcm_bench" run --backend cuda bench/fedcm/workloads/*.yaml \
-    --profiles "$out/fedcm_profiles.db" --out "$out/fedcm_bench.json"
-  trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/concord-mps/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
-  step fedcm_mps 300 "$bin/concord_fedcm_bench" mps bench/fedcm/workloads/*.yaml --work-dir /tmp/concord-mps \
-    --out "$out/fedcm_mps.json"
+  # FEDCM_WORKLOADS (default bench/fedcm/workloads/*.yaml), FEDCM_SCHEMES (the bench's --schemes,
+  # e.g. "serial,streams,krisp,fedc,fedcm,fedcm:sharing=native"), FEDCM_SIGMAS ("none": no sweep),
+  # FEDCM_GAMMAS, FEDCM_MPS=0 (no MPS peers), FEDCM_PROFILES (stored profile JSON files to import
+  # instead of measuring the workloads' kernels again).
+  workloads=(${FEDCM_WORKLOADS:-bench/fedcm/workloads/*.yaml})
+  if [ -n "${FEDCM_PROFILES:-}" ]; then
+    for f in $FEDCM_PROFILES; do
+      step "fedcm_import_$(basename "$f" .json)" 60 "$bin/concord" profile import --db "$out/fedcm_profiles.db" "$f"
+    done
+  else
+    # Measured SM curves and cache slowdowns of the workloads' kernels (at their sizes) for the
+    # policies' estimator.
+    step fedcm_profile 300 "$bin/concord" profile run --db "$out/fedcm_profiles.db" --workload "${workloads[@]}"
+  fi
+  extra=()
+  [ -n "${FEDCM_SCHEMES:-}" ] && extra+=(--schemes "$FEDCM_SCHEMES")
+  [ -n "${FEDCM_SIGMAS:-}" ] && extra+=(--sigmas "$FEDCM_SIGMAS")
+  [ -n "${FEDCM_GAMMAS:-}" ] && extra+=(--gammas "$FEDCM_GAMMAS")
+  step fedcm_bench 400 "$bin/concord_fedcm_bench" run --backend cuda "${workloads[@]}" \
+    --profiles "$out/fedcm_profiles.db" --out "$out/fedcm_bench.json" "${extra[@]}"
+  if [ "${FEDCM_MPS:-1}" != 0 ]; then
+    trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/concord-mps/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
+    step fedcm_mps 300 "$bin/concord_fedcm_bench" mps "${workloads[@]}" --work-dir /tmp/concord-mps \
+      --out "$out/fedcm_mps.json"
+  fi
+  if command -v python3 >/dev/null 2>&1; then
+    if [ -f "$out/fedcm_mps.json" ]; then
+      python3 bench/fedcm/summarize.py "$out/fedcm_bench.json" "$out/fedcm_mps.json" >"$out/fedcm_tables.md" 2>&1
+    else
+      python3 bench/fedcm/summarize.py "$out/fedcm_bench.json" >"$out/fedcm_tables.md" 2>&1
+    fi
+  fi
 fi
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then

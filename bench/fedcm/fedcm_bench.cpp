@@ -103,13 +103,37 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
       double sigma;
     };
     std::vector<Item> items;
-    for (const auto& s : schemes) items.push_back({s, {}, s == "fedcm" || s == "fedc" ? 0.1 : 0});
+    for (const auto& s : schemes) {
+      // "policy" or "policy:key=value;key=value" (a variant in the same run, e.g. fedcm:sharing=native).
+      Item it{s, {}, 0};
+      const size_t colon = s.find(':');
+      const std::string policy = s.substr(0, colon);
+      if (colon != std::string::npos) {
+        std::string rest = s.substr(colon + 1);
+        while (!rest.empty()) {
+          const size_t semi = rest.find(';');
+          const std::string kv = rest.substr(0, semi);
+          const size_t eq = kv.find('=');
+          if (eq == std::string::npos || eq == 0) {
+            return fail(Status::invalid_argument("--schemes: '" + s + "': expected policy:key=value;key=value"));
+          }
+          it.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+          rest = semi == std::string::npos ? "" : rest.substr(semi + 1);
+        }
+      }
+      it.sigma = policy == "fedcm" || policy == "fedc" ? 0.1 : 0;
+      if (it.params.count("sigma")) it.sigma = std::strtod(it.params.at("sigma").c_str(), nullptr);  // the policy checks it
+      items.push_back(it);
+    }
+    const size_t named = items.size();
     for (double sg : sigmas) items.push_back({"fedcm", {{"sigma", std::to_string(sg)}}, sg});
     for (double g : gammas) items.push_back({"fedcm", {{"gamma", std::to_string(g)}}, 0.1});
-    for (const Item& it : items) {
+    for (size_t idx = 0; idx < items.size(); ++idx) {
+      const Item& it = items[idx];
+      const bool sweep = idx >= named;
       ExperimentConfig c;
       c.backend = cfg;
-      c.policy = it.scheme;
+      c.policy = it.scheme.substr(0, it.scheme.find(':'));
       c.params = it.params;
       const auto t0 = std::chrono::steady_clock::now();
       auto r = run_experiment(*w, c, cache);
@@ -123,17 +147,27 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
       if (!results.contains("device")) results["device"] = r->run.device;
       nlohmann::json tenants = nlohmann::json::array();
       for (size_t i = 0; i < r->run.tenants.size(); ++i) {
-        tenants.push_back({{"name", r->run.tenants[i].name}, {"alone_s", r->alone[i]}, {"shared_s", r->run.tenants[i].elapsed()}});
+        nlohmann::json requests = nlohmann::json::array();
+        for (const auto& q : r->run.tenants[i].requests) requests.push_back({q.start, q.end});
+        tenants.push_back({{"name", r->run.tenants[i].name},
+                           {"alone_s", r->alone[i]},
+                           {"shared_s", r->run.tenants[i].elapsed()},
+                           {"begin_s", r->run.tenants[i].begin},
+                           {"np_window", r->metrics.tenants[i].np_window},
+                           {"requests", requests}});
       }
       const auto& st = r->run.stats;
       results["runs"].push_back({{"workload", w->name},
                                  {"profiled_kernels", attached},
                                  {"tenants_n", w->tenants.size()},
                                  {"scheme", it.scheme},
-                                 {"sweep", !it.params.empty()},
+                                 {"sweep", sweep},
+                                 {"params", it.params},
                                  {"sigma", it.sigma},
-                                 {"gamma", it.params.count("gamma") ? std::stod(it.params.at("gamma")) : 1.1},
+                                 {"gamma", it.params.count("gamma") ? std::strtod(it.params.at("gamma").c_str(), nullptr) : 1.1},
                                  {"stp", r->metrics.stp},
+                                 {"stp_window", r->metrics.stp_window},
+                                 {"window_s", r->metrics.window},
                                  {"antt", r->metrics.antt},
                                  {"makespan_s", r->metrics.makespan},
                                  {"serial_makespan_s", r->metrics.serial_makespan.value_or(0)},
@@ -144,8 +178,8 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
                                  {"policy_calls", st.policy_calls},
                                  {"dispatches", st.dispatches},
                                  {"tenants", tenants}});
-      std::cerr << w->name << " " << it.scheme << (it.params.empty() ? "" : " sigma=" + std::to_string(it.sigma)) << ": STP "
-                << r->metrics.stp << ", makespan " << r->metrics.makespan * 1e3 << " ms ("
+ std::cerr << w->name << " " << it.scheme << (sweep ? " sigma=" + std::to_string(it.sigma) : "") << ": STP "
+                << r->metrics.stp << ", window STP " << r->metrics.stp_window << ", makespan " << r->metrics.makespan * 1e3 << " ms ("
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
     }
   }
@@ -176,7 +210,11 @@ int cmd_peer(const std::string& workload, int index, const std::string& dir, int
   if (!rec) return fail(rec.status());
   const double end = wall_now();
   const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  nlohmann::json requests = nlohmann::json::array();  // [start, end] on this process's clock (0 = wall_start)
+  for (const auto& q : rec->tenants[0].requests) requests.push_back({q.start, q.end});
   if (Status s = write_json(out, {{"tenant", rec->tenants[0].name},
+                                   {"begin_s", rec->tenants[0].begin},
+                                   {"requests", requests},
                                    {"elapsed_s", rec->tenants[0].elapsed()},
                                    {"wall_start", start},
                                    {"wall_end", end},
@@ -257,7 +295,8 @@ int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, 
         }
         first = std::min(first, p["wall_start"].get<double>());
         last = std::max(last, p["wall_end"].get<double>());
-        run["tenants"].push_back({{"name", p["tenant"]}, {"shared_s", p["elapsed_s"]}, {"wall_start", p["wall_start"]}});
+        run["tenants"].push_back({{"name", p["tenant"]}, {"shared_s", p["elapsed_s"]}, {"wall_start", p["wall_start"]},
+                                  {"begin_s", p.value("begin_s", 0.0)}, {"requests", p.value("requests", nlohmann::json::array())}});
       }
       run["ok"] = ok;
       if (ok) run["makespan_s"] = last - first;
@@ -295,7 +334,8 @@ int main(int argc, char** argv) {
   run->add_option("--backend", backend, "sim or cuda")->capture_default_str();
   run->add_option("--device", device, "Simulated device")->capture_default_str();
   run->add_option("--schemes", schemes, "Policies")->delimiter(',');
-  run->add_option("--sigmas", sigmas, "fedcm sigma sweep (empty: none)")->delimiter(',');
+  std::vector<std::string> sigma_args;
+  run->add_option("--sigmas", sigma_args, "fedcm sigma sweep (default 0.1,0.2,..,1; '' or none: no sweep)")->delimiter(',');
   std::vector<double> gammas;
   run->add_option("--gammas", gammas, "fedcm gamma sweep at sigma 0.1 (the bypass filter; default: none)")->delimiter(',');
   run->add_option("--out", out, "Results JSON")->capture_default_str();
@@ -317,6 +357,16 @@ int main(int argc, char** argv) {
   peer->add_option("--n", peer_n)->required();
   peer->add_option("--out", peer_out)->required();
   CLI11_PARSE(app, argc, argv);
+  if (run->parsed() && !sigma_args.empty()) {
+    sigmas.clear();
+    for (const std::string& a : sigma_args) {
+      if (a.empty() || a == "none") continue;
+      char* end = nullptr;
+      const double v = std::strtod(a.c_str(), &end);
+      if (end == a.c_str() || *end != '\0') return fail(Status::invalid_argument("--sigmas: not a number: '" + a + "'"));
+      sigmas.push_back(v);
+    }
+  }
   if (run->parsed()) return cmd_run(workloads, schemes, sigmas, gammas, backend, device, profiles, out);
   if (mps->parsed()) return cmd_mps(workloads, work, start_daemon, out);
   return cmd_peer(peer_workload, peer_index, peer_dir, peer_n, peer_out);

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Markdown tables of bench/fedcm: STP per workload and scheme (the in-process run, plus the MPS
 peers when their JSON is given), ratios to serial, streams and MPS, end-to-end speedup, FEDCM's
-scheduling overhead, and the sigma sweep. Usage: summarize.py fedcm_bench.json [fedcm_mps.json]"""
+scheduling overhead, and the sigma and gamma sweeps. Two STPs: over the whole run (each tenant's
+alone time over its own finish) and over the co-run window (until the first tenant finishes: the
+work each tenant did in it, at alone speed, over the window; serial scores 1 there, as in FEDCM's
+evaluation). Usage: summarize.py fedcm_bench.json [fedcm_mps.json]"""
 import json
 import statistics as st
 import sys
@@ -16,6 +19,24 @@ def overhead(r):
     return 100 * (r["policy_s"] - r.get("backend_s", 0)) / r["engine_s"]
 
 
+def window_stp(tenants, alone):
+    """STP over the co-run window from each tenant's request times (absolute seconds) and alone time."""
+    w = min(t["finish"] for t in tenants)
+    total = 0.0
+    for t in tenants:
+        reqs = t["requests"]
+        if not reqs or w <= t["begin"]:
+            continue
+        done = 0.0
+        for start, end in reqs:
+            if end <= w:
+                done += 1
+            elif start < w and end > start:
+                done += (w - start) / (end - start)
+        total += done * alone[t["name"]] / len(reqs) / (w - t["begin"])
+    return total
+
+
 def main(bench_path, mps_path=None):
     b = json.load(open(bench_path))
     rows = defaultdict(dict)      # workload -> scheme -> run
@@ -23,6 +44,7 @@ def main(bench_path, mps_path=None):
     alone = {}                    # (workload, tenant) -> alone seconds
     sweep = defaultdict(dict)     # workload -> sigma -> stp
     gsweep = defaultdict(dict)    # workload -> gamma -> stp (sigma 0.1)
+    order = list(SCHEMES)
     for r in b["runs"]:
         n_of[r["workload"]] = r["tenants_n"]
         for t in r["tenants"]:
@@ -33,6 +55,8 @@ def main(bench_path, mps_path=None):
             sweep[r["workload"]][r["sigma"]] = r
         else:
             rows[r["workload"]][r["scheme"]] = r
+            if r["scheme"] not in order:
+                order.append(r["scheme"])
     if mps_path:
         m = json.load(open(mps_path))
         for r in m["runs"]:
@@ -40,45 +64,60 @@ def main(bench_path, mps_path=None):
                 continue
             stp = sum(alone[(r["workload"], t["name"])] / t["shared_s"] for t in r["tenants"])
             serial = rows[r["workload"]].get("serial", {}).get("makespan_s", 0)
-            rows[r["workload"]][r["scheme"]] = {"stp": stp, "makespan_s": r["makespan_s"],
-                                                "speedup_over_serial": serial / r["makespan_s"] if serial else 0}
-    schemes = [s for s in SCHEMES if any(s in v for v in rows.values())]
+            row = {"stp": stp, "makespan_s": r["makespan_s"],
+                   "speedup_over_serial": serial / r["makespan_s"] if serial else 0}
+            if all(t.get("requests") for t in r["tenants"]):
+                # Each peer's clock starts at its wall_start: put every request on one clock.
+                ts = []
+                for t in r["tenants"]:
+                    reqs = [(t["wall_start"] + s, t["wall_start"] + e) for s, e in t["requests"]]
+                    ts.append({"name": t["name"], "begin": t["wall_start"] + t.get("begin_s", 0),
+                               "finish": max(e for _, e in reqs), "requests": reqs})
+                row["stp_window"] = window_stp(ts, {k[1]: v for k, v in alone.items() if k[0] == r["workload"]})
+            rows[r["workload"]][r["scheme"]] = row
+    schemes = [s for s in order if any(s in v for v in rows.values())]
     print(f"Device: {b.get('device', '?')} ({b['backend']}). STP = sum over tenants of alone / shared time "
           f"(alone: each tenant alone on the whole GPU in the same process run).\n")
-    print("| workload | N | " + " | ".join(f"STP {s}" for s in schemes) + " | fedcm / serial | fedcm / streams | "
-          + ("fedcm / best MPS | " if mps_path else "") + "e2e speedup fedcm | overhead fedcm |")
-    print("|---|---:|" + "---:|" * (len(schemes) + 4 + (1 if mps_path else 0)))
-    by_n = defaultdict(lambda: defaultdict(list))
-    for w in sorted(rows, key=lambda w: (n_of[w], w)):
-        r = rows[w]
-        cells = [w, str(n_of[w])] + [f"{r[s]['stp']:.3f}" if s in r else "-" for s in schemes]
-        f = r.get("fedcm")
-        ratio = lambda s: f["stp"] / r[s]["stp"] if f and s in r else None
-        for s in schemes:
-            if ratio(s):
-                by_n[n_of[w]][s].append(ratio(s))
-        cells.append(f"{ratio('serial'):.3f}x" if ratio("serial") else "-")
-        cells.append(f"{ratio('streams'):.3f}x" if ratio("streams") else "-")
-        if mps_path:
-            best = max((r[s]["stp"] for s in ("mps", "mps-limited") if s in r), default=None)
-            cells.append(f"{f['stp'] / best:.3f}x" if f and best else "-")
-            if f and best:
-                by_n[n_of[w]]["best-mps"].append(f["stp"] / best)
-        cells.append(f"{f['speedup_over_serial']:.3f}x" if f else "-")
-        cells.append(f"{overhead(f):.2f}%" if f and f.get("engine_s") else "-")
-        print("| " + " | ".join(cells) + " |")
-    print()
-    print("| N | fedcm / serial (ours) | paper (FEDCM / Serial) | fedcm / streams | " + ("fedcm / best MPS | " if mps_path else "")
-          + "fedcm / fedc | fedcm / krisp |")
-    print("|---:|---:|---:|---:|" + ("---:|" if mps_path else "") + "---:|---:|")
-    for n in sorted(by_n):
-        g = by_n[n]
-        mean = lambda k: f"{st.mean(g[k]):.3f}x" if g.get(k) else "-"
-        print(f"| {n} | {mean('serial')} | {PAPER.get(n, 0):.3f}x | {mean('streams')} | "
-              + (f"{mean('best-mps')} | " if mps_path else "") + f"{mean('fedc')} | {mean('krisp')} |")
-    print()
-    means = {s: st.mean(rows[w][s]["stp"] for w in rows if s in rows[w]) for s in schemes if all(s in rows[w] for w in rows)}
-    print("Mean STP over the workloads: " + ", ".join(f"{s} {v:.3f}" for s, v in means.items()) + "\n")
+    for key, title in (("stp", "STP over the whole run"), ("stp_window", "STP over the co-run window")):
+        if not all(key in r[s] for r in rows.values() for s in r):
+            print(f"({title}: not in these files)\n")
+            continue
+        print(f"{title}:\n")
+        print("| workload | N | " + " | ".join(f"{s}" for s in schemes) + " | fedcm / serial | fedcm / streams | "
+              + ("fedcm / best MPS | " if mps_path else "") + "e2e speedup fedcm | overhead fedcm |")
+        print("|---|---:|" + "---:|" * (len(schemes) + 4 + (1 if mps_path else 0)))
+        by_n = defaultdict(lambda: defaultdict(list))
+        for w in sorted(rows, key=lambda w: (n_of[w], w)):
+            r = rows[w]
+            cells = [w, str(n_of[w])] + [f"{r[s][key]:.3f}" if s in r else "-" for s in schemes]
+            f = r.get("fedcm")
+            ratio = lambda s: f[key] / r[s][key] if f and s in r and r[s][key] else None
+            for s in schemes:
+                if ratio(s):
+                    by_n[n_of[w]][s].append(ratio(s))
+            cells.append(f"{ratio('serial'):.3f}x" if ratio("serial") else "-")
+            cells.append(f"{ratio('streams'):.3f}x" if ratio("streams") else "-")
+            if mps_path:
+                best = max((r[s][key] for s in ("mps", "mps-limited") if s in r), default=None)
+                cells.append(f"{f[key] / best:.3f}x" if f and best else "-")
+                if f and best:
+                    by_n[n_of[w]]["best-mps"].append(f[key] / best)
+            cells.append(f"{f['speedup_over_serial']:.3f}x" if f else "-")
+            cells.append(f"{overhead(f):.2f}%" if f and f.get("engine_s") else "-")
+            print("| " + " | ".join(cells) + " |")
+        print()
+        others = [s for s in schemes if s not in ("serial", "streams", "fedcm", "mps", "mps-limited")]
+        print("| N | fedcm / serial (ours) | paper (FEDCM / Serial) | fedcm / streams | " + ("fedcm / best MPS | " if mps_path else "")
+              + " | ".join(f"fedcm / {s}" for s in others) + " |")
+        print("|---:|---:|---:|---:|" + ("---:|" if mps_path else "") + "---:|" * len(others))
+        for n in sorted(by_n):
+            g = by_n[n]
+            mean = lambda k: f"{st.mean(g[k]):.3f}x" if g.get(k) else "-"
+            print(f"| {n} | {mean('serial')} | {PAPER.get(n, 0):.3f}x | {mean('streams')} | "
+                  + (f"{mean('best-mps')} | " if mps_path else "") + " | ".join(mean(s) for s in others) + " |")
+        print()
+        means = {s: st.mean(rows[w][s][key] for w in rows) for s in schemes if all(s in rows[w] for w in rows)}
+        print("Mean over the workloads: " + ", ".join(f"{s} {v:.3f}" for s, v in means.items()) + "\n")
     if sweep:
         sigmas = sorted({s for v in sweep.values() for s in v})
         print("FEDCM's sigma sweep: STP, and the scheduling overhead (wall time deciding in the policy, without the backend's\n"

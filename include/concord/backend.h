@@ -22,7 +22,7 @@ struct Capabilities {
   bool exact_sm_sets = false;    // 1-SM granular sets (else rounded up to TPCs)
   bool tlp = false;              // resident-block limit per SM
   bool split_range = false;      // run a sub-range of the logical grid
-  bool resize = false;           // change the SM set of a running launch
+  bool resize = false;           // change the SM set or the TLP of a running launch
   bool preempt = false;          // stop a running launch at a logical-block boundary
   bool fusion = false;           // fuse with a partner's body
   bool l1_bypass = false;        // cache policies that bypass L1
@@ -81,6 +81,10 @@ class Backend {
   virtual Status dispatch(const DispatchRequest& request) = 0;
   // Changes the allowed SM set of a running persistent dispatch.
   virtual Status set_sm_set(DispatchId dispatch, const SmSet& sms) = 0;
+  // Changes the resident-block limit per SM of a running persistent dispatch (1..occupancy).
+  // Raising it fills the new slots as they free up; lowering it admits no new block beyond the
+  // limit (resident blocks keep running: they hold no logical block they could give back).
+  virtual Status set_tlp(DispatchId dispatch, int tlp) = 0;
   // Stops a running dispatch after its blocks finish their current logical block.
   virtual Status preempt(DispatchId dispatch) = 0;
   // Logical blocks finished so far, per part (the online progress counter).

@@ -30,6 +30,9 @@ struct TenantMetrics {
   Seconds alone = 0;
   Seconds shared = 0;
   double np = 0;
+  // Over the co-run window (until the first tenant finishes): the alone time of the work this
+  // tenant completed in it (requests, the one in flight pro rata) over the window.
+  double np_window = 0;
   int64_t requests = 0;
   Seconds latency_p50 = 0;  // LC: request latency including queueing
   Seconds latency_p99 = 0;
@@ -42,6 +45,12 @@ struct TenantMetrics {
 struct Metrics {
   std::vector<TenantMetrics> tenants;
   double stp = 0;
+  // STP over the co-run window, while every tenant still has work: sum of np_window. Serial
+  // execution scores 1 here (the GPU does one tenant's work at a time at alone speed), as in
+  // FEDCM's and PBS's throughput; `stp` also counts the tail after the first tenant finished,
+  // where the rest run alone.
+  double stp_window = 0;
+  Seconds window = 0;  // end of the co-run window (the first tenant's finish)
   double antt = 0;
   double fi = 0;
   double hs = 0;

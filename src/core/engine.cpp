@@ -90,6 +90,7 @@ class Engine final : public SchedContext {
   std::mt19937_64& rng() override { return rng_; }
   Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) override;
   Status resize(DispatchId dispatch, const SmSet& sms) override;
+  Status set_tlp(DispatchId dispatch, int tlp) override;
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override { return backend_.progress(dispatch); }
   void request_tick(Seconds at) override { ticks_.push(at); }
@@ -320,6 +321,23 @@ Status Engine::resize(DispatchId id, const SmSet& sms) {
     CONCORD_RETURN_IF_ERROR(st);
   }
   it->placement.sms = sms;
+  return Status::ok();
+}
+
+Status Engine::set_tlp(DispatchId id, int tlp) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found("set_tlp: dispatch " + std::to_string(id.value) + " is not running");
+  if (it->placement.form != LaunchForm::persistent) {
+    return Status::unsupported("set_tlp: dispatch " + std::to_string(id.value) + " is not persistent");
+  }
+  if (tlp < 1) return Status::invalid_argument("set_tlp: TLP must be at least 1, got " + std::to_string(tlp));
+  {
+    const auto b0 = std::chrono::steady_clock::now();
+    const Status st = backend_.set_tlp(id, tlp);
+    stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    CONCORD_RETURN_IF_ERROR(st);
+  }
+  it->placement.tlp = tlp;
   return Status::ok();
 }
 

@@ -83,6 +83,26 @@ Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> a
     m.tenants.push_back(std::move(tm));
   }
   m.stp = system_throughput(np);
+  // The co-run window: until the first tenant finishes. Each tenant's work done by then, in
+  // requests (the one in flight counted by the share of its running time elapsed), at its alone
+  // time per request.
+  if (!run.tenants.empty()) {
+    Seconds w = run.tenants[0].finish;
+    for (const TenantRecord& t : run.tenants) w = std::min(w, t.finish);
+    m.window = w;
+    for (size_t i = 0; i < run.tenants.size(); ++i) {
+      const TenantRecord& t = run.tenants[i];
+      if (t.requests.empty() || w <= t.begin) continue;
+      double done = 0;
+      for (const auto& r : t.requests) {
+        if (r.end <= w) done += 1;
+        else if (r.start < w && r.end > r.start) done += (w - r.start) / (r.end - r.start);
+      }
+      const double per_request = alone[i] / static_cast<double>(t.requests.size());
+      m.tenants[i].np_window = done * per_request / (w - t.begin);
+      m.stp_window += m.tenants[i].np_window;
+    }
+  }
   m.antt = average_normalized_turnaround(np);
   m.fi = fairness_index(np);
   m.hs = harmonic_speedup(np);

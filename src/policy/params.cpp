@@ -58,19 +58,5 @@ Placement whole_gpu(const SchedContext& ctx) {
   return p;
 }
 
-Placement sm_set_placement(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, CachePolicy cache,
-                           double share) {
-  Placement p;
-  p.sms = sms;
-  p.cache = cache;
-  const Capabilities caps = ctx.capabilities(kernel);
-  if (!caps.persistent_form || sms.count() >= ctx.device().sm_count) return p;  // native
-  p.form = LaunchForm::persistent;
-  const int occupancy = max_resident_blocks(ctx.device(), kernel.variant(kernel.default_variant));
-  if (share < 0.999 && occupancy > 1 && caps.tlp) {
-    p.tlp = std::clamp(static_cast<int>(std::ceil(share * occupancy)), 1, occupancy);
-  }
-  return p;
-}
 
 }  // namespace concord::policy

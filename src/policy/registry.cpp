@@ -50,10 +50,10 @@ const PolicyRegistry& builtin_policies() {
                policy::make_round_robin));
     must(r.add("random", "seeded random order, one launch at a time on the whole GPU; param streams=N (baseline)",
                policy::make_random));
-    must(r.add("fedcm", "FEDCM: collocation by Algorithm 1 and cache bypass (fedcm.md III); params sigma, gamma",
+    must(r.add("fedcm", "FEDCM: collocation by Algorithm 1 and cache bypass (fedcm.md III); params sigma, gamma, sharing",
                policy::make_fedcm));
-    must(r.add("fedc", "FEDCM's collocation without cache bypass (FedC); params sigma", policy::make_fedc));
-    must(r.add("krisp", "KRISP as in FEDCM's evaluation: each kernel its own d x C SMs, disjoint where possible",
+    must(r.add("fedc", "FEDCM's collocation without cache bypass (FedC); params sigma, sharing", policy::make_fedc));
+    must(r.add("krisp", "KRISP as in FEDCM's evaluation: each kernel its own d x C SMs, disjoint where possible; param sharing",
                policy::make_krisp));
     must(r.add("manual", "hand-written placements: params sms.T, tlp.T, cache.T, form, fuse=A+B, ratio=a:b",
                policy::make_manual));

@@ -4,8 +4,9 @@
 
 #include "concord/occupancy.h"
 #include "policy/fedcm/fedcm_policy.h"
-#include "policy/params.h"
 #include "policy/krisp/krisp_policy.h"
+#include "policy/params.h"
+#include "policy/sharing.h"
 #include "test_support.h"
 
 namespace concord {
@@ -154,35 +155,122 @@ TEST(Fedcm, ParametersAreChecked) {
 }
 
 
-TEST(Fedcm, SmSetPlacementIsNativeOnTheWholeGpuAndCapsTlpOnAPart) {
+TEST(Fedcm, SmSetPlacementCapsTlpWhereSmsAreSharedAndIsNativeWhenAlone) {
   const Workload w = workload({tenant("a", {step("fma_loop", 1 << 20)}), tenant("b", {step("cublas_gemm", 1024)})});
   std::vector<Placement> seen;
   ScriptedPolicy p([&](SchedContext& ctx) -> Status {
     std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
     for (const auto& r : ready) {
       if (r.has_running_dispatch) continue;
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, ctx.device().all_sms(), CachePolicy::normal, 0.5));
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::l2_evict_first, 0.5));
+      const SmSet all = ctx.device().all_sms();
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5, policy::SmSharing::native));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 1.0));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::l2_evict_first, 0.5,
+                                              policy::SmSharing::native));
       seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::normal, 1.0));
       CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, seen.back()).status());
     }
     return Status::ok();
   });
   ASSERT_TRUE(run_on_sim(w, p).is_ok());
-  ASSERT_EQ(seen.size(), 6u);
-  // Elastic kernel: whole GPU -> native; part -> persistent, TLP ceil(0.5 x resident blocks); share 1 -> no cap.
-  EXPECT_EQ(seen[0].form, LaunchForm::native);
-  EXPECT_EQ(seen[1].form, LaunchForm::persistent);
+  ASSERT_EQ(seen.size(), 10u);
   const int resident = max_resident_blocks(h200_spec(), w.tenants[0].steps[0].kernel.variant(w.tenants[0].steps[0].kernel.default_variant));
-  EXPECT_EQ(seen[1].tlp, (resident + 1) / 2);
-  EXPECT_EQ(seen[1].cache, CachePolicy::l2_evict_first);
-  EXPECT_EQ(seen[2].tlp, 0);
-  // Opaque kernel: always native (the engine rounds a partial set to TPCs for a green context).
-  EXPECT_EQ(seen[3].form, LaunchForm::native);
-  EXPECT_EQ(seen[4].form, LaunchForm::native);
+  // Elastic kernel, whole GPU: shared (0.5) -> persistent with TLP ceil(0.5 x resident blocks)
+  // under arbitration, native under SmSharing::native; alone (share 1) -> native either way.
+  EXPECT_EQ(seen[0].form, LaunchForm::persistent);
+  EXPECT_EQ(seen[0].tlp, (resident + 1) / 2);
+  EXPECT_EQ(seen[1].form, LaunchForm::native);
+  EXPECT_EQ(seen[2].form, LaunchForm::native);
+  // A part of the GPU: persistent, capped by the share in both modes; share 1 -> no cap.
+  EXPECT_EQ(seen[3].form, LaunchForm::persistent);
+  EXPECT_EQ(seen[3].tlp, (resident + 1) / 2);
+  EXPECT_EQ(seen[3].cache, CachePolicy::l2_evict_first);
+  EXPECT_EQ(seen[4].form, LaunchForm::persistent);
   EXPECT_EQ(seen[4].tlp, 0);
+  // Opaque kernel: always native (the engine rounds a partial set to TPCs for a green context).
+  for (size_t i = 5; i < 10; ++i) {
+    EXPECT_EQ(seen[i].form, LaunchForm::native) << i;
+    EXPECT_EQ(seen[i].tlp, 0) << i;
+  }
 }
 
+TEST(Fedcm, RegrowRaisesACappedLaunchWhenItsCoRunnerLeavesAndNeverLowersIt) {
+  // A long and a short compute kernel share every SM at half their blocks each; when the short
+  // one completes, regrow_shared gives the long one its full occupancy back.
+  const Workload w = workload({tenant("long", {step("fma_loop", 1 << 24)}), tenant("short", {step("fma_loop", 1 << 18)})});
+  const KernelSpec& k = w.tenants[0].steps[0].kernel;
+  const int resident = max_resident_blocks(h200_spec(), k.variant(k.default_variant));
+  ASSERT_GT(resident, 1);
+  const int half = (resident + 1) / 2;
+  std::vector<int> tlp_of_long_after_regrow;
+  int raised_total = 0;
+  ScriptedPolicy p(
+      [&](SchedContext& ctx) -> Status {
+        std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+        for (const auto& r : ready) {
+          if (r.has_running_dispatch) continue;
+          Placement pl;
+          pl.sms = ctx.device().all_sms();
+          pl.form = LaunchForm::persistent;
+          pl.tlp = half;
+          CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, pl).status());
+        }
+        // Both running: each one's share is 0.5, its cap already 0.5 -> nothing raised.
+        auto raised = policy::regrow_shared(ctx);
+        if (!raised) return raised.status();
+        raised_total += *raised;
+        for (const RunningDispatch& d : ctx.running()) {
+          if (d.tenants[0].value == 0) tlp_of_long_after_regrow.push_back(d.placement.tlp);
+        }
+        return Status::ok();
+      });
+  auto run = run_on_sim(w, p);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_GE(tlp_of_long_after_regrow.size(), 2u);
+  EXPECT_EQ(tlp_of_long_after_regrow.front(), half);   // while both run
+  EXPECT_EQ(tlp_of_long_after_regrow.back(), resident);  // after the short one left
+  EXPECT_EQ(raised_total, 1);
+}
+
+TEST(Fedcm, SetTlpIsCheckedByTheEngine) {
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 22)})});
+  std::vector<Status> results;
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    if (!ctx.running().empty() || ctx.ready().empty()) return Status::ok();
+    const LaunchId id = ctx.ready().front().id;
+    Placement pl = testing::whole(ctx);  // native
+    auto d = ctx.dispatch(id, pl);
+    CONCORD_RETURN_IF_ERROR(d.status());
+    results.push_back(ctx.set_tlp(*d, 2));          // native: refused
+    results.push_back(ctx.set_tlp(DispatchId{999}, 2));  // unknown
+    return Status::ok();
+  });
+  ASSERT_TRUE(run_on_sim(w, p).is_ok());
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].code(), StatusCode::unsupported);
+  EXPECT_EQ(results[1].code(), StatusCode::not_found);
+}
+
+TEST(Fedcm, ArbitratedFedcmRunsAComputeAndAMemoryKernelSideBySide) {
+  // Two tenants whose kernels each fill the GPU: under arbitration the second launch is capped
+  // at its share and the first tenant's next launch too, so both are resident at once; with
+  // sharing=native the whole-GPU sets are plain launches.
+  const Workload w = workload({tenant("compute", {step("fma_loop", 1 << 22)}, 4),
+                               tenant("memory", {step("stream_triad", 1 << 26)}, 4)});
+  auto arbitrated = run_on_sim(w, "fedcm");
+  ASSERT_TRUE(arbitrated.is_ok()) << arbitrated.status().to_string();
+  auto native = run_on_sim(w, "fedcm", 1, {{"sharing", "native"}});
+  ASSERT_TRUE(native.is_ok()) << native.status().to_string();
+  int capped = 0;
+  for (const auto& d : arbitrated->dispatches) capped += d.placement.form == LaunchForm::persistent && d.placement.tlp > 0;
+  EXPECT_GT(capped, 0);
+  for (const auto& d : native->dispatches) {
+    if (d.placement.sms.count() == h200_spec().sm_count) EXPECT_EQ(d.placement.form, LaunchForm::native);
+  }
+  EXPECT_FALSE(builtin_policies().make("fedcm", {{"sharing", "hardware"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("krisp", {{"sharing", "native"}}).is_ok());
+}
 
 TEST(Fedcm, CriticalKernelsAreTheTopSigmaOfLaunchInstances) {
   // A request of 4 launches of a 3 ms kernel and 1 of a 1 ms kernel: sigma 0.1 -> ceil(0.5) = 1

@@ -336,6 +336,33 @@ Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   return Status::ok();
 }
 
+Status CudaBackend::set_tlp(DispatchId id, int tlp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
+  if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches change their TLP");
+  if (tlp < 1) return Status::invalid_argument("cuda: TLP must be at least 1, got " + std::to_string(tlp));
+  if (it->completing) return Status::ok();  // already finished; its completion is on its way
+  // The launch's grid already holds occupancy x SMs blocks: no limit above that can be reached.
+  const int limit = std::min(tlp, it->grid / std::max(1, spec_.sm_count));
+  const bool grows = limit > it->tlp;
+  const int32_t value = limit;
+  for (const Part& p : it->parts) {
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tlp), &value, sizeof(value), it->start));
+  }
+  it->tlp = limit;
+  it->placement.tlp = limit;
+  if (grows) {
+    // Blocks of the first grid that found their SM full have exited: new slots need new blocks,
+    // launched on the same control blocks (admission counts them against the new limit).
+    auto stream = helper_stream();
+    if (!stream) return stream.status();
+    CONCORD_CUDA(cudaStreamWaitEvent(*stream, it->start.get(), 0));
+    CONCORD_RETURN_IF_ERROR(launch(*it, *stream));
+  }
+  return Status::ok();
+}
+
 Status CudaBackend::preempt(DispatchId id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });

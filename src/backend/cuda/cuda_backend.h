@@ -43,6 +43,7 @@ class CudaBackend final : public Backend {
   Status start_clock() override;
   Status dispatch(const DispatchRequest& request) override;
   Status set_sm_set(DispatchId dispatch, const SmSet& sms) override;
+  Status set_tlp(DispatchId dispatch, int tlp) override;
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override;
   Seconds now() const override;

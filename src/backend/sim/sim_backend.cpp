@@ -115,6 +115,21 @@ Status SimBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   return Status::ok();
 }
 
+Status SimBackend::set_tlp(DispatchId id, int tlp) {
+  Running* r = find(id);
+  if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
+  if (r->placement.form != LaunchForm::persistent) {
+    return Status::unsupported("sim: only persistent dispatches change their TLP while running");
+  }
+  if (tlp < 1) return Status::invalid_argument("sim: TLP must be at least 1, got " + std::to_string(tlp));
+  // As on the GPU: a lower limit admits no new block beyond it, resident blocks stay; a higher
+  // one lets the block scheduler fill the new slots (allocate_blocks at the next event).
+  r->per_sm_cap = std::min(tlp, max_resident_blocks(device_, r->footprint));
+  r->placement.tlp = tlp;
+  dirty_ = true;
+  return Status::ok();
+}
+
 Status SimBackend::preempt(DispatchId id) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));

@@ -25,6 +25,7 @@ class SimBackend final : public Backend {
   Capabilities capabilities(const KernelSpec& kernel) const override;
   Status dispatch(const DispatchRequest& request) override;
   Status set_sm_set(DispatchId dispatch, const SmSet& sms) override;
+  Status set_tlp(DispatchId dispatch, int tlp) override;
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override;
   Seconds now() const override { return now_; }

@@ -50,55 +50,6 @@ std::vector<SmSet> gpc_sets(const DeviceSpec& d) {
   return out;
 }
 
-SmOccupants occupants_of(const SchedContext& ctx) {
-  SmOccupants o;
-  const int n = ctx.device().sm_count;
-  o.per_sm.assign(static_cast<size_t>(n), BlockFootprint{0, 0, 0});
-  for (const RunningDispatch& d : ctx.running()) {
-    BlockFootprint f{0, 0, 0};
-    for (size_t k = 0; k < d.kernels.size(); ++k) {
-      const BlockFootprint one = footprint_of(ctx.device(), d.kernels[k]->variant(d.variants[k]));
-      f.threads += one.threads * d.parts_per_block[k];
-      f.registers += one.registers * d.parts_per_block[k];
-      f.shared_bytes += one.shared_bytes * d.parts_per_block[k];
-    }
-    d.placement.sms.for_each([&](int sm) {
-      if (sm >= n) return;
-      BlockFootprint& t = o.per_sm[static_cast<size_t>(sm)];
-      t.threads += f.threads;
-      t.registers += f.registers;
-      t.shared_bytes += f.shared_bytes;
-    });
-  }
-  return o;
-}
-
-double resource_share(const BlockFootprint& k, const BlockFootprint& others) {
-  // FEDCM's example: a kernel asking 3 MB of shared memory next to kernels asking 4 and 1 gets
-  // 3 / (3 + 4 + 1). Resources the kernel does not use do not count against it.
-  double sum = 0;
-  int used = 0;
-  auto add = [&](double mine, double theirs) {
-    if (mine <= 0) return;
-    sum += mine / (mine + theirs);
-    ++used;
-  };
-  add(k.shared_bytes, others.shared_bytes);
-  add(k.registers, others.registers);
-  add(k.threads, others.threads);
-  return used > 0 ? sum / used : 1.0;
-}
-
-double resource_share(const BlockFootprint& k, const std::vector<BlockFootprint>& others) {
-  BlockFootprint total{0, 0, 0};
-  for (const auto& o : others) {
-    total.threads += o.threads;
-    total.registers += o.registers;
-    total.shared_bytes += o.shared_bytes;
-  }
-  return resource_share(k, total);
-}
-
 std::vector<std::vector<bool>> critical_instances(const std::vector<double>& step_seconds,
                                                   const std::vector<int>& step_counts, double sigma) {
   std::vector<double> seconds;  // one entry per launch instance, in request order
@@ -241,17 +192,25 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
       caches_[t] = cache;
       shares_[t] = u;
     } else {
-      // Non-critical: the preceding decision, SM set and cache policy alike (Section III-A).
+      // Non-critical: the preceding decision, SM set and cache policy alike (Section III-A). The
+      // share of those SMs it will hold is the hardware's part on AMD: with arbitration, what
+      // the kernels there now leave it.
       sms = *masks_[t];
       cache = caches_[t];
-      u = shares_[t];
+      u = options_.sharing == SmSharing::arbitrate
+              ? mean_share(footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant)), occupants_of(ctx), sms)
+              : shares_[t];
       if (cache != CachePolicy::normal) {
         const Capabilities caps = ctx.capabilities(*r.kernel);
         if ((bypasses_l1(cache) && !caps.l1_bypass) || (evicts_l2_first(cache) && !caps.l2_evict_first)) cache = CachePolicy::normal;
       }
     }
-    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u));
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u, options_.sharing));
     if (!d) return d.status();
+  }
+  if (options_.sharing == SmSharing::arbitrate) {
+    auto raised = regrow_shared(ctx);
+    if (!raised) return raised.status();
   }
   return Status::ok();
 }
@@ -259,9 +218,12 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
 namespace {
 
 Result<FedcmOptions> parse(const std::string& name, const PolicyParams& params, bool bypass) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma"}));
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing"}));
   FedcmOptions o;
   o.bypass = bypass;
+  auto sharing = sharing_param(name, params);
+  if (!sharing) return sharing.status();
+  o.sharing = *sharing;
   auto sigma = double_param(params, "sigma", o.sigma);
   if (!sigma) return sigma.status();
   auto gamma = double_param(params, "gamma", o.gamma);

@@ -7,7 +7,9 @@
 // of each SM's static resources (shared memory, registers, threads) the kernel would get next to
 // the kernels already there (U[i,j]), adds or removes seeded-random SMs until the kernel's
 // effective share of the GPU is within [0.9, 1.1] of its demand d, and keeps the candidate with
-// the shortest estimated time T[s0, c_m] / u. Bypass (fedcm only): L1 when the chosen partner
+// the shortest estimated time T[s0, c_m] / u. Each launch then holds about its share U of the SMs
+// it shares (a TLP cap; see sharing.h for why NVIDIA needs this where AMD's CU masks do not), and
+// caps are raised when co-runners leave. Bypass (fedcm only): L1 when the chosen partner
 // covers the same GPCs (FEDCM's shader arrays), L2 evict-first when the set spans every GPC, each
 // kept only if the estimated slowdown is at most gamma.
 #pragma once
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "concord/policy.h"
+#include "policy/sharing.h"
 
 namespace concord::policy {
 
@@ -25,6 +28,7 @@ struct FedcmOptions {
   double sigma = 0.1;    // share of each tenant's kernels that are critical
   double gamma = 1.1;    // tolerated slowdown from a bypass
   bool bypass = true;    // false: FedC
+  SmSharing sharing = SmSharing::arbitrate;  // how kernels on shared SMs split them (sharing.h)
 };
 
 // One SM set Algorithm 1 considered for a ready kernel.
@@ -36,16 +40,6 @@ struct FedcmCandidate {
   double estimate = 0;    // T[s0, c_m] / u
 };
 
-// Static resources of the kernels running on each SM (what U[i,j] divides among): the sum of the
-// block footprints of the dispatches there.
-struct SmOccupants {
-  std::vector<BlockFootprint> per_sm;
-};
-SmOccupants occupants_of(const SchedContext& ctx);
-// U[i,j]: the average over shared memory, registers and threads of the share of SM j's demand
-// that the kernel's block would hold next to the blocks already there (1 when alone).
-double resource_share(const BlockFootprint& kernel, const BlockFootprint& others_total);
-double resource_share(const BlockFootprint& kernel, const std::vector<BlockFootprint>& others);
 // FEDCM's critical kernels (Section III-A) of a tenant's request, per launch: the top
 // ceil(sigma x launches) launch instances by estimated time (a step run `count` times is that
 // many instances; ties go to the earlier one). Indexed [step][repeat].

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "concord/occupancy.h"
-#include "policy/fedcm/fedcm_policy.h"
 #include "policy/params.h"
+#include "policy/sharing.h"
 
 namespace concord::policy {
 
@@ -45,19 +45,22 @@ Status KrispPolicy::schedule(SchedContext& ctx) {
     const SmSet sms = krisp_sms(ctx.device(), demand, running);
     // The kernel's expected share of the SMs it shares with running kernels (as FEDCM's U).
     const BlockFootprint fp = footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant));
-    const SmOccupants occ = occupants_of(ctx);
-    double u = 0;
-    sms.for_each([&](int sm) { u += resource_share(fp, occ.per_sm[static_cast<size_t>(sm)]); });
-    u /= std::max(1, sms.count());
-    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u));
+    const double u = mean_share(fp, occupants_of(ctx), sms);
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u, sharing_));
     if (!d) return d.status();
+  }
+  if (sharing_ == SmSharing::arbitrate) {
+    auto raised = regrow_shared(ctx);
+    if (!raised) return raised.status();
   }
   return Status::ok();
 }
 
 Result<std::unique_ptr<Policy>> make_krisp(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("krisp", params, {}));
-  return std::unique_ptr<Policy>(std::make_unique<KrispPolicy>());
+  CONCORD_RETURN_IF_ERROR(only_params("krisp", params, {"sharing"}));
+  auto sharing = sharing_param("krisp", params);
+  if (!sharing) return sharing.status();
+  return std::unique_ptr<Policy>(std::make_unique<KrispPolicy>(*sharing));
 }
 
 }  // namespace concord::policy

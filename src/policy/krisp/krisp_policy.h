@@ -1,9 +1,11 @@
 // krisp: kernel-level spatial partitioning as FEDCM's evaluation uses it (fedcm.md, Section IV):
 // at every launch a kernel gets its own d x C SMs (d from the estimator), taken from SMs no running
 // kernel uses where possible, TPC by TPC, then from the least-shared ones; no cache management.
+// Where its SMs are shared, the kernel holds its share U of them as under FEDCM (sharing.h).
 #pragma once
 
 #include "concord/policy.h"
+#include "policy/sharing.h"
 
 namespace concord::policy {
 
@@ -12,10 +14,14 @@ SmSet krisp_sms(const DeviceSpec& device, int demand, const std::vector<SmSet>& 
 
 class KrispPolicy final : public Policy {
  public:
+  explicit KrispPolicy(SmSharing sharing = SmSharing::arbitrate) : sharing_(sharing) {}
   std::string name() const override { return "krisp"; }
 
  protected:
   Status schedule(SchedContext& ctx) override;
+
+ private:
+  SmSharing sharing_;
 };
 
 Result<std::unique_ptr<Policy>> make_krisp(const PolicyParams& params);
