@@ -60,8 +60,8 @@ def main(bench_path, mps_path=None):
     if mps_path:
         m = json.load(open(mps_path))
         for r in m["runs"]:
-            if not r.get("ok"):
-                continue
+            if not r.get("ok") or any((r["workload"], t["name"]) not in alone for t in r["tenants"]):
+                continue  # failed, or its workload is missing from the in-process run (no alone times)
             stp = sum(alone[(r["workload"], t["name"])] / t["shared_s"] for t in r["tenants"])
             serial = rows[r["workload"]].get("serial", {}).get("makespan_s", 0)
             row = {"stp": stp, "makespan_s": r["makespan_s"],

@@ -540,8 +540,11 @@ Result<RunRecord> Engine::run() {
     until = std::min(until, options_.time_limit);
     auto completions = backend_.advance(until);
     if (!completions) return completions.status();
+    // Record every completion of the batch before any hook runs: the backend has already
+    // forgotten them all, so a policy reacting to the first must not see the others as running
+    // (a resize, set_tlp or preempt of one would find nothing there).
+    for (const Completion& c : *completions) CONCORD_RETURN_IF_ERROR(handle_completion(c));
     for (const Completion& c : *completions) {
-      CONCORD_RETURN_IF_ERROR(handle_completion(c));
       CONCORD_RETURN_IF_ERROR(call("on_complete", [&] { return policy_.on_complete(*this, c); }));
       CONCORD_RETURN_IF_ERROR(notify_ready());
     }

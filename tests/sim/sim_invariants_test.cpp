@@ -251,6 +251,41 @@ TEST(SimInvariants, ShrinkingTheSmSetSlowsALaunchAndGrowingSpeedsItUp) {
   EXPECT_GT(run_with(true), run_with(false));
 }
 
+TEST(SimInvariants, CompletionsOfOneInstantAreAllRecordedBeforeAnyHookRuns) {
+  // Two equal launches on equal halves finish at the same instant and come back from one
+  // advance(); when the policy hears of the first, the second must not look running (a resize,
+  // set_tlp or preempt of it would reach a backend that has forgotten it).
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 20)}), tenant("b", {step("fma_loop", 1 << 20)})});
+  int completions = 0;
+  std::vector<size_t> running_seen;
+  ScriptedPolicy p(
+      [&](SchedContext& ctx) -> Status {
+        std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+        for (const auto& r : ready) {
+          if (r.has_running_dispatch) continue;
+          Placement pl;
+          pl.sms = SmSet::range(r.tenant.value == 0 ? 0 : 66, 66);
+          pl.form = LaunchForm::persistent;
+          CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, pl).status());
+        }
+        return Status::ok();
+      },
+      [&](SchedContext& ctx, const Completion& c) -> Status {
+        ++completions;
+        running_seen.push_back(ctx.running().size());
+        for (const RunningDispatch& d : ctx.running()) {
+          if (d.id == c.dispatch) return Status::internal("a completed dispatch still looks running");
+        }
+        return Status::ok();
+      });
+  auto run = run_on_sim(w, p);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_EQ(completions, 2);
+  ASSERT_EQ(run->dispatches.size(), 2u);
+  ASSERT_DOUBLE_EQ(run->dispatches[0].end, run->dispatches[1].end);  // one instant, one batch
+  EXPECT_EQ(running_seen, (std::vector<size_t>{0, 0}));
+}
+
 TEST(SimInvariants, UnsupportedRequestsAreRefusedWithReasons) {
   const Workload w = workload({tenant("lib", {step("cublas_gemm", 2048)})});
   std::vector<Status> refusals;

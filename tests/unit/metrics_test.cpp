@@ -76,6 +76,38 @@ TEST(Metrics, ComputeFromRunRecord) {
   EXPECT_DOUBLE_EQ(*m->speedup_over_serial, 1.2);
 }
 
+TEST(Metrics, WindowStpCountsTheWorkDoneUntilTheFirstTenantFinishes) {
+  // Serial-like interleaving: A (2 requests of 1 s alone each) and B (4 requests of 1 s alone each)
+  // take turns on the GPU; A finishes at 4 s, by when B has done 2 requests. Over the window each
+  // did 2 s of alone work in 4 s: 0.5 + 0.5 = 1. Over the whole run B's tail (alone from 4 to 6 s)
+  // raises its NP: 2/4 + 4/6.
+  RunRecord run;
+  TenantRecord a, b;
+  a.name = "a";
+  b.name = "b";
+  a.requests = {{0, 0, 1}, {1, 3, 4}};  // arrival, start, end
+  b.requests = {{0, 1, 2}, {2, 2.5, 3.5}, {3.5, 4, 5}, {5, 5, 6}};
+  a.begin = 0;
+  a.finish = 4;
+  b.begin = 0;
+  b.finish = 6;
+  run.tenants = {a, b};
+  run.makespan = 6;
+  const std::vector<Seconds> alone = {2, 4};
+  auto m = compute_metrics(run, alone, std::nullopt);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_DOUBLE_EQ(m->window, 4);
+  EXPECT_DOUBLE_EQ(m->tenants[0].np_window, 2 * 1.0 / 4);
+  EXPECT_DOUBLE_EQ(m->tenants[1].np_window, 2 * 1.0 / 4);  // requests 1 and 2 done by 4 s, the third not begun
+  EXPECT_DOUBLE_EQ(m->stp_window, 1.0);
+  EXPECT_DOUBLE_EQ(m->stp, 2.0 / 4 + 4.0 / 6);
+  // A request in flight at the window's end counts by the share of its running time elapsed.
+  run.tenants[1].requests[2] = {3.5, 3.5, 4.5};
+  m = compute_metrics(run, alone, std::nullopt);
+  ASSERT_TRUE(m.is_ok());
+  EXPECT_DOUBLE_EQ(m->tenants[1].np_window, 2.5 * 1.0 / 4);
+}
+
 TEST(Metrics, RejectsMismatchedAloneTimes) {
   const RunRecord run = two_tenant_run();
   const std::vector<Seconds> alone = {5};
