@@ -4,7 +4,9 @@ peers when their JSON is given), ratios to serial, streams and MPS, end-to-end s
 scheduling overhead, and the sigma and gamma sweeps. Two STPs: over the whole run (each tenant's
 alone time over its own finish) and over the co-run window (until the first tenant finishes: the
 work each tenant did in it, at alone speed, over the window; serial scores 1 there, as in FEDCM's
-evaluation). Usage: summarize.py fedcm_bench.json [fedcm_mps.json]"""
+evaluation). Usage: summarize.py [--rename old=new ...] fedcm_bench.json [fedcm_mps.json]
+(--rename relabels schemes, e.g. for a run whose plain "fedcm" had another default:
+--rename 'fedcm=>fedcm:sharing=arbitrate' --rename 'fedcm:sharing=native=>fedcm')."""
 import json
 import statistics as st
 import sys
@@ -37,8 +39,11 @@ def window_stp(tenants, alone):
     return total
 
 
-def main(bench_path, mps_path=None):
+def main(bench_path, mps_path=None, rename=None):
     b = json.load(open(bench_path))
+    for r in b["runs"]:
+        if not r["sweep"] and rename and r["scheme"] in rename:
+            r["scheme"] = rename[r["scheme"]]
     rows = defaultdict(dict)      # workload -> scheme -> run
     n_of = {}
     alone = {}                    # (workload, tenant) -> alone seconds
@@ -149,4 +154,11 @@ def main(bench_path, mps_path=None):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    args, rename = sys.argv[1:], {}
+    while args and args[0] == "--rename":
+        if "=>" not in args[1]:
+            sys.exit(f"--rename {args[1]}: expected old=>new")
+        old, new = args[1].split("=>", 1)
+        rename[old] = new
+        args = args[2:]
+    main(*args[:2], rename=rename)

@@ -7,9 +7,9 @@ namespace concord::policy {
 
 Result<SmSharing> sharing_param(const std::string& policy, const PolicyParams& params) {
   auto it = params.find("sharing");
-  if (it == params.end() || it->second == "arbitrate") return SmSharing::arbitrate;
-  if (it->second == "native") return SmSharing::native;
-  return Status::invalid_argument(policy + ": parameter 'sharing' must be arbitrate or native (got '" + it->second + "')");
+  if (it == params.end() || it->second == "native") return SmSharing::native;
+  if (it->second == "arbitrate") return SmSharing::arbitrate;
+  return Status::invalid_argument(policy + ": parameter 'sharing' must be native or arbitrate (got '" + it->second + "')");
 }
 
 const char* sharing_name(SmSharing s) { return s == SmSharing::arbitrate ? "arbitrate" : "native"; }

@@ -10,8 +10,12 @@
 // (SmSharing::arbitrate): an elastic kernel on SMs that running kernels also use gets persistent
 // blocks with TLP = ceil(U x its resident blocks per SM), and when kernels leave, the ones that
 // stay are raised to their new share (regrow_shared), as the hardware would hand them the freed
-// resources. SmSharing::native is the earlier mapping: a set covering every SM is launched
-// natively and left to the block scheduler.
+// resources. SmSharing::native, the default, leaves a set covering every SM to the block
+// scheduler (a plain launch). On the H200 arbitration measured worse for FEDCM and FedC (mean STP
+// 1.175 against 1.209 and 1.243 against 1.300 over bench/fedcm's workloads, docs/results.md): a
+// kernel that scales with its warps runs about half as fast at half its blocks, so sharing every
+// SM gains only where neither kernel needs its full occupancy (DESIGN.md's pair: 0.97x serial at
+// TLP 4/4 against 1.42x for a split of the SMs).
 #pragma once
 
 #include <vector>
@@ -22,10 +26,11 @@
 namespace concord::policy {
 
 enum class SmSharing {
-  arbitrate,  // TLP caps by U wherever SMs are shared, raised again when co-runners leave
   native,     // whole-GPU sets native (the block scheduler decides); caps only on partial sets
+  arbitrate,  // TLP caps by U wherever SMs are shared, raised again when co-runners leave
 };
-// "arbitrate" or "native" from a policy's `sharing` parameter.
+// "native" (the default: measured better on the H200, docs/results.md) or "arbitrate" from a
+// policy's `sharing` parameter.
 Result<SmSharing> sharing_param(const std::string& policy, const PolicyParams& params);
 const char* sharing_name(SmSharing s);
 
@@ -50,7 +55,7 @@ double mean_share(const BlockFootprint& kernel, const SmOccupants& occ, const Sm
 // on an SM would keep every later one off it); on every SM, native when the kernel has the SMs to
 // itself (share 1) or under SmSharing::native, else persistent with the cap as on a part.
 Placement sm_set_placement(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, CachePolicy cache,
-                           double share, SmSharing sharing = SmSharing::arbitrate);
+                           double share, SmSharing sharing = SmSharing::native);
 
 // SmSharing::arbitrate's other half, called after a policy's dispatches: every running persistent
 // launch with a TLP cap whose share has grown (a kernel on its SMs finished) is raised to

@@ -163,9 +163,9 @@ TEST(Fedcm, SmSetPlacementCapsTlpWhereSmsAreSharedAndIsNativeWhenAlone) {
     for (const auto& r : ready) {
       if (r.has_running_dispatch) continue;
       const SmSet all = ctx.device().all_sms();
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5));
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5, policy::SmSharing::native));
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 1.0));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5, policy::SmSharing::arbitrate));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5));  // native
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 1.0, policy::SmSharing::arbitrate));
       seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::l2_evict_first, 0.5,
                                               policy::SmSharing::native));
       seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::normal, 1.0));
@@ -255,12 +255,12 @@ TEST(Fedcm, SetTlpIsCheckedByTheEngine) {
 TEST(Fedcm, ArbitratedFedcmRunsAComputeAndAMemoryKernelSideBySide) {
   // Two tenants whose kernels each fill the GPU: under arbitration the second launch is capped
   // at its share and the first tenant's next launch too, so both are resident at once; with
-  // sharing=native the whole-GPU sets are plain launches.
+  // sharing=native (the default) the whole-GPU sets are plain launches.
   const Workload w = workload({tenant("compute", {step("fma_loop", 1 << 22)}, 4),
                                tenant("memory", {step("stream_triad", 1 << 26)}, 4)});
-  auto arbitrated = run_on_sim(w, "fedcm");
+  auto arbitrated = run_on_sim(w, "fedcm", 1, {{"sharing", "arbitrate"}});
   ASSERT_TRUE(arbitrated.is_ok()) << arbitrated.status().to_string();
-  auto native = run_on_sim(w, "fedcm", 1, {{"sharing", "native"}});
+  auto native = run_on_sim(w, "fedcm");
   ASSERT_TRUE(native.is_ok()) << native.status().to_string();
   int capped = 0;
   for (const auto& d : arbitrated->dispatches) capped += d.placement.form == LaunchForm::persistent && d.placement.tlp > 0;

@@ -7,9 +7,8 @@
 // of each SM's static resources (shared memory, registers, threads) the kernel would get next to
 // the kernels already there (U[i,j]), adds or removes seeded-random SMs until the kernel's
 // effective share of the GPU is within [0.9, 1.1] of its demand d, and keeps the candidate with
-// the shortest estimated time T[s0, c_m] / u. Each launch then holds about its share U of the SMs
-// it shares (a TLP cap; see sharing.h for why NVIDIA needs this where AMD's CU masks do not), and
-// caps are raised when co-runners leave. Bypass (fedcm only): L1 when the chosen partner
+// the shortest estimated time T[s0, c_m] / u. How a launch then shares its SMs with the kernels
+// there is sharing.h's (`sharing=native|arbitrate`). Bypass (fedcm only): L1 when the chosen partner
 // covers the same GPCs (FEDCM's shader arrays), L2 evict-first when the set spans every GPC, each
 // kept only if the estimated slowdown is at most gamma.
 #pragma once
@@ -28,7 +27,7 @@ struct FedcmOptions {
   double sigma = 0.1;    // share of each tenant's kernels that are critical
   double gamma = 1.1;    // tolerated slowdown from a bypass
   bool bypass = true;    // false: FedC
-  SmSharing sharing = SmSharing::arbitrate;  // how kernels on shared SMs split them (sharing.h)
+  SmSharing sharing = SmSharing::native;  // how kernels on shared SMs split them (sharing.h)
 };
 
 // One SM set Algorithm 1 considered for a ready kernel.
