@@ -80,7 +80,20 @@ if has runs; then
   done
 fi
 # RAISE's metrics (issue 4) and RAISE's evaluation (issue 6).
-if has raise; then
+# RAISE_PROFILES="a.json b.json ...": replay bench/raise on stored task vectors instead (no Nsight
+# Compute): each file imported into its own store, then the bench on RAISE_TASKS (default
+# bench/raise/tasks.yaml); outputs raise_bench_<tasks>-vec-<file>.json.
+if has raise && [ -n "${RAISE_PROFILES:-}" ]; then
+  for f in $RAISE_PROFILES; do
+    vec=$(basename "$f" .json)
+    step "raise_import_$vec" 60 "$bin/concord" profile import --db "$out/raise-$vec.db" "$f"
+    for tasks in ${RAISE_TASKS:-bench/raise/tasks.yaml}; do
+      tag=$(basename "$tasks" .yaml)
+      step "raise_bench_$tag-vec-$vec" "${RAISE_S:-300}" "$bin/concord_raise_bench" --backend cuda --profiles "$out/raise-$vec.db" \
+        --tasks "$tasks" --out "$out/raise_bench_$tag-vec-$vec.json" --max-minutes "${RAISE_MINUTES:-4}"
+    done
+  done
+elif has raise; then
   ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   echo "ncu: ${ncu_bin:-not found}" | tee -a "$out/summary.txt"
   # The stored suite profile gains the metrics: start from it.

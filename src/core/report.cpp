@@ -35,7 +35,7 @@ std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
   j["device"] = r.run.device;
   j["commit"] = ctx.commit;
   j["seed"] = r.run.seed;
-  j["metrics"] = {{"stp", m.stp}, {"antt", m.antt}, {"fi", m.fi}, {"hs", m.hs}, {"makespan_s", m.makespan},
+  j["metrics"] = {{"stp", m.stp}, {"stp_window", m.stp_window}, {"window_s", m.window}, {"antt", m.antt}, {"fi", m.fi}, {"hs", m.hs}, {"makespan_s", m.makespan},
                   {"lc_goodput_per_s", m.lc_goodput}, {"be_throughput_per_s", m.be_throughput},
                   {"overall_throughput_per_s", m.overall_throughput}};
   if (m.serial_makespan) {
@@ -49,7 +49,7 @@ std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
     json requests = json::array();
     for (const auto& q : rec.requests) requests.push_back({{"arrival_s", q.arrival}, {"start_s", q.start}, {"end_s", q.end}});
     j["tenants"].push_back({{"name", t.name}, {"class", to_string(t.cls)}, {"alone_s", t.alone}, {"shared_s", t.shared},
-                            {"np", t.np}, {"latency_p50_s", t.latency_p50}, {"latency_p99_s", t.latency_p99},
+                            {"np", t.np}, {"np_window", t.np_window}, {"latency_p50_s", t.latency_p50}, {"latency_p99_s", t.latency_p99},
                             {"latency_target_s", t.latency_target}, {"slo_attainment", t.slo_attainment},
                             {"requests_per_s", t.requests_per_s}, {"blocks_per_s", t.blocks_per_s},
                             {"logical_blocks", rec.logical_blocks}, {"requests", requests}});
@@ -88,8 +88,8 @@ void print_summary(std::ostream& out, const ExperimentResult& r) {
                        t.alone * 1e3, t.shared * 1e3, t.np, t.latency_p50 * 1e3, t.latency_p99 * 1e3,
                        lc ? fmt::format("{:.0f}%", t.slo_attainment * 100) : std::string("-"));
   }
-  out << fmt::format("STP {:.3f}  ANTT {:.3f}  FI {:.3f}  HS {:.3f}  makespan {:.3f} ms", m.stp, m.antt, m.fi, m.hs,
-                     m.makespan * 1e3);
+  out << fmt::format("STP {:.3f} (co-run window {:.3f} over {:.3f} ms)  ANTT {:.3f}  FI {:.3f}  HS {:.3f}  makespan {:.3f} ms",
+                     m.stp, m.stp_window, m.window * 1e3, m.antt, m.fi, m.hs, m.makespan * 1e3);
   if (m.speedup_over_serial) out << fmt::format("  speedup over serial {:.3f}x", *m.speedup_over_serial);
   out << "\n";
 }

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Averages RAISE's eight metrics over several stored profile exports (`concord profile export`) of
+the same kernels, one Nsight Compute measurement each, into one export: the task vectors with the
+measurement noise of one pass averaged out. Every other field comes from the first file. A kernel
+missing from any file is an error (the files must measure the same task set).
+Usage: average_profiles.py OUT.json IN1.json IN2.json [...]"""
+import json
+import sys
+
+METRICS = ["AOC", "SME", "IPC", "ISU", "SPU", "DU", "LSU", "TU"]
+
+
+def key_of(p):
+    return json.dumps(p["key"], sort_keys=True)
+
+
+def raise_class(m, threshold=3.0):
+    # src/core/raise.cpp raise_class(): LAT when IPC and DU are both below the threshold.
+    if m["IPC"] < threshold and m["DU"] < threshold:
+        return "LAT"
+    return "COM" if m["IPC"] >= m["DU"] else "MEM"
+
+
+def main(out, *inputs):
+    if len(inputs) < 2:
+        sys.exit("average_profiles.py: give the output and at least two exports")
+    files = []
+    for path in inputs:
+        try:
+            files.append(json.load(open(path)))
+        except (OSError, json.JSONDecodeError) as e:
+            sys.exit(f"{path}: cannot read: {e}")
+    base = files[0]
+    index = [{key_of(p): p for p in f["profiles"]} for f in files]
+    n_avg = 0
+    for p in base["profiles"]:
+        if not p.get("raise"):
+            continue
+        k = key_of(p)
+        vecs = []
+        for path, idx in zip(inputs, index):
+            q = idx.get(k)
+            if q is None or not q.get("raise"):
+                sys.exit(f"{path}: no RAISE metrics for kernel {p['key']}")
+            vecs.append(q["raise"])
+        p["raise"] = {m: sum(v[m] for v in vecs) / len(vecs) for m in METRICS}
+        p["raise_class"] = raise_class(p["raise"])
+        n_avg += 1
+    json.dump(base, open(out, "w"), indent=1)
+    print(f"{out}: RAISE metrics of {n_avg} profiles averaged over {len(inputs)} measurements")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
