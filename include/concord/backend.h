@@ -81,10 +81,11 @@ class Backend {
   virtual Status dispatch(const DispatchRequest& request) = 0;
   // Changes the allowed SM set of a running persistent dispatch.
   virtual Status set_sm_set(DispatchId dispatch, const SmSet& sms) = 0;
-  // Changes the resident-block limit per SM of a running persistent dispatch (1..occupancy).
-  // Raising it fills the new slots as they free up; lowering it admits no new block beyond the
-  // limit (resident blocks keep running: they hold no logical block they could give back).
-  virtual Status set_tlp(DispatchId dispatch, int tlp) = 0;
+  // Changes the resident-block limits of a running persistent dispatch: `tlp` per SM (0: as many
+  // as fit), and `tight_tlp` on the SMs of `tight_sms` (0: none). Raising a limit fills the new
+  // slots as they free up; lowering one admits no new block beyond it (resident blocks keep
+  // running: they hold no logical block they could give back).
+  virtual Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) = 0;
   // Stops a running dispatch after its blocks finish their current logical block.
   virtual Status preempt(DispatchId dispatch) = 0;
   // Logical blocks finished so far, per part (the online progress counter).

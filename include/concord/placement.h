@@ -39,6 +39,10 @@ struct Fusion {
 struct Placement {
   SmSet sms;                       // allowed SMs; must be non-empty
   int tlp = 0;                     // resident blocks per SM; 0 = as many as fit
+  // A tighter limit on some SMs (persistent form): on the SMs of tight_sms at most tight_tlp
+  // blocks (0: none). The SM-set policies use it on the SMs a kernel shares with others.
+  SmSet tight_sms;
+  int tight_tlp = 0;
   CachePolicy cache = CachePolicy::normal;
   int variant = -1;                // block-size variant; -1 = the kernel's default
   std::optional<BlockRange> range; // logical blocks to run; nullopt = all pending blocks

@@ -70,8 +70,9 @@ class SchedContext {
   // for something the backend cannot do for this kernel, or a field is out of range.
   virtual Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) = 0;
   virtual Status resize(DispatchId dispatch, const SmSet& sms) = 0;
-  // Changes the TLP (resident blocks per SM) of a running persistent dispatch (Backend::set_tlp).
-  virtual Status set_tlp(DispatchId dispatch, int tlp) = 0;
+  // Changes the TLP limits of a running persistent dispatch (Backend::set_tlp; Placement's tlp,
+  // tight_sms and tight_tlp).
+  virtual Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms = {}, int tight_tlp = 0) = 0;
   virtual Status preempt(DispatchId dispatch) = 0;
   virtual Result<std::vector<int64_t>> progress(DispatchId dispatch) const = 0;
   // Calls on_tick at `at` (or as soon as the engine gets control after it).

@@ -90,7 +90,7 @@ class Engine final : public SchedContext {
   std::mt19937_64& rng() override { return rng_; }
   Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) override;
   Status resize(DispatchId dispatch, const SmSet& sms) override;
-  Status set_tlp(DispatchId dispatch, int tlp) override;
+  Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) override;
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override { return backend_.progress(dispatch); }
   void request_tick(Seconds at) override { ticks_.push(at); }
@@ -214,6 +214,11 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
   if (p.tlp > 0 && (p.form != LaunchForm::persistent || !caps.tlp)) {
     return Status::unsupported(who() + ": a TLP limit needs the persistent form");
   }
+  if (p.tight_tlp < 0) return Status::invalid_argument(who() + ": tight_tlp must be >= 0");
+  if (p.tight_tlp > 0) {
+    if (p.form != LaunchForm::persistent || !caps.tlp) return Status::unsupported(who() + ": a TLP limit needs the persistent form");
+    if (p.tight_sms.empty()) return Status::invalid_argument(who() + ": tight_tlp given without tight_sms");
+  }
   if (bypasses_l1(p.cache) && !caps.l1_bypass) return Status::unsupported(who() + ": L1 bypass is not available for this kernel");
   if (evicts_l2_first(p.cache) && !caps.l2_evict_first) {
     return Status::unsupported(who() + ": L2 evict-first is not available for this kernel");
@@ -324,20 +329,23 @@ Status Engine::resize(DispatchId id, const SmSet& sms) {
   return Status::ok();
 }
 
-Status Engine::set_tlp(DispatchId id, int tlp) {
+Status Engine::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight_tlp) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("set_tlp: dispatch " + std::to_string(id.value) + " is not running");
   if (it->placement.form != LaunchForm::persistent) {
     return Status::unsupported("set_tlp: dispatch " + std::to_string(id.value) + " is not persistent");
   }
-  if (tlp < 1) return Status::invalid_argument("set_tlp: TLP must be at least 1, got " + std::to_string(tlp));
+  if (tlp < 0 || tight_tlp < 0) return Status::invalid_argument("set_tlp: limits must be >= 0 (0: none)");
+  if (tight_tlp > 0 && tight_sms.empty()) return Status::invalid_argument("set_tlp: tight_tlp given without tight_sms");
   {
     const auto b0 = std::chrono::steady_clock::now();
-    const Status st = backend_.set_tlp(id, tlp);
+    const Status st = backend_.set_tlp(id, tlp, tight_sms, tight_tlp);
     stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
     CONCORD_RETURN_IF_ERROR(st);
   }
   it->placement.tlp = tlp;
+  it->placement.tight_sms = tight_tlp > 0 ? tight_sms : SmSet();
+  it->placement.tight_tlp = tight_tlp;
   return Status::ok();
 }
 

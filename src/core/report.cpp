@@ -16,6 +16,10 @@ namespace {
 json placement_json(const Placement& p) {
   json j{{"sms", p.sms.to_string()}, {"sm_count", p.sms.count()}, {"tlp", p.tlp},
          {"cache", to_string(p.cache)}, {"form", to_string(p.form)}, {"variant", p.variant}, {"priority", p.priority}};
+  if (p.tight_tlp > 0) {
+    j["tight_sms"] = p.tight_sms.to_string();
+    j["tight_tlp"] = p.tight_tlp;
+  }
   if (p.fusion) {
     j["fusion"] = {{"partner", p.fusion->partner.value}, {"self_parts", p.fusion->self_parts},
                    {"partner_parts", p.fusion->partner_parts}};

@@ -174,10 +174,13 @@ TEST(CudaBackend, RaisingTheTlpOfARunningLaunchSpeedsItUp) {
   const KernelSpec& k = w.tenants[0].steps[0].kernel;
   const int occupancy = max_resident_blocks(b->device(), k.variant(k.default_variant));
   ASSERT_GE(occupancy, 4);
+  // Full occupancy in general, 1 block on the tight SMs: all 8 of the set (the device reads the
+  // tight bitmap at admission).
   Placement p;
   p.sms = SmSet::range(0, 8);
   p.form = LaunchForm::persistent;
-  p.tlp = 1;
+  p.tight_sms = SmSet::range(0, 8);
+  p.tight_tlp = 1;
   const DispatchRequest r = request(w, 0, 0, p);
   ASSERT_TRUE(b->dispatch(r).is_ok());
   // Blocks finished per second over `seconds` of wall time (0 if the launch ended meanwhile).
@@ -192,7 +195,7 @@ TEST(CudaBackend, RaisingTheTlpOfARunningLaunchSpeedsItUp) {
   ASSERT_TRUE(b->advance(b->now() + 0.005).is_ok());
   const double slow = rate(0.01);
   ASSERT_GT(slow, 0);
-  ASSERT_TRUE(b->set_tlp(r.id, occupancy).is_ok());  // a second launch fills the new slots
+  ASSERT_TRUE(b->set_tlp(r.id, 0, SmSet(), 0).is_ok());  // no tight SMs: a second launch fills the new slots
   ASSERT_TRUE(b->advance(b->now() + 0.002).is_ok());
   const double fast = rate(0.01);
   EXPECT_GT(fast, 1.5 * slow) << "1 block per SM: " << slow << " blocks/s; " << occupancy << ": " << fast;
@@ -207,7 +210,7 @@ TEST(CudaBackend, RaisingTheTlpOfARunningLaunchSpeedsItUp) {
   native.sms = b->device().all_sms();
   const DispatchRequest n = request(w, 1, 1, native);
   ASSERT_TRUE(b->dispatch(n).is_ok());
-  EXPECT_EQ(b->set_tlp(n.id, 2).code(), StatusCode::unsupported);
+  EXPECT_EQ(b->set_tlp(n.id, 2, SmSet(), 0).code(), StatusCode::unsupported);
   ASSERT_TRUE(drain(*b).is_ok());
 }
 

@@ -158,16 +158,20 @@ TEST(Fedcm, ParametersAreChecked) {
 TEST(Fedcm, SmSetPlacementCapsTlpWhereSmsAreSharedAndIsNativeWhenAlone) {
   const Workload w = workload({tenant("a", {step("fma_loop", 1 << 20)}), tenant("b", {step("cublas_gemm", 1024)})});
   std::vector<Placement> seen;
+  policy::SharedPart some;
+  some.sms = SmSet::range(0, 40);
+  some.share = 0.5;
+  const policy::SharedPart none;
   ScriptedPolicy p([&](SchedContext& ctx) -> Status {
     std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
     for (const auto& r : ready) {
       if (r.has_running_dispatch) continue;
       const SmSet all = ctx.device().all_sms();
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5, policy::SmSharing::arbitrate));
+      const auto arb = policy::SmSharing::arbitrate;
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.8, arb, &some));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 1.0, arb, &none));
       seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 0.5));  // native
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, all, CachePolicy::normal, 1.0, policy::SmSharing::arbitrate));
-      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::l2_evict_first, 0.5,
-                                              policy::SmSharing::native));
+      seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::l2_evict_first, 0.5));
       seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::normal, 1.0));
       CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, seen.back()).status());
     }
@@ -176,15 +180,18 @@ TEST(Fedcm, SmSetPlacementCapsTlpWhereSmsAreSharedAndIsNativeWhenAlone) {
   ASSERT_TRUE(run_on_sim(w, p).is_ok());
   ASSERT_EQ(seen.size(), 10u);
   const int resident = max_resident_blocks(h200_spec(), w.tenants[0].steps[0].kernel.variant(w.tenants[0].steps[0].kernel.default_variant));
-  // Elastic kernel, whole GPU: shared (0.5) -> persistent with TLP ceil(0.5 x resident blocks)
-  // under arbitration, native under SmSharing::native; alone (share 1) -> native either way.
+  // Arbitrated, whole GPU, 40 SMs shared at U = 0.5: persistent, full occupancy elsewhere
+  // (tlp 0), ceil(0.5 x resident blocks) on the 40; nothing shared: native.
   EXPECT_EQ(seen[0].form, LaunchForm::persistent);
-  EXPECT_EQ(seen[0].tlp, (resident + 1) / 2);
+  EXPECT_EQ(seen[0].tlp, 0);
+  EXPECT_EQ(seen[0].tight_sms, SmSet::range(0, 40));
+  EXPECT_EQ(seen[0].tight_tlp, (resident + 1) / 2);
   EXPECT_EQ(seen[1].form, LaunchForm::native);
+  // Native sharing: whole GPU -> native; a part -> persistent capped by the share; share 1 -> no cap.
   EXPECT_EQ(seen[2].form, LaunchForm::native);
-  // A part of the GPU: persistent, capped by the share in both modes; share 1 -> no cap.
   EXPECT_EQ(seen[3].form, LaunchForm::persistent);
   EXPECT_EQ(seen[3].tlp, (resident + 1) / 2);
+  EXPECT_EQ(seen[3].tight_tlp, 0);
   EXPECT_EQ(seen[3].cache, CachePolicy::l2_evict_first);
   EXPECT_EQ(seen[4].form, LaunchForm::persistent);
   EXPECT_EQ(seen[4].tlp, 0);
@@ -192,45 +199,90 @@ TEST(Fedcm, SmSetPlacementCapsTlpWhereSmsAreSharedAndIsNativeWhenAlone) {
   for (size_t i = 5; i < 10; ++i) {
     EXPECT_EQ(seen[i].form, LaunchForm::native) << i;
     EXPECT_EQ(seen[i].tlp, 0) << i;
+    EXPECT_EQ(seen[i].tight_tlp, 0) << i;
   }
 }
 
+TEST(Fedcm, OccupantGroupsSplitTheGpuByWhatRunsWhere) {
+  // Two kernels on overlapping sets: 0-79 and 40-131 -> groups 0-39 (a), 40-79 (a+b), 80-131 (b).
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 24)}), tenant("b", {step("stream_triad", 1 << 26)})});
+  const KernelSpec& ka = w.tenants[0].steps[0].kernel;
+  const KernelSpec& kb = w.tenants[1].steps[0].kernel;
+  const BlockFootprint fa = footprint_of(h200_spec(), ka.variant(ka.default_variant));
+  const BlockFootprint fb = footprint_of(h200_spec(), kb.variant(kb.default_variant));
+  bool checked = false;
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    for (const auto& r : ready) {
+      if (r.has_running_dispatch) continue;
+      Placement pl;
+      pl.form = LaunchForm::persistent;
+      pl.sms = r.tenant.value == 0 ? SmSet::range(0, 80) : SmSet::range(40, 92);
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, pl).status());
+    }
+    if (ctx.running().size() == 2 && !checked) {
+      checked = true;
+      const policy::SmOccupants occ = policy::occupants_of(ctx);
+      EXPECT_EQ(occ.groups.size(), 3u);
+      EXPECT_EQ(occ.on(10).threads, fa.threads);
+      EXPECT_EQ(occ.on(60).threads, fa.threads + fb.threads);
+      EXPECT_EQ(occ.on(100).threads, fb.threads);
+      EXPECT_EQ(occ.on(60).registers, fa.registers + fb.registers);
+      // Mean share over SMs 0-131 of a third kernel like a: per-SM shares averaged by hand.
+      double by_hand = 0;
+      for (int sm = 0; sm < 132; ++sm) by_hand += policy::resource_share(fa, occ.on(sm));
+      EXPECT_NEAR(policy::mean_share(fa, occ, ctx.device().all_sms()), by_hand / 132, 1e-12);
+      const auto per_sm = policy::share_per_sm(fa, occ, 132);
+      EXPECT_DOUBLE_EQ(per_sm[60], policy::resource_share(fa, occ.on(60)));
+      // b's own view: leaving itself out, it shares 40-79 with a and has 80-131 to itself.
+      const policy::SharedPart mine = policy::shared_part(fb, policy::occupants_of(ctx, ctx.running()[1].id), SmSet::range(40, 92));
+      EXPECT_EQ(mine.sms, SmSet::range(40, 40));
+      EXPECT_NEAR(mine.share, policy::resource_share(fb, fa), 1e-12);
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(run_on_sim(w, p).is_ok());
+  EXPECT_TRUE(checked);
+}
+
 TEST(Fedcm, RegrowRaisesACappedLaunchWhenItsCoRunnerLeavesAndNeverLowersIt) {
-  // A long and a short compute kernel share every SM at half their blocks each; when the short
-  // one completes, regrow_shared gives the long one its full occupancy back.
+  // A long kernel capped to half its blocks on every SM, a short one on SMs 0-65: the first
+  // regrow frees SMs 66-131 for the long one (nobody shares them), the short one's completion
+  // frees the rest.
   const Workload w = workload({tenant("long", {step("fma_loop", 1 << 24)}), tenant("short", {step("fma_loop", 1 << 18)})});
   const KernelSpec& k = w.tenants[0].steps[0].kernel;
   const int resident = max_resident_blocks(h200_spec(), k.variant(k.default_variant));
   ASSERT_GT(resident, 1);
   const int half = (resident + 1) / 2;
-  std::vector<int> tlp_of_long_after_regrow;
+  std::vector<std::pair<int, int>> long_limits;  // (tight SMs, tight_tlp) after each regrow
   int raised_total = 0;
-  ScriptedPolicy p(
-      [&](SchedContext& ctx) -> Status {
-        std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
-        for (const auto& r : ready) {
-          if (r.has_running_dispatch) continue;
-          Placement pl;
-          pl.sms = ctx.device().all_sms();
-          pl.form = LaunchForm::persistent;
-          pl.tlp = half;
-          CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, pl).status());
-        }
-        // Both running: each one's share is 0.5, its cap already 0.5 -> nothing raised.
-        auto raised = policy::regrow_shared(ctx);
-        if (!raised) return raised.status();
-        raised_total += *raised;
-        for (const RunningDispatch& d : ctx.running()) {
-          if (d.tenants[0].value == 0) tlp_of_long_after_regrow.push_back(d.placement.tlp);
-        }
-        return Status::ok();
-      });
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    for (const auto& r : ready) {
+      if (r.has_running_dispatch) continue;
+      Placement pl;
+      pl.form = LaunchForm::persistent;
+      pl.sms = r.tenant.value == 0 ? ctx.device().all_sms() : SmSet::range(0, 66);
+      pl.tight_sms = pl.sms;
+      pl.tight_tlp = half;
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, pl).status());
+    }
+    auto raised = policy::regrow_shared(ctx);
+    if (!raised) return raised.status();
+    raised_total += *raised;
+    for (const RunningDispatch& d : ctx.running()) {
+      if (d.tenants[0].value == 0) long_limits.emplace_back(d.placement.tight_sms.count(), d.placement.tight_tlp);
+    }
+    return Status::ok();
+  });
   auto run = run_on_sim(w, p);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  ASSERT_GE(tlp_of_long_after_regrow.size(), 2u);
-  EXPECT_EQ(tlp_of_long_after_regrow.front(), half);   // while both run
-  EXPECT_EQ(tlp_of_long_after_regrow.back(), resident);  // after the short one left
-  EXPECT_EQ(raised_total, 1);
+  ASSERT_GE(long_limits.size(), 2u);
+  EXPECT_EQ(long_limits.front(), std::make_pair(66, half));  // shares only 0-65 with the short one
+  EXPECT_EQ(long_limits.back(), std::make_pair(0, 0));       // alone: no tight SMs, full occupancy
+  // Raised when the short kernel started (66-131 freed; the short one too: it has 0-65 with the
+  // long one, so it keeps its limit there) and when it left.
+  EXPECT_GE(raised_total, 2);
 }
 
 TEST(Fedcm, SetTlpIsCheckedByTheEngine) {
@@ -263,7 +315,7 @@ TEST(Fedcm, ArbitratedFedcmRunsAComputeAndAMemoryKernelSideBySide) {
   auto native = run_on_sim(w, "fedcm");
   ASSERT_TRUE(native.is_ok()) << native.status().to_string();
   int capped = 0;
-  for (const auto& d : arbitrated->dispatches) capped += d.placement.form == LaunchForm::persistent && d.placement.tlp > 0;
+  for (const auto& d : arbitrated->dispatches) capped += d.placement.form == LaunchForm::persistent && d.placement.tight_tlp > 0;
   EXPECT_GT(capped, 0);
   for (const auto& d : native->dispatches) {
     if (d.placement.sms.count() == h200_spec().sm_count) EXPECT_EQ(d.placement.form, LaunchForm::native);

@@ -73,11 +73,15 @@ __device__ __forceinline__ void count_done(ElasticControl* ctl, unsigned sm, int
   atomicAdd(&ctl->sm_done[sm], static_cast<unsigned>(blocks));
 }
 
-// Leader only: admits this block on its SM if it may fetch and the SM holds fewer than TLP blocks
-// (the TLP load travels with may_fetch's).
+// Leader only: admits this block on its SM if it may fetch and the SM holds fewer than its limit:
+// tight_tlp on the SMs of `tight` (those shared with other kernels), else tlp. The limit's loads
+// travel with may_fetch's (none depends on another).
 __device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm, const Range& r) {
-  const int32_t tlp = load_relaxed(&ctl->tlp);
+  const int32_t everywhere = load_relaxed(&ctl->tlp);
+  const int32_t tight_tlp = load_relaxed(&ctl->tight_tlp);
+  const uint64_t tight = load_relaxed(&ctl->tight[(sm % kMaxControlSms) / 64]);
   if (!may_fetch(ctl, sm, r)) return false;
+  const int32_t tlp = tight_tlp > 0 && ((tight >> (sm % 64)) & 1u) ? tight_tlp : everywhere;
   const int prev = atomicAdd(&ctl->resident[sm], 1);
   if (prev >= tlp) {
     atomicSub(&ctl->resident[sm], 1);

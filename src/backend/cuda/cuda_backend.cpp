@@ -17,10 +17,12 @@ namespace {
 constexpr int kControlPool = 1024;
 constexpr int kHelperStreams = 8;
 
-void set_allowed(device::ElasticControl& c, const SmSet& sms) {
+void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms) {
   const auto words = sms.words();
-  for (size_t i = 0; i < std::size(c.allowed); ++i) c.allowed[i] = words[i];
+  for (size_t i = 0; i < std::size(bits); ++i) bits[i] = words[i];
 }
+
+void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.allowed, sms); }
 
 }  // namespace
 
@@ -190,7 +192,8 @@ Status CudaBackend::start_clock() {
   return Status::ok();
 }
 
-Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk, cudaStream_t stream) {
+Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms, int tlp, const SmSet& tight_sms, int tight_tlp,
+                                      int chunk, cudaStream_t stream) {
   if (free_controls_.empty()) return Status::failed_precondition("cuda: all " + std::to_string(kControlPool) + " control blocks in use");
   const int i = free_controls_.back();
   free_controls_.pop_back();
@@ -198,6 +201,10 @@ Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms,
   std::memset(image, 0, sizeof(*image));
   set_allowed(*image, sms);
   image->tlp = tlp;
+  if (tight_tlp > 0) {
+    set_bitmap(image->tight, tight_sms);
+    image->tight_tlp = tight_tlp;
+  }
   image->chunk = chunk;
   image->range_begin = range.begin;
   image->range_end = range.end;
@@ -288,14 +295,23 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
     // exit at once.
     r.grid = *occupancy * spec_.sm_count;
     r.tlp = tlp;
+    if (r.placement.tight_tlp > 0) {
+      r.tight_sms = r.placement.tight_sms;
+      r.tight_tlp = std::min(r.placement.tight_tlp, *occupancy);
+    }
   }
   auto stream = stream_for(r);
   if (!stream) return stream.status();
   if (r.placement.form == LaunchForm::persistent) {
-    const int64_t slots = static_cast<int64_t>(r.tlp) * r.placement.sms.count();
+    // Slots: TLP on every SM of the set, the tight limit on its tight SMs.
+    const int tight_n = r.tight_tlp > 0 ? (r.tight_sms & r.placement.sms).count() : 0;
+    const int64_t slots = static_cast<int64_t>(r.tlp) * (r.placement.sms.count() - tight_n) +
+                          static_cast<int64_t>(r.tight_tlp) * tight_n;
+    const int mean_tlp = static_cast<int>(std::max<int64_t>(1, slots / std::max(1, r.placement.sms.count())));
     for (Part& p : r.parts) {
-      const double block_s = slot_block_seconds(p.kernel->spec(), p.variant, spec_, r.tlp);
-      auto c = take_control(p.range, r.placement.sms, r.tlp, chunk_for(p.range.size(), slots, r.tlp, block_s), *stream);
+      const double block_s = slot_block_seconds(p.kernel->spec(), p.variant, spec_, mean_tlp);
+      auto c = take_control(p.range, r.placement.sms, r.tlp, r.tight_sms, r.tight_tlp,
+                            chunk_for(p.range.size(), slots, mean_tlp, block_s), *stream);
       if (!c) return c.status();
       p.control = *c;
     }
@@ -336,22 +352,40 @@ Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   return Status::ok();
 }
 
-Status CudaBackend::set_tlp(DispatchId id, int tlp) {
+Status CudaBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight_tlp) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
   if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches change their TLP");
-  if (tlp < 1) return Status::invalid_argument("cuda: TLP must be at least 1, got " + std::to_string(tlp));
+  if (tlp < 0 || tight_tlp < 0) return Status::invalid_argument("cuda: TLP limits must be >= 0 (0: none)");
   if (it->completing) return Status::ok();  // already finished; its completion is on its way
-  // The launch's grid already holds occupancy x SMs blocks: no limit above that can be reached.
-  const int limit = std::min(tlp, it->grid / std::max(1, spec_.sm_count));
-  const bool grows = limit > it->tlp;
-  const int32_t value = limit;
+  // The launch's grid holds occupancy x SMs blocks: no limit above that can be reached.
+  const int occupancy = it->grid / std::max(1, spec_.sm_count);
+  const int limit = tlp > 0 ? std::min(tlp, occupancy) : occupancy;
+  const int tight = tight_tlp > 0 ? std::min(tight_tlp, occupancy) : 0;
+  // Grows where some SM may now hold more than before: a higher limit, or SMs leaving the tight set.
+  const bool grows = limit > it->tlp || (it->tight_tlp > 0 && (tight == 0 || tight > it->tight_tlp ||
+                                                                !it->tight_sms.is_subset_of(tight_sms)));
+  device::ElasticControl words{};
+  set_bitmap(words.tight, tight > 0 ? tight_sms : SmSet());
+  words.tlp = limit;
+  words.tight_tlp = tight;
   for (const Part& p : it->parts) {
-    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tlp), &value, sizeof(value), it->start));
+    // Three small copies (bitmap, then the limits): a block admitted between them sees some old
+    // and some new values, each of which was a valid limit.
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tight), words.tight,
+                                                sizeof(words.tight), it->start));
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tlp), &words.tlp,
+                                                sizeof(words.tlp), it->start));
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tight_tlp), &words.tight_tlp,
+                                                sizeof(words.tight_tlp), it->start));
   }
   it->tlp = limit;
+  it->tight_sms = tight > 0 ? tight_sms : SmSet();
+  it->tight_tlp = tight;
   it->placement.tlp = limit;
+  it->placement.tight_sms = it->tight_sms;
+  it->placement.tight_tlp = tight;
   if (grows) {
     // Blocks of the first grid that found their SM full have exited: new slots need new blocks,
     // launched on the same control blocks (admission counts them against the new limit).

@@ -43,7 +43,7 @@ class CudaBackend final : public Backend {
   Status start_clock() override;
   Status dispatch(const DispatchRequest& request) override;
   Status set_sm_set(DispatchId dispatch, const SmSet& sms) override;
-  Status set_tlp(DispatchId dispatch, int tlp) override;
+  Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) override;
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override;
   Seconds now() const override;
@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
     Event start;
     int grid = 0;
     int tlp = 0;
+    SmSet tight_sms;   // where tight_tlp applies (persistent)
+    int tight_tlp = 0;
     int tenant = 0;
     // Set by the completion thread: found complete (no more grows or preempts apply), then the
     // completion (or the error that ended it), which advance() delivers.
@@ -78,7 +80,8 @@ class CudaBackend final : public Backend {
 
   CudaBackend() = default;
   Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec);
-  Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, int chunk, cudaStream_t stream);
+  Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, const SmSet& tight_sms, int tight_tlp, int chunk,
+                           cudaStream_t stream);
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);
   Result<device::ElasticControl> read_control(int control, const Event& after) const;
   Result<cudaStream_t> stream_for(const Running& r);

@@ -71,6 +71,10 @@ Status SimBackend::dispatch(const DispatchRequest& req) {
                                ", shared " + std::to_string(r.footprint.shared_bytes) + " bytes)");
   }
   r.per_sm_cap = req.placement.tlp > 0 ? std::min(req.placement.tlp, occupancy) : occupancy;
+  if (req.placement.tight_tlp > 0) {
+    r.tight_sms = req.placement.tight_sms;
+    r.tight_cap = std::min(req.placement.tight_tlp, occupancy);
+  }
   r.resident.assign(static_cast<size_t>(device_.sm_count), 0);
   for (const auto& dp : req.parts) {
     if (dp.variant < 0 || dp.variant >= dp.kernel->variant_count()) {
@@ -115,17 +119,22 @@ Status SimBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   return Status::ok();
 }
 
-Status SimBackend::set_tlp(DispatchId id, int tlp) {
+Status SimBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight_tlp) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches change their TLP while running");
   }
-  if (tlp < 1) return Status::invalid_argument("sim: TLP must be at least 1, got " + std::to_string(tlp));
+  if (tlp < 0 || tight_tlp < 0) return Status::invalid_argument("sim: TLP limits must be >= 0 (0: none)");
   // As on the GPU: a lower limit admits no new block beyond it, resident blocks stay; a higher
   // one lets the block scheduler fill the new slots (allocate_blocks at the next event).
-  r->per_sm_cap = std::min(tlp, max_resident_blocks(device_, r->footprint));
+  const int occupancy = max_resident_blocks(device_, r->footprint);
+  r->per_sm_cap = tlp > 0 ? std::min(tlp, occupancy) : occupancy;
+  r->tight_sms = tight_tlp > 0 ? tight_sms : SmSet();
+  r->tight_cap = tight_tlp > 0 ? std::min(tight_tlp, occupancy) : 0;
   r->placement.tlp = tlp;
+  r->placement.tight_sms = r->tight_sms;
+  r->placement.tight_tlp = tight_tlp;
   dirty_ = true;
   return Status::ok();
 }
@@ -203,7 +212,7 @@ void SimBackend::allocate_blocks() {
         if (have >= wanted) break;
         auto& slot = r->resident[static_cast<size_t>(sm)];
         auto& free = free_[static_cast<size_t>(sm)];
-        if (slot < r->per_sm_cap && free.fits(r->footprint)) {
+        if (slot < r->cap_on(sm) && free.fits(r->footprint)) {
           ++slot;
           free.take(r->footprint);
           ++have;

@@ -25,7 +25,7 @@ class SimBackend final : public Backend {
   Capabilities capabilities(const KernelSpec& kernel) const override;
   Status dispatch(const DispatchRequest& request) override;
   Status set_sm_set(DispatchId dispatch, const SmSet& sms) override;
-  Status set_tlp(DispatchId dispatch, int tlp) override;
+  Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) override;
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override;
   Seconds now() const override { return now_; }
@@ -59,6 +59,9 @@ class SimBackend final : public Backend {
     SmSet allowed;
     BlockFootprint footprint;  // of one (possibly fused) block
     int per_sm_cap = 0;        // resident blocks per SM allowed (TLP, occupancy)
+    SmSet tight_sms;           // SMs where tight_cap applies instead
+    int tight_cap = 0;         // 0: none
+    int cap_on(int sm) const { return tight_cap > 0 && tight_sms.contains(sm) ? tight_cap : per_sm_cap; }
     std::vector<int> resident; // per SM
     Seconds start = -1;
     bool preempting = false;

@@ -75,9 +75,7 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
   const int v = kernel.default_variant;
   const double d = static_cast<double>(demand_sms >= 0 ? demand_sms : ctx.estimator().demand_sms(kernel, v)) / sms;
   const BlockFootprint fp = footprint_of(dev, kernel.variant(v));
-  const SmOccupants occ = occupants_of(ctx);
-  std::vector<double> share_on(static_cast<size_t>(sms));
-  for (int j = 0; j < sms; ++j) share_on[static_cast<size_t>(j)] = resource_share(fp, occ.per_sm[static_cast<size_t>(j)]);
+  const std::vector<double> share_on = share_per_sm(fp, occupants_of(ctx), sms);
 
   const int r = static_cast<int>(ready.tenant.value);
   const SmSet own = masks[static_cast<size_t>(r)].value_or(SmSet());
@@ -192,20 +190,22 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
       caches_[t] = cache;
       shares_[t] = u;
     } else {
-      // Non-critical: the preceding decision, SM set and cache policy alike (Section III-A). The
-      // share of those SMs it will hold is the hardware's part on AMD: with arbitration, what
-      // the kernels there now leave it.
+      // Non-critical: the preceding decision, SM set and cache policy alike (Section III-A).
       sms = *masks_[t];
       cache = caches_[t];
-      u = options_.sharing == SmSharing::arbitrate
-              ? mean_share(footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant)), occupants_of(ctx), sms)
-              : shares_[t];
+      u = shares_[t];
       if (cache != CachePolicy::normal) {
         const Capabilities caps = ctx.capabilities(*r.kernel);
         if ((bypasses_l1(cache) && !caps.l1_bypass) || (evicts_l2_first(cache) && !caps.l2_evict_first)) cache = CachePolicy::normal;
       }
     }
-    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u, options_.sharing));
+    // Arbitration: which SMs of the set the kernels there now share with it, and its share of
+    // them (the hardware's part on AMD, so computed at every launch, critical or not).
+    SharedPart shared;
+    if (options_.sharing == SmSharing::arbitrate) {
+      shared = shared_part(footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant)), occupants_of(ctx), sms);
+    }
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u, options_.sharing, &shared));
     if (!d) return d.status();
   }
   if (options_.sharing == SmSharing::arbitrate) {

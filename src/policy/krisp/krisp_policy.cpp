@@ -45,8 +45,11 @@ Status KrispPolicy::schedule(SchedContext& ctx) {
     const SmSet sms = krisp_sms(ctx.device(), demand, running);
     // The kernel's expected share of the SMs it shares with running kernels (as FEDCM's U).
     const BlockFootprint fp = footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant));
-    const double u = mean_share(fp, occupants_of(ctx), sms);
-    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u, sharing_));
+    const SmOccupants occ = occupants_of(ctx);
+    const double u = mean_share(fp, occ, sms);
+    SharedPart shared;
+    if (sharing_ == SmSharing::arbitrate) shared = shared_part(fp, occ, sms);
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u, sharing_, &shared));
     if (!d) return d.status();
   }
   if (sharing_ == SmSharing::arbitrate) {
