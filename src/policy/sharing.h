@@ -15,7 +15,9 @@
 // first arbitration capped a kernel on every SM of its set with one TLP; on the H200 that measured
 // worse (mean STP fedcm 1.175 against native 1.209, fedc 1.243 against 1.300; docs/results.md):
 // a kernel that scales with its warps runs about half as fast at half its blocks, on the SMs it
-// did not even share.
+// did not even share. The two-tier version (24879f3) did better but still not better than native
+// (fedcm 1.171 against 1.226, fedc 1.293 against 1.297; it wins where co-located kernels leave each
+// other room and loses where a capped kernel needs its blocks), so native stays the default.
 #pragma once
 
 #include <optional>
