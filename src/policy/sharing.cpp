@@ -12,8 +12,6 @@ Result<SmSharing> sharing_param(const std::string& policy, const PolicyParams& p
   return Status::invalid_argument(policy + ": parameter 'sharing' must be native or arbitrate (got '" + it->second + "')");
 }
 
-const char* sharing_name(SmSharing s) { return s == SmSharing::arbitrate ? "arbitrate" : "native"; }
-
 BlockFootprint SmOccupants::on(int sm) const {
   for (const Group& g : groups) {
     if (g.sms.contains(sm)) return g.load;

@@ -35,7 +35,6 @@ enum class SmSharing {
 // "native" (the default: measured better on the H200, docs/results.md) or "arbitrate" from a
 // policy's `sharing` parameter.
 Result<SmSharing> sharing_param(const std::string& policy, const PolicyParams& params);
-const char* sharing_name(SmSharing s);
 
 // Static resources of the kernels running on each SM (what U[i,j] divides among): SMs grouped by
 // the dispatches they hold, each group with the sum of those dispatches' block footprints. A few
