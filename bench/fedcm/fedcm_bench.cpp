@@ -105,22 +105,10 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
     std::vector<Item> items;
     for (const auto& s : schemes) {
       // "policy" or "policy:key=value;key=value" (a variant in the same run, e.g. fedcm:sharing=native).
-      Item it{s, {}, 0};
-      const size_t colon = s.find(':');
-      const std::string policy = s.substr(0, colon);
-      if (colon != std::string::npos) {
-        std::string rest = s.substr(colon + 1);
-        while (!rest.empty()) {
-          const size_t semi = rest.find(';');
-          const std::string kv = rest.substr(0, semi);
-          const size_t eq = kv.find('=');
-          if (eq == std::string::npos || eq == 0) {
-            return fail(Status::invalid_argument("--schemes: '" + s + "': expected policy:key=value;key=value"));
-          }
-          it.params[kv.substr(0, eq)] = kv.substr(eq + 1);
-          rest = semi == std::string::npos ? "" : rest.substr(semi + 1);
-        }
-      }
+      auto spec = parse_policy_spec(s);
+      if (!spec) return fail(Status::invalid_argument("--schemes: " + spec.status().message()));
+      Item it{s, spec->params, 0};
+      const std::string policy = spec->name;
       it.sigma = policy == "fedcm" || policy == "fedc" ? 0.1 : 0;
       if (it.params.count("sigma")) it.sigma = std::strtod(it.params.at("sigma").c_str(), nullptr);  // the policy checks it
       items.push_back(it);

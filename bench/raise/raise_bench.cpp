@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   app.add_option("--tasks", tasks_path, "Task templates (one tenant per task type)")->capture_default_str();
   app.add_option("--profiles", profiles, "Profile store with RAISE metrics (concord profile raise)");
   app.add_option("--counts", counts, "Task counts (multiples of the template count)")->delimiter(',');
-  app.add_option("--policies", policies, "Policies of the main comparison")->delimiter(',');
+  app.add_option("--policies", policies, "Policies of the main comparison (name or name:key=value;key=value)")->delimiter(',');
   app.add_option("--seeds", seeds, "Seeds per task count")->capture_default_str();
   app.add_option("--sens-tasks", sens_tasks, "Task count of the sensitivity runs")->capture_default_str();
   app.add_option("--sens-seeds", sens_seeds, "Seeds per sensitivity setting")->capture_default_str();
@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
     cfg.device = *d;
   }
 
+  for (const std::string& p : policies) {  // a bad spec fails before any run, not after minutes on the GPU
+    auto spec = parse_policy_spec(p);
+    if (!spec) return fail(Status::invalid_argument("--policies: " + spec.status().message()));
+    auto made = builtin_policies().make(spec->name, spec->params);
+    if (!made) return fail(Status(made.status().code(), "--policies: '" + p + "': " + made.status().message()));
+  }
   std::vector<Run> plan;
   for (int n : counts) {
     if (n % types != 0) return fail(Status::invalid_argument("--counts: " + std::to_string(n) + " is not a multiple of " + std::to_string(types)));
@@ -152,7 +158,12 @@ int main(int argc, char** argv) {
     auto b = make_backend(cfg);
     if (!b) return fail(b.status());
     if (!results.contains("device")) results["device"] = (*b)->device().name;
-    auto policy = builtin_policies().make(r.policy, r.params);
+    // r.policy is a spec ("raise" or "raise:cascade=1"); the run's own params (dims, alpha, ...) win.
+    auto spec = parse_policy_spec(r.policy);
+    if (!spec) return fail(Status::invalid_argument("--policies: " + spec.status().message()));
+    PolicyParams params = spec->params;
+    for (const auto& [k, v] : r.params) params[k] = v;
+    auto policy = builtin_policies().make(spec->name, params);
     if (!policy) return fail(policy.status());
     EngineOptions opts;
     opts.seed = r.seed;

@@ -44,6 +44,10 @@ struct DispatchRequest {
   DispatchId id;
   std::vector<DispatchPart> parts;     // one, or two for a fused launch
   Placement placement;
+  // Stream order: when valid and that dispatch is still running, this one starts only after it
+  // ends, with no host round trip in between (CUDA: a wait on its end event; the simulator holds
+  // it back). SchedContext::queue_next uses it; such a dispatch is neither resized nor preempted.
+  DispatchId after;
 };
 
 // A dispatch that ended: all its blocks done, or preempted.

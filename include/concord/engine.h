@@ -25,6 +25,7 @@ struct DispatchRecord {
   std::vector<int64_t> blocks_done;
   Placement placement;
   Seconds dispatched = 0;  // when the policy dispatched it
+  DispatchId after;        // queued behind this dispatch (SchedContext::queue_next), if valid
   Seconds start = 0;       // when it began running
   Seconds end = 0;
   bool preempted = false;

@@ -48,6 +48,7 @@ struct RunningDispatch {
   Placement placement;
   std::vector<BlockRange> ranges;
   Seconds dispatched_at = 0;
+  DispatchId after;  // queued behind this dispatch (SchedContext::queue_next); invalid when not
 };
 
 class SchedContext {
@@ -69,6 +70,18 @@ class SchedContext {
   // Hands a placement to the backend. Errors when the launch is not ready, the placement asks
   // for something the backend cannot do for this kernel, or a field is out of range.
   virtual Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) = 0;
+  // Queues the next launch of the request that dispatch `behind` runs, stream-ordered after it:
+  // the launch exists (and is dispatched with `placement`) before `behind` ends and starts on the
+  // GPU when it does, with no host round trip in between — how a CUDA program puts a task's
+  // kernels on one stream (raise.md V-B). `behind` must run one whole launch (not fused, no other
+  // dispatch of it), be its tenant's latest launch, and not be the last of its request
+  // (launches_after tells). The queued dispatch cannot be resized, capped or preempted while
+  // `behind` runs. Returns the new dispatch; its launch is in running() from now on.
+  virtual Result<DispatchId> queue_next(DispatchId behind, const Placement& placement) = 0;
+  // How many launches of its request follow `launch` (0 for the last kernel of a request), and
+  // the kernel of the next one (nullptr for the last).
+  virtual int launches_after(LaunchId launch) const = 0;
+  virtual const KernelSpec* next_kernel(LaunchId launch) const = 0;
   virtual Status resize(DispatchId dispatch, const SmSet& sms) = 0;
   // Changes the TLP limits of a running persistent dispatch (Backend::set_tlp; Placement's tlp,
   // tight_sms and tight_tlp).
@@ -130,6 +143,14 @@ class PolicyRegistry {
   };
   std::map<std::string, Item> entries_;
 };
+
+// A policy with parameters in one string, as the benches take them: "name" or
+// "name:key=value;key=value" (e.g. "raise:cascade=1"). An error names the spec and what is wrong.
+struct PolicySpec {
+  std::string name;
+  PolicyParams params;
+};
+Result<PolicySpec> parse_policy_spec(const std::string& spec);
 
 // The registry with every policy built into Concord.
 const PolicyRegistry& builtin_policies();

@@ -26,6 +26,7 @@ struct LaunchState {
   int64_t blocks_done = 0;
   Seconds request_arrival = 0;
   bool dispatched_once = false;
+  int64_t successor = -1;           // the request's next launch, when queued behind this one
   int64_t pending_blocks() const {
     int64_t n = 0;
     for (const auto& r : pending) n += r.size();
@@ -88,7 +89,12 @@ class Engine final : public SchedContext {
   std::span<const ReadyLaunch> ready() const override;
   std::span<const RunningDispatch> running() const override { return running_; }
   std::mt19937_64& rng() override { return rng_; }
-  Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) override;
+  Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) override {
+    return dispatch_impl(launch, placement, DispatchId{});
+  }
+  Result<DispatchId> queue_next(DispatchId behind, const Placement& placement) override;
+  int launches_after(LaunchId launch) const override;
+  const KernelSpec* next_kernel(LaunchId launch) const override;
   Status resize(DispatchId dispatch, const SmSet& sms) override;
   Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) override;
   Status preempt(DispatchId dispatch) override;
@@ -105,8 +111,12 @@ class Engine final : public SchedContext {
   }
   Status check_part(const LaunchState& ls, bool partner, int variant, const BlockRange& range,
                     const Capabilities& caps) const;
+  Result<DispatchId> dispatch_impl(LaunchId launch, const Placement& placement, DispatchId after);
+  // A queued dispatch whose predecessor still runs: no resize, TLP change or preemption yet.
+  Status check_not_queued(const RunningDispatch& r, const char* what) const;
   Status handle_completion(const Completion& c);
   Status start_next_launch(TenantState& t);
+  LaunchState& create_launch(TenantState& t);
   Status deliver_arrivals();
   Status call(const char* hook, const std::function<Status()>& fn);
   void mark_ready_dirty() { ready_dirty_ = true; }
@@ -193,7 +203,7 @@ Status Engine::check_part(const LaunchState& ls, bool partner, int variant, cons
   return Status::ok();
 }
 
-Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested) {
+Result<DispatchId> Engine::dispatch_impl(LaunchId launch, const Placement& requested, DispatchId after) {
   LaunchState* ls = launch_state(launch);
   if (!ls || ls->pending.empty()) {
     return Status::failed_precondition("dispatch: launch " + std::to_string(launch.value) + " is not ready");
@@ -266,6 +276,7 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
   p.variant = variant;
   p.range = range;
   req.placement = p;
+  req.after = after;
   {
     const auto b0 = std::chrono::steady_clock::now();
     const Status st = backend_.dispatch(req);
@@ -291,13 +302,14 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
   rec.id = req.id;
   rec.placement = p;
   rec.dispatched = backend_.now();
+  rec.after = after;
   for (const auto& part : req.parts) {
     rec.launches.push_back(part.launch);
     rec.tenants.push_back(part.tenant);
     rec.ranges.push_back(part.range);
   }
   dispatch_records_.push_back(rec);
-  RunningDispatch run{rec.id, rec.launches, rec.tenants, {}, {}, {}, p, rec.ranges, rec.dispatched};
+  RunningDispatch run{rec.id, rec.launches, rec.tenants, {}, {}, {}, p, rec.ranges, rec.dispatched, after};
   for (const auto& part : req.parts) {
     run.kernels.push_back(part.kernel);
     run.variants.push_back(part.variant);
@@ -310,9 +322,76 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested)
   return req.id;
 }
 
+int Engine::launches_after(LaunchId launch) const {
+  if (!launch.valid() || launch.value >= static_cast<int64_t>(launches_.size())) return 0;
+  const LaunchState& ls = launches_[static_cast<size_t>(launch.value)];
+  const TenantSpec& spec = *ls.tenant_spec;
+  int n = spec.steps[static_cast<size_t>(ls.record.step)].count - ls.repeat - 1;
+  for (size_t s = static_cast<size_t>(ls.record.step) + 1; s < spec.steps.size(); ++s) n += spec.steps[s].count;
+  return n;
+}
+
+const KernelSpec* Engine::next_kernel(LaunchId launch) const {
+  if (launches_after(launch) == 0) return nullptr;
+  const LaunchState& ls = launches_[static_cast<size_t>(launch.value)];
+  const TenantSpec& spec = *ls.tenant_spec;
+  const bool same_step = ls.repeat + 1 < spec.steps[static_cast<size_t>(ls.record.step)].count;
+  return &spec.steps[static_cast<size_t>(ls.record.step + (same_step ? 0 : 1))].kernel;
+}
+
+Result<DispatchId> Engine::queue_next(DispatchId behind, const Placement& placement) {
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == behind; });
+  const std::string who = "queue_next behind dispatch " + std::to_string(behind.value);
+  if (it == running_.end()) return Status::not_found(who + ": it is not running");
+  if (it->launches.size() != 1) return Status::unsupported(who + ": a fused dispatch has no single next launch");
+  const LaunchId prev_id = it->launches[0];
+  LaunchState& prev = launches_[static_cast<size_t>(prev_id.value)];
+  if (!prev.pending.empty() || prev.running != 1) {
+    return Status::failed_precondition(who + ": it runs only part of launch " + std::to_string(prev_id.value));
+  }
+  if (prev.successor >= 0) {
+    return Status::failed_precondition(who + ": launch " + std::to_string(prev.successor) + " is already queued behind it");
+  }
+  TenantState& t = tenants_[static_cast<size_t>(prev.record.tenant.value)];
+  if (t.current_request != prev.record.request || t.step != prev.record.step || t.repeat != prev.repeat) {
+    return Status::failed_precondition(who + ": launch " + std::to_string(prev_id.value) + " is not its tenant's latest");
+  }
+  if (launches_after(prev_id) == 0) {
+    return Status::failed_precondition(who + ": launch " + std::to_string(prev_id.value) + " is the last of its request");
+  }
+  // Advance the tenant to the next kernel and create its launch; undone if the dispatch fails.
+  const int step0 = t.step, repeat0 = t.repeat;
+  if (++t.repeat >= t.spec->steps[static_cast<size_t>(t.step)].count) {
+    t.repeat = 0;
+    ++t.step;
+  }
+  const LaunchId next_id = create_launch(t).record.id;
+  launches_[static_cast<size_t>(prev_id.value)].successor = next_id.value;  // `prev` may have moved
+  auto d = dispatch_impl(next_id, placement, behind);
+  if (!d) {
+    launches_[static_cast<size_t>(prev_id.value)].successor = -1;
+    launches_.pop_back();
+    active_.pop_back();
+    t.step = step0;
+    t.repeat = repeat0;
+    mark_ready_dirty();
+    return d.status();
+  }
+  return d;
+}
+
+Status Engine::check_not_queued(const RunningDispatch& r, const char* what) const {
+  if (!r.after.valid()) return Status::ok();
+  const bool waiting = std::any_of(running_.begin(), running_.end(), [&](const RunningDispatch& x) { return x.id == r.after; });
+  if (!waiting) return Status::ok();
+  return Status::failed_precondition(std::string(what) + ": dispatch " + std::to_string(r.id.value) +
+                                     " is queued behind dispatch " + std::to_string(r.after.value) + ", which still runs");
+}
+
 Status Engine::resize(DispatchId id, const SmSet& sms) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("resize: dispatch " + std::to_string(id.value) + " is not running");
+  CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "resize"));
   if (it->placement.form != LaunchForm::persistent) {
     return Status::unsupported("resize: dispatch " + std::to_string(id.value) + " is not persistent");
   }
@@ -332,6 +411,7 @@ Status Engine::resize(DispatchId id, const SmSet& sms) {
 Status Engine::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight_tlp) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("set_tlp: dispatch " + std::to_string(id.value) + " is not running");
+  CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "set_tlp"));
   if (it->placement.form != LaunchForm::persistent) {
     return Status::unsupported("set_tlp: dispatch " + std::to_string(id.value) + " is not persistent");
   }
@@ -352,6 +432,7 @@ Status Engine::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight
 Status Engine::preempt(DispatchId id) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("preempt: dispatch " + std::to_string(id.value) + " is not running");
+  CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "preempt"));
   const auto b0 = std::chrono::steady_clock::now();
   const Status st = backend_.preempt(id);
   stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
@@ -368,7 +449,6 @@ Status Engine::call(const char* hook, const std::function<Status()>& fn) {
 }
 
 Status Engine::start_next_launch(TenantState& t) {
-  const TenantSpec& spec = *t.spec;
   while (t.current_request < 0) {
     if (t.waiting.empty()) return Status::ok();
     t.current_request = t.waiting.front();
@@ -376,6 +456,13 @@ Status Engine::start_next_launch(TenantState& t) {
     t.step = 0;
     t.repeat = 0;
   }
+  create_launch(t);
+  newly_ready_.push_back(launches_.back().record.id);
+  return Status::ok();
+}
+
+LaunchState& Engine::create_launch(TenantState& t) {
+  const TenantSpec& spec = *t.spec;
   const KernelStep& step = spec.steps[static_cast<size_t>(t.step)];
   LaunchState ls;
   ls.kernel = &step.kernel;
@@ -393,9 +480,8 @@ Status Engine::start_next_launch(TenantState& t) {
   ls.request_arrival = t.record.requests[static_cast<size_t>(t.current_request)].arrival;
   launches_.push_back(std::move(ls));
   active_.push_back(launches_.back().record.id.value);
-  newly_ready_.push_back(launches_.back().record.id);
   mark_ready_dirty();
-  return Status::ok();
+  return launches_.back();
 }
 
 Status Engine::handle_completion(const Completion& c) {
@@ -433,6 +519,11 @@ Status Engine::handle_completion(const Completion& c) {
     ls.record.end = c.end;
     active_.erase(std::find(active_.begin(), active_.end(), ls.record.id.value));
     t.record.logical_blocks += ls.blocks_done;
+    if (ls.successor >= 0) {
+      // The next kernel was queued behind this one (queue_next): it became ready as this ended.
+      launches_[static_cast<size_t>(ls.successor)].record.ready = c.end;
+      continue;
+    }
     // Next kernel of the request, or the request is done.
     const TenantSpec& spec = *t.spec;
     if (++t.repeat >= spec.steps[static_cast<size_t>(t.step)].count) {
@@ -551,6 +642,10 @@ Result<RunRecord> Engine::run() {
     // Record every completion of the batch before any hook runs: the backend has already
     // forgotten them all, so a policy reacting to the first must not see the others as running
     // (a resize, set_tlp or preempt of one would find nothing there).
+    // In time order; a dispatch queued behind another ends with it at the earliest and has the larger id.
+    std::stable_sort(completions->begin(), completions->end(), [](const Completion& a, const Completion& b) {
+      return a.end != b.end ? a.end < b.end : a.dispatch < b.dispatch;
+    });
     for (const Completion& c : *completions) CONCORD_RETURN_IF_ERROR(handle_completion(c));
     for (const Completion& c : *completions) {
       CONCORD_RETURN_IF_ERROR(call("on_complete", [&] { return policy_.on_complete(*this, c); }));

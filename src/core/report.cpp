@@ -73,6 +73,7 @@ std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
     }
     j["dispatches"].push_back({{"id", d.id.value}, {"launches", launches}, {"ranges", ranges}, {"blocks_done", d.blocks_done},
                                {"dispatched_s", d.dispatched}, {"start_s", d.start}, {"end_s", d.end},
+                               {"after", d.after.valid() ? json(d.after.value) : json(nullptr)},
                                {"preempted", d.preempted}, {"placement", placement_json(d.placement)}});
   }
   j["engine"] = {{"policy_calls", r.run.stats.policy_calls}, {"dispatches", r.run.stats.dispatches},
@@ -105,9 +106,10 @@ void ChromeTraceObserver::on_dispatch_end(const DispatchRecord& d) {
     name += 'L';
     name += std::to_string(d.launches[k].value);
   }
-  const std::string args = fmt::format(R"({{"dispatch":{},"sms":"{}","tlp":{},"cache":"{}","form":"{}","preempted":{}}})",
+  const std::string args = fmt::format(R"({{"dispatch":{},"sms":"{}","tlp":{},"cache":"{}","form":"{}","preempted":{},"after":{}}})",
                                        d.id.value, d.placement.sms.to_string(), d.placement.tlp, to_string(d.placement.cache),
-                                       to_string(d.placement.form), d.preempted ? "true" : "false");
+                                       to_string(d.placement.form), d.preempted ? "true" : "false",
+                                       d.after.valid() ? std::to_string(d.after.value) : "null");
   for (TenantId t : d.tenants) events_.push_back({name, 1, t.value, d.start * 1e6, (d.end - d.start) * 1e6, args});
   std::set<int> gpcs;
   for (int sm : d.placement.sms.ids()) {

@@ -12,6 +12,30 @@
 
 namespace concord {
 
+Result<PolicySpec> parse_policy_spec(const std::string& spec) {
+  PolicySpec out;
+  const size_t colon = spec.find(':');
+  out.name = spec.substr(0, colon);
+  if (out.name.empty()) return Status::invalid_argument("policy spec '" + spec + "': no policy name");
+  if (colon == std::string::npos) return out;
+  std::string rest = spec.substr(colon + 1);
+  if (rest.empty()) return Status::invalid_argument("policy spec '" + spec + "': nothing after ':'");
+  while (!rest.empty()) {
+    const size_t semi = rest.find(';');
+    const std::string kv = rest.substr(0, semi);
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::invalid_argument("policy spec '" + spec + "': '" + kv + "' is not key=value (expected name:key=value;key=value)");
+    }
+    if (out.params.count(kv.substr(0, eq))) {
+      return Status::invalid_argument("policy spec '" + spec + "': parameter '" + kv.substr(0, eq) + "' given twice");
+    }
+    out.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+    rest = semi == std::string::npos ? "" : rest.substr(semi + 1);
+  }
+  return out;
+}
+
 Status PolicyRegistry::add(const std::string& name, const std::string& summary, PolicyFactory factory) {
   if (name.empty()) return Status::invalid_argument("a policy needs a name");
   if (entries_.count(name)) return Status::already_exists("a policy named '" + name + "' is already registered");

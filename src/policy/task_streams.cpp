@@ -128,7 +128,47 @@ Status TaskStreamPolicy::schedule(SchedContext& ctx) {
     active_[w.tenant.value] = {w.request, c->variant};
     waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(c->index));
   }
+  return queue_ahead(ctx);
+}
+
+Status TaskStreamPolicy::queue_ahead(SchedContext& ctx) {
+  if (ahead_ == 0) return Status::ok();
+  for (const auto& [tenant, task] : active_) {
+    // The task's dispatches in flight (one running, the rest queued behind it) and the latest.
+    int in_flight = 0;
+    const RunningDispatch* tail = nullptr;
+    for (const RunningDispatch& d : ctx.running()) {
+      if (d.tenants.size() != 1 || d.tenants[0].value != tenant) continue;
+      ++in_flight;
+      if (!tail || d.id > tail->id) tail = &d;
+    }
+    if (!tail) continue;  // its next kernel is ready, not yet dispatched
+    DispatchId last = tail->id;
+    LaunchId launch = tail->launches[0];
+    while ((ahead_ < 0 || in_flight < 1 + ahead_) && ctx.launches_after(launch) > 0) {
+      const KernelSpec* next = ctx.next_kernel(launch);
+      Placement p = whole_gpu(ctx);
+      p.variant = std::min(task.variant, next->variant_count() - 1);
+      auto d = ctx.queue_next(last, p);
+      if (!d) return d.status();
+      last = *d;
+      ++in_flight;
+      // The launch just queued is the running() entry of dispatch `last`.
+      launch = LaunchId{};
+      for (const RunningDispatch& r : ctx.running()) {
+        if (r.id == last) launch = r.launches[0];
+      }
+    }
+  }
   return Status::ok();
+}
+
+Result<int> ahead_param(const std::string& policy, const PolicyParams& params) {
+  auto it = params.find("ahead");
+  if (it == params.end() || it->second == "task") return -1;
+  auto n = int_param(params, "ahead", -1, 0);
+  if (!n) return Status::invalid_argument(policy + ": parameter 'ahead' must be 'task' or an integer >= 0, not '" + it->second + "'");
+  return *n;
 }
 
 }  // namespace concord::policy

@@ -30,6 +30,12 @@ class TaskStreamPolicy : public Policy {
  public:
   explicit TaskStreamPolicy(int streams) : streams_(streams) {}
   Status on_start(SchedContext& ctx) override;
+  // How many of a task's later kernels wait on its stream behind the one running
+  // (SchedContext::queue_next): -1 all of them (the default: a CUDA program puts its task's
+  // kernels on its stream at once, raise.md V-B), 0 none (each kernel launched by the host when
+  // the one before it has finished: a host round trip per kernel).
+  void set_ahead(int ahead) { ahead_ = ahead; }
+  int ahead() const { return ahead_; }
 
  protected:
   struct Waiting {
@@ -57,10 +63,17 @@ class TaskStreamPolicy : public Policy {
   int streams() const { return streams_; }
 
  private:
+  // Queues the kernels of running tasks behind their latest dispatch, up to `ahead_`.
+  Status queue_ahead(SchedContext& ctx);
+
   int streams_;
+  int ahead_ = -1;
   std::vector<TaskInfo> infos_;
   std::map<int64_t, Active> active_;  // tenant -> its running task
 };
+
+// The `ahead` parameter of the task-stream policies: "task" (-1, the default) or a count >= 0.
+Result<int> ahead_param(const std::string& policy, const PolicyParams& params);
 
 // Index of a kernel's largest-block variant (RAISE's "Max").
 int max_variant(const KernelSpec& kernel);

@@ -318,7 +318,9 @@ TEST(Fedcm, ArbitratedFedcmRunsAComputeAndAMemoryKernelSideBySide) {
   for (const auto& d : arbitrated->dispatches) capped += d.placement.form == LaunchForm::persistent && d.placement.tight_tlp > 0;
   EXPECT_GT(capped, 0);
   for (const auto& d : native->dispatches) {
-    if (d.placement.sms.count() == h200_spec().sm_count) EXPECT_EQ(d.placement.form, LaunchForm::native);
+    if (d.placement.sms.count() == h200_spec().sm_count) {
+      EXPECT_EQ(d.placement.form, LaunchForm::native);
+    }
   }
   EXPECT_FALSE(builtin_policies().make("fedcm", {{"sharing", "hardware"}}).is_ok());
   EXPECT_TRUE(builtin_policies().make("krisp", {{"sharing", "native"}}).is_ok());

@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
     SmSet tight_sms;   // where tight_tlp applies (persistent)
     int tight_tlp = 0;
     int tenant = 0;
+    DispatchId after;  // stream-ordered behind this dispatch (DispatchRequest::after)
     // Set by the completion thread: found complete (no more grows or preempts apply), then the
     // completion (or the error that ended it), which advance() delivers.
     bool completing = false;
@@ -80,6 +81,9 @@ class CudaBackend final : public Backend {
 
   CudaBackend() = default;
   Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec);
+  // Under mu_: an error when `r` waits for a dispatch that has not finished (no resize, TLP change
+  // or preemption of a queued dispatch: its control block is written after its start).
+  Status check_not_queued(const Running& r, const char* what) const;
   Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, const SmSet& tight_sms, int tight_tlp, int chunk,
                            cudaStream_t stream);
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);

@@ -60,6 +60,7 @@ Status SimBackend::dispatch(const DispatchRequest& req) {
   Running r;
   r.id = req.id;
   r.order = next_order_++;
+  if (req.after.valid() && find(req.after)) r.after = req.after;
   r.placement = req.placement;
   r.allowed = req.placement.sms & device_.all_sms();
   if (r.allowed.empty()) return Status::invalid_argument("sim: the SM set has no SM of this device");
@@ -100,9 +101,16 @@ void SimBackend::release(Running& r, int sm, int blocks) {
   free_[static_cast<size_t>(sm)].give(r.footprint, blocks);
 }
 
+Status SimBackend::check_not_held(const Running& r, const char* what) const {
+  if (!r.after.valid()) return Status::ok();
+  return Status::failed_precondition(std::string("sim: ") + what + ": dispatch " + std::to_string(r.id.value) +
+                                     " is queued behind dispatch " + std::to_string(r.after.value));
+}
+
 Status SimBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
+  CONCORD_RETURN_IF_ERROR(check_not_held(*r, "resize"));
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches change their SM set while running");
   }
@@ -122,6 +130,7 @@ Status SimBackend::set_sm_set(DispatchId id, const SmSet& sms) {
 Status SimBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight_tlp) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
+  CONCORD_RETURN_IF_ERROR(check_not_held(*r, "set_tlp"));
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches change their TLP while running");
   }
@@ -142,6 +151,7 @@ Status SimBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int t
 Status SimBackend::preempt(DispatchId id) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
+  CONCORD_RETURN_IF_ERROR(check_not_held(*r, "preempt"));
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches can be preempted");
   }
@@ -195,7 +205,7 @@ void SimBackend::allocate_blocks() {
   });
   const std::vector<int> sms_all = device_.all_sms().ids();
   for (Running* r : order) {
-    if (r->preempting) continue;
+    if (r->preempting || r->after.valid()) continue;  // queued behind a running dispatch
     // A block is worth placing only while some part has logical blocks nobody holds.
     int64_t wanted = 0;
     for (const Part& p : r->parts) {
@@ -378,8 +388,16 @@ Result<std::vector<Completion>> SimBackend::advance(Seconds until) {
         if (p.done < static_cast<double>(p.range.size())) c.preempted = true;
       }
       for (int sm = 0; sm < device_.sm_count; ++sm) release(r, sm, r.resident[static_cast<size_t>(sm)]);
+      const DispatchId ended = r.id;
       out.push_back(std::move(c));
       dispatches_.erase(dispatches_.begin() + static_cast<std::ptrdiff_t>(d));
+      for (Running& q : dispatches_) {
+        // Queued behind the one that ended: it reaches the block scheduler now, as the newest launch.
+        if (q.after == ended) {
+          q.after = DispatchId{};
+          q.order = next_order_++;
+        }
+      }
       dirty_ = true;
     }
   }

@@ -54,6 +54,7 @@ class SimBackend final : public Backend {
   struct Running {
     DispatchId id;
     int64_t order = 0;     // dispatch sequence: the block scheduler serves older launches first
+    DispatchId after;      // stream order: held back until this dispatch ends (then ordered anew)
     std::vector<Part> parts;
     Placement placement;
     SmSet allowed;
@@ -70,6 +71,7 @@ class SimBackend final : public Backend {
   };
 
   Running* find(DispatchId id);
+  Status check_not_held(const Running& r, const char* what) const;
   const Running* find(DispatchId id) const;
   void release(Running& r, int sm, int blocks);
   void allocate_blocks();

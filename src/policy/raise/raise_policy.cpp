@@ -78,7 +78,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "ahead"}));
   RaiseParams p;
   auto alpha = double_param(params, "alpha", 3);
   if (!alpha) return alpha.status();
@@ -96,7 +96,11 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   auto dims = dims_param("raise", params, "dynamic");
   if (!dims) return dims.status();
   p.fixed_variant = *dims;
-  return std::unique_ptr<Policy>(std::make_unique<RaisePolicy>(p));
+  auto ahead = ahead_param("raise", params);
+  if (!ahead) return ahead.status();
+  auto policy = std::make_unique<RaisePolicy>(p);
+  policy->set_ahead(*ahead);
+  return std::unique_ptr<Policy>(std::move(policy));
 }
 
 }  // namespace concord::policy

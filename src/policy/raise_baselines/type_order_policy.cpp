@@ -51,12 +51,16 @@ std::optional<TaskStreamPolicy::Choice> RdPolicy::choose(SchedContext& ctx, cons
 namespace {
 template <class P>
 Result<std::unique_ptr<Policy>> make(const char* name, const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims"}));
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims", "ahead"}));
   auto streams = int_param(params, "streams", 4, 1);
   if (!streams) return streams.status();
   auto dims = dims_param(name, params, "random");
   if (!dims) return dims.status();
-  return std::unique_ptr<Policy>(std::make_unique<P>(*streams, *dims));
+  auto ahead = ahead_param(name, params);
+  if (!ahead) return ahead.status();
+  auto policy = std::make_unique<P>(*streams, *dims);
+  policy->set_ahead(*ahead);
+  return std::unique_ptr<Policy>(std::move(policy));
 }
 }  // namespace
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Where a task-stream run's time goes, from `concord run --trace` files (Chrome trace JSON):
+the share of the makespan with no kernel on the GPU, the gaps between one task's consecutive
+kernels (a completion seen by the host, the policy, the next launch), and the time-weighted mean
+number of kernels and tasks in flight. Usage: gaps.py trace.json [trace.json ...]"""
+import json
+import sys
+from collections import defaultdict
+
+
+def intervals(events, pid):
+    out = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") == pid:
+            out[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def sweep(spans):
+    """Time with at least one span open, and the time integral of the number open."""
+    points = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda p: (p[0], p[1]))
+    busy = area = 0.0
+    depth = 0
+    last = None
+    for t, d in points:
+        if last is not None and depth > 0:
+            busy += t - last
+            area += (t - last) * depth
+        depth += d
+        last = t
+    return busy, area
+
+
+def main(paths):
+    print("| trace | makespan ms | no kernel running | gaps inside tasks (sum, per kernel) | kernels in flight | tasks in flight |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for path in paths:
+        d = json.load(open(path))
+        ev = d["traceEvents"] if isinstance(d, dict) else d
+        kernels = intervals(ev, 1)
+        requests = intervals(ev, 3)  # arrival to finish, per request
+        spans = [s for v in kernels.values() for s in v]
+        t0 = min(a for a, _ in spans)
+        t1 = max(b for _, b in spans)
+        span = t1 - t0
+        busy, area = sweep(spans)
+        # A task is in flight from its first kernel's start to its last kernel's end.
+        _, task_area = sweep([(v[0][0], v[-1][1]) for v in kernels.values()])
+        gaps = 0.0
+        n = 0
+        for tid, v in kernels.items():
+            for (a0, b0), (a1, b1) in zip(v, v[1:]):
+                # Consecutive kernels of one request: the next starts after this one ends.
+                inside = any(r0 <= a0 and b1 <= r1 + 1e-6 for r0, r1 in requests.get(tid, []))
+                if inside and a1 >= b0:
+                    gaps += a1 - b0
+                    n += 1
+        print(f"| {path} | {span / 1e3:.3f} | {100 * (span - busy) / span:.1f}% | {gaps / 1e3:.3f} ms, "
+              f"{gaps / max(n, 1):.1f} us | {area / span:.2f} | {task_area / span:.2f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])

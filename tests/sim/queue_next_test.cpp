@@ -1,0 +1,170 @@
+// SchedContext::queue_next: a request's next kernel dispatched behind the running one, stream
+// ordered (no host round trip), on the simulator; the errors it gives; the task-stream policies'
+// `ahead` parameter that uses it.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "test_support.h"
+
+namespace concord {
+namespace {
+
+using testing::run_on_sim;
+using testing::ScriptedPolicy;
+using testing::step;
+using testing::tenant;
+using testing::whole;
+using testing::workload;
+
+// Dispatches every ready launch on the whole GPU and, when `chain`, queues the rest of its request
+// behind it at once.
+Status dispatch_all(SchedContext& ctx, bool chain) {
+  const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+  for (const ReadyLaunch& r : ready) {
+    if (r.has_running_dispatch) continue;
+    auto d = ctx.dispatch(r.id, whole(ctx));
+    if (!d) return d.status();
+    if (!chain) continue;
+    DispatchId last = *d;
+    LaunchId launch = r.id;
+    while (ctx.launches_after(launch) > 0) {
+      auto n = ctx.queue_next(last, whole(ctx));
+      if (!n) return n.status();
+      last = *n;
+      for (const RunningDispatch& x : ctx.running()) {
+        if (x.id == last) launch = x.launches[0];
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Workload chained_workload() {
+  // Two tenants, each two requests of three kernels (two steps, the first repeated).
+  return workload({tenant("a", {step("vector_add", 1 << 20, 2), step("stream_triad", 1 << 22)}, 2),
+                   tenant("b", {step("sgemm", 512), step("hotspot", 1024, 2)}, 2)});
+}
+
+TEST(QueueNext, ChainedKernelsRunInOrderBehindTheirPredecessor) {
+  ScriptedPolicy chained([](SchedContext& ctx) { return dispatch_all(ctx, true); });
+  ScriptedPolicy plain([](SchedContext& ctx) { return dispatch_all(ctx, false); });
+  auto c = run_on_sim(chained_workload(), chained);
+  auto p = run_on_sim(chained_workload(), plain);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  ASSERT_EQ(c->launches.size(), 12u);
+  ASSERT_EQ(p->launches.size(), 12u);
+  // Every request's kernels in order, each starting after the one before it ended, and ready
+  // (queued launches: when their predecessor ended) no later than its start.
+  std::map<std::pair<int64_t, int64_t>, std::vector<const LaunchRecord*>> by_request;
+  for (const LaunchRecord& l : c->launches) by_request[{l.tenant.value, l.request}].push_back(&l);
+  ASSERT_EQ(by_request.size(), 4u);
+  for (const auto& [key, ls] : by_request) {
+    ASSERT_EQ(ls.size(), 3u);
+    for (size_t i = 0; i < ls.size(); ++i) {
+      EXPECT_LE(ls[i]->ready, ls[i]->start + 1e-12);
+      EXPECT_LT(ls[i]->start, ls[i]->end);
+      if (i > 0) {
+        EXPECT_GE(ls[i]->start, ls[i - 1]->end - 1e-12);
+        EXPECT_DOUBLE_EQ(ls[i]->ready, ls[i - 1]->end);
+      }
+    }
+    EXPECT_EQ(ls[0]->step, 0);
+    EXPECT_EQ(ls[2]->step, 1);
+  }
+  // The second and third kernel of every request were queued (dispatch records say behind what),
+  // and in the plain run nothing was.
+  int queued = 0;
+  for (const DispatchRecord& d : c->dispatches) {
+    if (!d.after.valid()) continue;
+    ++queued;
+    const DispatchRecord& before = c->dispatches[static_cast<size_t>(d.after.value)];
+    EXPECT_EQ(before.tenants, d.tenants);
+    EXPECT_GE(d.start, before.end - 1e-12);
+    EXPECT_LE(d.dispatched, before.end);  // dispatched while its predecessor still ran
+  }
+  EXPECT_EQ(queued, 8);
+  for (const DispatchRecord& d : p->dispatches) EXPECT_FALSE(d.after.valid());
+  // Every logical block ran once; the simulator charges no host round trip, so the same makespan.
+  for (size_t t = 0; t < 2; ++t) EXPECT_EQ(c->tenants[t].logical_blocks, p->tenants[t].logical_blocks);
+  EXPECT_NEAR(c->makespan, p->makespan, 1e-9 * p->makespan);
+}
+
+TEST(QueueNext, RefusesWhatItCannotQueueAndKeepsTheRunConsistent) {
+  std::vector<std::string> errors;
+  bool tried = false;
+  ScriptedPolicy policy([&](SchedContext& ctx) -> Status {
+    const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    for (const ReadyLaunch& r : ready) {
+      if (r.has_running_dispatch) continue;
+      auto d = ctx.dispatch(r.id, whole(ctx));
+      if (!d) return d.status();
+      if (tried) continue;
+      tried = true;
+      // Bad placement: refused, and nothing was created (the next kernel still comes as usual).
+      Placement bad = whole(ctx);
+      bad.variant = 99;
+      auto e = ctx.queue_next(*d, bad);
+      EXPECT_FALSE(e.is_ok());
+      if (!e) errors.push_back(e.status().message());
+      auto q = ctx.queue_next(*d, whole(ctx));
+      if (!q) return q.status();
+      // Twice behind the same dispatch; a queued dispatch resized or preempted.
+      auto twice = ctx.queue_next(*d, whole(ctx));
+      EXPECT_FALSE(twice.is_ok());
+      if (!twice) errors.push_back(twice.status().message());
+      Status pre = ctx.preempt(*q);
+      EXPECT_FALSE(pre.is_ok());
+      errors.push_back(pre.message());
+      // The last kernel of its request: nothing follows.
+      auto last = ctx.queue_next(*q, whole(ctx));
+      EXPECT_FALSE(last.is_ok());
+      if (!last) errors.push_back(last.status().message());
+      auto gone = ctx.queue_next(DispatchId{999}, whole(ctx));
+      EXPECT_FALSE(gone.is_ok());
+    }
+    return Status::ok();
+  });
+  auto w = workload({tenant("a", {step("vector_add", 1 << 20, 2)}, 2)});
+  auto r = run_on_sim(w, policy);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->launches.size(), 4u);
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_NE(errors[0].find("no variant"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("already queued"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[2].find("queued behind"), std::string::npos) << errors[2];
+  EXPECT_NE(errors[3].find("last of its request"), std::string::npos) << errors[3];
+  for (const LaunchRecord& l : r->launches) EXPECT_GT(l.end, 0);
+}
+
+TEST(QueueNext, TaskStreamPoliciesQueueAsFarAsAheadSays) {
+  auto w = workload({tenant("com", {step("sgemm", 512, 4)}), tenant("mem", {step("stream_triad", 1 << 22, 4)}),
+                     tenant("lat", {step("bfs", 1 << 18, 4)})});
+  for (const char* policy : {"raise", "sq", "rr", "rd"}) {
+    for (const char* ahead : {"task", "0", "1"}) {
+      auto r = run_on_sim(w, policy, 3, {{"ahead", ahead}});
+      ASSERT_TRUE(r.is_ok()) << policy << " ahead=" << ahead << ": " << r.status().to_string();
+      int queued = 0;
+      for (const DispatchRecord& d : r->dispatches) {
+        if (!d.after.valid()) continue;
+        ++queued;
+        if (std::string(ahead) == "1") {
+          // One behind the running kernel at most: the one before its predecessor had ended.
+          const DispatchRecord& before = r->dispatches[static_cast<size_t>(d.after.value)];
+          if (before.after.valid()) {
+            EXPECT_GE(d.dispatched, r->dispatches[static_cast<size_t>(before.after.value)].end);
+          }
+        }
+      }
+      // Three tasks of four kernels: all but each task's first kernel queued, unless ahead=0.
+      EXPECT_EQ(queued, std::string(ahead) == "0" ? 0 : 9) << policy << " ahead=" << ahead;
+    }
+  }
+  EXPECT_FALSE(builtin_policies().make("raise", {{"ahead", "-1"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("sq", {{"ahead", "all"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("rd", {{"ahead", "2"}}).is_ok());
+}
+
+}  // namespace
+}  // namespace concord
