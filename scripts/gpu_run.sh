@@ -85,7 +85,8 @@ fi
 # RAISE's metrics (issue 4) and RAISE's evaluation (issue 6).
 # RAISE_PROFILES="a.json b.json ...": replay bench/raise on stored task vectors instead (no Nsight
 # Compute): each file imported into its own store, then the bench on RAISE_TASKS (default
-# bench/raise/tasks.yaml); outputs raise_bench_<tasks>-vec-<file>.json.
+# bench/raise/tasks.yaml); outputs raise_bench_<tasks>-vec-<file>.json. RAISE_ARGS: more options
+# for the bench (e.g. "--policies raise,sq,raise:ahead=0 --no-sensitivity").
 if has raise && [ -n "${RAISE_PROFILES:-}" ]; then
   for f in $RAISE_PROFILES; do
     vec=$(basename "$f" .json)
@@ -93,7 +94,7 @@ if has raise && [ -n "${RAISE_PROFILES:-}" ]; then
     for tasks in ${RAISE_TASKS:-bench/raise/tasks.yaml}; do
       tag=$(basename "$tasks" .yaml)
       step "raise_bench_$tag-vec-$vec" "${RAISE_S:-300}" "$bin/concord_raise_bench" --backend cuda --profiles "$out/raise-$vec.db" \
-        --tasks "$tasks" --out "$out/raise_bench_$tag-vec-$vec.json" --max-minutes "${RAISE_MINUTES:-4}"
+        --tasks "$tasks" --out "$out/raise_bench_$tag-vec-$vec.json" --max-minutes "${RAISE_MINUTES:-4}" ${RAISE_ARGS:-}
     done
   done
 elif has raise; then

@@ -490,6 +490,10 @@ Status Engine::handle_completion(const Completion& c) {
     return Status::internal("completion of unknown dispatch " + std::to_string(c.dispatch.value));
   }
   DispatchRecord& rec = dispatch_records_[idx];
+  if (rec.after.valid() && std::any_of(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == rec.after; })) {
+    return Status::internal("completion of dispatch " + std::to_string(c.dispatch.value) + " before that of dispatch " +
+                            std::to_string(rec.after.value) + ", which it was queued behind");
+  }
   rec.start = c.start;
   rec.end = c.end;
   rec.preempted = c.preempted;

@@ -260,7 +260,9 @@ TEST(CudaBackend, QueuedKernelsStartWhenTheirPredecessorEnds) {
     ASSERT_EQ(run->launches.size(), 8u);
     for (size_t i = 0; i < run->launches.size(); ++i) {
       EXPECT_GT(run->launches[i].end, run->launches[i].start);
-      if (i > 0) EXPECT_GE(run->launches[i].start, run->launches[i - 1].end - 1e-6) << ahead << " launch " << i;
+      if (i > 0) {
+        EXPECT_GE(run->launches[i].start, run->launches[i - 1].end - 1e-6) << ahead << " launch " << i;
+      }
     }
     int queued = 0;
     for (const auto& d : run->dispatches) queued += d.after.valid();

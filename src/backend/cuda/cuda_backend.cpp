@@ -528,6 +528,14 @@ void CudaBackend::completion_loop() {
     for (auto& [w, failed] : finished) {
       // A grow launched after the snapshot adds an end event: not finished yet.
       if (w->r->ends.size() != w->ends.size()) continue;
+      // A queued dispatch completes after the one it waited for (whose end event may have turned
+      // ready only after this sweep queried it): never before it. In list order, a predecessor
+      // found finished in this sweep is marked first.
+      if (w->r->after.valid() && failed.is_ok()) {
+        const DispatchId before = w->r->after;
+        auto p = std::find_if(running_.begin(), running_.end(), [&](const Running& x) { return x.id == before; });
+        if (p != running_.end() && !p->completing) continue;
+      }
       w->r->completing = true;
     }
     lock.unlock();
@@ -563,6 +571,13 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
             ++it;
             continue;
           }
+          // Delivered after the dispatch it was queued behind (earlier in the list, so already
+          // erased in this pass when its result is in): the engine sees completions in stream order.
+          if (it->result && it->after.valid() &&
+              std::any_of(running_.begin(), it, [&](const Running& x) { return x.id == it->after; })) {
+            ++it;
+            continue;
+          }
           if (!it->error.is_ok() && failed.is_ok()) failed = it->error;
           if (it->result) out.push_back(std::move(*it->result));
           for (const Part& p : it->parts) {
@@ -575,7 +590,7 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
       }
       if (!failed.is_ok()) return failed;
       std::sort(out.begin(), out.end(), [](const Completion& a, const Completion& b) { return a.end < b.end; });
-      return out;
+      if (!out.empty()) return out;
     }
     const bool idle = active_.load() == 0;
     if (now() >= until || (idle && !std::isfinite(until))) return out;
