@@ -34,8 +34,9 @@ def sweep(spans):
 
 
 def main(paths):
-    print("| trace | makespan ms | no kernel running | gaps inside tasks (sum, per kernel) | kernels in flight | tasks in flight |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| trace | makespan ms | no kernel running | gaps inside tasks (sum, per kernel) | kernels in flight | tasks in flight "
+          "| backend us a dispatch | policy us a dispatch |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for path in paths:
         d = json.load(open(path))
         ev = d["traceEvents"] if isinstance(d, dict) else d
@@ -57,8 +58,16 @@ def main(paths):
                 if inside and a1 >= b0:
                     gaps += a1 - b0
                     n += 1
+        # The engine's counters, from the results JSON beside the trace (x.trace.json -> x.result.json).
+        cost = ["-", "-"]
+        try:
+            e = json.load(open(path.replace(".trace.json", ".result.json")))["engine"]
+            cost = [f"{1e6 * e['backend_dispatch_seconds'] / e['dispatches']:.1f}",
+                    f"{1e6 * (e['policy_seconds'] - e['backend_dispatch_seconds']) / e['dispatches']:.1f}"]
+        except (OSError, KeyError, ZeroDivisionError, ValueError):
+            pass
         print(f"| {path} | {span / 1e3:.3f} | {100 * (span - busy) / span:.1f}% | {gaps / 1e3:.3f} ms, "
-              f"{gaps / max(n, 1):.1f} us | {area / span:.2f} | {task_area / span:.2f} |")
+              f"{gaps / max(n, 1):.1f} us | {area / span:.2f} | {task_area / span:.2f} | {cost[0]} | {cost[1]} |")
 
 
 if __name__ == "__main__":

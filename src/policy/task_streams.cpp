@@ -153,11 +153,12 @@ Status TaskStreamPolicy::queue_ahead(SchedContext& ctx) {
       if (!d) return d.status();
       last = *d;
       ++in_flight;
-      // The launch just queued is the running() entry of dispatch `last`.
-      launch = LaunchId{};
-      for (const RunningDispatch& r : ctx.running()) {
-        if (r.id == last) launch = r.launches[0];
-      }
+      // The launch just queued: running() gains the new dispatch at its end.
+      const auto running = ctx.running();
+      auto it = running.rbegin();
+      while (it != running.rend() && it->id != last) ++it;
+      if (it == running.rend()) return Status::internal(name() + ": queued dispatch " + std::to_string(last.value) + " is not running");
+      launch = it->launches[0];
     }
   }
   return Status::ok();
