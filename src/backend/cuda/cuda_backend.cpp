@@ -17,8 +17,7 @@ namespace {
 
 constexpr int kControlPool = 1024;
 constexpr int kHelperStreams = 8;
-constexpr int kSweepPauseUs = 4;
-constexpr int kFlagSlots = 4096;  // completion flags (dispatches in flight beyond this poll events only)  // the completion thread's pause after a sweep that found nothing
+constexpr int kSweepPauseUs = 4;  // the completion thread's pause after a sweep that found nothing
 
 void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms) {
   const auto words = sms.words();
@@ -115,24 +114,6 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   void* done = nullptr;
   CONCORD_CUDA(cudaMallocHost(&done, sizeof(uint64_t)));
   b->completer_done_ = static_cast<uint64_t*>(done);
-  // Completion flags, where the driver has stream memory operations: probe one write first.
-  if (auto api = driver_api(); api && (*api)->stream_write_value32) {
-    void* flags = nullptr;
-    CONCORD_CUDA(cudaHostAlloc(&flags, sizeof(uint32_t) * kFlagSlots, cudaHostAllocMapped));
-    b->flags_ = static_cast<uint32_t*>(flags);
-    std::memset(b->flags_, 0, sizeof(uint32_t) * kFlagSlots);
-    void* dev = nullptr;
-    CONCORD_CUDA(cudaHostGetDevicePointer(&dev, flags, 0));
-    b->flags_device_ = reinterpret_cast<CUdeviceptr>(dev);
-    const CUresult w = (*api)->stream_write_value32(reinterpret_cast<CUstream>(b->control_stream_.get()), b->flags_device_, 1, 0);
-    CONCORD_CUDA(cudaStreamSynchronize(b->control_stream_.get()));
-    if (w == CUDA_SUCCESS && b->flag_set(0)) {
-      b->write_value32_ = (*api)->stream_write_value32;
-      for (int i = kFlagSlots - 1; i >= 0; --i) b->free_flags_.push_back(i);
-    } else {
-      std::fprintf(stderr, "concord: cuda: stream memory operations unavailable; completions are found by event queries\n");
-    }
-  }
   b->completer_ = std::thread([p = b.get()] { p->completion_loop(); });
   return b;
 }
@@ -146,7 +127,6 @@ CudaBackend::~CudaBackend() {
   if (completer_.joinable()) completer_.join();
   cudaDeviceSynchronize();
   if (completer_done_) cudaFreeHost(completer_done_);
-  if (flags_) cudaFreeHost(flags_);
   if (staging_) cudaFreeHost(staging_);
   if (images_) cudaFreeHost(images_);
 }
@@ -276,9 +256,8 @@ Result<cudaStream_t> CudaBackend::helper_stream() {
 }
 
 Status CudaBackend::launch(Running& r, cudaStream_t stream) {
-  auto taken = take_event();
-  if (!taken) return taken.status();
-  Event end = std::move(*taken);
+  Event end;
+  CONCORD_RETURN_IF_ERROR(end.create());
   const Part& a = r.parts[0];
   if (r.placement.form == LaunchForm::native) {
     CONCORD_RETURN_IF_ERROR(a.kernel->launch_standalone(a.variant, a.range, r.placement.cache, stream));
@@ -349,18 +328,9 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
       r.after = req.after;
     }
   }
-  auto start = take_event();
-  if (!start) return start.status();
-  r.start = std::move(*start);
+  CONCORD_RETURN_IF_ERROR(r.start.create());
   CONCORD_CUDA(cudaEventRecord(r.start.get(), *stream));
   CONCORD_RETURN_IF_ERROR(launch(r, *stream));
-  if (write_value32_ && !free_flags_.empty()) {
-    const int slot = free_flags_.back();
-    __atomic_store_n(flags_ + slot, 0u, __ATOMIC_RELEASE);
-    CONCORD_CU(write_value32_(reinterpret_cast<CUstream>(*stream), flags_device_ + sizeof(uint32_t) * static_cast<size_t>(slot), 1, 0));
-    free_flags_.pop_back();
-    r.flag = slot;
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_.push_back(std::move(r));
@@ -485,26 +455,6 @@ Seconds CudaBackend::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_origin_).count();
 }
 
-Result<Event> CudaBackend::take_event() {
-  if (!event_pool_.empty()) {
-    Event e = std::move(event_pool_.back());
-    event_pool_.pop_back();
-    return e;
-  }
-  Event e;
-  CONCORD_RETURN_IF_ERROR(e.create());
-  return e;
-}
-
-void CudaBackend::recycle(Running& r) {
-  // Delivered: its events have completed and nothing reads them any more.
-  if (r.start.get()) event_pool_.push_back(std::move(r.start));
-  for (Event& e : r.ends) event_pool_.push_back(std::move(e));
-  r.ends.clear();
-  if (r.flag >= 0) free_flags_.push_back(r.flag);
-  r.flag = -1;
-}
-
 Seconds CudaBackend::event_time(const Event& e) const {
   float ms = 0;
   if (cudaEventElapsedTime(&ms, origin_.get(), e.get()) != cudaSuccess) return now();
@@ -538,9 +488,7 @@ void CudaBackend::completion_loop() {
   struct Watch {
     Running* r;
     std::vector<cudaEvent_t> ends;
-    int flag = -1;
   };
-  uint64_t sweeps = 0;
   std::vector<Watch> watch;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
@@ -554,7 +502,7 @@ void CudaBackend::completion_loop() {
       // Queued behind a dispatch still pending: it cannot have finished, so its events are not
       // queried (a task's whole chain would otherwise be polled on every sweep).
       if (r.after.valid() && pending.count(r.after.value)) continue;
-      Watch w{&r, {}, r.flag};
+      Watch w{&r, {}};
       for (const Event& e : r.ends) w.ends.push_back(e.get());
       watch.push_back(std::move(w));
     }
@@ -565,17 +513,10 @@ void CudaBackend::completion_loop() {
       continue;
     }
     lock.unlock();
-    ++sweeps;
-    bool queried = false;  // did this sweep call the driver?
     std::vector<std::pair<Watch*, Status>> finished;
     for (Watch& w : watch) {
-      // The stream has not passed the first launch yet: nothing to ask the driver. Every 256th
-      // sweep asks anyway, so a launch that failed (and never lets the stream write its flag)
-      // is still found, within a millisecond or so.
-      if (w.flag >= 0 && !flag_set(w.flag) && sweeps % 256 != 0) continue;
       Status failed;
       bool done = true;
-      queried = true;
       for (cudaEvent_t e : w.ends) {
         const cudaError_t q = cudaEventQuery(e);
         if (q == cudaErrorNotReady) {
@@ -620,9 +561,7 @@ void CudaBackend::completion_loop() {
       lock.unlock();
       any = true;
     }
-    if (!any && !queried) {
-      std::this_thread::yield();  // only host memory was read: spin on
-    } else if (!any) {
+    if (!any) {
       // Nothing finished: pause a few microseconds before the next sweep. Back-to-back event
       // queries contend with the engine thread's launches for the driver (measured: 15-54 us a
       // dispatch on the H200 while this loop spun on yield() over queued chains).
@@ -657,7 +596,6 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
           for (const Part& p : it->parts) {
             if (p.control >= 0) free_controls_.push_back(p.control);
           }
-          recycle(*it);
           it = running_.erase(it);
           --completed_;
           --active_;

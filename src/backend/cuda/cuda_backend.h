@@ -21,8 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include <cuda.h>
-
 #include "backend/cuda/chunk.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
@@ -74,7 +72,6 @@ class CudaBackend final : public Backend {
     int tight_tlp = 0;
     int tenant = 0;
     DispatchId after;  // stream-ordered behind this dispatch (DispatchRequest::after)
-    int flag = -1;     // completion flag slot written by the stream after the first launch (-1: none)
     // Set by the completion thread: found complete (no more grows or preempts apply), then the
     // completion (or the error that ended it), which advance() delivers.
     bool completing = false;
@@ -95,13 +92,6 @@ class CudaBackend final : public Backend {
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);
   Seconds event_time(const Event& e) const;
-  // An event from the pool (engine thread), and the events of a delivered dispatch back into it.
-  Result<Event> take_event();
-  void recycle(Running& r);
-  // Completion flags: pinned, mapped host words the dispatch's stream sets to 1 after its first
-  // launch (cuStreamWriteValue32). The completion thread reads them without any CUDA call and
-  // queries a dispatch's events only once its flag is set: polling never contends with launches.
-  bool flag_set(int slot) const { return __atomic_load_n(flags_ + slot, __ATOMIC_ACQUIRE) != 0; }
   // The completion thread's loop, and how it builds one completion (its own stream and pinned
   // buffer for the counter reads, so it never shares the engine thread's).
   void completion_loop();
@@ -133,11 +123,6 @@ class CudaBackend final : public Backend {
   uint64_t* completer_done_ = nullptr;    // pinned: one progress counter read back
   Event origin_;
   std::chrono::steady_clock::time_point wall_origin_;
-  std::vector<Event> event_pool_;
-  uint32_t* flags_ = nullptr;           // pinned, mapped (cudaHostAllocMapped)
-  CUdeviceptr flags_device_ = 0;        // the same words, as the GPU sees them
-  std::vector<int> free_flags_;         // engine thread
-  decltype(&::cuStreamWriteValue32) write_value32_ = nullptr;  // null: no flags, events only
 };
 
 }  // namespace concord::cuda

@@ -19,8 +19,6 @@ struct DriverApi {
   decltype(&::cuGreenCtxStreamCreate) green_ctx_stream_create = nullptr;
   decltype(&::cuStreamDestroy) stream_destroy = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;
-  // Optional (nullptr when the driver lacks it): completion flags written by the stream.
-  decltype(&::cuStreamWriteValue32) stream_write_value32 = nullptr;
 };
 
 // Loads the table once; an error names the function that could not be found.
