@@ -35,8 +35,8 @@ def sweep(spans):
 
 def main(paths):
     print("| trace | makespan ms | no kernel running | gaps inside tasks (sum, per kernel) | kernels in flight | tasks in flight "
-          "| backend us a dispatch | policy us a dispatch |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| backend us a dispatch | policy us a dispatch | completion seen after end, us (median / p90 / max) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path in paths:
         d = json.load(open(path))
         ev = d["traceEvents"] if isinstance(d, dict) else d
@@ -60,14 +60,19 @@ def main(paths):
                     n += 1
         # The engine's counters, from the results JSON beside the trace (x.trace.json -> x.result.json).
         cost = ["-", "-"]
+        seen = "-"
         try:
-            e = json.load(open(path.replace(".trace.json", ".result.json")))["engine"]
+            res = json.load(open(path.replace(".trace.json", ".result.json")))
+            lat = sorted(1e6 * (d["seen_s"] - d["end_s"]) for d in res["dispatches"] if "seen_s" in d)
+            if lat:
+                seen = f"{lat[len(lat) // 2]:.0f} / {lat[int(len(lat) * 0.9)]:.0f} / {lat[-1]:.0f}"
+            e = res["engine"]
             cost = [f"{1e6 * e['backend_dispatch_seconds'] / e['dispatches']:.1f}",
                     f"{1e6 * (e['policy_seconds'] - e['backend_dispatch_seconds']) / e['dispatches']:.1f}"]
         except (OSError, KeyError, ZeroDivisionError, ValueError):
             pass
         print(f"| {path} | {span / 1e3:.3f} | {100 * (span - busy) / span:.1f}% | {gaps / 1e3:.3f} ms, "
-              f"{gaps / max(n, 1):.1f} us | {area / span:.2f} | {task_area / span:.2f} | {cost[0]} | {cost[1]} |")
+              f"{gaps / max(n, 1):.1f} us | {area / span:.2f} | {task_area / span:.2f} | {cost[0]} | {cost[1]} | {seen} |")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ struct DispatchRecord {
   DispatchId after;        // queued behind this dispatch (SchedContext::queue_next), if valid
   Seconds start = 0;       // when it began running
   Seconds end = 0;
+  Seconds seen = 0;        // when the engine received its completion (host clock; end to seen: the backend's latency)
   bool preempted = false;
 };
 

@@ -496,6 +496,7 @@ Status Engine::handle_completion(const Completion& c) {
   }
   rec.start = c.start;
   rec.end = c.end;
+  rec.seen = backend_.now();
   rec.preempted = c.preempted;
   rec.blocks_done = c.blocks_done;
   running_.erase(std::remove_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; }),

@@ -72,7 +72,7 @@ std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
       ranges.push_back({d.ranges[k].begin, d.ranges[k].end});
     }
     j["dispatches"].push_back({{"id", d.id.value}, {"launches", launches}, {"ranges", ranges}, {"blocks_done", d.blocks_done},
-                               {"dispatched_s", d.dispatched}, {"start_s", d.start}, {"end_s", d.end},
+                               {"dispatched_s", d.dispatched}, {"start_s", d.start}, {"end_s", d.end}, {"seen_s", d.seen},
                                {"after", d.after.valid() ? json(d.after.value) : json(nullptr)},
                                {"preempted", d.preempted}, {"placement", placement_json(d.placement)}});
   }
