@@ -2,6 +2,7 @@
 # Traces of bench/raise's tasks under raise, sq, rr and rd on the GPU (concord run --trace), and
 # bench/raise/gaps.py's account of where the time goes: idle GPU, gaps between one task's kernels,
 # kernels and tasks in flight. Usage: scripts/raise_gaps.sh OUT [vectors.json] (bundle in .gpu/).
+# POLICIES, COPIES, RUN_ARGS (more `concord run` options, e.g. "--param ahead=2") change the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1
@@ -23,7 +24,7 @@ print(yaml.safe_dump(w, sort_keys=False))
 PY
   for p in ${POLICIES:-raise sq rr rd}; do
     "$bin/concord" run "$out/tasks-$k.yaml" --backend "${BACKEND:-cuda}" --policy "$p" --profiles "$out/raise.db" --no-serial \
-      --trace "$out/traces/$p-x$k.trace.json" --out "$out/traces/$p-x$k.result.json" > "$out/traces/$p-x$k.log" 2>&1 \
+      ${RUN_ARGS:-} --trace "$out/traces/$p-x$k.trace.json" --out "$out/traces/$p-x$k.result.json" > "$out/traces/$p-x$k.log" 2>&1 \
       || { echo "$p x$k failed"; tail -5 "$out/traces/$p-x$k.log"; }
   done
 done

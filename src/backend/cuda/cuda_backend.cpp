@@ -19,6 +19,23 @@ constexpr int kControlPool = 1024;
 constexpr int kHelperStreams = 8;
 constexpr int kSweepPauseUs = 4;  // the completion thread's pause after a sweep that found nothing
 
+// CONCORD_CUDA_SWEEP_PAUSE_US overrides the pause (experiments on the completion latency).
+int sweep_pause_us() {
+  static const int us = [] {
+    const char* v = std::getenv("CONCORD_CUDA_SWEEP_PAUSE_US");
+    if (!v || !*v) return kSweepPauseUs;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 100000) {
+      std::fprintf(stderr, "concord: CONCORD_CUDA_SWEEP_PAUSE_US='%s' is not a count of microseconds in 0..100000; using %d\n", v,
+                   kSweepPauseUs);
+      return kSweepPauseUs;
+    }
+    return static_cast<int>(n);
+  }();
+  return us;
+}
+
 void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms) {
   const auto words = sms.words();
   for (size_t i = 0; i < std::size(bits); ++i) bits[i] = words[i];
@@ -565,7 +582,7 @@ void CudaBackend::completion_loop() {
       // Nothing finished: pause a few microseconds before the next sweep. Back-to-back event
       // queries contend with the engine thread's launches for the driver (measured: 15-54 us a
       // dispatch on the H200 while this loop spun on yield() over queued chains).
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSweepPauseUs);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(sweep_pause_us());
       while (std::chrono::steady_clock::now() < until && !stop_.load(std::memory_order_relaxed)) std::this_thread::yield();
     }
     lock.lock();
