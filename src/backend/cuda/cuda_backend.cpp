@@ -273,8 +273,9 @@ Result<cudaStream_t> CudaBackend::helper_stream() {
 }
 
 Status CudaBackend::launch(Running& r, cudaStream_t stream) {
-  Event end;
-  CONCORD_RETURN_IF_ERROR(end.create());
+  auto taken = take_event();
+  if (!taken) return taken.status();
+  Event end = std::move(*taken);
   const Part& a = r.parts[0];
   if (r.placement.form == LaunchForm::native) {
     CONCORD_RETURN_IF_ERROR(a.kernel->launch_standalone(a.variant, a.range, r.placement.cache, stream));
@@ -341,11 +342,18 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& x) { return x.id == req.after; });
     if (it != running_.end() && !it->completing && !it->ends.empty()) {
-      CONCORD_CUDA(cudaStreamWaitEvent(*stream, it->ends.back().get(), 0));
+      // On the predecessor's own stream (and no grow elsewhere) the stream already orders them;
+      // else wait for every launch of it.
+      if (it->stream != *stream || it->ends.size() != 1) {
+        for (const Event& e : it->ends) CONCORD_CUDA(cudaStreamWaitEvent(*stream, e.get(), 0));
+      }
       r.after = req.after;
     }
   }
-  CONCORD_RETURN_IF_ERROR(r.start.create());
+  auto start = take_event();
+  if (!start) return start.status();
+  r.start = std::move(*start);
+  r.stream = *stream;
   CONCORD_CUDA(cudaEventRecord(r.start.get(), *stream));
   CONCORD_RETURN_IF_ERROR(launch(r, *stream));
   {
@@ -470,6 +478,24 @@ Result<std::vector<int64_t>> CudaBackend::progress(DispatchId id) const {
 
 Seconds CudaBackend::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_origin_).count();
+}
+
+Result<Event> CudaBackend::take_event() {
+  if (!event_pool_.empty()) {
+    Event e = std::move(event_pool_.back());
+    event_pool_.pop_back();
+    return e;
+  }
+  Event e;
+  CONCORD_RETURN_IF_ERROR(e.create());
+  return e;
+}
+
+void CudaBackend::recycle(Running& r) {
+  // Delivered: its events have completed and nothing reads them any more.
+  if (r.start.get()) event_pool_.push_back(std::move(r.start));
+  for (Event& e : r.ends) event_pool_.push_back(std::move(e));
+  r.ends.clear();
 }
 
 Seconds CudaBackend::event_time(const Event& e) const {
@@ -613,6 +639,7 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
           for (const Part& p : it->parts) {
             if (p.control >= 0) free_controls_.push_back(p.control);
           }
+          recycle(*it);
           it = running_.erase(it);
           --completed_;
           --active_;

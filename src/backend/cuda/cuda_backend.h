@@ -66,6 +66,7 @@ class CudaBackend final : public Backend {
     std::vector<Part> parts;
     std::vector<Event> ends;      // one per launch of this dispatch (grows add launches)
     Event start;
+    cudaStream_t stream = nullptr;  // where its first launch went
     int grid = 0;
     int tlp = 0;
     SmSet tight_sms;   // where tight_tlp applies (persistent)
@@ -92,6 +93,10 @@ class CudaBackend final : public Backend {
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);
   Seconds event_time(const Event& e) const;
+  // Events are reused (engine thread only): creating and destroying two per dispatch costs the
+  // driver more than recording them.
+  Result<Event> take_event();
+  void recycle(Running& r);
   // The completion thread's loop, and how it builds one completion (its own stream and pinned
   // buffer for the counter reads, so it never shares the engine thread's).
   void completion_loop();
@@ -123,6 +128,7 @@ class CudaBackend final : public Backend {
   uint64_t* completer_done_ = nullptr;    // pinned: one progress counter read back
   Event origin_;
   std::chrono::steady_clock::time_point wall_origin_;
+  std::vector<Event> event_pool_;
 };
 
 }  // namespace concord::cuda
