@@ -166,5 +166,39 @@ TEST(QueueNext, TaskStreamPoliciesQueueAsFarAsAheadSays) {
   EXPECT_TRUE(builtin_policies().make("rd", {{"ahead", "2"}}).is_ok());
 }
 
+TEST(QueueNext, StreamsQueuesWholeRequestsAndFedcmStopsAtCriticalKernels) {
+  // Two tenants of six kernels a request, three requests each.
+  auto w = workload({tenant("a", {step("vector_add", 1 << 20, 3), step("sgemm", 512), step("stream_triad", 1 << 22, 2)}, 3),
+                     tenant("b", {step("hotspot", 1024, 4), step("bfs", 1 << 18, 2)}, 3)});
+  auto queued = [](const RunRecord& r) {
+    int n = 0;
+    for (const DispatchRecord& d : r.dispatches) n += d.after.valid();
+    return n;
+  };
+  auto plain = run_on_sim(w, "streams");
+  auto ahead = run_on_sim(w, "streams", 1, {{"ahead", "task"}});
+  ASSERT_TRUE(plain.is_ok() && ahead.is_ok()) << ahead.status().to_string();
+  EXPECT_EQ(queued(*plain), 0);
+  EXPECT_EQ(queued(*ahead), 2 * 3 * 5);  // all but the first kernel of each request
+  EXPECT_EQ(ahead->launches.size(), plain->launches.size());
+  // fedcm: every kernel critical (sigma 1) leaves nothing to queue; sigma 0.1 queues the
+  // non-critical ones, never a critical one, each with the decision of the one it follows.
+  auto all_critical = run_on_sim(w, "fedcm", 1, {{"ahead", "task"}, {"sigma", "1"}});
+  ASSERT_TRUE(all_critical.is_ok()) << all_critical.status().to_string();
+  EXPECT_EQ(queued(*all_critical), 0);
+  auto some = run_on_sim(w, "fedcm", 1, {{"ahead", "task"}});
+  ASSERT_TRUE(some.is_ok()) << some.status().to_string();
+  EXPECT_GT(queued(*some), 0);
+  EXPECT_LT(queued(*some), 2 * 3 * 5);
+  for (const DispatchRecord& d : some->dispatches) {
+    if (!d.after.valid()) continue;
+    const DispatchRecord& before = some->dispatches[static_cast<size_t>(d.after.value)];
+    EXPECT_EQ(d.placement.sms, before.placement.sms);
+  }
+  EXPECT_FALSE(builtin_policies().make("fedcm", {{"ahead", "task"}, {"sharing", "arbitrate"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("streams", {{"ahead", "2"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("fedc", {{"ahead", "task"}}).is_ok());
+}
+
 }  // namespace
 }  // namespace concord

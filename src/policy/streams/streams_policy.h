@@ -1,5 +1,8 @@
 // streams: every ready launch goes to the GPU at once, on all SMs, as if each tenant had its own
-// CUDA stream; the hardware block scheduler decides who runs where.
+// CUDA stream; the hardware block scheduler decides who runs where. `ahead=task` also queues the
+// rest of the launch's request on its stream at once (SchedContext::queue_next), as a CUDA program
+// that enqueues a request's kernels asynchronously does; `ahead=0` (default) launches each kernel
+// when the previous one has finished (a host round trip per kernel).
 #pragma once
 
 #include "concord/policy.h"
@@ -8,11 +11,18 @@ namespace concord::policy {
 
 class StreamsPolicy final : public Policy {
  public:
+  explicit StreamsPolicy(bool ahead = false) : ahead_(ahead) {}
   std::string name() const override { return "streams"; }
 
  protected:
   Status schedule(SchedContext& ctx) override;
+
+ private:
+  bool ahead_ = false;
 };
+
+// `ahead` of streams and fedcm: "0" (default) or "task"; an error names the policy and the value.
+Result<bool> ahead_flag(const std::string& policy, const PolicyParams& params);
 
 Result<std::unique_ptr<Policy>> make_streams(const PolicyParams& params);
 
