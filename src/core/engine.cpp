@@ -433,6 +433,13 @@ Status Engine::preempt(DispatchId id) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("preempt: dispatch " + std::to_string(id.value) + " is not running");
   CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "preempt"));
+  for (LaunchId l : it->launches) {
+    // Its unfinished blocks would come back after the next kernel already started behind it.
+    if (launches_[static_cast<size_t>(l.value)].successor >= 0) {
+      return Status::failed_precondition("preempt: dispatch " + std::to_string(id.value) + " has launch " +
+                                         std::to_string(launches_[static_cast<size_t>(l.value)].successor) + " queued behind it");
+    }
+  }
   const auto b0 = std::chrono::steady_clock::now();
   const Status st = backend_.preempt(id);
   stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
@@ -516,6 +523,11 @@ Status Engine::handle_completion(const Completion& c) {
     TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
     RequestRecord& req = t.record.requests[static_cast<size_t>(ls.record.request)];
     if (req.start < 0 || c.start < req.start) req.start = c.start;
+    if (ls.successor >= 0 && !ls.pending.empty() && ls.running == 0) {
+      return Status::internal("launch " + std::to_string(ls.record.id.value) + " came back with " +
+                              std::to_string(ls.pending_blocks()) + " blocks not done, but launch " +
+                              std::to_string(ls.successor) + " was queued behind it");
+    }
     if (!ls.pending.empty() || ls.running > 0) continue;
     if (ls.blocks_done != ls.record.logical_blocks) {
       return Status::internal("launch " + std::to_string(ls.record.id.value) + " finished " + std::to_string(ls.blocks_done) +

@@ -6,7 +6,6 @@
 #include "concord/occupancy.h"
 #include "concord/profile.h"
 #include "policy/params.h"
-#include "policy/streams/streams_policy.h"
 
 namespace concord::policy {
 namespace {
@@ -160,14 +159,9 @@ Status FedcmPolicy::on_start(SchedContext& ctx) {
 }
 
 bool FedcmPolicy::critical(const ReadyLaunch& r) const {
-  return critical_at(static_cast<size_t>(r.tenant.value), r.step, r.repeat);
-}
-
-bool FedcmPolicy::critical_at(size_t tenant, int step, int repeat) const {
-  const auto& steps = critical_[tenant];
-  if (step < 0 || static_cast<size_t>(step) >= steps.size()) return false;
-  const auto& repeats = steps[static_cast<size_t>(step)];
-  return repeat >= 0 && static_cast<size_t>(repeat) < repeats.size() && repeats[static_cast<size_t>(repeat)];
+  const auto& steps = critical_[static_cast<size_t>(r.tenant.value)];
+  const auto& repeats = steps[static_cast<size_t>(r.step)];
+  return r.repeat >= 0 && static_cast<size_t>(r.repeat) < repeats.size() && repeats[static_cast<size_t>(r.repeat)];
 }
 
 Status FedcmPolicy::schedule(SchedContext& ctx) {
@@ -213,26 +207,6 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
     }
     auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u, options_.sharing, &shared));
     if (!d) return d.status();
-    if (!options_.ahead) continue;
-    // The non-critical kernels after it, queued with the same decision, up to the next critical one.
-    DispatchId last = *d;
-    int step = r.step, repeat = r.repeat;
-    for (int n = ctx.launches_after(r.id); n > 0; --n) {
-      if (++repeat >= r.tenant_spec->steps[static_cast<size_t>(step)].count) {
-        repeat = 0;
-        ++step;
-      }
-      if (critical_at(t, step, repeat)) break;
-      const KernelSpec& next = r.tenant_spec->steps[static_cast<size_t>(step)].kernel;
-      CachePolicy next_cache = cache;
-      const Capabilities caps = ctx.capabilities(next);
-      if ((bypasses_l1(next_cache) && !caps.l1_bypass) || (evicts_l2_first(next_cache) && !caps.l2_evict_first)) {
-        next_cache = CachePolicy::normal;
-      }
-      auto q = ctx.queue_next(last, sm_set_placement(ctx, next, sms, next_cache, u, options_.sharing, nullptr));
-      if (!q) return q.status();
-      last = *q;
-    }
   }
   if (options_.sharing == SmSharing::arbitrate) {
     auto raised = regrow_shared(ctx);
@@ -244,7 +218,7 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
 namespace {
 
 Result<FedcmOptions> parse(const std::string& name, const PolicyParams& params, bool bypass) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing", "ahead"}));
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing"}));
   FedcmOptions o;
   o.bypass = bypass;
   auto sharing = sharing_param(name, params);
@@ -258,12 +232,6 @@ Result<FedcmOptions> parse(const std::string& name, const PolicyParams& params, 
   if (*gamma < 1) return Status::invalid_argument("parameter 'gamma': must be >= 1");
   o.sigma = *sigma;
   o.gamma = *gamma;
-  auto ahead = ahead_flag(name, params);
-  if (!ahead) return ahead.status();
-  if (*ahead && o.sharing != SmSharing::native) {
-    return Status::invalid_argument(name + ": 'ahead=task' needs sharing=native (arbitration changes the TLP of running kernels)");
-  }
-  o.ahead = *ahead;
   return o;
 }
 

@@ -28,11 +28,6 @@ struct FedcmOptions {
   double gamma = 1.1;    // tolerated slowdown from a bypass
   bool bypass = true;    // false: FedC
   SmSharing sharing = SmSharing::native;  // how kernels on shared SMs split them (sharing.h)
-  // Queue a tenant's non-critical kernels that follow a dispatched one on its stream at once, with
-  // the same decision (SchedContext::queue_next): they would reuse it anyway (Section III-A), and
-  // an application enqueues them without waiting. Stops at the next critical kernel (which needs
-  // Algorithm 1 when it becomes ready). Native sharing only.
-  bool ahead = false;
 };
 
 // One SM set Algorithm 1 considered for a ready kernel.
@@ -75,7 +70,6 @@ class FedcmPolicy final : public Policy {
 
  private:
   bool critical(const ReadyLaunch& r) const;
-  bool critical_at(size_t tenant, int step, int repeat) const;
 
   FedcmOptions options_;
   std::vector<std::optional<SmSet>> masks_;      // per tenant: its last SM set
