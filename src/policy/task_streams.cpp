@@ -133,6 +133,7 @@ Status TaskStreamPolicy::schedule(SchedContext& ctx) {
 
 Status TaskStreamPolicy::queue_ahead(SchedContext& ctx) {
   if (ahead_ == 0) return Status::ok();
+  int queued = 0;
   for (const auto& [tenant, task] : active_) {
     // The task's dispatches in flight (one running, the rest queued behind it) and the latest.
     int in_flight = 0;
@@ -146,6 +147,12 @@ Status TaskStreamPolicy::queue_ahead(SchedContext& ctx) {
     DispatchId last = tail->id;
     LaunchId launch = tail->launches[0];
     while ((ahead_ < 0 || in_flight < 1 + ahead_) && ctx.launches_after(launch) > 0) {
+      if (burst_ > 0 && queued == burst_) {
+        // Enough for one call: let the engine look at completions first, then go on (on_tick).
+        ctx.request_tick(ctx.now());
+        return Status::ok();
+      }
+      ++queued;
       const KernelSpec* next = ctx.next_kernel(launch);
       Placement p = whole_gpu(ctx);
       p.variant = std::min(task.variant, next->variant_count() - 1);
@@ -161,6 +168,16 @@ Status TaskStreamPolicy::queue_ahead(SchedContext& ctx) {
       launch = it->launches[0];
     }
   }
+  return Status::ok();
+}
+
+Status apply_queue_params(const std::string& policy, const PolicyParams& params, TaskStreamPolicy& p) {
+  auto ahead = ahead_param(policy, params);
+  if (!ahead) return ahead.status();
+  auto burst = int_param(params, "burst", 4, 0);
+  if (!burst) return Status::invalid_argument(policy + ": " + burst.status().message());
+  p.set_ahead(*ahead);
+  p.set_burst(*burst);
   return Status::ok();
 }
 

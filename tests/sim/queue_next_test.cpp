@@ -165,6 +165,15 @@ TEST(QueueNext, TaskStreamPoliciesQueueAsFarAsAheadSays) {
       EXPECT_EQ(queued, std::string(ahead) == "0" ? 0 : 9) << policy << " ahead=" << ahead;
     }
   }
+  // A burst limit spreads the queueing over ticks; the same kernels end up queued in the same order.
+  for (const char* burst : {"0", "1", "4"}) {
+    auto r = run_on_sim(w, "raise", 3, {{"burst", burst}});
+    ASSERT_TRUE(r.is_ok()) << "burst=" << burst << ": " << r.status().to_string();
+    int queued = 0;
+    for (const DispatchRecord& d : r->dispatches) queued += d.after.valid();
+    EXPECT_EQ(queued, 9) << "burst=" << burst;
+  }
+  EXPECT_FALSE(builtin_policies().make("raise", {{"burst", "-1"}}).is_ok());
   EXPECT_FALSE(builtin_policies().make("raise", {{"ahead", "-1"}}).is_ok());
   EXPECT_FALSE(builtin_policies().make("sq", {{"ahead", "all"}}).is_ok());
   EXPECT_TRUE(builtin_policies().make("rd", {{"ahead", "2"}}).is_ok());

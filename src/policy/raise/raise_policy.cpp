@@ -78,7 +78,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "ahead"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "ahead", "burst"}));
   RaiseParams p;
   auto alpha = double_param(params, "alpha", 3);
   if (!alpha) return alpha.status();
@@ -96,10 +96,8 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   auto dims = dims_param("raise", params, "dynamic");
   if (!dims) return dims.status();
   p.fixed_variant = *dims;
-  auto ahead = ahead_param("raise", params);
-  if (!ahead) return ahead.status();
   auto policy = std::make_unique<RaisePolicy>(p);
-  policy->set_ahead(*ahead);
+  CONCORD_RETURN_IF_ERROR(apply_queue_params("raise", params, *policy));
   return std::unique_ptr<Policy>(std::move(policy));
 }
 

@@ -51,15 +51,13 @@ std::optional<TaskStreamPolicy::Choice> RdPolicy::choose(SchedContext& ctx, cons
 namespace {
 template <class P>
 Result<std::unique_ptr<Policy>> make(const char* name, const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims", "ahead"}));
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims", "ahead", "burst"}));
   auto streams = int_param(params, "streams", 4, 1);
   if (!streams) return streams.status();
   auto dims = dims_param(name, params, "random");
   if (!dims) return dims.status();
-  auto ahead = ahead_param(name, params);
-  if (!ahead) return ahead.status();
   auto policy = std::make_unique<P>(*streams, *dims);
-  policy->set_ahead(*ahead);
+  CONCORD_RETURN_IF_ERROR(apply_queue_params(name, params, *policy));
   return std::unique_ptr<Policy>(std::move(policy));
 }
 }  // namespace
