@@ -533,12 +533,13 @@ void CudaBackend::completion_loop() {
     std::vector<cudaEvent_t> ends;
   };
   std::vector<Watch> watch;
+  std::unordered_set<int64_t> pending;  // per sweep: dispatches not found finished yet (reused)
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     // Snapshot the pending dispatches under the lock, query their events without it, so the
     // engine's dispatch, resize and preempt never wait for a sweep.
     watch.clear();
-    std::unordered_set<int64_t> pending;  // dispatches not found finished yet
+    pending.clear();
     for (Running& r : running_) {
       if (r.completing) continue;
       pending.insert(r.id.value);
