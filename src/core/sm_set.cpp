@@ -1,15 +1,20 @@
 #include "concord/sm_set.h"
 
+#include <algorithm>
 #include <string>
 
 namespace concord {
 
 SmSet SmSet::range(int first, int count) {
-  SmSet s;
-  for (int i = first; i < first + count && i < kMaxSms; ++i) {
-    if (i >= 0) s.add(i);
-  }
-  return s;
+  // Whole-word masks rather than one bit at a time: all_sms() is on every decision's path.
+  const int lo = std::max(first, 0);
+  const int hi = std::min(first + std::max(count, 0), kMaxSms);  // one past the last
+  if (lo >= hi) return SmSet();
+  std::bitset<kMaxSms> b;
+  b.set();
+  b >>= static_cast<size_t>(kMaxSms - (hi - lo));
+  b <<= static_cast<size_t>(lo);
+  return SmSet(b);
 }
 
 SmSet SmSet::of(const std::vector<int>& ids) {
@@ -23,9 +28,7 @@ SmSet SmSet::of(const std::vector<int>& ids) {
 std::vector<int> SmSet::ids() const {
   std::vector<int> out;
   out.reserve(bits_.count());
-  for (int i = 0; i < kMaxSms; ++i) {
-    if (bits_.test(static_cast<size_t>(i))) out.push_back(i);
-  }
+  for_each([&](int sm) { out.push_back(sm); });
   return out;
 }
 
@@ -56,9 +59,7 @@ std::string SmSet::to_string() const {
 
 std::vector<uint64_t> SmSet::words() const {
   std::vector<uint64_t> w(kMaxSms / 64, 0);
-  for (int i = 0; i < kMaxSms; ++i) {
-    if (bits_.test(static_cast<size_t>(i))) w[static_cast<size_t>(i / 64)] |= uint64_t{1} << (i % 64);
-  }
+  for_each([&](int i) { w[static_cast<size_t>(i / 64)] |= uint64_t{1} << (i % 64); });
   return w;
 }
 

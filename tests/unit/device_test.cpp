@@ -24,6 +24,26 @@ TEST(SmSet, SetAlgebraAndText) {
   EXPECT_EQ(SmSet::of({0, 64, 255}).words(), (std::vector<uint64_t>{1, 1, 0, uint64_t{1} << 63}));
 }
 
+TEST(SmSet, RangesAreClippedToTheSetsBounds) {
+  // Each range equals the set built one SM at a time.
+  auto slow = [](int first, int count) {
+    SmSet s;
+    for (int i = first; i < first + count; ++i) {
+      if (i >= 0 && i < kMaxSms) s.add(i);
+    }
+    return s;
+  };
+  for (int first : {-5, 0, 1, 63, 64, 130, 200, 255, 256}) {
+    for (int count : {-1, 0, 1, 2, 63, 64, 65, 132, 256, 300}) {
+      EXPECT_EQ(SmSet::range(first, count), slow(first, count)) << first << "+" << count;
+    }
+  }
+  EXPECT_EQ(SmSet::all(132).count(), 132);
+  EXPECT_EQ(SmSet::all(132).span(), 132);
+  EXPECT_EQ(SmSet::range(250, 10).ids(), (std::vector<int>{250, 251, 252, 253, 254, 255}));
+  EXPECT_TRUE(SmSet::range(256, 4).empty());
+}
+
 TEST(Device, BuiltinTopologyIsConsistent) {
   for (const DeviceSpec& d : {h100_sxm_spec(), h200_spec()}) {
     ASSERT_TRUE(d.validate().is_ok());
