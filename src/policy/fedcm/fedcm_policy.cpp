@@ -75,7 +75,12 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
   const int v = kernel.default_variant;
   const double d = static_cast<double>(demand_sms >= 0 ? demand_sms : ctx.estimator().demand_sms(kernel, v)) / sms;
   const BlockFootprint fp = footprint_of(dev, kernel.variant(v));
-  const std::vector<double> share_on = share_per_sm(fp, occupants_of(ctx), sms);
+  const SmOccupants occ = occupants_of(ctx);
+  const std::vector<double> share_on = share_per_sm(fp, occ, sms);
+  // U per group of SMs holding the same kernels: a set's share is a sum over the groups it meets.
+  std::vector<std::pair<SmSet, double>> group_share;
+  group_share.reserve(occ.groups.size());
+  for (const auto& g : occ.groups) group_share.emplace_back(g.sms, resource_share(fp, g.load));
 
   const int r = static_cast<int>(ready.tenant.value);
   const SmSet own = masks[static_cast<size_t>(r)].value_or(SmSet());
@@ -89,7 +94,13 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
     c.partner = partner;
     c.sms = base;
     double share = 0;
-    base.for_each([&](int j) { share += share_on[static_cast<size_t>(j)] / sms; });
+    int grouped = 0;
+    for (const auto& [g, u] : group_share) {
+      const int n = (g & base).count();
+      share += u * n / sms;
+      grouped += n;
+    }
+    share += static_cast<double>(base.count() - grouped) / sms;  // SMs in no group: alone, U = 1
     // Add or remove seeded-random SMs until the share is within [0.9, 1.1] of d.
     if (share < 0.9 * d) {
       random_members(dev.all_sms().minus(c.sms), rng, [&](int j) {
