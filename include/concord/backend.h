@@ -46,7 +46,8 @@ struct DispatchRequest {
   Placement placement;
   // Stream order: when valid and that dispatch is still running, this one starts only after it
   // ends, with no host round trip in between (CUDA: a wait on its end event; the simulator holds
-  // it back). SchedContext::queue_next uses it; such a dispatch is neither resized nor preempted.
+  // it back). SchedContext::queue_next uses it; the engine keeps such a dispatch from being resized,
+  // capped or preempted while it waits (backends do not check it again).
   DispatchId after;
 };
 

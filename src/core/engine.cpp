@@ -46,6 +46,15 @@ struct TenantState {
   bool finished = false;
 };
 
+// The position of the kernel after (step, repeat) of a request: the next repeat of the step, else
+// the next step's first (step == steps.size() past the last kernel).
+void next_position(const TenantSpec& spec, int& step, int& repeat) {
+  if (++repeat >= spec.steps[static_cast<size_t>(step)].count) {
+    repeat = 0;
+    ++step;
+  }
+}
+
 // Removes [r.begin, r.end) from `pending`, which must contain it.
 bool take_range(std::vector<BlockRange>& pending, BlockRange r) {
   for (size_t i = 0; i < pending.size(); ++i) {
@@ -334,9 +343,9 @@ int Engine::launches_after(LaunchId launch) const {
 const KernelSpec* Engine::next_kernel(LaunchId launch) const {
   if (launches_after(launch) == 0) return nullptr;
   const LaunchState& ls = launches_[static_cast<size_t>(launch.value)];
-  const TenantSpec& spec = *ls.tenant_spec;
-  const bool same_step = ls.repeat + 1 < spec.steps[static_cast<size_t>(ls.record.step)].count;
-  return &spec.steps[static_cast<size_t>(ls.record.step + (same_step ? 0 : 1))].kernel;
+  int step = ls.record.step, repeat = ls.repeat;
+  next_position(*ls.tenant_spec, step, repeat);
+  return &ls.tenant_spec->steps[static_cast<size_t>(step)].kernel;
 }
 
 Result<DispatchId> Engine::queue_next(DispatchId behind, const Placement& placement) {
@@ -361,10 +370,7 @@ Result<DispatchId> Engine::queue_next(DispatchId behind, const Placement& placem
   }
   // Advance the tenant to the next kernel and create its launch; undone if the dispatch fails.
   const int step0 = t.step, repeat0 = t.repeat;
-  if (++t.repeat >= t.spec->steps[static_cast<size_t>(t.step)].count) {
-    t.repeat = 0;
-    ++t.step;
-  }
+  next_position(*t.spec, t.step, t.repeat);
   const LaunchId next_id = create_launch(t).record.id;
   launches_[static_cast<size_t>(prev_id.value)].successor = next_id.value;  // `prev` may have moved
   auto d = dispatch_impl(next_id, placement, behind);
@@ -543,10 +549,7 @@ Status Engine::handle_completion(const Completion& c) {
     }
     // Next kernel of the request, or the request is done.
     const TenantSpec& spec = *t.spec;
-    if (++t.repeat >= spec.steps[static_cast<size_t>(t.step)].count) {
-      t.repeat = 0;
-      ++t.step;
-    }
+    next_position(spec, t.step, t.repeat);
     if (t.step >= static_cast<int>(spec.steps.size())) {
       req.end = c.end;
       if (options_.observer) options_.observer->on_request_end(ls.record.tenant, req);

@@ -365,19 +365,10 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   return Status::ok();
 }
 
-Status CudaBackend::check_not_queued(const Running& r, const char* what) const {
-  if (!r.after.valid()) return Status::ok();
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& x) { return x.id == r.after; });
-  if (it == running_.end() || it->completing) return Status::ok();
-  return Status::failed_precondition(std::string("cuda: ") + what + ": dispatch " + std::to_string(r.id.value) +
-                                     " is queued behind dispatch " + std::to_string(r.after.value));
-}
-
 Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
-  CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "resize"));
   if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches resize");
   if (it->completing) return Status::ok();  // already finished; its completion is on its way
   device::ElasticControl words{};
@@ -402,7 +393,6 @@ Status CudaBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
-  CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "set_tlp"));
   if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches change their TLP");
   if (tlp < 0 || tight_tlp < 0) return Status::invalid_argument("cuda: TLP limits must be >= 0 (0: none)");
   if (it->completing) return Status::ok();  // already finished; its completion is on its way
@@ -448,7 +438,6 @@ Status CudaBackend::preempt(DispatchId id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
-  CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "preempt"));
   if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches preempt");
   if (it->completing) return Status::ok();  // already finished
   const int32_t one = 1;

@@ -82,9 +82,6 @@ class CudaBackend final : public Backend {
 
   CudaBackend() = default;
   Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec);
-  // Under mu_: an error when `r` waits for a dispatch that has not finished (no resize, TLP change
-  // or preemption of a queued dispatch: its control block is written after its start).
-  Status check_not_queued(const Running& r, const char* what) const;
   Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, const SmSet& tight_sms, int tight_tlp, int chunk,
                            cudaStream_t stream);
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);

@@ -101,16 +101,9 @@ void SimBackend::release(Running& r, int sm, int blocks) {
   free_[static_cast<size_t>(sm)].give(r.footprint, blocks);
 }
 
-Status SimBackend::check_not_held(const Running& r, const char* what) const {
-  if (!r.after.valid()) return Status::ok();
-  return Status::failed_precondition(std::string("sim: ") + what + ": dispatch " + std::to_string(r.id.value) +
-                                     " is queued behind dispatch " + std::to_string(r.after.value));
-}
-
 Status SimBackend::set_sm_set(DispatchId id, const SmSet& sms) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
-  CONCORD_RETURN_IF_ERROR(check_not_held(*r, "resize"));
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches change their SM set while running");
   }
@@ -130,7 +123,6 @@ Status SimBackend::set_sm_set(DispatchId id, const SmSet& sms) {
 Status SimBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight_tlp) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
-  CONCORD_RETURN_IF_ERROR(check_not_held(*r, "set_tlp"));
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches change their TLP while running");
   }
@@ -151,7 +143,6 @@ Status SimBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int t
 Status SimBackend::preempt(DispatchId id) {
   Running* r = find(id);
   if (!r) return Status::not_found("sim: no running dispatch " + std::to_string(id.value));
-  CONCORD_RETURN_IF_ERROR(check_not_held(*r, "preempt"));
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches can be preempted");
   }

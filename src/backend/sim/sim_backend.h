@@ -71,7 +71,6 @@ class SimBackend final : public Backend {
   };
 
   Running* find(DispatchId id);
-  Status check_not_held(const Running& r, const char* what) const;
   const Running* find(DispatchId id) const;
   void release(Running& r, int sm, int blocks);
   void allocate_blocks();

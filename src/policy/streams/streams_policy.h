@@ -21,7 +21,7 @@ class StreamsPolicy final : public Policy {
   bool ahead_ = false;
 };
 
-// `ahead` of streams and fedcm: "0" (default) or "task"; an error names the policy and the value.
+// streams' `ahead`: "0" (default) or "task"; an error names the value.
 Result<bool> ahead_flag(const std::string& policy, const PolicyParams& params);
 
 Result<std::unique_ptr<Policy>> make_streams(const PolicyParams& params);
