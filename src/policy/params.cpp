@@ -21,6 +21,15 @@ Result<int> int_param(const PolicyParams& params, const std::string& key, int fa
   return v;
 }
 
+Result<bool> bool_param(const PolicyParams& params, const std::string& key, bool fallback) {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  const std::string& s = it->second;
+  if (s == "1" || s == "true" || s == "on") return true;
+  if (s == "0" || s == "false" || s == "off") return false;
+  return Status::invalid_argument("parameter '" + key + "': not a switch (1/0, true/false, on/off): '" + s + "'");
+}
+
 Result<double> double_param(const PolicyParams& params, const std::string& key, double fallback) {
   auto it = params.find(key);
   if (it == params.end()) return fallback;

@@ -105,6 +105,34 @@ TEST(RaiseDecision, TypeFollowsTheThresholdsAndHoldsWhenNothingFits) {
   EXPECT_EQ(policy::raise_decide(g, tasks, 10, 3, -1)->first, 1u);
 }
 
+TEST(RaiseDecision, CascadeTriesTheNextTypeWhenTheChosenOneDoesNotFit) {
+  const std::vector<RaiseVector> com{vec(4, 6, 6, 6, 5, 1, 3, 2)};
+  const std::vector<RaiseVector> mem{vec(3, 5, 1, 1, 0, 6, 3, 4)};
+  const std::vector<RaiseVector> lat{vec(1, 2, 1, 1, 0, 1, 1, 1)};
+  const std::vector<RaiseCandidate> tasks{{&com, RaiseClass::com}, {&mem, RaiseClass::mem}, {&lat, RaiseClass::lat}};
+  // IPC left 4 > alpha: COM is the type, but the COM task's S_t (0.5*6 + 0.5*27/7 = 4.93) is not
+  // below S_g^com (0.5*4 + 0.5*19/7 = 3.36). DU left 4 > beta: MEM's S_t (0.5*6 + 0.5*17/7 = 4.21)
+  // is not below S_g^mem (3.36) either. LAT: 1.0 < S_g^lat = 23/8.
+  const RaiseVector g = vec(4, 3, 4, 3, 1, 4, 2, 2);
+  EXPECT_FALSE(policy::raise_decide(g, tasks, 3, 3, -1, 0, false).has_value());  // the paper's hold
+  auto pick = policy::raise_decide(g, tasks, 3, 3, -1, 0, true);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->first, 2u);
+  // With MEM fitting, cascade takes MEM before LAT.
+  const std::vector<RaiseVector> light_mem{vec(1, 1, 0, 0, 0, 2, 1, 1)};
+  const std::vector<RaiseCandidate> tasks2{{&com, RaiseClass::com}, {&light_mem, RaiseClass::mem}, {&lat, RaiseClass::lat}};
+  pick = policy::raise_decide(g, tasks2, 3, 3, -1, 0, true);
+  ASSERT_TRUE(pick.has_value());
+  EXPECT_EQ(pick->first, 1u);
+  // Nothing fits anywhere: cascade holds too.
+  EXPECT_FALSE(policy::raise_decide(vec(1, 1, 1, 1, 0, 1, 1, 1), tasks, 3, 3, -1, 0, true).has_value());
+  // The parameter is a switch.
+  EXPECT_TRUE(builtin_policies().make("raise", {{"cascade", "1"}}).is_ok());
+  auto bad = builtin_policies().make("raise", {{"cascade", "maybe"}});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("cascade"), std::string::npos);
+}
+
 // A workload of COM, MEM and LAT tasks with measured-looking vectors attached to every variant.
 Workload typed_tasks(int per_type) {
   std::vector<TenantSpec> ts;

@@ -5,7 +5,8 @@
 namespace concord::policy {
 
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
-                                                   double alpha, double beta, int fixed_variant, double tie) {
+                                                   double alpha, double beta, int fixed_variant, double tie,
+                                                   bool cascade) {
   // Admissible types in order of preference (raise.md V-B, step 3). Vectors are time-weighted
   // means, so "IPC left > alpha" allows for rounding (10 - 7.0000000001 is not above 3).
   constexpr double kEps = 1e-9;
@@ -43,7 +44,10 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
         }
       }
     }
-    if (any) return best;  // this type has waiting tasks: start the best fit, or hold
+    if (best) return best;
+    // This type has waiting tasks and none fits: hold (the paper's step 5), or with `cascade`
+    // attempt the next admissible type (COM, then MEM, then LAT as the last attempt).
+    if (any && !cascade) return std::nullopt;
   }
   return std::nullopt;
 }
@@ -63,7 +67,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
   std::vector<RaiseCandidate> tasks;
   tasks.reserve(waiting.size());
   for (const Waiting& w : waiting) tasks.push_back({&info(w.tenant).vectors, info(w.tenant).cls});
-  auto pick = raise_decide(global(), tasks, p_.alpha, p_.beta, p_.fixed_variant, p_.tie);
+  auto pick = raise_decide(global(), tasks, p_.alpha, p_.beta, p_.fixed_variant, p_.tie, p_.cascade);
   if (pick) return Choice{pick->first, pick->second};
   if (running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
   // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
@@ -78,7 +82,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "ahead", "burst"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "ahead", "burst"}));
   RaiseParams p;
   auto alpha = double_param(params, "alpha", 3);
   if (!alpha) return alpha.status();
@@ -93,6 +97,9 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   if (!tie) return tie.status();
   if (*tie < 0) return Status::invalid_argument("raise: parameter 'tie' must be >= 0");
   p.tie = *tie;
+  auto cascade = bool_param(params, "cascade", p.cascade);
+  if (!cascade) return cascade.status();
+  p.cascade = *cascade;
   auto dims = dims_param("raise", params, "dynamic");
   if (!dims) return dims.status();
   p.fixed_variant = *dims;

@@ -24,6 +24,7 @@ struct RaiseParams {
   int streams = 4;    // N_str
   int fixed_variant = -1;  // -1: dynamic dimensions; else always this variant index (min 0, mid 1, max 2)
   double tie = 0.1;        // scores this close to the best count as equal (0: the paper's strict maximum)
+  bool cascade = false;    // the chosen type's tasks all too heavy: try the next type instead of holding
 };
 
 class RaisePolicy final : public TaskStreamPolicy {
@@ -47,7 +48,8 @@ struct RaiseCandidate {
   RaiseClass cls;
 };
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
-                                                   double alpha, double beta, int fixed_variant, double tie = 0);
+                                                   double alpha, double beta, int fixed_variant, double tie = 0,
+                                                   bool cascade = false);
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params);
 
