@@ -48,7 +48,7 @@ struct RunningDispatch {
   Placement placement;
   std::vector<BlockRange> ranges;
   Seconds dispatched_at = 0;
-  DispatchId after;  // queued behind this dispatch (SchedContext::queue_next); invalid when not
+  DispatchId after;  // queued behind this dispatch (queue_next, dispatch_after); invalid when not
 };
 
 class SchedContext {
@@ -78,6 +78,12 @@ class SchedContext {
   // (launches_after tells). The queued dispatch cannot be resized, capped or preempted while
   // `behind` runs. Returns the new dispatch; its launch is in running() from now on.
   virtual Result<DispatchId> queue_next(DispatchId behind, const Placement& placement) = 0;
+  // Dispatches ready launch `launch` (any tenant's) to start on the GPU when running dispatch
+  // `after` ends, with no host round trip in between (CUDA: its stream waits on that dispatch's end
+  // event; the simulator holds it back): how a CUDA program hands the stream one task frees to the
+  // next task, decided before the first one ends. Like a queue_next dispatch it cannot be resized,
+  // capped or preempted while `after` runs.
+  virtual Result<DispatchId> dispatch_after(LaunchId launch, const Placement& placement, DispatchId after) = 0;
   // How many launches of its request follow `launch` (0 for the last kernel of a request), and
   // the kernel of the next one (nullptr for the last).
   virtual int launches_after(LaunchId launch) const = 0;

@@ -102,6 +102,7 @@ class Engine final : public SchedContext {
     return dispatch_impl(launch, placement, DispatchId{});
   }
   Result<DispatchId> queue_next(DispatchId behind, const Placement& placement) override;
+  Result<DispatchId> dispatch_after(LaunchId launch, const Placement& placement, DispatchId after) override;
   int launches_after(LaunchId launch) const override;
   const KernelSpec* next_kernel(LaunchId launch) const override;
   Status resize(DispatchId dispatch, const SmSet& sms) override;
@@ -384,6 +385,13 @@ Result<DispatchId> Engine::queue_next(DispatchId behind, const Placement& placem
     return d.status();
   }
   return d;
+}
+
+Result<DispatchId> Engine::dispatch_after(LaunchId launch, const Placement& placement, DispatchId after) {
+  if (std::none_of(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; })) {
+    return Status::not_found("dispatch_after: dispatch " + std::to_string(after.value) + " is not running");
+  }
+  return dispatch_impl(launch, placement, after);
 }
 
 Status Engine::check_not_queued(const RunningDispatch& r, const char* what) const {

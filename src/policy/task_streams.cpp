@@ -97,6 +97,11 @@ Status TaskStreamPolicy::schedule(SchedContext& ctx) {
       ++it;
     }
   }
+  // A task handed a stream owns it once the task before it has ended.
+  for (auto& [t, a] : active_) {
+    if (a.behind >= 0 && !active_.contains(a.behind)) a.behind = -1;
+    if (a.handed >= 0 && !active_.contains(a.handed)) a.handed = -1;
+  }
   // Running tasks go on: their next launch on their stream, in their variant.
   const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
   std::vector<Waiting> waiting;
@@ -112,23 +117,62 @@ Status TaskStreamPolicy::schedule(SchedContext& ctx) {
       waiting.push_back({r.id, r.tenant, r.request});
     }
   }
-  // New tasks while a stream is free.
-  while (running_tasks() < streams_ && !waiting.empty()) {
+  // New tasks while a stream is free (a task handed a stream shares its predecessor's).
+  auto streams_in_use = [&] {
+    return std::count_if(active_.begin(), active_.end(), [](const auto& a) { return a.second.behind < 0; });
+  };
+  while (streams_in_use() < streams_ && !waiting.empty()) {
     auto c = choose(ctx, waiting);
     if (!c) break;  // hold
-    const Waiting w = waiting[c->index];
-    const ReadyLaunch* r = nullptr;
-    for (const ReadyLaunch& x : ready) {
-      if (x.id == w.launch) r = &x;
-    }
-    Placement p = whole_gpu(ctx);
-    p.variant = std::min(c->variant, r->kernel->variant_count() - 1);
-    auto d = ctx.dispatch(w.launch, p);
-    if (!d) return d.status();
-    active_[w.tenant.value] = {w.request, c->variant};
-    waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(c->index));
+    CONCORD_RETURN_IF_ERROR(start_task(ctx, ready, waiting, *c, DispatchId{}, -1));
   }
-  return queue_ahead(ctx);
+  CONCORD_RETURN_IF_ERROR(queue_ahead(ctx));
+  if (handoff_ && !waiting.empty()) CONCORD_RETURN_IF_ERROR(hand_off(ctx, ready, waiting));
+  return Status::ok();
+}
+
+Status TaskStreamPolicy::start_task(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<Waiting>& waiting,
+                                    const Choice& c, DispatchId after, int64_t behind) {
+  const Waiting w = waiting[c.index];
+  const ReadyLaunch* r = nullptr;
+  for (const ReadyLaunch& x : ready) {
+    if (x.id == w.launch) r = &x;
+  }
+  if (!r) return Status::internal(name() + ": waiting launch " + std::to_string(w.launch.value) + " is not ready");
+  Placement p = whole_gpu(ctx);
+  p.variant = std::min(c.variant, r->kernel->variant_count() - 1);
+  auto d = after.valid() ? ctx.dispatch_after(w.launch, p, after) : ctx.dispatch(w.launch, p);
+  if (!d) return d.status();
+  active_[w.tenant.value] = {w.request, c.variant, behind, -1};
+  waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(c.index));
+  return Status::ok();
+}
+
+Status TaskStreamPolicy::hand_off(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<Waiting>& waiting) {
+  bool any = false;
+  for (auto& [tenant, task] : active_) {
+    if (waiting.empty()) break;
+    if (task.handed >= 0 || task.behind >= 0) continue;  // handed already, or not started itself
+    // Its latest dispatch: the hand-off needs the task's last kernel on its stream.
+    const RunningDispatch* tail = nullptr;
+    for (const RunningDispatch& d : ctx.running()) {
+      if (d.tenants.size() == 1 && d.tenants[0].value == tenant && (!tail || d.id > tail->id)) tail = &d;
+    }
+    if (!tail || tail->launches.size() != 1 || ctx.launches_after(tail->launches[0]) > 0) continue;
+    const DispatchId after = tail->id;
+    const int64_t from = tenant;
+    releasing_ = from;
+    auto c = choose(ctx, waiting);
+    releasing_ = -1;
+    if (!c) continue;
+    const int64_t to = waiting[c->index].tenant.value;
+    CONCORD_RETURN_IF_ERROR(start_task(ctx, ready, waiting, *c, after, from));
+    task.handed = to;
+    any = true;
+  }
+  // The new tasks' later kernels go on their streams in the next call.
+  if (any && ahead_ != 0) ctx.request_tick(ctx.now());
+  return Status::ok();
 }
 
 Status TaskStreamPolicy::queue_ahead(SchedContext& ctx) {
@@ -176,8 +220,11 @@ Status apply_queue_params(const std::string& policy, const PolicyParams& params,
   if (!ahead) return ahead.status();
   auto burst = int_param(params, "burst", 4, 0);
   if (!burst) return Status::invalid_argument(policy + ": " + burst.status().message());
+  auto handoff = bool_param(params, "handoff", true);
+  if (!handoff) return Status::invalid_argument(policy + ": " + handoff.status().message());
   p.set_ahead(*ahead);
   p.set_burst(*burst);
+  p.set_handoff(*handoff);
   return Status::ok();
 }
 

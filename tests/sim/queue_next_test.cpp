@@ -147,7 +147,7 @@ TEST(QueueNext, TaskStreamPoliciesQueueAsFarAsAheadSays) {
                      tenant("lat", {step("bfs", 1 << 18, 4)})});
   for (const char* policy : {"raise", "sq", "rr", "rd"}) {
     for (const char* ahead : {"task", "0", "1"}) {
-      auto r = run_on_sim(w, policy, 3, {{"ahead", ahead}});
+      auto r = run_on_sim(w, policy, 3, {{"ahead", ahead}, {"handoff", "0"}});
       ASSERT_TRUE(r.is_ok()) << policy << " ahead=" << ahead << ": " << r.status().to_string();
       int queued = 0;
       for (const DispatchRecord& d : r->dispatches) {
@@ -167,7 +167,7 @@ TEST(QueueNext, TaskStreamPoliciesQueueAsFarAsAheadSays) {
   }
   // A burst limit spreads the queueing over ticks; the same kernels end up queued in the same order.
   for (const char* burst : {"0", "1", "4"}) {
-    auto r = run_on_sim(w, "raise", 3, {{"burst", burst}});
+    auto r = run_on_sim(w, "raise", 3, {{"burst", burst}, {"handoff", "0"}});
     ASSERT_TRUE(r.is_ok()) << "burst=" << burst << ": " << r.status().to_string();
     int queued = 0;
     for (const DispatchRecord& d : r->dispatches) queued += d.after.valid();

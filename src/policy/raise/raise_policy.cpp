@@ -56,6 +56,7 @@ RaiseVector RaisePolicy::global() const {
   RaiseVector m_g;
   m_g.fill(10);
   for (const auto& [t, a] : active()) {
+    if (t == releasing()) continue;  // a hand-off decision: that task's resources are about to come back
     const RaiseVector& m = info(TenantId{t}).vectors[static_cast<size_t>(a.variant)];
     for (size_t i = 0; i < m_g.size(); ++i) m_g[i] -= m[i];
   }
@@ -82,7 +83,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "ahead", "burst"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "ahead", "burst", "handoff"}));
   RaiseParams p;
   auto alpha = double_param(params, "alpha", 3);
   if (!alpha) return alpha.status();

@@ -18,7 +18,9 @@ std::optional<TaskStreamPolicy::Choice> SqPolicy::choose(SchedContext& ctx, cons
   // The lowest type among waiting and running tasks is the current one.
   int current = 3;
   for (const Waiting& w : waiting) current = std::min(current, type_of(w));
-  for (const auto& [t, a] : active()) current = std::min(current, static_cast<int>(info(TenantId{t}).cls));
+  for (const auto& [t, a] : active()) {
+    if (t != releasing()) current = std::min(current, static_cast<int>(info(TenantId{t}).cls));
+  }
   for (size_t i = 0; i < waiting.size(); ++i) {
     if (type_of(waiting[i]) == current) return with_random_variant(ctx, waiting, i);
   }
@@ -51,7 +53,7 @@ std::optional<TaskStreamPolicy::Choice> RdPolicy::choose(SchedContext& ctx, cons
 namespace {
 template <class P>
 Result<std::unique_ptr<Policy>> make(const char* name, const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims", "ahead", "burst"}));
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims", "ahead", "burst", "handoff"}));
   auto streams = int_param(params, "streams", 4, 1);
   if (!streams) return streams.status();
   auto dims = dims_param(name, params, "random");
