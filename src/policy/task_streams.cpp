@@ -153,12 +153,17 @@ Status TaskStreamPolicy::hand_off(SchedContext& ctx, const std::vector<ReadyLaun
   for (auto& [tenant, task] : active_) {
     if (waiting.empty()) break;
     if (task.handed >= 0 || task.behind >= 0) continue;  // handed already, or not started itself
-    // Its latest dispatch: the hand-off needs the task's last kernel on its stream.
+    // The hand-off waits for the task's last kernel to be the only one left: decided when that
+    // kernel starts, not when it is queued (a whole task is queued as it starts, and a decision
+    // that early would hold the next task's resources for the whole task).
     const RunningDispatch* tail = nullptr;
+    int in_flight = 0;
     for (const RunningDispatch& d : ctx.running()) {
-      if (d.tenants.size() == 1 && d.tenants[0].value == tenant && (!tail || d.id > tail->id)) tail = &d;
+      if (d.tenants.size() != 1 || d.tenants[0].value != tenant) continue;
+      ++in_flight;
+      tail = &d;
     }
-    if (!tail || tail->launches.size() != 1 || ctx.launches_after(tail->launches[0]) > 0) continue;
+    if (in_flight != 1 || tail->launches.size() != 1 || ctx.launches_after(tail->launches[0]) > 0) continue;
     const DispatchId after = tail->id;
     const int64_t from = tenant;
     releasing_ = from;
