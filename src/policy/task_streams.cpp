@@ -225,7 +225,7 @@ Status apply_queue_params(const std::string& policy, const PolicyParams& params,
   if (!ahead) return ahead.status();
   auto burst = int_param(params, "burst", 4, 0);
   if (!burst) return Status::invalid_argument(policy + ": " + burst.status().message());
-  auto handoff = bool_param(params, "handoff", true);
+  auto handoff = bool_param(params, "handoff", false);
   if (!handoff) return Status::invalid_argument(policy + ": " + handoff.status().message());
   p.set_ahead(*ahead);
   p.set_burst(*burst);

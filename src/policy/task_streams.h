@@ -44,8 +44,10 @@ class TaskStreamPolicy : public Policy {
   // Hand-off: once a running task's last kernel is on its stream, decide now which task takes that
   // stream when it ends (with the ending task's resources counted free) and dispatch its first
   // kernel behind that last one (SchedContext::dispatch_after), so it starts when the GPU finishes
-  // the task instead of a host round trip later (25-65 us on the H200). Off: the host starts the
-  // next task when it sees the completion, as before.
+  // the task instead of a host round trip later (25-65 us on the H200). Off (the default): the
+  // host starts the next task when it sees the completion. Measured on the H200 (docs/results.md):
+  // it commits the next task to that stream, so it cannot start earlier when another task ends
+  // first, and it holds its resources meanwhile; RAISE lost 3-9% with it at 36-120 tasks.
   void set_handoff(bool on) { handoff_ = on; }
 
  protected:
@@ -92,7 +94,7 @@ class TaskStreamPolicy : public Policy {
   int streams_;
   int ahead_ = -1;
   int burst_ = 4;
-  bool handoff_ = true;
+  bool handoff_ = false;
   int64_t releasing_ = -1;
   std::vector<TaskInfo> infos_;
   std::map<int64_t, Active> active_;  // tenant -> its running task
@@ -100,7 +102,7 @@ class TaskStreamPolicy : public Policy {
 
 // The `ahead` parameter of the task-stream policies: "task" (-1, the default) or a count >= 0.
 Result<int> ahead_param(const std::string& policy, const PolicyParams& params);
-// `ahead`, `burst` (default 4, 0: no limit) and `handoff` (default on) of a task-stream policy,
+// `ahead`, `burst` (default 4, 0: no limit) and `handoff` (default off) of a task-stream policy,
 // applied to it.
 Status apply_queue_params(const std::string& policy, const PolicyParams& params, TaskStreamPolicy& p);
 

@@ -50,8 +50,8 @@ std::vector<const DispatchRecord*> handoffs(const RunRecord& r) {
 
 TEST(HandOff, OneStreamHandsEveryTaskToTheNextInTheSameOrder) {
   for (const char* policy : {"raise", "sq", "rr", "rd"}) {
-    auto on = run_on_sim(tasks(), policy, 5, {{"streams", "1"}});
-    auto off = run_on_sim(tasks(), policy, 5, {{"streams", "1"}, {"handoff", "0"}});
+    auto on = run_on_sim(tasks(), policy, 5, {{"streams", "1"}, {"handoff", "1"}});
+    auto off = run_on_sim(tasks(), policy, 5, {{"streams", "1"}});  // off by default
     ASSERT_TRUE(on.is_ok()) << policy << ": " << on.status().to_string();
     ASSERT_TRUE(off.is_ok()) << policy << ": " << off.status().to_string();
     // One stream: every task but the first is handed the stream by the task before it, decided
@@ -88,7 +88,7 @@ TEST(HandOff, OneStreamHandsEveryTaskToTheNextInTheSameOrder) {
 TEST(HandOff, TasksKeepTheirStreamLimitAndFinish) {
   for (const char* policy : {"raise", "sq", "rr", "rd"}) {
     for (const char* streams : {"2", "4"}) {
-      auto r = run_on_sim(tasks(), policy, 7, {{"streams", streams}});
+      auto r = run_on_sim(tasks(), policy, 7, {{"streams", streams}, {"handoff", "1"}});
       ASSERT_TRUE(r.is_ok()) << policy << ": " << r.status().to_string();
       for (const TenantRecord& t : r->tenants) {
         for (const RequestRecord& q : t.requests) EXPECT_GE(q.end, 0) << policy;
