@@ -299,6 +299,42 @@ TEST(CudaBackend, QueuedKernelsStartWhenTheirPredecessorEnds) {
   EXPECT_EQ(second.blocks_done[0], behind.parts[0].range.size());
 }
 
+// SchedContext::dispatch_after on the GPU (the task-stream policies' hand-off): with one stream,
+// every task but the first is dispatched behind the last kernel of the task before it (another
+// tenant, another CUDA stream), before that kernel ends, and starts only after it has ended.
+TEST(CudaBackend, HandedOffTasksStartWhenTheTaskBeforeEnds) {
+  Workload w;
+  w.name = "handoff";
+  for (int i = 0; i < 4; ++i) {
+    TenantSpec t;
+    t.name = "task" + std::to_string(i);
+    t.steps.push_back(KernelStep{*make_suite_kernel(i % 2 ? "stream_triad" : "vector_add", 1 << 24), 3});
+    w.tenants.push_back(t);
+  }
+  auto b = backend();
+  ASSERT_TRUE(b);
+  auto p = builtin_policies().make("sq", {{"streams", "1"}, {"handoff", "1"}, {"dims", "max"}, {"burst", "0"}});
+  ASSERT_TRUE(p.is_ok());
+  auto run = run_workload(w, *b, **p, EngineOptions{});
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_EQ(run->launches.size(), 12u);
+  int handed = 0;
+  for (const DispatchRecord& d : run->dispatches) {
+    EXPECT_GT(d.end, d.start);
+    if (!d.after.valid()) continue;
+    const DispatchRecord& before = run->dispatches[static_cast<size_t>(d.after.value)];
+    EXPECT_GE(d.start, before.end - 1e-6) << "dispatch " << d.id.value;
+    if (before.tenants[0] == d.tenants[0]) continue;
+    ++handed;
+    std::printf("hand-off %lld -> %lld: %.1f us from the end to the next task's start\n",
+                static_cast<long long>(before.id.value), static_cast<long long>(d.id.value), (d.start - before.end) * 1e6);
+  }
+  // Three hand-offs, each decided while the task's last kernel (100-300 us here) runs; one may
+  // miss when the host sees the second-to-last kernel's end only after the last one's.
+  EXPECT_GE(handed, 2);
+  for (const TenantRecord& t : run->tenants) EXPECT_GT(t.logical_blocks, 0);
+}
+
 // Benches make a fresh backend per run (bench/raise: over 500 in one process): each must give
 // its device memory back, buffers and contexts alike.
 TEST(CudaBackend, BackendsGiveTheirDeviceMemoryBack) {
