@@ -39,6 +39,8 @@ TEST(PolicyRegistry, BadParametersAreRejected) {
   EXPECT_EQ(builtin_policies().make("static-partition", {{"weights", "1,-2"}}).status().code(),
             StatusCode::invalid_argument);
   EXPECT_TRUE(builtin_policies().make("static-partition", {{"weights", "2,1.5"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("static-partition", {{"weights", "2/1.5/1"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("static-partition", {{"weights", "2/x"}}).is_ok());
 }
 
 TEST(StaticPartition, WeightedSharesAreDisjointAndCoverTheGpu) {

@@ -89,7 +89,8 @@ Result<std::unique_ptr<Policy>> make_static_partition(const PolicyParams& params
   if (auto it = params.find("weights"); it != params.end()) {
     std::string item;
     for (size_t i = 0; i <= it->second.size(); ++i) {
-      if (i < it->second.size() && it->second[i] != ',') {
+      // ',' or '/' between weights ('/' where the spec itself sits in a comma-separated list).
+      if (i < it->second.size() && it->second[i] != ',' && it->second[i] != '/') {
         item += it->second[i];
         continue;
       }
