@@ -133,6 +133,27 @@ TEST(RaiseDecision, CascadeTriesTheNextTypeWhenTheChosenOneDoesNotFit) {
   EXPECT_NE(bad.status().message().find("cascade"), std::string::npos);
 }
 
+TEST(RaiseDecision, ClampKeepsTheRemainingResourcesAtZeroOrAbove) {
+  // Two tasks whose AOC and SME add up to more than the GPU has.
+  const RaiseVector a = vec(8, 9, 8, 8, 6, 2, 5, 3);
+  const RaiseVector b = vec(7, 9, 1, 1, 2, 8, 3, 4);
+  const auto plain = policy::raise_remaining({&a, &b}, false);
+  const auto clamped = policy::raise_remaining({&a, &b}, true);
+  EXPECT_NEAR(plain[0], -5, 1e-9);
+  EXPECT_NEAR(plain[1], -8, 1e-9);
+  EXPECT_NEAR(clamped[0], 0, 1e-9);
+  EXPECT_NEAR(clamped[1], 0, 1e-9);
+  for (size_t i = 2; i < plain.size(); ++i) EXPECT_NEAR(clamped[i], std::max(plain[i], 0.0), 1e-9);
+  // IPC and DU used up: LAT. A light LAT task (S_t 1.0) does not fit beside them unclamped
+  // (S_g^lat = -4/8), does clamped (9/8): the negative metrics no longer hide what is left.
+  const std::vector<RaiseVector> lat{vec(1, 2, 1, 1, 0, 1, 1, 1)};
+  const std::vector<RaiseCandidate> tasks{{&lat, RaiseClass::lat}};
+  EXPECT_FALSE(policy::raise_decide(plain, tasks, 3, 3, -1).has_value());
+  EXPECT_TRUE(policy::raise_decide(clamped, tasks, 3, 3, -1).has_value());
+  EXPECT_TRUE(builtin_policies().make("raise", {{"clamp", "1"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("raise", {{"clamp", "2"}}).is_ok());
+}
+
 // A workload of COM, MEM and LAT tasks with measured-looking vectors attached to every variant.
 Workload typed_tasks(int per_type) {
   std::vector<TenantSpec> ts;

@@ -1,5 +1,7 @@
 #include "policy/raise/raise_policy.h"
 
+#include <algorithm>
+
 #include "policy/params.h"
 
 namespace concord::policy {
@@ -52,15 +54,25 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
   return std::nullopt;
 }
 
-RaiseVector RaisePolicy::global() const {
+RaiseVector raise_remaining(const std::vector<const RaiseVector*>& running, bool clamp) {
   RaiseVector m_g;
   m_g.fill(10);
-  for (const auto& [t, a] : active()) {
-    if (t == releasing()) continue;  // a hand-off decision: that task's resources are about to come back
-    const RaiseVector& m = info(TenantId{t}).vectors[static_cast<size_t>(a.variant)];
-    for (size_t i = 0; i < m_g.size(); ++i) m_g[i] -= m[i];
+  for (const RaiseVector* m : running) {
+    for (size_t i = 0; i < m_g.size(); ++i) m_g[i] -= (*m)[i];
+  }
+  if (clamp) {
+    for (double& x : m_g) x = std::max(x, 0.0);
   }
   return m_g;
+}
+
+RaiseVector RaisePolicy::global() const {
+  std::vector<const RaiseVector*> running;
+  for (const auto& [t, a] : active()) {
+    if (t == releasing()) continue;  // a hand-off decision: that task's resources are about to come back
+    running.push_back(&info(TenantId{t}).vectors[static_cast<size_t>(a.variant)]);
+  }
+  return raise_remaining(running, p_.clamp);
 }
 
 std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, const std::vector<Waiting>& waiting) {
@@ -83,7 +95,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "ahead", "burst", "handoff"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "clamp", "ahead", "burst", "handoff"}));
   RaiseParams p;
   auto alpha = double_param(params, "alpha", 3);
   if (!alpha) return alpha.status();
@@ -101,6 +113,9 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   auto cascade = bool_param(params, "cascade", p.cascade);
   if (!cascade) return cascade.status();
   p.cascade = *cascade;
+  auto clamp = bool_param(params, "clamp", p.clamp);
+  if (!clamp) return clamp.status();
+  p.clamp = *clamp;
   auto dims = dims_param("raise", params, "dynamic");
   if (!dims) return dims.status();
   p.fixed_variant = *dims;

@@ -25,13 +25,15 @@ struct RaiseParams {
   int fixed_variant = -1;  // -1: dynamic dimensions; else always this variant index (min 0, mid 1, max 2)
   double tie = 0.1;        // scores this close to the best count as equal (0: the paper's strict maximum)
   bool cascade = false;    // the chosen type's tasks all too heavy: try the next type instead of holding
+  bool clamp = false;      // M_g never below 0 on a metric (the paper keeps resources in 0..10)
 };
 
 class RaisePolicy final : public TaskStreamPolicy {
  public:
   explicit RaisePolicy(RaiseParams p) : TaskStreamPolicy(p.streams), p_(p) {}
   std::string name() const override { return "raise"; }
-  // M_g: 10 on every metric minus the vectors of the tasks running now (derived, never drifts).
+  // M_g: 10 on every metric minus the vectors of the tasks running now (derived, never drifts);
+  // with `clamp`, no metric below 0.
   RaiseVector global() const;
 
  protected:
@@ -50,6 +52,9 @@ struct RaiseCandidate {
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
                                                    double alpha, double beta, int fixed_variant, double tie = 0,
                                                    bool cascade = false);
+
+// M_g: 10 on every metric minus the running tasks' vectors; with `clamp`, no metric below 0.
+RaiseVector raise_remaining(const std::vector<const RaiseVector*>& running, bool clamp);
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params);
 
