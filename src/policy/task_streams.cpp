@@ -148,6 +148,18 @@ Status TaskStreamPolicy::start_task(SchedContext& ctx, const std::vector<ReadyLa
   return Status::ok();
 }
 
+// A task's dispatches in flight (one running, the rest queued behind it) and the latest of them.
+std::pair<int, const RunningDispatch*> TaskStreamPolicy::in_flight_of(const SchedContext& ctx, int64_t tenant) {
+  int n = 0;
+  const RunningDispatch* tail = nullptr;
+  for (const RunningDispatch& d : ctx.running()) {
+    if (d.tenants.size() != 1 || d.tenants[0].value != tenant) continue;
+    ++n;
+    if (!tail || d.id > tail->id) tail = &d;
+  }
+  return {n, tail};
+}
+
 Status TaskStreamPolicy::hand_off(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<Waiting>& waiting) {
   bool any = false;
   for (auto& [tenant, task] : active_) {
@@ -156,13 +168,7 @@ Status TaskStreamPolicy::hand_off(SchedContext& ctx, const std::vector<ReadyLaun
     // The hand-off waits for the task's last kernel to be the only one left: decided when that
     // kernel starts, not when it is queued (a whole task is queued as it starts, and a decision
     // that early would hold the next task's resources for the whole task).
-    const RunningDispatch* tail = nullptr;
-    int in_flight = 0;
-    for (const RunningDispatch& d : ctx.running()) {
-      if (d.tenants.size() != 1 || d.tenants[0].value != tenant) continue;
-      ++in_flight;
-      tail = &d;
-    }
+    const auto [in_flight, tail] = in_flight_of(ctx, tenant);
     if (in_flight != 1 || tail->launches.size() != 1 || ctx.launches_after(tail->launches[0]) > 0) continue;
     const DispatchId after = tail->id;
     const int64_t from = tenant;
@@ -184,14 +190,7 @@ Status TaskStreamPolicy::queue_ahead(SchedContext& ctx) {
   if (ahead_ == 0) return Status::ok();
   int queued = 0;
   for (const auto& [tenant, task] : active_) {
-    // The task's dispatches in flight (one running, the rest queued behind it) and the latest.
-    int in_flight = 0;
-    const RunningDispatch* tail = nullptr;
-    for (const RunningDispatch& d : ctx.running()) {
-      if (d.tenants.size() != 1 || d.tenants[0].value != tenant) continue;
-      ++in_flight;
-      if (!tail || d.id > tail->id) tail = &d;
-    }
+    auto [in_flight, tail] = in_flight_of(ctx, tenant);
     if (!tail) continue;  // its next kernel is ready, not yet dispatched
     DispatchId last = tail->id;
     LaunchId launch = tail->launches[0];

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "concord/policy.h"
@@ -85,6 +86,8 @@ class TaskStreamPolicy : public Policy {
  private:
   // Queues the kernels of running tasks behind their latest dispatch, up to `ahead_`.
   Status queue_ahead(SchedContext& ctx);
+  // A task's dispatches in flight (running or queued behind) and the latest of them (null: none).
+  static std::pair<int, const RunningDispatch*> in_flight_of(const SchedContext& ctx, int64_t tenant);
   // Hands the streams of tasks whose last kernel is dispatched to their successors.
   Status hand_off(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<Waiting>& waiting);
   // Dispatches the first launch of waiting[c.index] (behind `after` when valid) and records it.
