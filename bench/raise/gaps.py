@@ -2,7 +2,9 @@
 """Where a task-stream run's time goes, from `concord run --trace` files (Chrome trace JSON):
 the share of the makespan with no kernel on the GPU, the gaps between one task's consecutive
 kernels (a completion seen by the host, the policy, the next launch), and the time-weighted mean
-number of kernels and tasks in flight. Usage: gaps.py trace.json [trace.json ...]"""
+number of kernels and tasks in flight, and how long after some task's last kernel ended the next
+task's first kernel started (the host's reaction: a completion seen, a decision, a launch; only
+starts within 300 us of an end count). Usage: gaps.py trace.json [trace.json ...]"""
 import json
 import sys
 from collections import defaultdict
@@ -35,8 +37,9 @@ def sweep(spans):
 
 def main(paths):
     print("| trace | makespan ms | no kernel running | gaps inside tasks (sum, per kernel) | kernels in flight | tasks in flight "
-          "| backend us a dispatch | policy us a dispatch | completion seen after end, us (median / p90 / max) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| backend us a dispatch | policy us a dispatch | completion seen after end, us (median / p90 / max) "
+          "| task start after an end (count, median us, sum as share of the makespan) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path in paths:
         d = json.load(open(path))
         ev = d["traceEvents"] if isinstance(d, dict) else d
@@ -58,6 +61,15 @@ def main(paths):
                 if inside and a1 >= b0:
                     gaps += a1 - b0
                     n += 1
+        # Task starts that followed an end: from the latest task end before the start.
+        ends = sorted(v[-1][1] for v in kernels.values())
+        react = []
+        for v in kernels.values():
+            before = [e for e in ends if e <= v[0][0]]
+            if before and v[0][0] - before[-1] < 300:
+                react.append(v[0][0] - before[-1])
+        react.sort()
+        reaction = (f"{len(react)}, {react[len(react) // 2]:.0f}, {100 * sum(react) / span:.1f}%" if react else "-")
         # The engine's counters, from the results JSON beside the trace (x.trace.json -> x.result.json).
         cost = ["-", "-"]
         seen = "-"
@@ -72,7 +84,7 @@ def main(paths):
         except (OSError, KeyError, ZeroDivisionError, ValueError):
             pass
         print(f"| {path} | {span / 1e3:.3f} | {100 * (span - busy) / span:.1f}% | {gaps / 1e3:.3f} ms, "
-              f"{gaps / max(n, 1):.1f} us | {area / span:.2f} | {task_area / span:.2f} | {cost[0]} | {cost[1]} | {seen} |")
+              f"{gaps / max(n, 1):.1f} us | {area / span:.2f} | {task_area / span:.2f} | {cost[0]} | {cost[1]} | {seen} | {reaction} |")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ class TaskStreamPolicy : public Policy {
   // Hand-off: once a running task's last kernel is on its stream, decide now which task takes that
   // stream when it ends (with the ending task's resources counted free) and dispatch its first
   // kernel behind that last one (SchedContext::dispatch_after), so it starts when the GPU finishes
-  // the task instead of a host round trip later (25-65 us on the H200). Off (the default): the
+  // the task instead of a host round trip later (30-66 us on the H200, bench/raise/gaps.py). Off (the default): the
   // host starts the next task when it sees the completion. Measured on the H200 (docs/results.md):
   // it commits the next task to that stream, so it cannot start earlier when another task ends
   // first, and it holds its resources meanwhile; RAISE lost 3-9% with it at 36-120 tasks.
