@@ -19,6 +19,7 @@
 #include "concord/policy.h"
 #include "concord/profile.h"
 #include "concord/workload.h"
+#include "policy/raise/raise_policy.h"
 
 #ifdef CONCORD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -129,6 +130,9 @@ int main(int argc, char** argv) {
         plan.push_back({"alpha", "raise", {{"alpha", std::to_string(v)}}, sens_tasks, seed});
         plan.push_back({"beta", "raise", {{"beta", std::to_string(v)}}, sens_tasks, seed});
       }
+      // The paper's own rule for its 3 (VI-A): a little above the tasks' mean IPC / DU.
+      plan.push_back({"alpha", "raise", {{"alpha", "auto"}}, sens_tasks, seed});
+      plan.push_back({"beta", "raise", {{"beta", "auto"}}, sens_tasks, seed});
       for (int k = 1; k <= 8; ++k) {
         plan.push_back({"streams", "raise", {{"streams", std::to_string(k)}}, sens_tasks, seed});
         plan.push_back({"streams", "rd", {{"streams", std::to_string(k)}}, sens_tasks, seed});
@@ -177,6 +181,10 @@ int main(int argc, char** argv) {
     }
     nlohmann::json j{{"group", r.group}, {"policy", r.policy}, {"params", r.params}, {"tasks", r.tasks}, {"seed", r.seed},
                      {"makespan_s", rec->makespan}, {"policy_s", rec->stats.policy_seconds}};
+    if (const auto* raise = dynamic_cast<const policy::RaisePolicy*>(policy->get())) {
+      j["alpha"] = raise->alpha();  // the thresholds it ran with (`auto`: from these tasks)
+      j["beta"] = raise->beta();
+    }
     results["runs"].push_back(j);
     ++done;
     if (done % 20 == 0 || done == static_cast<int>(plan.size())) {

@@ -85,7 +85,14 @@ def main(path):
         print()
     def sweep(name, title):
         """One raise parameter's sweep against sq at the sensitivity task count."""
-        g = group(name, lambda r: float(r["params"][name]))
+        # Numbers in order, then words (`auto`: the threshold from the tasks' mean, + 0.5).
+        def key(r):
+            v = r["params"][name]
+            try:
+                return (0, float(v))
+            except ValueError:
+                return (1, v)
+        g = group(name, key)
         if not g:
             return
         print(f"{title}:\n")
@@ -93,7 +100,12 @@ def main(path):
         print("|---:|---:|---:|")
         for (_, v), m in sorted(g.items(), key=lambda kv: kv[0][1]):
             s = f"{st.mean(sq_ref) / st.mean(m):.3f}x" if sq_ref else "-"
-            print(f"| {v:g} | {ms(st.mean(m)):.2f} | {s} |")
+            label = f"{v[1]:g}" if v[0] == 0 else v[1]
+            used = sorted({r[name] for r in runs if r["group"] == name and r["params"][name] == v[1] and name in r})
+            if v[0] == 1 and used:  # the value an `auto` run resolved to
+                label += " (" + ", ".join(f"{u:.2f}" for u in used) + ")"
+
+            print(f"| {label} | {ms(st.mean(m)):.2f} | {s} |")
         print()
 
     for name in ["alpha", "beta"]:

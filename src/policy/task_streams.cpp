@@ -67,7 +67,8 @@ TaskInfo task_info(const TenantSpec& tenant, const Estimator& estimator) {
   }
   // The class of the task's largest-block variant (Table IV's types are read on Max).
   const KernelSpec& first = tenant.steps.front().kernel;
-  info.cls = raise_class(info.vectors[static_cast<size_t>(std::min<int>(max_variant(first), variants - 1))]);
+  info.class_variant = static_cast<size_t>(std::min<int>(max_variant(first), variants - 1));
+  info.cls = raise_class(info.vectors[info.class_variant]);
   return info;
 }
 

@@ -18,6 +18,7 @@ namespace concord::policy {
 struct TaskInfo {
   std::vector<RaiseVector> vectors;  // per variant of its kernels
   RaiseClass cls = RaiseClass::lat;  // by the vector of its largest-block variant (raise.md VI-A)
+  size_t class_variant = 0;          // that variant: the vector `cls` was read from
   bool measured = true;              // false when any kernel's metrics were estimated
 };
 
@@ -68,6 +69,7 @@ class TaskStreamPolicy : public Policy {
 
   Status schedule(SchedContext& ctx) override;
   const TaskInfo& info(TenantId t) const { return infos_[static_cast<size_t>(t.value)]; }
+  const std::vector<TaskInfo>& infos() const { return infos_; }
   // Tasks holding a stream: running, or handed a stream that a running task will free.
   int running_tasks() const { return static_cast<int>(active_.size()); }
   // The tasks running now (and those handed a stream), by tenant, with their variants.

@@ -319,6 +319,37 @@ TEST(RaisePolicy, EachRequestOfATenantIsATaskOfItsOwn) {
 }
 
 
+TEST(RaisePolicy, AutoThresholdsAreTheTasksMeanPlusAHalf) {
+  // Each task's metric is read on the variant its type came from (class_variant), not the others.
+  policy::TaskInfo a, b;
+  a.vectors = {vec(0, 0, 9, 0, 0, 9, 0, 0), vec(0, 0, 2, 0, 0, 1, 0, 0)};
+  a.class_variant = 1;
+  b.vectors = {vec(0, 0, 3, 0, 0, 6, 0, 0)};
+  b.class_variant = 0;
+  auto alpha = policy::raise_auto_threshold({a, b}, RaiseMetric::ipc);
+  auto beta = policy::raise_auto_threshold({a, b}, RaiseMetric::du);
+  ASSERT_TRUE(alpha.is_ok() && beta.is_ok());
+  EXPECT_DOUBLE_EQ(*alpha, 3.0);  // (2 + 3) / 2 + 0.5: the paper's 2.5 -> 3
+  EXPECT_DOUBLE_EQ(*beta, 4.0);   // (1 + 6) / 2 + 0.5
+  EXPECT_FALSE(policy::raise_auto_threshold({}, RaiseMetric::ipc).is_ok());
+
+  // On a run: typed_tasks' IPC 7 / 1.5 / 0.5 and DU 1 / 8 / 1 give alpha 3.5 and beta 3.83.
+  policy::RaiseParams p;
+  p.alpha_auto = true;
+  p.beta_auto = true;
+  policy::RaisePolicy raise(p);
+  auto r = run_on_sim(typed_tasks(2), raise);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_DOUBLE_EQ(raise.alpha(), 3.5);
+  EXPECT_NEAR(raise.beta(), 10.0 / 3 + 0.5, 1e-12);
+  // A number stays a number; `auto` parses; anything else names the parameter.
+  EXPECT_TRUE(builtin_policies().make("raise", {{"alpha", "auto"}, {"beta", "auto"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("raise", {{"alpha", "4.5"}}).is_ok());
+  auto bad = builtin_policies().make("raise", {{"beta", "automatic"}});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("beta"), std::string::npos) << bad.status().message();
+}
+
 TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
   // Two steps with measured vectors: the task's vector per variant weights each by its estimated
   // time x count (raise.md VI-A); the class is read on the largest-block variant.

@@ -66,6 +66,30 @@ RaiseVector raise_remaining(const std::vector<const RaiseVector*>& running, bool
   return m_g;
 }
 
+Result<double> raise_auto_threshold(const std::vector<TaskInfo>& tasks, RaiseMetric metric) {
+  if (tasks.empty()) return Status::invalid_argument("raise: an `auto` threshold needs at least one task");
+  double sum = 0;
+  for (const TaskInfo& t : tasks) sum += at(t.vectors.at(t.class_variant), metric);
+  return sum / static_cast<double>(tasks.size()) + 0.5;
+}
+
+Status RaisePolicy::on_start(SchedContext& ctx) {
+  CONCORD_RETURN_IF_ERROR(TaskStreamPolicy::on_start(ctx));
+  alpha_ = p_.alpha;
+  beta_ = p_.beta;
+  if (p_.alpha_auto) {
+    auto a = raise_auto_threshold(infos(), RaiseMetric::ipc);
+    if (!a) return a.status();
+    alpha_ = *a;
+  }
+  if (p_.beta_auto) {
+    auto b = raise_auto_threshold(infos(), RaiseMetric::du);
+    if (!b) return b.status();
+    beta_ = *b;
+  }
+  return Status::ok();
+}
+
 RaiseVector RaisePolicy::global() const {
   std::vector<const RaiseVector*> running;
   for (const auto& [t, a] : active()) {
@@ -80,7 +104,7 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
   std::vector<RaiseCandidate> tasks;
   tasks.reserve(waiting.size());
   for (const Waiting& w : waiting) tasks.push_back({&info(w.tenant).vectors, info(w.tenant).cls});
-  auto pick = raise_decide(global(), tasks, p_.alpha, p_.beta, p_.fixed_variant, p_.tie, p_.cascade);
+  auto pick = raise_decide(global(), tasks, alpha_, beta_, p_.fixed_variant, p_.tie, p_.cascade);
   if (pick) return Choice{pick->first, pick->second};
   if (running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
   // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
@@ -97,14 +121,22 @@ std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, c
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "clamp", "ahead", "burst", "handoff"}));
   RaiseParams p;
-  auto alpha = double_param(params, "alpha", 3);
-  if (!alpha) return alpha.status();
-  auto beta = double_param(params, "beta", 3);
-  if (!beta) return beta.status();
+  // A threshold: a number, or `auto` (from the workload's tasks when the run starts).
+  auto threshold = [&](const char* key, double& value, bool& automatic) -> Status {
+    auto it = params.find(key);
+    if (it != params.end() && it->second == "auto") {
+      automatic = true;
+      return Status::ok();
+    }
+    auto v = double_param(params, key, value);
+    if (!v) return v.status();
+    value = *v;
+    return Status::ok();
+  };
+  CONCORD_RETURN_IF_ERROR(threshold("alpha", p.alpha, p.alpha_auto));
+  CONCORD_RETURN_IF_ERROR(threshold("beta", p.beta, p.beta_auto));
   auto streams = int_param(params, "streams", 4, 1);
   if (!streams) return streams.status();
-  p.alpha = *alpha;
-  p.beta = *beta;
   p.streams = *streams;
   auto tie = double_param(params, "tie", p.tie);
   if (!tie) return tie.status();

@@ -21,6 +21,11 @@ namespace concord::policy {
 struct RaiseParams {
   double alpha = 3;   // IPC threshold
   double beta = 3;    // DU threshold
+  // `alpha=auto` / `beta=auto`: the threshold from the workload's own tasks, as the paper derived
+  // its 3 (Section VI-A: the tasks' IPC and DU average about 2.5, thresholds set a little above):
+  // the mean over the tasks of the metric on the vector each task's type is read from, + 0.5.
+  bool alpha_auto = false;
+  bool beta_auto = false;
   int streams = 4;    // N_str
   int fixed_variant = -1;  // -1: dynamic dimensions; else always this variant index (min 0, mid 1, max 2)
   double tie = 0.1;        // scores this close to the best count as equal (0: the paper's strict maximum)
@@ -30,8 +35,12 @@ struct RaiseParams {
 
 class RaisePolicy final : public TaskStreamPolicy {
  public:
-  explicit RaisePolicy(RaiseParams p) : TaskStreamPolicy(p.streams), p_(p) {}
+  explicit RaisePolicy(RaiseParams p) : TaskStreamPolicy(p.streams), p_(p), alpha_(p.alpha), beta_(p.beta) {}
   std::string name() const override { return "raise"; }
+  Status on_start(SchedContext& ctx) override;
+  // The thresholds in use (after on_start for `auto`).
+  double alpha() const { return alpha_; }
+  double beta() const { return beta_; }
   // M_g: 10 on every metric minus the vectors of the tasks running now (derived, never drifts);
   // with `clamp`, no metric below 0.
   RaiseVector global() const;
@@ -41,7 +50,14 @@ class RaisePolicy final : public TaskStreamPolicy {
 
  private:
   RaiseParams p_;
+  double alpha_ = 3;
+  double beta_ = 3;
 };
+
+// The `auto` threshold on `metric` (IPC or DU): the mean over `tasks` of that metric on the vector
+// each task's type was read from, plus 0.5 (raise.md VI-A: averages about 2.5, thresholds 3).
+// An error when there are no tasks.
+Result<double> raise_auto_threshold(const std::vector<TaskInfo>& tasks, RaiseMetric metric);
 
 // The decision on its own (unit-tested): given M_g and the waiting tasks' vectors per variant and
 // classes, the (task, variant) to start, or nullopt to hold.
