@@ -101,7 +101,7 @@ def main(path):
         for (_, v), m in sorted(g.items(), key=lambda kv: kv[0][1]):
             s = f"{st.mean(sq_ref) / st.mean(m):.3f}x" if sq_ref else "-"
             label = f"{v[1]:g}" if v[0] == 0 else v[1]
-            used = sorted({r[name] for r in runs if r["group"] == name and r["params"][name] == v[1] and name in r})
+            used = sorted({round(r[name], 2) for r in runs if r["group"] == name and r["params"][name] == v[1] and name in r})
             if v[0] == 1 and used:  # the value an `auto` run resolved to
                 label += " (" + ", ".join(f"{u:.2f}" for u in used) + ")"
 
