@@ -83,6 +83,14 @@ def main(bench_path, mps_path=None, rename=None):
     schemes = [s for s in order if any(s in v for v in rows.values())]
     print(f"Device: {b.get('device', '?')} ({b['backend']}). STP = sum over tenants of alone / shared time "
           f"(alone: each tenant alone on the whole GPU in the same process run).\n")
+    # FEDCM's evaluation keeps only workloads whose tasks' alone times lie within 10x of each other.
+    spans = {}
+    for (w, _), a in alone.items():
+        lo, hi = spans.get(w, (a, a))
+        spans[w] = (min(lo, a), max(hi, a))
+    wide = sorted(w for w, (lo, hi) in spans.items() if lo <= 0 or hi / lo > 10)
+    print(f"Tenants' alone times within 10x of each other (FEDCM's rule): {len(spans) - len(wide)} of {len(spans)} "
+          f"workloads" + (f"; wider: {', '.join(wide)}" if wide else "") + ".\n")
     for key, title in (("stp", "STP over the whole run"), ("stp_window", "STP over the co-run window")):
         if not all(key in r[s] for r in rows.values() for s in r):
             print(f"({title}: not in these files)\n")
@@ -120,6 +128,29 @@ def main(bench_path, mps_path=None, rename=None):
             mean = lambda k: f"{st.mean(g[k]):.3f}x" if g.get(k) else "-"
             print(f"| {n} | {mean('serial')} | {PAPER.get(n, 0):.3f}x | {mean('streams')} | "
                   + (f"{mean('best-mps')} | " if mps_path else "") + " | ".join(mean(s) for s in others) + " |")
+        print()
+        # How many workloads reach issue 5's bars (fedcm >= 1.5x serial at N = 2, 1.9x at N = 4;
+        # >= 1.15x streams and the best MPS) and the overhead bar (< 2%).
+        bars = {2: 1.5, 4: 1.9}
+        print("| N | workloads | fedcm ≥ bar x serial | fedcm ≥ 1.15x streams | " + ("fedcm ≥ 1.15x best MPS | " if mps_path else "")
+              + "fedcm > fedc | fedcm > krisp | overhead < 2% |")
+        print("|---:|---:|---:|---:|" + ("---:|" if mps_path else "") + "---:|---:|---:|")
+        for n in sorted(by_n):
+            ws = [w for w in rows if n_of[w] == n and "fedcm" in rows[w]]
+            def count(pred):
+                return sum(1 for w in ws if pred(rows[w]))
+            def over(r, s, x):
+                return s in r and r[s][key] > 0 and r["fedcm"][key] / r[s][key] >= x
+            bar = bars.get(n)
+            cells = [str(n), str(len(ws)), f"{count(lambda r: over(r, 'serial', bar))} (bar {bar}x)" if bar else "-",
+                     str(count(lambda r: over(r, "streams", 1.15)))]
+            if mps_path:
+                cells.append(str(count(lambda r: any(s in r for s in ("mps", "mps-limited")) and r["fedcm"][key] >=
+                                       1.15 * max(r[s][key] for s in ("mps", "mps-limited") if s in r))))
+            cells.append(str(count(lambda r: "fedc" in r and r["fedcm"][key] > r["fedc"][key])))
+            cells.append(str(count(lambda r: "krisp" in r and r["fedcm"][key] > r["krisp"][key])))
+            cells.append(str(count(lambda r: r["fedcm"].get("engine_s") and overhead(r["fedcm"]) < 2)))
+            print("| " + " | ".join(cells) + " |")
         print()
         means = {s: st.mean(rows[w][s][key] for w in rows) for s in schemes if all(s in rows[w] for w in rows)}
         print("Mean over the workloads: " + ", ".join(f"{s} {v:.3f}" for s, v in means.items()) + "\n")
