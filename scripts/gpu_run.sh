@@ -125,7 +125,7 @@ fi
 if has fedcm; then
   # FEDCM_WORKLOADS (default bench/fedcm/workloads/*.yaml), FEDCM_SCHEMES (the bench's --schemes,
   # e.g. "serial,streams,krisp,fedc,fedcm,fedcm:sharing=native"), FEDCM_SIGMAS ("none": no sweep),
-  # FEDCM_GAMMAS, FEDCM_MPS=0 (no MPS peers), FEDCM_PROFILES (stored profile JSON files to import
+  # FEDCM_GAMMAS, FEDCM_MPS=0 (no MPS peers), FEDCM_MPS_S (their time limit, default 300 s), FEDCM_PROFILES (stored profile JSON files to import
   # instead of measuring the workloads' kernels again).
   workloads=(${FEDCM_WORKLOADS:-bench/fedcm/workloads/*.yaml})
   if [ -n "${FEDCM_PROFILES:-}" ]; then
@@ -145,7 +145,7 @@ if has fedcm; then
     --profiles "$out/fedcm_profiles.db" --out "$out/fedcm_bench.json" "${extra[@]}"
   if [ "${FEDCM_MPS:-1}" != 0 ]; then
     trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/concord-mps/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
-    step fedcm_mps 300 "$bin/concord_fedcm_bench" mps "${workloads[@]}" --work-dir /tmp/concord-mps \
+    step fedcm_mps "${FEDCM_MPS_S:-300}" "$bin/concord_fedcm_bench" mps "${workloads[@]}" --work-dir /tmp/concord-mps \
       --out "$out/fedcm_mps.json"
   fi
   if command -v python3 >/dev/null 2>&1; then

@@ -48,10 +48,19 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Writes `j` to a temporary file beside `path` and renames it over `path`: a reader (or a run
+// killed mid-write) sees the previous complete file or the new one, never half of one.
 Status write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream f(path);
-  f << j.dump(1) << "\n";
-  if (!f) return Status::io_error(path + ": cannot write");
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << j.dump(1) << "\n";
+    f.flush();
+    if (!f) return Status::io_error(tmp + ": cannot write");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::io_error(path + ": cannot replace with " + tmp + ": " + ec.message());
   return Status::ok();
 }
 
@@ -86,7 +95,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
     if (!d) return fail(d.status());
     cfg.device = *d;
   }
-  nlohmann::json results{{"backend", backend}, {"runs", nlohmann::json::array()}};
+  nlohmann::json results{{"backend", backend}, {"complete", false}, {"runs", nlohmann::json::array()}};
   ReferenceCache cache;
   for (const std::string& path : workloads) {
     auto w = load_workload_file(path);
@@ -170,7 +179,10 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
                 << r->metrics.stp << ", window STP " << r->metrics.stp_window << ", makespan " << r->metrics.makespan * 1e3 << " ms ("
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
     }
+    // After every workload: a bench stopped later (a time limit) keeps what it measured.
+    if (Status s = write_json(out, results); !s) return fail(s);
   }
+  results["complete"] = true;
   if (Status s = write_json(out, results); !s) return fail(s);
   return 0;
 }
@@ -231,7 +243,7 @@ int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, 
     if (sh("nvidia-cuda-mps-control -d") != 0) return fail(Status::device_error("could not start the MPS daemon (nvidia-cuda-mps-control -d)"));
     std::cerr << "MPS daemon started (pipe " << pipe << ")\n";
   }
-  nlohmann::json results{{"mode", "mps"}, {"runs", nlohmann::json::array()}};
+  nlohmann::json results{{"mode", "mps"}, {"complete", false}, {"runs", nlohmann::json::array()}};
   int rc = 0;
   for (const std::string& path : workloads) {
     auto w = load_workload_file(path);
@@ -293,7 +305,10 @@ int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, 
       results["runs"].push_back(run);
       if (!ok) rc = 1;
     }
+    // After every workload, so a bench stopped by a time limit keeps the peers it measured.
+    if (Status s = write_json(out, results); !s) return fail(s);
   }
+  results["complete"] = rc == 0;
   if (start_daemon) {
     sh("echo quit | nvidia-cuda-mps-control");
     std::ifstream log(work + "/mps-log/control.log");

@@ -41,6 +41,11 @@ def window_stp(tenants, alone):
 
 def main(bench_path, mps_path=None, rename=None):
     b = json.load(open(bench_path))
+    m = json.load(open(mps_path)) if mps_path else None
+    for path, d in ((bench_path, b), (mps_path, m)):
+        if d is not None and d.get("complete") is False:
+            print(f"Note: {path} is partial (the bench stopped before its last workload): "
+                  f"{len(d['runs'])} runs.\n")
     for r in b["runs"]:
         if not r["sweep"] and rename and r["scheme"] in rename:
             r["scheme"] = rename[r["scheme"]]
@@ -62,8 +67,7 @@ def main(bench_path, mps_path=None, rename=None):
             rows[r["workload"]][r["scheme"]] = r
             if r["scheme"] not in order:
                 order.append(r["scheme"])
-    if mps_path:
-        m = json.load(open(mps_path))
+    if m is not None:
         for r in m["runs"]:
             if not r.get("ok") or any((r["workload"], t["name"]) not in alone for t in r["tenants"]):
                 continue  # failed, or its workload is missing from the in-process run (no alone times)
