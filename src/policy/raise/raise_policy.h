@@ -23,8 +23,8 @@ struct RaiseParams {
   double beta = 3;    // DU threshold
   // `alpha=auto` / `beta=auto`: the threshold from the workload's own tasks, as the paper derived
   // its 3 (Section VI-A: the tasks' IPC and DU average about 2.5, thresholds set a little above):
-  // the mean over the workload's tenants (task types; a tenant's requests are tasks of one type)
-  // of the metric on the vector each type's class is read from, + 0.5.
+  // the mean over the workload's tenants (each once, however many requests it runs) of the metric
+  // on the vector each tenant's class is read from, + 0.5.
   bool alpha_auto = false;
   bool beta_auto = false;
   int streams = 4;    // N_str
@@ -55,8 +55,8 @@ class RaisePolicy final : public TaskStreamPolicy {
   double beta_ = 3;
 };
 
-// The `auto` threshold on `metric` (IPC or DU): the mean over `tasks` (one per tenant, i.e. per
-// task type) of that metric on the vector each one's class was read from, plus 0.5 (raise.md VI-A: averages about 2.5, thresholds 3).
+// The `auto` threshold on `metric` (IPC or DU): the mean over `tasks` (one per tenant) of that
+// metric on the vector each one's class was read from, plus 0.5 (raise.md VI-A: averages about 2.5, thresholds 3).
 // An error when there are no tasks.
 Result<double> raise_auto_threshold(const std::vector<TaskInfo>& tasks, RaiseMetric metric);
 
