@@ -4,9 +4,10 @@ peers when their JSON is given), ratios to serial, streams and MPS, end-to-end s
 scheduling overhead, and the sigma and gamma sweeps. Two STPs: over the whole run (each tenant's
 alone time over its own finish) and over the co-run window (until the first tenant finishes: the
 work each tenant did in it, at alone speed, over the window; serial scores 1 there, as in FEDCM's
-evaluation). Usage: summarize.py [--rename old=new ...] fedcm_bench.json [fedcm_mps.json]
+evaluation). Usage: summarize.py [--rename old=new ...] fedcm_bench.json[.gz] [fedcm_mps.json[.gz]]
 (--rename relabels schemes, e.g. for a run whose plain "fedcm" had another default:
 --rename 'fedcm=>fedcm:sharing=arbitrate' --rename 'fedcm:sharing=native=>fedcm')."""
+import gzip
 import json
 import statistics as st
 import sys
@@ -14,6 +15,16 @@ from collections import defaultdict
 
 SCHEMES = ["serial", "streams", "mps-limited", "mps", "krisp", "fedc", "fedcm"]
 PAPER = {2: 1.582, 3: 1.948, 4: 2.294}  # FEDCM over Serial, fedcm.md V-A (AMD GPU)
+
+
+def load(path):
+    """A results file, plain or gzipped (bench/results keeps the large ones as .json.gz)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"summarize.py: {path}: {e}")
 
 
 def overhead(r):
@@ -40,8 +51,8 @@ def window_stp(tenants, alone):
 
 
 def main(bench_path, mps_path=None, rename=None):
-    b = json.load(open(bench_path))
-    m = json.load(open(mps_path)) if mps_path else None
+    b = load(bench_path)
+    m = load(mps_path) if mps_path else None
     for path, d in ((bench_path, b), (mps_path, m)):
         if d is not None and d.get("complete") is False:
             print(f"Note: {path} is partial (the bench stopped before its last workload): "
