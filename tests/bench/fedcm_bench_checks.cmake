@@ -5,17 +5,11 @@
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 
-# A good workload, then one that does not exist.
-execute_process(COMMAND ${BENCH} run --backend sim ${SRC}/bench/fedcm/workloads/n2a.yaml ${WORK}/missing.yaml
-                        --sigmas none --schemes serial,streams --out ${WORK}/partial.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0)
-  message(FATAL_ERROR "a missing workload should fail the bench")
-endif()
-string(FIND "${err}" "missing.yaml" at)
-if(at EQUAL -1)
-  message(FATAL_ERROR "the bench's error does not name the missing file:\n${err}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../expect.cmake)
+
+# A good workload, then one that does not exist: the error names the file.
+expect_error(missing.yaml ${BENCH} run --backend sim ${SRC}/bench/fedcm/workloads/n2a.yaml ${WORK}/missing.yaml
+             --sigmas none --schemes serial,streams --out ${WORK}/partial.json)
 if(NOT EXISTS ${WORK}/partial.json)
   message(FATAL_ERROR "the first workload's results were lost")
 endif()
@@ -27,11 +21,8 @@ if(complete OR NOT runs EQUAL 2 OR NOT first STREQUAL "n2a")
   message(FATAL_ERROR "partial file: complete=${complete}, ${runs} runs (want 2 of n2a), first ${first}")
 endif()
 
-execute_process(COMMAND ${BENCH} run --backend sim ${SRC}/bench/fedcm/workloads/n2b.yaml --sigmas none
-                        --schemes serial,fedcm --out ${WORK}/full.json RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "bench failed: ${err}")
-endif()
+expect_ok(${BENCH} run --backend sim ${SRC}/bench/fedcm/workloads/n2b.yaml --sigmas none --schemes serial,fedcm
+          --out ${WORK}/full.json)
 file(READ ${WORK}/full.json j)
 string(JSON complete GET "${j}" complete)
 if(NOT complete)
@@ -42,27 +33,15 @@ if(EXISTS ${WORK}/full.json.tmp)
 endif()
 
 if(PYTHON)
-  execute_process(COMMAND ${PYTHON} ${SRC}/bench/fedcm/compose.py ${SRC}/bench/fedcm/pool.yaml ${WORK}/perm --n 2 3
-                  RESULT_VARIABLE rc ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "compose.py failed: ${err}")
-  endif()
+  expect_ok(${PYTHON} ${SRC}/bench/fedcm/compose.py ${SRC}/bench/fedcm/pool.yaml ${WORK}/perm --n 2 3)
   file(GLOB made ${WORK}/perm/*.yaml)
   list(LENGTH made n)
   if(NOT n EQUAL 165)  # 10 tenants: 45 pairs + 120 triples
     message(FATAL_ERROR "compose.py wrote ${n} workloads, want 165")
   endif()
   # Each generated workload loads and runs (one of them, on the simulator).
-  execute_process(COMMAND ${BENCH} run --backend sim ${WORK}/perm/p2-compute-memory.yaml --sigmas none
-                          --schemes serial --out ${WORK}/perm.json RESULT_VARIABLE rc ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "a composed workload does not run: ${err}")
-  endif()
+  expect_ok(${BENCH} run --backend sim ${WORK}/perm/p2-compute-memory.yaml --sigmas none --schemes serial
+            --out ${WORK}/perm.json)
   file(WRITE ${WORK}/bad_pool.yaml "name: bad\ntenants:\n  - {requests: 3}\n")
-  execute_process(COMMAND ${PYTHON} ${SRC}/bench/fedcm/compose.py ${WORK}/bad_pool.yaml ${WORK}/bad
-                  RESULT_VARIABLE rc ERROR_VARIABLE err)
-  string(FIND "${err}" "tenants[0]: field 'name'" at)
-  if(rc EQUAL 0 OR at EQUAL -1)
-    message(FATAL_ERROR "compose.py on a tenant without a name: rc ${rc}, error:\n${err}")
-  endif()
+  expect_error("tenants[0]: field 'name'" ${PYTHON} ${SRC}/bench/fedcm/compose.py ${WORK}/bad_pool.yaml ${WORK}/bad)
 endif()
