@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 #include "concord/workload.h"
@@ -17,23 +18,24 @@ namespace {
 
 constexpr int kControlPool = 1024;
 constexpr int kHelperStreams = 8;
-constexpr int kSweepPauseUs = 4;  // the completion thread's pause after a sweep that found nothing
+constexpr int kSignalSlots = 8192;  // completion signals in flight at once (64 KiB of pinned words)
+// Every pending dispatch's end events are also queried this often (a failed kernel writes no
+// signal; the event reports the error).
+constexpr auto kQueryEvery = std::chrono::microseconds(200);
+// The completion thread's pause after a sweep that only read signals and found none.
+constexpr auto kSignalPause = std::chrono::nanoseconds(500);
 
-// CONCORD_CUDA_SWEEP_PAUSE_US overrides the pause (experiments on the completion latency).
-int sweep_pause_us() {
-  static const int us = [] {
-    const char* v = std::getenv("CONCORD_CUDA_SWEEP_PAUSE_US");
-    if (!v || !*v) return kSweepPauseUs;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 0 || n > 100000) {
-      std::fprintf(stderr, "concord: CONCORD_CUDA_SWEEP_PAUSE_US='%s' is not a count of microseconds in 0..100000; using %d\n", v,
-                   kSweepPauseUs);
-      return kSweepPauseUs;
-    }
-    return static_cast<int>(n);
-  }();
-  return us;
+// A non-negative integer from the environment, or `fallback` (a bad value is reported).
+int env_int(const char* name, int fallback, int max) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > max) {
+    std::fprintf(stderr, "concord: %s='%s' is not an integer in 0..%d; using %d\n", name, v, max, fallback);
+    return fallback;
+  }
+  return static_cast<int>(n);
 }
 
 void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms) {
@@ -45,11 +47,19 @@ void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.all
 
 }  // namespace
 
-Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t seed) {
+CudaBackendOptions CudaBackendOptions::from_env() {
+  CudaBackendOptions o;
+  o.signals = env_int("CONCORD_CUDA_SIGNALS", o.signals ? 1 : 0, 1) == 1;
+  o.sweep_pause_us = env_int("CONCORD_CUDA_SWEEP_PAUSE_US", o.sweep_pause_us, 100000);
+  return o;
+}
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t seed, CudaBackendOptions options) {
   // Load every kernel at start so the first launch of each is not charged for module loading.
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->seed_ = seed;
+  b->options_ = options;
   int count = 0;
   CONCORD_CUDA(cudaGetDeviceCount(&count));
   if (device >= count) return Status::not_found("no CUDA device " + std::to_string(device));
@@ -108,15 +118,26 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   CONCORD_RETURN_IF_ERROR(b->control_stream_.create());
   CONCORD_RETURN_IF_ERROR(b->controls_.allocate(kControlPool));
   for (int i = kControlPool - 1; i >= 0; --i) b->free_controls_.push_back(i);
-  void* staging = nullptr;
-  CONCORD_CUDA(cudaMallocHost(&staging, sizeof(device::ElasticControl)));
-  b->staging_ = static_cast<device::ElasticControl*>(staging);
+  CONCORD_RETURN_IF_ERROR(b->staging_.allocate(1));
   // One pinned host image per control block: a launch uploads its control on its own stream,
   // ordered before the kernel, with no host wait; the image is not reused until the control is
   // free again (after the dispatch completed).
-  void* images = nullptr;
-  CONCORD_CUDA(cudaMallocHost(&images, sizeof(device::ElasticControl) * kControlPool));
-  b->images_ = static_cast<device::ElasticControl*>(images);
+  CONCORD_RETURN_IF_ERROR(b->images_.allocate(kControlPool));
+  if (options.signals) {
+    auto api = driver_api();
+    if (api && (*api)->stream_write_value64) {
+      CONCORD_RETURN_IF_ERROR(b->signals_.allocate(kSignalSlots, /*mapped=*/true));
+      std::memset(b->signals_.get(), 0, kSignalSlots * sizeof(uint64_t));
+      auto dev = b->signals_.device_pointer();
+      if (!dev) return dev.status();
+      b->signals_device_ = *dev;
+      for (int i = kSignalSlots - 1; i >= 0; --i) b->free_signals_.push_back(i);
+      b->signal_write_ = (*api)->stream_write_value64;
+    } else {
+      std::fprintf(stderr, "concord: cuda: no cuStreamWriteValue64 (%s); completions are found by event queries\n",
+                   api ? "not in this driver" : api.status().message().c_str());
+    }
+  }
   for (int i = 0; i < kHelperStreams; ++i) {
     Stream s;
     CONCORD_RETURN_IF_ERROR(s.create());
@@ -128,9 +149,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   b->wall_origin_ = std::chrono::steady_clock::now();
   b->device_ = device;
   CONCORD_RETURN_IF_ERROR(b->completer_stream_.create());
-  void* done = nullptr;
-  CONCORD_CUDA(cudaMallocHost(&done, sizeof(uint64_t)));
-  b->completer_done_ = static_cast<uint64_t*>(done);
+  CONCORD_RETURN_IF_ERROR(b->completer_done_.allocate(1));
   b->completer_ = std::thread([p = b.get()] { p->completion_loop(); });
   return b;
 }
@@ -142,10 +161,7 @@ CudaBackend::~CudaBackend() {
   }
   work_cv_.notify_all();
   if (completer_.joinable()) completer_.join();
-  cudaDeviceSynchronize();
-  if (completer_done_) cudaFreeHost(completer_done_);
-  if (staging_) cudaFreeHost(staging_);
-  if (images_) cudaFreeHost(images_);
+  cudaDeviceSynchronize();  // nothing may still write into the pinned buffers freed next
 }
 
 Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
@@ -216,7 +232,7 @@ Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms,
   if (free_controls_.empty()) return Status::failed_precondition("cuda: all " + std::to_string(kControlPool) + " control blocks in use");
   const int i = free_controls_.back();
   free_controls_.pop_back();
-  device::ElasticControl* image = images_ + i;
+  device::ElasticControl* image = images_.get() + i;
   std::memset(image, 0, sizeof(*image));
   set_allowed(*image, sms);
   image->tlp = tlp;
@@ -234,7 +250,7 @@ Result<int> CudaBackend::take_control(const BlockRange& range, const SmSet& sms,
 Status CudaBackend::write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after) {
   // The control's upload runs on the dispatch's stream: order this write after it.
   CONCORD_CUDA(cudaStreamWaitEvent(control_stream_.get(), after.get(), 0));
-  auto* base = reinterpret_cast<char*>(staging_);
+  auto* base = reinterpret_cast<char*>(staging_.get());
   std::memcpy(base + offset, data, bytes);
   auto* dst = reinterpret_cast<char*>(controls_.get() + control) + offset;
   CONCORD_CUDA(cudaMemcpyAsync(dst, base + offset, bytes, cudaMemcpyHostToDevice, control_stream_.get()));
@@ -244,10 +260,10 @@ Status CudaBackend::write_control_field(int control, size_t offset, const void* 
 
 Result<device::ElasticControl> CudaBackend::read_control(int control, const Event& after) const {
   CONCORD_CUDA(cudaStreamWaitEvent(control_stream_.get(), after.get(), 0));  // after the control's upload
-  CONCORD_CUDA(cudaMemcpyAsync(staging_, controls_.get() + control, sizeof(*staging_), cudaMemcpyDeviceToHost,
+  CONCORD_CUDA(cudaMemcpyAsync(staging_.get(), controls_.get() + control, sizeof(device::ElasticControl), cudaMemcpyDeviceToHost,
                                control_stream_.get()));
   CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
-  return *staging_;
+  return *staging_.get();
 }
 
 Result<cudaStream_t> CudaBackend::stream_for(const Running& r) {
@@ -288,7 +304,17 @@ Status CudaBackend::launch(Running& r, cudaStream_t stream) {
                                                   r.placement.cache, r.grid, stream));
   }
   CONCORD_CUDA(cudaEventRecord(end.get(), stream));
+  Signal signal;
+  if (signal_write_ && !free_signals_.empty()) {
+    signal.slot = free_signals_.back();
+    signal.token = ++next_token_;
+    const auto addr = reinterpret_cast<CUdeviceptr>(signals_device_ + signal.slot);
+    // Default flags: the write waits for the work before it on the stream and makes it visible.
+    CONCORD_CU(signal_write_(reinterpret_cast<CUstream>(stream), addr, signal.token, 0));
+    free_signals_.pop_back();
+  }
   r.ends.push_back(std::move(end));
+  r.signals.push_back(signal);
   return Status::ok();
 }
 
@@ -485,6 +511,12 @@ void CudaBackend::recycle(Running& r) {
   if (r.start.get()) event_pool_.push_back(std::move(r.start));
   for (Event& e : r.ends) event_pool_.push_back(std::move(e));
   r.ends.clear();
+  // Its signals were written (or its events say its launches ended; a late write carries an old
+  // token, which no later launch on the slot waits for).
+  for (const Signal& s : r.signals) {
+    if (s.slot >= 0) free_signals_.push_back(s.slot);
+  }
+  r.signals.clear();
 }
 
 Seconds CudaBackend::event_time(const Event& e) const {
@@ -503,10 +535,10 @@ Result<Completion> CudaBackend::build_completion(const Running& r) {
     int64_t finished = p.range.size();
     if (p.control >= 0) {
       // The kernels are done (their end events completed): read the final counter.
-      CONCORD_CUDA(cudaMemcpyAsync(completer_done_, &(controls_.get() + p.control)->done, sizeof(uint64_t),
+      CONCORD_CUDA(cudaMemcpyAsync(completer_done_.get(), &(controls_.get() + p.control)->done, sizeof(uint64_t),
                                    cudaMemcpyDeviceToHost, completer_stream_.get()));
       CONCORD_CUDA(cudaStreamSynchronize(completer_stream_.get()));
-      finished = std::min<int64_t>(static_cast<int64_t>(*completer_done_), p.range.size());
+      finished = std::min<int64_t>(static_cast<int64_t>(*completer_done_.get()), p.range.size());
     }
     if (finished < p.range.size()) c.preempted = true;
     c.blocks_done.push_back(finished);
@@ -516,27 +548,31 @@ Result<Completion> CudaBackend::build_completion(const Running& r) {
 
 void CudaBackend::completion_loop() {
   if (cudaSetDevice(device_) != cudaSuccess) return;  // create() already set this device up
-  // What one sweep looks at: a pending dispatch and its end events at the time of the snapshot.
+  // What one sweep looks at: a pending dispatch, its end events and, when every launch of it
+  // writes one, its signals, at the time of the snapshot.
   struct Watch {
     Running* r;
     std::vector<cudaEvent_t> ends;
+    std::vector<Signal> signals;  // empty: some launch has no signal, query its events
   };
   std::vector<Watch> watch;
   std::unordered_set<int64_t> pending;  // per sweep: dispatches not found finished yet (reused)
+  auto next_query = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    // Snapshot the pending dispatches under the lock, query their events without it, so the
-    // engine's dispatch, resize and preempt never wait for a sweep.
+    // Snapshot the pending dispatches under the lock, look at them without it, so the engine's
+    // dispatch, resize and preempt never wait for a sweep.
     watch.clear();
     pending.clear();
     for (Running& r : running_) {
       if (r.completing) continue;
       pending.insert(r.id.value);
-      // Queued behind a dispatch still pending: it cannot have finished, so its events are not
-      // queried (a task's whole chain would otherwise be polled on every sweep).
+      // Queued behind a dispatch still pending: it cannot have finished, so it is not looked at
+      // (a task's whole chain would otherwise be polled on every sweep).
       if (r.after.valid() && pending.count(r.after.value)) continue;
-      Watch w{&r, {}};
+      Watch w{&r, {}, {}};
       for (const Event& e : r.ends) w.ends.push_back(e.get());
+      if (std::all_of(r.signals.begin(), r.signals.end(), [](const Signal& x) { return x.slot >= 0; })) w.signals = r.signals;
       watch.push_back(std::move(w));
     }
     if (watch.empty()) {
@@ -546,8 +582,23 @@ void CudaBackend::completion_loop() {
       continue;
     }
     lock.unlock();
-    std::vector<std::pair<Watch*, Status>> finished;
+    // A query sweep looks at every watch's events (a failed kernel writes no signal); between
+    // them only the signals are read, which costs the driver nothing.
+    const auto sweep = std::chrono::steady_clock::now();
+    const bool query_all = sweep >= next_query;
+    if (query_all) next_query = sweep + kQueryEvery;
+    bool queried = false;
+    std::vector<std::tuple<Watch*, Status, bool>> finished;  // watch, failure, found by its signals
     for (Watch& w : watch) {
+      bool signalled = !w.signals.empty();
+      for (const Signal& sig : w.signals) {
+        if (std::atomic_ref<uint64_t>(signals_.get()[sig.slot]).load(std::memory_order_acquire) != sig.token) {
+          signalled = false;
+          break;
+        }
+      }
+      if (!signalled && !w.signals.empty() && !query_all) continue;
+      queried = queried || !signalled;
       Status failed;
       bool done = true;
       for (cudaEvent_t e : w.ends) {
@@ -562,10 +613,10 @@ void CudaBackend::completion_loop() {
           break;
         }
       }
-      if (done || !failed.is_ok()) finished.emplace_back(&w, failed);
+      if (done || !failed.is_ok()) finished.emplace_back(&w, failed, signalled);
     }
     lock.lock();
-    for (auto& [w, failed] : finished) {
+    for (auto& [w, failed, signalled] : finished) {
       // A grow launched after the snapshot adds an end event: not finished yet.
       if (w->r->ends.size() != w->ends.size()) continue;
       // A queued dispatch completes after the one it waited for (whose end event may have turned
@@ -580,10 +631,11 @@ void CudaBackend::completion_loop() {
     }
     lock.unlock();
     bool any = false;
-    for (auto& [w, failed] : finished) {
+    for (auto& [w, failed, signalled] : finished) {
       if (!w->r->completing) continue;
       // Only advance() erases entries, and only those with a result: the entry stays put.
       Result<Completion> c = failed.is_ok() ? build_completion(*w->r) : Result<Completion>(failed);
+      (signalled ? by_signal_ : by_query_).fetch_add(1);
       lock.lock();
       if (c) {
         w->r->result = std::move(*c);
@@ -595,10 +647,12 @@ void CudaBackend::completion_loop() {
       any = true;
     }
     if (!any) {
-      // Nothing finished: pause a few microseconds before the next sweep. Back-to-back event
-      // queries contend with the engine thread's launches for the driver (measured: 15-54 us a
-      // dispatch on the H200 while this loop spun on yield() over queued chains).
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(sweep_pause_us());
+      // Nothing finished. After event queries, pause a few microseconds: back-to-back queries
+      // contend with the engine thread's launches for the driver (measured: 15-54 us a dispatch
+      // on the H200 while this loop spun on yield() over queued chains). After reading signals
+      // only, pause briefly (the sweep's snapshot takes the engine's lock).
+      const auto until = std::chrono::steady_clock::now() +
+                         (queried ? std::chrono::nanoseconds(std::chrono::microseconds(options_.sweep_pause_us)) : kSignalPause);
       while (std::chrono::steady_clock::now() < until && !stop_.load(std::memory_order_relaxed)) std::this_thread::yield();
     }
     lock.lock();

@@ -5,8 +5,12 @@
 //  - native form: one CUDA block per logical block, on a green-context stream when the SM set is
 //    not the whole GPU;
 //  - fused: the fused wrapper for instantiated pairs.
-// Completions: a completion thread polls the running dispatches' end events, reads their
-// progress counters and queues the completions; advance() hands them to the engine.
+// Completions: after each launch's end event the GPU writes a token into pinned host memory
+// (cuStreamWriteValue64, a "signal"); a completion thread watches those words with plain loads,
+// confirms a signalled dispatch with its end events, reads its progress counters and queues the
+// completion; advance() hands them to the engine. Launches without a signal (signals off or all
+// slots taken) and, every 200 us, every pending dispatch are found by event queries, which also
+// report a failed kernel (docs/cuda_backend.md, "Completions").
 #pragma once
 
 #include <atomic>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "backend/cuda/chunk.h"
+#include "backend/cuda/driver_api.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
 #include "concord/backend.h"
@@ -30,9 +35,26 @@
 
 namespace concord::cuda {
 
+struct CudaBackendOptions {
+  // Completion signals written by the GPU into host memory (off: end-event queries alone).
+  bool signals = true;
+  // The completion thread's pause after a sweep that queried events and found nothing (us).
+  int sweep_pause_us = 4;
+  // From CONCORD_CUDA_SIGNALS (0/1) and CONCORD_CUDA_SWEEP_PAUSE_US; a bad value is reported on
+  // stderr and the default kept.
+  static CudaBackendOptions from_env();
+};
+
+// How the completion thread found the completions it delivered.
+struct CompletionStats {
+  int64_t by_signal = 0;  // its signals seen, then its events confirmed
+  int64_t by_query = 0;   // its end events queried (no signal, or before the signal was seen)
+};
+
 class CudaBackend final : public Backend {
  public:
-  static Result<std::unique_ptr<CudaBackend>> create(int device, uint64_t seed);
+  static Result<std::unique_ptr<CudaBackend>> create(int device, uint64_t seed,
+                                                     CudaBackendOptions options = CudaBackendOptions::from_env());
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
@@ -51,6 +73,8 @@ class CudaBackend final : public Backend {
   int running() const override { return active_.load(); }
 
   GreenContextPool& green_contexts() { return *green_; }
+  bool signals_enabled() const { return signal_write_ != nullptr; }
+  CompletionStats completion_stats() const { return {by_signal_.load(), by_query_.load()}; }
 
  private:
   struct Part {
@@ -60,11 +84,16 @@ class CudaBackend final : public Backend {
     int parts_per_block = 1;
     int control = -1;  // index into the control pool (persistent form)
   };
+  struct Signal {
+    int slot = -1;       // index into signals_
+    uint64_t token = 0;  // the value the GPU writes there when the launch has ended
+  };
   struct Running {
     DispatchId id;
     Placement placement;
     std::vector<Part> parts;
     std::vector<Event> ends;      // one per launch of this dispatch (grows add launches)
+    std::vector<Signal> signals;  // one per launch, written after its end event (slot -1: none)
     Event start;
     cudaStream_t stream = nullptr;  // where its first launch went
     int grid = 0;
@@ -100,6 +129,7 @@ class CudaBackend final : public Backend {
   Result<Completion> build_completion(const Running& r);
 
   DeviceSpec spec_;
+  CudaBackendOptions options_;
   uint64_t seed_ = 1;
   std::shared_ptr<GreenContextPool> green_;  // the process's pool (GreenContextPool::shared)
   std::map<std::string, std::unique_ptr<kernels::DeviceKernel>> kernels_;  // by name:size
@@ -109,8 +139,18 @@ class CudaBackend final : public Backend {
   Stream control_stream_;
   DeviceBuffer<device::ElasticControl> controls_;
   std::vector<int> free_controls_;
-  device::ElasticControl* staging_ = nullptr;  // pinned host copy of one control block (field writes, reads)
-  device::ElasticControl* images_ = nullptr;   // pinned upload image per control block
+  HostBuffer<device::ElasticControl> staging_;  // pinned host copy of one control block (field writes, reads)
+  HostBuffer<device::ElasticControl> images_;   // pinned upload image per control block
+  // Completion signals: mapped pinned words the GPU writes tokens into; slots are taken at launch
+  // and given back when the dispatch is delivered (engine thread only). signal_write_ is null
+  // when signals are off or the driver cannot write from a stream.
+  HostBuffer<uint64_t> signals_;
+  uint64_t* signals_device_ = nullptr;
+  std::vector<int> free_signals_;
+  uint64_t next_token_ = 0;
+  decltype(&::cuStreamWriteValue64) signal_write_ = nullptr;
+  std::atomic<int64_t> by_signal_{0};
+  std::atomic<int64_t> by_query_{0};
   // Dispatches from launch until advance() delivered their completion; a list, so an entry stays
   // put while the completion thread works on it without the lock. Guarded by mu_.
   std::list<Running> running_;
@@ -122,7 +162,7 @@ class CudaBackend final : public Backend {
   std::thread completer_;
   int device_ = 0;
   Stream completer_stream_;
-  uint64_t* completer_done_ = nullptr;    // pinned: one progress counter read back
+  HostBuffer<uint64_t> completer_done_;  // pinned: one progress counter read back
   Event origin_;
   std::chrono::steady_clock::time_point wall_origin_;
   std::vector<Event> event_pool_;

@@ -1,4 +1,4 @@
-// RAII owners of CUDA streams, events and device buffers. Destructors never fail loudly: a
+// RAII owners of CUDA streams, events, device buffers and pinned host buffers. Destructors never fail loudly: a
 // destroy error at teardown has nowhere to go, and the runtime reports it on the next call.
 #pragma once
 
@@ -43,6 +43,50 @@ class DeviceBuffer {
   T* get() const { return ptr_; }
   size_t size() const { return count_; }
   size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+// Page-locked host memory (cudaHostAlloc). `mapped`: the GPU can also address it (stream memory
+// operations write completion signals into it); device_pointer() gives the GPU's address.
+template <typename T>
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  ~HostBuffer() { reset(); }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  HostBuffer(HostBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  HostBuffer& operator=(HostBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      count_ = std::exchange(o.count_, 0);
+    }
+    return *this;
+  }
+  Status allocate(size_t count, bool mapped = false) {
+    reset();
+    void* p = nullptr;
+    CONCORD_CUDA(cudaHostAlloc(&p, count * sizeof(T), mapped ? (cudaHostAllocMapped | cudaHostAllocPortable) : cudaHostAllocDefault));
+    ptr_ = static_cast<T*>(p);
+    count_ = count;
+    return Status::ok();
+  }
+  Result<T*> device_pointer() const {
+    void* d = nullptr;
+    CONCORD_CUDA(cudaHostGetDevicePointer(&d, ptr_, 0));
+    return static_cast<T*>(d);
+  }
+  void reset() {
+    if (ptr_) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    count_ = 0;
+  }
+  T* get() const { return ptr_; }
+  size_t size() const { return count_; }
 
  private:
   T* ptr_ = nullptr;
