@@ -386,6 +386,7 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
     std::lock_guard<std::mutex> lock(mu_);
     running_.push_back(std::move(r));
     ++active_;
+    changes_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_one();
   return Status::ok();
@@ -411,6 +412,7 @@ Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
     if (!stream) return stream.status();
     CONCORD_CUDA(cudaStreamWaitEvent(*stream, it->start.get(), 0));  // after the control's upload
     CONCORD_RETURN_IF_ERROR(launch(*it, *stream));
+    changes_.fetch_add(1, std::memory_order_release);
   }
   return Status::ok();
 }
@@ -456,6 +458,7 @@ Status CudaBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int 
     if (!stream) return stream.status();
     CONCORD_CUDA(cudaStreamWaitEvent(*stream, it->start.get(), 0));
     CONCORD_RETURN_IF_ERROR(launch(*it, *stream));
+    changes_.fetch_add(1, std::memory_order_release);
   }
   return Status::ok();
 }
@@ -548,47 +551,58 @@ Result<Completion> CudaBackend::build_completion(const Running& r) {
 
 void CudaBackend::completion_loop() {
   if (cudaSetDevice(device_) != cudaSuccess) return;  // create() already set this device up
-  // What one sweep looks at: a pending dispatch, its end events and, when every launch of it
-  // writes one, its signals, at the time of the snapshot.
+  // What a sweep looks at: a pending dispatch, its end events and, when every launch of it
+  // writes one, its signals, as of the last snapshot. The snapshot is taken again only when
+  // dispatches came or grew (changes_) or this thread found some finished: a sweep that reads
+  // signals only takes no lock and calls no driver function.
   struct Watch {
     Running* r;
     std::vector<cudaEvent_t> ends;
     std::vector<Signal> signals;  // empty: some launch has no signal, query its events
   };
   std::vector<Watch> watch;
-  std::unordered_set<int64_t> pending;  // per sweep: dispatches not found finished yet (reused)
+  std::unordered_set<int64_t> pending;  // per snapshot: dispatches not found finished yet (reused)
+  std::vector<std::tuple<Watch*, Status, bool>> finished;  // watch, failure, found by its signals
   auto next_query = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    // Snapshot the pending dispatches under the lock, look at them without it, so the engine's
-    // dispatch, resize and preempt never wait for a sweep.
-    watch.clear();
-    pending.clear();
-    for (Running& r : running_) {
-      if (r.completing) continue;
-      pending.insert(r.id.value);
-      // Queued behind a dispatch still pending: it cannot have finished, so it is not looked at
-      // (a task's whole chain would otherwise be polled on every sweep).
-      if (r.after.valid() && pending.count(r.after.value)) continue;
-      Watch w{&r, {}, {}};
-      for (const Event& e : r.ends) w.ends.push_back(e.get());
-      if (std::all_of(r.signals.begin(), r.signals.end(), [](const Signal& x) { return x.slot >= 0; })) w.signals = r.signals;
-      watch.push_back(std::move(w));
+  bool stale = true;
+  uint64_t snapshot_changes = 0;
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (stale || changes_.load(std::memory_order_acquire) != snapshot_changes) {
+      // Snapshot the pending dispatches under the lock, look at them without it, so the engine's
+      // dispatch, resize and preempt never wait for a sweep.
+      lock.lock();
+      snapshot_changes = changes_.load(std::memory_order_acquire);
+      watch.clear();
+      pending.clear();
+      for (Running& r : running_) {
+        if (r.completing) continue;
+        pending.insert(r.id.value);
+        // Queued behind a dispatch still pending: it cannot have finished, so it is not looked
+        // at (a task's whole chain would otherwise be polled on every sweep).
+        if (r.after.valid() && pending.count(r.after.value)) continue;
+        Watch w{&r, {}, {}};
+        for (const Event& e : r.ends) w.ends.push_back(e.get());
+        if (std::all_of(r.signals.begin(), r.signals.end(), [](const Signal& x) { return x.slot >= 0; })) w.signals = r.signals;
+        watch.push_back(std::move(w));
+      }
+      if (watch.empty()) {
+        work_cv_.wait(lock, [&] {
+          return stop_.load() || std::any_of(running_.begin(), running_.end(), [](const Running& x) { return !x.completing; });
+        });
+        lock.unlock();
+        continue;  // stale stays true: snapshot again
+      }
+      lock.unlock();
+      stale = false;
     }
-    if (watch.empty()) {
-      work_cv_.wait(lock, [&] {
-        return stop_.load() || std::any_of(running_.begin(), running_.end(), [](const Running& x) { return !x.completing; });
-      });
-      continue;
-    }
-    lock.unlock();
     // A query sweep looks at every watch's events (a failed kernel writes no signal); between
-    // them only the signals are read, which costs the driver nothing.
+    // them only the signals are read.
     const auto sweep = std::chrono::steady_clock::now();
     const bool query_all = sweep >= next_query;
     if (query_all) next_query = sweep + kQueryEvery;
     bool queried = false;
-    std::vector<std::tuple<Watch*, Status, bool>> finished;  // watch, failure, found by its signals
+    finished.clear();
     for (Watch& w : watch) {
       bool signalled = !w.signals.empty();
       for (const Signal& sig : w.signals) {
@@ -615,6 +629,17 @@ void CudaBackend::completion_loop() {
       }
       if (done || !failed.is_ok()) finished.emplace_back(&w, failed, signalled);
     }
+    if (finished.empty()) {
+      // Nothing finished. After event queries, pause a few microseconds: back-to-back queries
+      // contend with the engine thread's launches for the driver (measured: 15-54 us a dispatch
+      // on the H200 while this loop spun on yield() over queued chains). After reading signals
+      // only, a short pause.
+      const auto until = std::chrono::steady_clock::now() +
+                         (queried ? std::chrono::nanoseconds(std::chrono::microseconds(options_.sweep_pause_us)) : kSignalPause);
+      while (std::chrono::steady_clock::now() < until && !stop_.load(std::memory_order_relaxed)) std::this_thread::yield();
+      continue;
+    }
+    stale = true;
     lock.lock();
     for (auto& [w, failed, signalled] : finished) {
       // A grow launched after the snapshot adds an end event: not finished yet.
@@ -630,7 +655,6 @@ void CudaBackend::completion_loop() {
       w->r->completing = true;
     }
     lock.unlock();
-    bool any = false;
     for (auto& [w, failed, signalled] : finished) {
       if (!w->r->completing) continue;
       // Only advance() erases entries, and only those with a result: the entry stays put.
@@ -644,18 +668,7 @@ void CudaBackend::completion_loop() {
       }
       ++completed_;
       lock.unlock();
-      any = true;
     }
-    if (!any) {
-      // Nothing finished. After event queries, pause a few microseconds: back-to-back queries
-      // contend with the engine thread's launches for the driver (measured: 15-54 us a dispatch
-      // on the H200 while this loop spun on yield() over queued chains). After reading signals
-      // only, pause briefly (the sweep's snapshot takes the engine's lock).
-      const auto until = std::chrono::steady_clock::now() +
-                         (queried ? std::chrono::nanoseconds(std::chrono::microseconds(options_.sweep_pause_us)) : kSignalPause);
-      while (std::chrono::steady_clock::now() < until && !stop_.load(std::memory_order_relaxed)) std::this_thread::yield();
-    }
-    lock.lock();
   }
 }
 

@@ -158,6 +158,7 @@ class CudaBackend final : public Backend {
   std::condition_variable work_cv_;       // wakes the completion thread: a dispatch, or stop
   std::atomic<int> active_{0};            // entries in running_
   std::atomic<int> completed_{0};         // entries with a result not yet delivered
+  std::atomic<uint64_t> changes_{0};      // bumped when running_ gains an entry or an entry a launch
   std::atomic<bool> stop_{false};
   std::thread completer_;
   int device_ = 0;
