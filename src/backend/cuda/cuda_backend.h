@@ -5,12 +5,12 @@
 //  - native form: one CUDA block per logical block, on a green-context stream when the SM set is
 //    not the whole GPU;
 //  - fused: the fused wrapper for instantiated pairs.
-// Completions: after each launch's end event the GPU writes a token into pinned host memory
-// (cuStreamWriteValue64, a "signal"); a completion thread watches those words with plain loads,
-// confirms a signalled dispatch with its end events, reads its progress counters and queues the
-// completion; advance() hands them to the engine. Launches without a signal (signals off or all
-// slots taken) and, every 200 us, every pending dispatch are found by event queries, which also
-// report a failed kernel (docs/cuda_backend.md, "Completions").
+// Completions: a completion thread polls the running dispatches' end events, reads their
+// progress counters and queues the completions; advance() hands them to the engine. With
+// signals on (CudaBackendOptions::signals), the GPU also writes a token into pinned host memory
+// after each launch's end event (cuStreamWriteValue64); the thread then reads those words with
+// plain loads and queries events only to confirm a signalled dispatch and, every 200 us, to catch
+// a failed kernel (docs/cuda_backend.md, "Completions").
 #pragma once
 
 #include <atomic>
@@ -36,8 +36,10 @@
 namespace concord::cuda {
 
 struct CudaBackendOptions {
-  // Completion signals written by the GPU into host memory (off: end-event queries alone).
-  bool signals = true;
+  // Completion signals written by the GPU into host memory (off: end-event queries alone). Off
+  // by default: on the H200 each signal costs a stream ~2 us between queued kernels and the host
+  // sees an end no sooner (docs/cuda_backend.md, "Completions").
+  bool signals = false;
   // The completion thread's pause after a sweep that queried events and found nothing (us).
   int sweep_pause_us = 4;
   // From CONCORD_CUDA_SIGNALS (0/1) and CONCORD_CUDA_SWEEP_PAUSE_US; a bad value is reported on
