@@ -73,6 +73,8 @@ struct KernelSpec {
   // Measured slowdown of each cache policy against normal caching on every SM (index by
   // CachePolicy); 1 when not profiled.
   std::array<double, 4> cache_slowdown{1, 1, 1, 1};
+  // The same measured beside a streaming kernel sharing every SM; 0 when not measured.
+  std::array<double, 4> cache_slowdown_pressure{0, 0, 0, 0};
 
   const KernelVariant& variant(int index) const { return variants.at(static_cast<size_t>(index)); }
   int variant_count() const { return static_cast<int>(variants.size()); }

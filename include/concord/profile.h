@@ -43,6 +43,11 @@ struct KernelProfile {
   std::vector<SmCurvePoint> sm_curve;
   // Duration on every SM for each cache policy (normal, l1-bypass, l2-evict-first, both); 0 = not measured.
   std::array<double, 4> cache_seconds{};
+  // The same beside a streaming kernel that shares every SM (stream_triad, half of each kernel's
+  // occupancy each), timed to the profiled kernel's own end; 0 = not measured (library kernels,
+  // profiles from before session 8). On Hopper a cache policy can cost nothing alone and much
+  // under pressure (docs/profiler.md, "Cache policies under pressure").
+  std::array<double, 4> cache_pressure_seconds{};
   // Duration on every SM against TLP 1..blocks_per_sm (index tlp-1); empty for opaque kernels.
   std::vector<double> tlp_seconds;
   // Linear model of duration against logical blocks (Aker 6.3): seconds = intercept + slope * blocks.

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   profile->add_option("--db", db, "Profile store (SQLite)")->capture_default_str();
   CLI::App* profile_run = profile->add_subcommand("run", "Profile suite kernels on the GPU (resumable: stored ones are skipped)");
   std::vector<std::string> profile_kernels, profile_sizes;
-  bool profile_full = false, profile_all_variants = false;
+  bool profile_full = false, profile_all_variants = false, profile_no_pressure = false;
   double profile_minutes = 0;
   int profile_reps = 3;
   profile_run->add_option("--kernels", profile_kernels, "Kernels to profile (default: the whole suite)")->delimiter(',');
@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
   profile_run->add_flag("--full", profile_full, "Every TPC step instead of the sampled plan");
   profile_run->add_flag("--all-variants", profile_all_variants, "Every block-size variant, not just the default");
   profile_run->add_option("--max-minutes", profile_minutes, "Stop starting kernels after this long");
+  profile_run->add_flag("--no-pressure", profile_no_pressure,
+                        "Skip timing the cache policies beside a streaming kernel (FEDCM's bypass filter then uses alone times)");
   profile_run->add_option("--reps", profile_reps, "Timed repetitions per point (median)")->capture_default_str();
   CLI::App* profile_raise = profile->add_subcommand(
       "raise", "Measure RAISE's eight metrics of every block-size variant with Nsight Compute (ncu)");
@@ -237,6 +239,7 @@ int main(int argc, char** argv) {
       o.all_variants = profile_all_variants;
       o.max_minutes = profile_minutes;
       o.reps = std::max(1, profile_reps);
+      o.pressure = !profile_no_pressure;
       auto sizes = parse_sizes();
       if (!sizes) return fail(sizes.status());
       o.sizes = *sizes;

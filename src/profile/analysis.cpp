@@ -122,6 +122,7 @@ std::string profile_to_json(const KernelProfile& p) {
   for (const auto& pt : p.sm_curve) curve.push_back({pt.sms, pt.seconds});
   j["sm_curve"] = curve;
   j["cache_seconds"] = p.cache_seconds;
+  j["cache_pressure_seconds"] = p.cache_pressure_seconds;
   j["tlp_seconds"] = p.tlp_seconds;
   j["linear"] = {{"intercept", p.linear_intercept}, {"slope", p.linear_slope}, {"fit_error", p.linear_fit_error}};
   j["demand_sms"] = p.demand_sms;
@@ -157,6 +158,7 @@ Result<KernelProfile> profile_from_json(const std::string& text) {
     p.blocks_per_sm = r.at("blocks_per_sm").get<int>();
     for (const auto& pt : j.at("sm_curve")) p.sm_curve.push_back({pt.at(0).get<int>(), pt.at(1).get<double>()});
     p.cache_seconds = j.at("cache_seconds").get<std::array<double, 4>>();
+    if (j.contains("cache_pressure_seconds")) p.cache_pressure_seconds = j.at("cache_pressure_seconds").get<std::array<double, 4>>();
     p.tlp_seconds = j.at("tlp_seconds").get<std::vector<double>>();
     p.linear_intercept = j.at("linear").at("intercept").get<double>();
     p.linear_slope = j.at("linear").at("slope").get<double>();

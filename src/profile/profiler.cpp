@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -45,6 +46,12 @@ struct Device {
   DeviceSpec peaks;
   int sm_count = 0;
   std::unique_ptr<cuda::GreenContextPool> green;
+  // The streaming kernel the cache policies are also timed beside (null: not measured), its
+  // stream, TLP and the duration of one launch of it at that TLP on every SM.
+  std::unique_ptr<kernels::DeviceKernel> pressure;
+  cuda::Stream pressure_stream;
+  int pressure_tlp = 1;
+  double pressure_seconds = 0;
   // The first k TPC groups in probe order: the SM set a k-group partition gives.
   SmSet first_groups(int sms) const {
     SmSet out;
@@ -108,6 +115,13 @@ class KernelProfiler {
       if (!t) return t.status();
       p.cache_seconds[static_cast<size_t>(c)] = *t;
     }
+    if (spec.elastic && dev_.pressure) {
+      for (CachePolicy c : kAllCachePolicies) {
+        auto t = under_pressure(c, p.cache_seconds[0]);
+        if (!t) return t.status();
+        p.cache_pressure_seconds[static_cast<size_t>(c)] = *t;
+      }
+    }
     if (spec.elastic) {
       for (int tlp = 1; tlp <= occupancy_; ++tlp) {
         auto t = whole(CachePolicy::normal, tlp, {0, var.logical_blocks});
@@ -167,6 +181,45 @@ class KernelProfiler {
     return cuda::time_median({stream_.get()}, [&] { return ctl.upload(); },
                              [&] { return k_.launch_elastic(v_, c, ctl.at(0), occupancy_ * dev_.sm_count, stream_.get()); },
                              o_.reps, 1);
+  }
+
+  // The kernel at half its occupancy on every SM, started right after the pressure kernel (half
+  // of its occupancy on every SM, launched again as often as needed to last about three times the
+  // kernel's alone time), timed from the pressure's start to the kernel's own end.
+  Result<double> under_pressure(CachePolicy c, double alone_seconds) {
+    kernels::DeviceKernel& pk = *dev_.pressure;
+    const int pv = pk.spec().default_variant;
+    const int64_t their_blocks = pk.spec().variant(pv).logical_blocks;
+    const int64_t my_blocks = k_.spec().variant(v_).logical_blocks;
+    const SmSet all = SmSet::all(dev_.sm_count);
+    const int launches = std::clamp(static_cast<int>(std::ceil(3 * alone_seconds / dev_.pressure_seconds)), 1, 64);
+    cuda::ElasticControls ctl;
+    ctl.add({0, my_blocks}, all, std::max(1, occupancy_ / 2));
+    for (int i = 0; i < launches; ++i) ctl.add({0, their_blocks}, all, dev_.pressure_tlp);
+    auto pocc = pk.elastic_occupancy(pv);
+    if (!pocc) return pocc.status();
+    cuda::Event start, end;
+    CONCORD_RETURN_IF_ERROR(start.create());
+    CONCORD_RETURN_IF_ERROR(end.create());
+    cudaStream_t mine = stream_.get(), theirs = dev_.pressure_stream.get();
+    std::vector<double> times;
+    for (int r = 0; r < o_.reps + 1; ++r) {
+      CONCORD_RETURN_IF_ERROR(ctl.upload());
+      CONCORD_CUDA(cudaDeviceSynchronize());
+      CONCORD_CUDA(cudaEventRecord(start.get(), theirs));
+      for (int i = 0; i < launches; ++i) {
+        CONCORD_RETURN_IF_ERROR(pk.launch_elastic(pv, CachePolicy::normal, ctl.at(static_cast<size_t>(1 + i)), *pocc * dev_.sm_count, theirs));
+      }
+      CONCORD_CUDA(cudaStreamWaitEvent(mine, start.get(), 0));
+      CONCORD_RETURN_IF_ERROR(k_.launch_elastic(v_, c, ctl.at(0), occupancy_ * dev_.sm_count, mine));
+      CONCORD_CUDA(cudaEventRecord(end.get(), mine));
+      CONCORD_CUDA(cudaDeviceSynchronize());
+      float ms = 0;
+      CONCORD_CUDA(cudaEventElapsedTime(&ms, start.get(), end.get()));
+      if (r > 0) times.push_back(ms * 1e-3);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
   }
 
   Device& dev_;
@@ -295,6 +348,31 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
   auto green = cuda::GreenContextPool::create(0);
   if (!green) return green.status();
   dev.green = std::move(*green);
+
+  if (options.pressure) {
+    // A streaming kernel for the cache policies' pressure timing (3.2 GB of arrays).
+    auto spec = make_suite_kernel("stream_triad", int64_t{1} << 28);
+    if (!spec) return spec.status();
+    auto k = kernels::make_device_kernel(*spec);
+    if (!k) return k.status();
+    CONCORD_RETURN_IF_ERROR((*k)->prepare(11));
+    auto occ = (*k)->elastic_occupancy(spec->default_variant);
+    if (!occ) return occ.status();
+    dev.pressure_tlp = std::max(1, *occ / 2);
+    CONCORD_RETURN_IF_ERROR(dev.pressure_stream.create());
+    cuda::ElasticControls ctl;
+    ctl.add({0, spec->variant(spec->default_variant).logical_blocks}, SmSet::all(dev.sm_count), dev.pressure_tlp);
+    kernels::DeviceKernel* raw = k->get();
+    auto t = cuda::time_median({dev.pressure_stream.get()}, [&] { return ctl.upload(); },
+                               [&] {
+                                 return raw->launch_elastic(spec->default_variant, CachePolicy::normal, ctl.at(0),
+                                                            *occ * dev.sm_count, dev.pressure_stream.get());
+                               },
+                               3, 1);
+    if (!t) return t.status();
+    dev.pressure_seconds = *t;
+    dev.pressure = std::move(*k);
+  }
 
   // What to measure, in suite order.
   struct Job {

@@ -21,6 +21,8 @@ struct ProfileOptions {
   bool full = false;                      // every TPC step instead of the sampled plan
   double max_minutes = 0;                 // stop starting kernels after this long (0: no limit)
   int reps = 3;                           // timed repetitions per point (median)
+  // Also time each cache policy beside a streaming kernel sharing every SM (elastic kernels).
+  bool pressure = true;
 };
 
 struct ProfileReport {

@@ -307,6 +307,8 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
         k.sm_curve = (*p)->sm_curve;
         const auto& c = (*p)->cache_seconds;
         for (size_t i = 0; i < c.size(); ++i) k.cache_slowdown[i] = c[0] > 0 && c[i] > 0 ? c[i] / c[0] : 1.0;
+        const auto& q = (*p)->cache_pressure_seconds;
+        for (size_t i = 0; i < q.size(); ++i) k.cache_slowdown_pressure[i] = q[0] > 0 && q[i] > 0 ? q[i] / q[0] : 0.0;
         any = true;
       }
       if (any) ++attached;

@@ -44,6 +44,10 @@ struct Probe {
   std::vector<policy::FedcmCandidate> candidates;
   double demand = 0;
   CachePolicy same_gpcs = CachePolicy::normal, all_gpcs = CachePolicy::normal, sensitive = CachePolicy::normal;
+  // L2 evict-first free alone, +50% beside a streaming kernel: the filter under pressure refuses
+  // it, the paper's filter on alone times keeps it; unmeasured (0) falls back to the alone rule.
+  CachePolicy pressured = CachePolicy::normal, pressured_alone_filter = CachePolicy::normal,
+              pressure_unmeasured = CachePolicy::normal;
 };
 
 Probe probe(uint64_t seed) {
@@ -73,6 +77,14 @@ Probe probe(uint64_t seed) {
         KernelSpec sensitive = *r.kernel;
         sensitive.l1_sensitivity = 0.5;  // bypassing L1 would cost it 50%: the gamma filter says no
         out.sensitive = policy::fedcm_cache(ctx, sensitive, sensitive.default_variant, gpc0, gpc0, 1.1);
+        KernelSpec pressured = *r.kernel;
+        pressured.cache_slowdown_pressure = {1.0, 1.02, 1.5, 1.5};
+        const SmSet all = ctx.device().all_sms();
+        out.pressured = policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1);
+        out.pressured_alone_filter =
+            policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1, /*pressure=*/false);
+        pressured.cache_slowdown_pressure = {0, 0, 0, 0};
+        out.pressure_unmeasured = policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1);
       }
       CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, testing::whole(ctx)).status());
     }
@@ -113,6 +125,9 @@ TEST(Fedcm, BypassRulesAndGammaFilter) {
   EXPECT_EQ(p.same_gpcs, CachePolicy::l1_bypass);  // same GPCs as the partner, not every GPC
   EXPECT_EQ(p.all_gpcs, CachePolicy::l2_evict_first);  // every GPC, no partner
   EXPECT_EQ(p.sensitive, CachePolicy::normal);
+  EXPECT_EQ(p.pressured, CachePolicy::normal);
+  EXPECT_EQ(p.pressured_alone_filter, CachePolicy::l2_evict_first);
+  EXPECT_EQ(p.pressure_unmeasured, CachePolicy::l2_evict_first);
 }
 
 Workload mixed() {
@@ -152,6 +167,12 @@ TEST(Fedcm, ParametersAreChecked) {
   EXPECT_FALSE(builtin_policies().make("fedcm", {{"gamma", "0.9"}}).is_ok());
   EXPECT_FALSE(builtin_policies().make("fedc", {{"bypass", "1"}}).is_ok());
   EXPECT_FALSE(builtin_policies().make("krisp", {{"sigma", "0.1"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("fedcm", {{"filter", "alone"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("fedcm", {{"filter", "pressure"}}).is_ok());
+  auto bad = builtin_policies().make("fedcm", {{"filter", "loose"}});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'filter' must be 'pressure' or 'alone'"), std::string::npos);
+  EXPECT_FALSE(builtin_policies().make("fedc", {{"filter", "alone"}}).is_ok());  // fedc has no bypass to filter
 }
 
 

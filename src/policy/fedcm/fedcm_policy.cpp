@@ -129,12 +129,13 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
 }
 
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
-                        const std::optional<SmSet>& theirs, double gamma) {
-  return fedcm_cache(ctx, kernel, variant, mine, theirs, gamma, gpc_sets(ctx.device()));
+                        const std::optional<SmSet>& theirs, double gamma, bool pressure) {
+  return fedcm_cache(ctx, kernel, variant, mine, theirs, gamma, gpc_sets(ctx.device()), pressure);
 }
 
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
-                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms) {
+                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms,
+                        bool pressure) {
   const Capabilities caps = ctx.capabilities(kernel);
   const uint64_t all = gpcs_of(gpc_sms, ctx.device().all_sms());
   const uint64_t my_gpcs = gpcs_of(gpc_sms, mine);
@@ -142,7 +143,14 @@ CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int v
   const bool l2 = caps.l2_evict_first && my_gpcs == all;
   const int c = mine.count();
   const double base = ctx.estimator().seconds(kernel, variant, c, CachePolicy::normal);
-  auto tolerable = [&](CachePolicy p) { return ctx.estimator().seconds(kernel, variant, c, p) <= gamma * base; };
+  auto tolerable = [&](CachePolicy p) {
+    if (ctx.estimator().seconds(kernel, variant, c, p) > gamma * base) return false;
+    // Section III-B's filter keeps a kernel from "significant performance downgrade due to cache
+    // absence"; collocated, the kernel runs under its partner's pressure, where on Hopper a policy
+    // free alone can cost +50% (docs/policies.md).
+    const double under = kernel.cache_slowdown_pressure[static_cast<size_t>(p)];
+    return !pressure || under <= 0 || under <= gamma;
+  };
   if (l1 && l2 && tolerable(CachePolicy::both)) return CachePolicy::both;
   if (l1 && tolerable(CachePolicy::l1_bypass)) return CachePolicy::l1_bypass;
   if (l2 && tolerable(CachePolicy::l2_evict_first)) return CachePolicy::l2_evict_first;
@@ -197,7 +205,10 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
       std::optional<SmSet> partner;
       if (candidates.front().partner >= 0) partner = masks_[static_cast<size_t>(candidates.front().partner)];
       masks_[t] = sms;
-      if (options_.bypass) cache = fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma, gpc_sms_);
+      if (options_.bypass) {
+        cache = fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma, gpc_sms_,
+                            options_.pressure_filter);
+      }
       caches_[t] = cache;
       shares_[t] = u;
     } else {
@@ -229,9 +240,19 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
 namespace {
 
 Result<FedcmOptions> parse(const std::string& name, const PolicyParams& params, bool bypass) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing"}));
+  if (bypass) {
+    CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing", "filter"}));
+  } else {
+    CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing"}));
+  }
   FedcmOptions o;
   o.bypass = bypass;
+  if (auto f = params.find("filter"); f != params.end()) {
+    if (f->second != "pressure" && f->second != "alone") {
+      return Status::invalid_argument(name + ": parameter 'filter' must be 'pressure' or 'alone', not '" + f->second + "'");
+    }
+    o.pressure_filter = f->second == "pressure";
+  }
   auto sharing = sharing_param(name, params);
   if (!sharing) return sharing.status();
   o.sharing = *sharing;
