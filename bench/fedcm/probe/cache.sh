@@ -4,7 +4,8 @@
 # each victim tenant of bench/fedcm/pool.yaml beside the streaming tenant hpc_stream, runs through
 # `concord run --backend cuda`: `manual` with both tenants as persistent launches on every SM (so
 # they share every SM and the L2), with the streaming tenant's loads and stores normal, L2
-# evict-first, or L1-bypass + L2 evict-first; then fedc and fedcm. Prints STP and each tenant's NP.
+# evict-first, or L1-bypass + L2 evict-first; then streams, fedc, fedcm (bypass filter under
+# pressure, the default) and fedcm with filter=alone (the paper's). Prints STP and each tenant's NP.
 # Run on the GPU machine after scripts/gpu_build.sh, with the profiles FEDCM needs:
 #   bash bench/fedcm/probe/cache.sh OUT PROFILES.json [VICTIM ...]
 set -uo pipefail
@@ -47,4 +48,5 @@ PY
   run streams --policy streams
   run fedc --policy fedc
   run fedcm --policy fedcm
+  run fedcm-filter-alone --policy fedcm --param filter=alone
 done
