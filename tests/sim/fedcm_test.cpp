@@ -45,7 +45,8 @@ struct Probe {
   double demand = 0;
   CachePolicy same_gpcs = CachePolicy::normal, all_gpcs = CachePolicy::normal, sensitive = CachePolicy::normal;
   // L2 evict-first free alone, +50% beside a streaming kernel: the filter under pressure refuses
-  // it, the paper's filter on alone times keeps it; unmeasured (0) falls back to the alone rule.
+  // it, the paper's filter on alone times (the default) keeps it; unmeasured (0) falls back to
+  // the alone rule.
   CachePolicy pressured = CachePolicy::normal, pressured_alone_filter = CachePolicy::normal,
               pressure_unmeasured = CachePolicy::normal;
 };
@@ -80,11 +81,11 @@ Probe probe(uint64_t seed) {
         KernelSpec pressured = *r.kernel;
         pressured.cache_slowdown_pressure = {1.0, 1.02, 1.5, 1.5};
         const SmSet all = ctx.device().all_sms();
-        out.pressured = policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1);
-        out.pressured_alone_filter =
-            policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1, /*pressure=*/false);
+        out.pressured = policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1, /*pressure=*/true);
+        out.pressured_alone_filter = policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1);
         pressured.cache_slowdown_pressure = {0, 0, 0, 0};
-        out.pressure_unmeasured = policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1);
+        out.pressure_unmeasured =
+            policy::fedcm_cache(ctx, pressured, pressured.default_variant, all, std::nullopt, 1.1, /*pressure=*/true);
       }
       CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, testing::whole(ctx)).status());
     }

@@ -10,9 +10,9 @@
 // the shortest estimated time T[s0, c_m] / u. How a launch then shares its SMs with the kernels
 // there is sharing.h's (`sharing=native|arbitrate`). Bypass (fedcm only): L1 when the chosen partner
 // covers the same GPCs (FEDCM's shader arrays), L2 evict-first when the set spans every GPC, each
-// kept only if the estimated slowdown is at most gamma — alone and, where the profile measured it,
-// beside a streaming kernel sharing the SMs (`filter=pressure`, the default; `filter=alone` is the
-// paper's filter on alone times only: docs/policies.md).
+// kept only if the estimated slowdown alone is at most gamma (`filter=alone`, the paper's, default)
+// and, with `filter=pressure`, also the slowdown the profile measured beside a streaming kernel
+// sharing the SMs (measured on the H200: no better; docs/policies.md).
 #pragma once
 
 #include <map>
@@ -28,7 +28,7 @@ namespace concord::policy {
 struct FedcmOptions {
   double sigma = 0.1;    // share of each tenant's kernels that are critical
   double gamma = 1.1;    // tolerated slowdown from a bypass
-  bool pressure_filter = true;  // gamma also applies to the slowdown measured under pressure
+  bool pressure_filter = false;  // gamma also applies to the slowdown measured under pressure
   bool bypass = true;    // false: FedC
   SmSharing sharing = SmSharing::native;  // how kernels on shared SMs split them (sharing.h)
 };
@@ -57,11 +57,11 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
 // `pressure`: a policy is also refused when its slowdown measured beside a streaming kernel
 // (KernelSpec::cache_slowdown_pressure, where measured) exceeds gamma.
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
-                        const std::optional<SmSet>& theirs, double gamma, bool pressure = true);
+                        const std::optional<SmSet>& theirs, double gamma, bool pressure = false);
 // The same with each GPC's SM set given (gpc_sets), as the policy keeps them.
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
                         const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms,
-                        bool pressure = true);
+                        bool pressure = false);
 // The SMs of each GPC of the device.
 std::vector<SmSet> gpc_sets(const DeviceSpec& d);
 
