@@ -299,47 +299,6 @@ TEST(CudaBackend, QueuedKernelsStartWhenTheirPredecessorEnds) {
   EXPECT_EQ(second.blocks_done[0], behind.parts[0].range.size());
 }
 
-// Completion signals: with them on, the completion thread finds (nearly) every dispatch by the
-// token the GPU wrote after its end event, not by querying events; with them off, by queries
-// alone. Each kernel here is launched only after the host saw the previous one end (ahead=0), so
-// the gap between kernels is the host's reaction, printed for both (a timing, not asserted).
-TEST(CudaBackend, CompletionsAreSignalledByTheGpu) {
-  Workload w;
-  w.name = "signals";
-  TenantSpec t;
-  t.name = "chain";
-  t.steps.push_back(KernelStep{*make_suite_kernel("vector_add", 1 << 22), 40});
-  w.tenants.push_back(t);
-  double gap[2] = {0, 0};
-  for (bool signals : {true, false}) {
-    cuda::CudaBackendOptions o;
-    o.signals = signals;
-    auto b = cuda::CudaBackend::create(0, 5, o);
-    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
-    EXPECT_EQ((*b)->signals_enabled(), signals);
-    auto p = builtin_policies().make("streams", {{"ahead", "0"}});
-    ASSERT_TRUE(p.is_ok());
-    auto run = run_workload(w, **b, **p, EngineOptions{});
-    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-    ASSERT_EQ(run->launches.size(), 40u);
-    std::vector<double> gaps;
-    for (size_t i = 1; i < run->launches.size(); ++i) {
-      EXPECT_GE(run->launches[i].start, run->launches[i - 1].end - 1e-6);
-      gaps.push_back(run->launches[i].start - run->launches[i - 1].end);
-    }
-    std::sort(gaps.begin(), gaps.end());
-    gap[signals ? 0 : 1] = gaps[gaps.size() / 2];
-    const cuda::CompletionStats st = (*b)->completion_stats();
-    EXPECT_EQ(st.by_signal + st.by_query, 40);
-    if (signals) {
-      EXPECT_GE(st.by_signal, 36) << "found by query: " << st.by_query;
-    } else {
-      EXPECT_EQ(st.by_signal, 0);
-    }
-  }
-  std::printf("median host reaction between kernels: signals %.1f us, event queries %.1f us\n", gap[0] * 1e6, gap[1] * 1e6);
-}
-
 // SchedContext::dispatch_after on the GPU (the task-stream policies' hand-off): with one stream,
 // every task but the first is dispatched behind the last kernel of the task before it (another
 // tenant, another CUDA stream), before that kernel ends, and starts only after it has ended.

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
-#include <tuple>
 #include <unordered_set>
 
 #include "concord/workload.h"
@@ -18,13 +17,6 @@ namespace {
 
 constexpr int kControlPool = 1024;
 constexpr int kHelperStreams = 8;
-constexpr int kSignalSlots = 8192;  // completion signals in flight at once (64 KiB of pinned words)
-// Every pending dispatch's end events are also queried this often (a failed kernel writes no
-// signal; the event reports the error).
-constexpr auto kQueryEvery = std::chrono::microseconds(200);
-// The completion thread's pause after a sweep that only read signals and found none.
-constexpr auto kSignalPause = std::chrono::nanoseconds(500);
-
 // A non-negative integer from the environment, or `fallback` (a bad value is reported).
 int env_int(const char* name, int fallback, int max) {
   const char* v = std::getenv(name);
@@ -49,7 +41,6 @@ void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.all
 
 CudaBackendOptions CudaBackendOptions::from_env() {
   CudaBackendOptions o;
-  o.signals = env_int("CONCORD_CUDA_SIGNALS", o.signals ? 1 : 0, 1) == 1;
   o.sweep_pause_us = env_int("CONCORD_CUDA_SWEEP_PAUSE_US", o.sweep_pause_us, 100000);
   return o;
 }
@@ -123,21 +114,6 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   // ordered before the kernel, with no host wait; the image is not reused until the control is
   // free again (after the dispatch completed).
   CONCORD_RETURN_IF_ERROR(b->images_.allocate(kControlPool));
-  if (options.signals) {
-    auto api = driver_api();
-    if (api && (*api)->stream_write_value64) {
-      CONCORD_RETURN_IF_ERROR(b->signals_.allocate(kSignalSlots, /*mapped=*/true));
-      std::memset(b->signals_.get(), 0, kSignalSlots * sizeof(uint64_t));
-      auto dev = b->signals_.device_pointer();
-      if (!dev) return dev.status();
-      b->signals_device_ = *dev;
-      for (int i = kSignalSlots - 1; i >= 0; --i) b->free_signals_.push_back(i);
-      b->signal_write_ = (*api)->stream_write_value64;
-    } else {
-      std::fprintf(stderr, "concord: cuda: no cuStreamWriteValue64 (%s); completions are found by event queries\n",
-                   api ? "not in this driver" : api.status().message().c_str());
-    }
-  }
   for (int i = 0; i < kHelperStreams; ++i) {
     Stream s;
     CONCORD_RETURN_IF_ERROR(s.create());
@@ -304,17 +280,7 @@ Status CudaBackend::launch(Running& r, cudaStream_t stream) {
                                                   r.placement.cache, r.grid, stream));
   }
   CONCORD_CUDA(cudaEventRecord(end.get(), stream));
-  Signal signal;
-  if (signal_write_ && !free_signals_.empty()) {
-    signal.slot = free_signals_.back();
-    signal.token = ++next_token_;
-    const auto addr = reinterpret_cast<CUdeviceptr>(signals_device_ + signal.slot);
-    // Default flags: the write waits for the work before it on the stream and makes it visible.
-    CONCORD_CU(signal_write_(reinterpret_cast<CUstream>(stream), addr, signal.token, 0));
-    free_signals_.pop_back();
-  }
   r.ends.push_back(std::move(end));
-  r.signals.push_back(signal);
   return Status::ok();
 }
 
@@ -514,12 +480,6 @@ void CudaBackend::recycle(Running& r) {
   if (r.start.get()) event_pool_.push_back(std::move(r.start));
   for (Event& e : r.ends) event_pool_.push_back(std::move(e));
   r.ends.clear();
-  // Its signals were written (or its events say its launches ended; a late write carries an old
-  // token, which no later launch on the slot waits for).
-  for (const Signal& s : r.signals) {
-    if (s.slot >= 0) free_signals_.push_back(s.slot);
-  }
-  r.signals.clear();
 }
 
 Seconds CudaBackend::event_time(const Event& e) const {
@@ -551,25 +511,22 @@ Result<Completion> CudaBackend::build_completion(const Running& r) {
 
 void CudaBackend::completion_loop() {
   if (cudaSetDevice(device_) != cudaSuccess) return;  // create() already set this device up
-  // What a sweep looks at: a pending dispatch, its end events and, when every launch of it
-  // writes one, its signals, as of the last snapshot. The snapshot is taken again only when
-  // dispatches came or grew (changes_) or this thread found some finished: a sweep that reads
-  // signals only takes no lock and calls no driver function.
+  // What a sweep looks at: a pending dispatch and its end events, as of the last snapshot. The
+  // snapshot is taken again only when dispatches came or grew (changes_) or this thread found
+  // some finished, so a sweep that finds nothing takes no lock.
   struct Watch {
     Running* r;
     std::vector<cudaEvent_t> ends;
-    std::vector<Signal> signals;  // empty: some launch has no signal, query its events
   };
   std::vector<Watch> watch;
   std::unordered_set<int64_t> pending;  // per snapshot: dispatches not found finished yet (reused)
-  std::vector<std::tuple<Watch*, Status, bool>> finished;  // watch, failure, found by its signals
-  auto next_query = std::chrono::steady_clock::now();
+  std::vector<std::pair<Watch*, Status>> finished;
   bool stale = true;
   uint64_t snapshot_changes = 0;
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   while (!stop_.load(std::memory_order_relaxed)) {
     if (stale || changes_.load(std::memory_order_acquire) != snapshot_changes) {
-      // Snapshot the pending dispatches under the lock, look at them without it, so the engine's
+      // Snapshot the pending dispatches under the lock, query them without it, so the engine's
       // dispatch, resize and preempt never wait for a sweep.
       lock.lock();
       snapshot_changes = changes_.load(std::memory_order_acquire);
@@ -578,12 +535,11 @@ void CudaBackend::completion_loop() {
       for (Running& r : running_) {
         if (r.completing) continue;
         pending.insert(r.id.value);
-        // Queued behind a dispatch still pending: it cannot have finished, so it is not looked
-        // at (a task's whole chain would otherwise be polled on every sweep).
+        // Queued behind a dispatch still pending: it cannot have finished, so its events are not
+        // queried (a task's whole chain would otherwise be polled on every sweep).
         if (r.after.valid() && pending.count(r.after.value)) continue;
-        Watch w{&r, {}, {}};
+        Watch w{&r, {}};
         for (const Event& e : r.ends) w.ends.push_back(e.get());
-        if (std::all_of(r.signals.begin(), r.signals.end(), [](const Signal& x) { return x.slot >= 0; })) w.signals = r.signals;
         watch.push_back(std::move(w));
       }
       if (watch.empty()) {
@@ -596,23 +552,8 @@ void CudaBackend::completion_loop() {
       lock.unlock();
       stale = false;
     }
-    // A query sweep looks at every watch's events (a failed kernel writes no signal); between
-    // them only the signals are read.
-    const auto sweep = std::chrono::steady_clock::now();
-    const bool query_all = sweep >= next_query;
-    if (query_all) next_query = sweep + kQueryEvery;
-    bool queried = false;
     finished.clear();
     for (Watch& w : watch) {
-      bool signalled = !w.signals.empty();
-      for (const Signal& sig : w.signals) {
-        if (std::atomic_ref<uint64_t>(signals_.get()[sig.slot]).load(std::memory_order_acquire) != sig.token) {
-          signalled = false;
-          break;
-        }
-      }
-      if (!signalled && !w.signals.empty() && !query_all) continue;
-      queried = queried || !signalled;
       Status failed;
       bool done = true;
       for (cudaEvent_t e : w.ends) {
@@ -627,21 +568,19 @@ void CudaBackend::completion_loop() {
           break;
         }
       }
-      if (done || !failed.is_ok()) finished.emplace_back(&w, failed, signalled);
+      if (done || !failed.is_ok()) finished.emplace_back(&w, failed);
     }
     if (finished.empty()) {
-      // Nothing finished. After event queries, pause a few microseconds: back-to-back queries
-      // contend with the engine thread's launches for the driver (measured: 15-54 us a dispatch
-      // on the H200 while this loop spun on yield() over queued chains). After reading signals
-      // only, a short pause.
-      const auto until = std::chrono::steady_clock::now() +
-                         (queried ? std::chrono::nanoseconds(std::chrono::microseconds(options_.sweep_pause_us)) : kSignalPause);
+      // Nothing finished: pause a few microseconds before the next sweep. Back-to-back event
+      // queries contend with the engine thread's launches for the driver (measured: 15-54 us a
+      // dispatch on the H200 while this loop spun on yield() over queued chains).
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(options_.sweep_pause_us);
       while (std::chrono::steady_clock::now() < until && !stop_.load(std::memory_order_relaxed)) std::this_thread::yield();
       continue;
     }
     stale = true;
     lock.lock();
-    for (auto& [w, failed, signalled] : finished) {
+    for (auto& [w, failed] : finished) {
       // A grow launched after the snapshot adds an end event: not finished yet.
       if (w->r->ends.size() != w->ends.size()) continue;
       // A queued dispatch completes after the one it waited for (whose end event may have turned
@@ -655,11 +594,10 @@ void CudaBackend::completion_loop() {
       w->r->completing = true;
     }
     lock.unlock();
-    for (auto& [w, failed, signalled] : finished) {
+    for (auto& [w, failed] : finished) {
       if (!w->r->completing) continue;
       // Only advance() erases entries, and only those with a result: the entry stays put.
       Result<Completion> c = failed.is_ok() ? build_completion(*w->r) : Result<Completion>(failed);
-      (signalled ? by_signal_ : by_query_).fetch_add(1);
       lock.lock();
       if (c) {
         w->r->result = std::move(*c);

@@ -6,11 +6,7 @@
 //    not the whole GPU;
 //  - fused: the fused wrapper for instantiated pairs.
 // Completions: a completion thread polls the running dispatches' end events, reads their
-// progress counters and queues the completions; advance() hands them to the engine. With
-// signals on (CudaBackendOptions::signals), the GPU also writes a token into pinned host memory
-// after each launch's end event (cuStreamWriteValue64); the thread then reads those words with
-// plain loads and queries events only to confirm a signalled dispatch and, every 200 us, to catch
-// a failed kernel (docs/cuda_backend.md, "Completions").
+// progress counters and queues the completions; advance() hands them to the engine.
 #pragma once
 
 #include <atomic>
@@ -26,7 +22,6 @@
 #include <vector>
 
 #include "backend/cuda/chunk.h"
-#include "backend/cuda/driver_api.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
 #include "concord/backend.h"
@@ -36,21 +31,10 @@
 namespace concord::cuda {
 
 struct CudaBackendOptions {
-  // Completion signals written by the GPU into host memory (off: end-event queries alone). Off
-  // by default: on the H200 each signal costs a stream ~2 us between queued kernels and the host
-  // sees an end no sooner (docs/cuda_backend.md, "Completions").
-  bool signals = false;
-  // The completion thread's pause after a sweep that queried events and found nothing (us).
+  // The completion thread's pause after a sweep that found nothing (us).
   int sweep_pause_us = 4;
-  // From CONCORD_CUDA_SIGNALS (0/1) and CONCORD_CUDA_SWEEP_PAUSE_US; a bad value is reported on
-  // stderr and the default kept.
+  // From CONCORD_CUDA_SWEEP_PAUSE_US; a bad value is reported on stderr and the default kept.
   static CudaBackendOptions from_env();
-};
-
-// How the completion thread found the completions it delivered.
-struct CompletionStats {
-  int64_t by_signal = 0;  // its signals seen, then its events confirmed
-  int64_t by_query = 0;   // its end events queried (no signal, or before the signal was seen)
 };
 
 class CudaBackend final : public Backend {
@@ -75,8 +59,6 @@ class CudaBackend final : public Backend {
   int running() const override { return active_.load(); }
 
   GreenContextPool& green_contexts() { return *green_; }
-  bool signals_enabled() const { return signal_write_ != nullptr; }
-  CompletionStats completion_stats() const { return {by_signal_.load(), by_query_.load()}; }
 
  private:
   struct Part {
@@ -86,16 +68,11 @@ class CudaBackend final : public Backend {
     int parts_per_block = 1;
     int control = -1;  // index into the control pool (persistent form)
   };
-  struct Signal {
-    int slot = -1;       // index into signals_
-    uint64_t token = 0;  // the value the GPU writes there when the launch has ended
-  };
   struct Running {
     DispatchId id;
     Placement placement;
     std::vector<Part> parts;
     std::vector<Event> ends;      // one per launch of this dispatch (grows add launches)
-    std::vector<Signal> signals;  // one per launch, written after its end event (slot -1: none)
     Event start;
     cudaStream_t stream = nullptr;  // where its first launch went
     int grid = 0;
@@ -143,16 +120,6 @@ class CudaBackend final : public Backend {
   std::vector<int> free_controls_;
   HostBuffer<device::ElasticControl> staging_;  // pinned host copy of one control block (field writes, reads)
   HostBuffer<device::ElasticControl> images_;   // pinned upload image per control block
-  // Completion signals: mapped pinned words the GPU writes tokens into; slots are taken at launch
-  // and given back when the dispatch is delivered (engine thread only). signal_write_ is null
-  // when signals are off or the driver cannot write from a stream.
-  HostBuffer<uint64_t> signals_;
-  uint64_t* signals_device_ = nullptr;
-  std::vector<int> free_signals_;
-  uint64_t next_token_ = 0;
-  decltype(&::cuStreamWriteValue64) signal_write_ = nullptr;
-  std::atomic<int64_t> by_signal_{0};
-  std::atomic<int64_t> by_query_{0};
   // Dispatches from launch until advance() delivered their completion; a list, so an entry stays
   // put while the completion thread works on it without the lock. Guarded by mu_.
   std::list<Running> running_;

@@ -30,7 +30,6 @@ Result<DriverApi> load_all() {
   CONCORD_RETURN_IF_ERROR(load(api.green_ctx_stream_create, "cuGreenCtxStreamCreate"));
   CONCORD_RETURN_IF_ERROR(load(api.stream_destroy, "cuStreamDestroy"));
   CONCORD_RETURN_IF_ERROR(load(api.get_error_name, "cuGetErrorName"));
-  if (!load(api.stream_write_value64, "cuStreamWriteValue64")) api.stream_write_value64 = nullptr;
   return api;
 }
 

@@ -49,8 +49,7 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
-// Page-locked host memory (cudaHostAlloc). `mapped`: the GPU can also address it (stream memory
-// operations write completion signals into it); device_pointer() gives the GPU's address.
+// Page-locked host memory (cudaHostAlloc): staging for asynchronous copies.
 template <typename T>
 class HostBuffer {
  public:
@@ -67,18 +66,13 @@ class HostBuffer {
     }
     return *this;
   }
-  Status allocate(size_t count, bool mapped = false) {
+  Status allocate(size_t count) {
     reset();
     void* p = nullptr;
-    CONCORD_CUDA(cudaHostAlloc(&p, count * sizeof(T), mapped ? (cudaHostAllocMapped | cudaHostAllocPortable) : cudaHostAllocDefault));
+    CONCORD_CUDA(cudaHostAlloc(&p, count * sizeof(T), cudaHostAllocDefault));
     ptr_ = static_cast<T*>(p);
     count_ = count;
     return Status::ok();
-  }
-  Result<T*> device_pointer() const {
-    void* d = nullptr;
-    CONCORD_CUDA(cudaHostGetDevicePointer(&d, ptr_, 0));
-    return static_cast<T*>(d);
   }
   void reset() {
     if (ptr_) cudaFreeHost(ptr_);
