@@ -349,8 +349,9 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
   if (!green) return green.status();
   dev.green = std::move(*green);
 
-  if (options.pressure) {
-    // A streaming kernel for the cache policies' pressure timing (3.2 GB of arrays).
+  // The streaming kernel for the cache policies' pressure timing (3.2 GB of arrays), made when
+  // the first elastic kernel is measured (not when every kernel is already stored).
+  auto make_pressure = [&]() -> Status {
     auto spec = make_suite_kernel("stream_triad", int64_t{1} << 28);
     if (!spec) return spec.status();
     auto k = kernels::make_device_kernel(*spec);
@@ -372,7 +373,8 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
     if (!t) return t.status();
     dev.pressure_seconds = *t;
     dev.pressure = std::move(*k);
-  }
+    return Status::ok();
+  };
 
   // What to measure, in suite order.
   struct Job {
@@ -431,6 +433,7 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
              << "] " << done << "/" << jobs.size() << " " << key.kernel << " (" << key.variant << ", size " << key.size
              << ")  elapsed " << format_seconds(elapsed) << (report.measured > 0 ? ", ETA " + format_seconds(eta) : "") << "\n";
     progress.flush();
+    if (options.pressure && job.spec.elastic && !dev.pressure) CONCORD_RETURN_IF_ERROR(make_pressure());
     auto kernel = kernels::make_device_kernel(job.spec);
     if (!kernel) return kernel.status();
     CONCORD_RETURN_IF_ERROR((*kernel)->prepare(7));

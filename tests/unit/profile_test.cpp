@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sqlite3.h>
 
@@ -104,6 +105,17 @@ TEST(ProfileJson, RoundTrip) {
   EXPECT_EQ(back->tlp_seconds, p.tlp_seconds);
   EXPECT_EQ(back->aker_class, AkerClass::memory_prefer);
   EXPECT_FALSE(profile_from_json("{\"key\": 3}").is_ok());
+  // The timing under pressure round-trips; a profile written before it existed reads as unmeasured.
+  KernelProfile q = sample("cfd_flux", 2048);
+  q.cache_pressure_seconds = {2, 2.1, 3, 3.3};
+  auto q_back = profile_from_json(profile_to_json(q));
+  ASSERT_TRUE(q_back.is_ok()) << q_back.status().to_string();
+  EXPECT_EQ(q_back->cache_pressure_seconds, q.cache_pressure_seconds);
+  auto old_json = nlohmann::json::parse(profile_to_json(q));
+  old_json.erase("cache_pressure_seconds");
+  auto old_back = profile_from_json(old_json.dump());
+  ASSERT_TRUE(old_back.is_ok()) << old_back.status().to_string();
+  EXPECT_EQ(old_back->cache_pressure_seconds, (std::array<double, 4>{0, 0, 0, 0}));
 }
 
 class StoreTest : public ::testing::Test {
@@ -281,6 +293,16 @@ TEST_F(StoreTest, AttachProfilesGivesSimulatorCurves) {
   EXPECT_EQ(w->tenants[0].steps[0].kernel.sm_curve.size(), p.sm_curve.size());
   EXPECT_TRUE(w->tenants[0].steps[1].kernel.sm_curve.empty());
   EXPECT_NE(tenant_fingerprint(w->tenants[0]), before) << "alone-time caches must see the curve";
+  // Slowdowns against normal caching, alone and under pressure (0: not measured).
+  const auto& k = w->tenants[0].steps[0].kernel;
+  EXPECT_NEAR(k.cache_slowdown[2], 1.2, 1e-12);
+  EXPECT_EQ(k.cache_slowdown_pressure, (std::array<double, 4>{0, 0, 0, 0}));
+  p.cache_pressure_seconds = {2, 2.2, 3, 0};
+  ASSERT_TRUE((*store)->put(p).is_ok());
+  ASSERT_TRUE(attach_profiles(*w, **store).is_ok());
+  EXPECT_NEAR(w->tenants[0].steps[0].kernel.cache_slowdown_pressure[1], 1.1, 1e-12);
+  EXPECT_NEAR(w->tenants[0].steps[0].kernel.cache_slowdown_pressure[2], 1.5, 1e-12);
+  EXPECT_EQ(w->tenants[0].steps[0].kernel.cache_slowdown_pressure[3], 0.0);
 }
 
 }  // namespace
