@@ -11,15 +11,26 @@
 
 namespace concord::cuda {
 
-template <typename T>
-class DeviceBuffer {
+// Where a Buffer's memory comes from: device memory, or page-locked host memory (staging for
+// asynchronous copies).
+struct DeviceMemory {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void release(void* p) { cudaFree(p); }
+};
+struct PinnedHostMemory {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaHostAlloc(p, bytes, cudaHostAllocDefault); }
+  static void release(void* p) { cudaFreeHost(p); }
+};
+
+template <typename T, typename Memory>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  Buffer() = default;
+  ~Buffer() { reset(); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       reset();
       ptr_ = std::exchange(o.ptr_, nullptr);
@@ -30,13 +41,13 @@ class DeviceBuffer {
   Status allocate(size_t count) {
     reset();
     void* p = nullptr;
-    CONCORD_CUDA(cudaMalloc(&p, count * sizeof(T)));
+    CONCORD_CUDA(Memory::allocate(&p, count * sizeof(T)));
     ptr_ = static_cast<T*>(p);
     count_ = count;
     return Status::ok();
   }
   void reset() {
-    if (ptr_) cudaFree(ptr_);
+    if (ptr_) Memory::release(ptr_);
     ptr_ = nullptr;
     count_ = 0;
   }
@@ -49,43 +60,10 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
-// Page-locked host memory (cudaHostAlloc): staging for asynchronous copies.
 template <typename T>
-class HostBuffer {
- public:
-  HostBuffer() = default;
-  ~HostBuffer() { reset(); }
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-  HostBuffer(HostBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
-  HostBuffer& operator=(HostBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      count_ = std::exchange(o.count_, 0);
-    }
-    return *this;
-  }
-  Status allocate(size_t count) {
-    reset();
-    void* p = nullptr;
-    CONCORD_CUDA(cudaHostAlloc(&p, count * sizeof(T), cudaHostAllocDefault));
-    ptr_ = static_cast<T*>(p);
-    count_ = count;
-    return Status::ok();
-  }
-  void reset() {
-    if (ptr_) cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    count_ = 0;
-  }
-  T* get() const { return ptr_; }
-  size_t size() const { return count_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t count_ = 0;
-};
+using DeviceBuffer = Buffer<T, DeviceMemory>;
+template <typename T>
+using HostBuffer = Buffer<T, PinnedHostMemory>;
 
 class Stream {
  public:
