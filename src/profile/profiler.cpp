@@ -51,6 +51,7 @@ struct Device {
   std::unique_ptr<kernels::DeviceKernel> pressure;
   cuda::Stream pressure_stream;
   int pressure_tlp = 1;
+  int pressure_grid = 0;  // blocks a persistent launch of it starts (its occupancy x SMs)
   double pressure_seconds = 0;
   // The first k TPC groups in probe order: the SM set a k-group partition gives.
   SmSet first_groups(int sms) const {
@@ -196,8 +197,6 @@ class KernelProfiler {
     cuda::ElasticControls ctl;
     ctl.add({0, my_blocks}, all, std::max(1, occupancy_ / 2));
     for (int i = 0; i < launches; ++i) ctl.add({0, their_blocks}, all, dev_.pressure_tlp);
-    auto pocc = pk.elastic_occupancy(pv);
-    if (!pocc) return pocc.status();
     cuda::Event start, end;
     CONCORD_RETURN_IF_ERROR(start.create());
     CONCORD_RETURN_IF_ERROR(end.create());
@@ -208,7 +207,7 @@ class KernelProfiler {
       CONCORD_CUDA(cudaDeviceSynchronize());
       CONCORD_CUDA(cudaEventRecord(start.get(), theirs));
       for (int i = 0; i < launches; ++i) {
-        CONCORD_RETURN_IF_ERROR(pk.launch_elastic(pv, CachePolicy::normal, ctl.at(static_cast<size_t>(1 + i)), *pocc * dev_.sm_count, theirs));
+        CONCORD_RETURN_IF_ERROR(pk.launch_elastic(pv, CachePolicy::normal, ctl.at(static_cast<size_t>(1 + i)), dev_.pressure_grid, theirs));
       }
       CONCORD_CUDA(cudaStreamWaitEvent(mine, start.get(), 0));
       CONCORD_RETURN_IF_ERROR(k_.launch_elastic(v_, c, ctl.at(0), occupancy_ * dev_.sm_count, mine));
@@ -360,6 +359,7 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
     auto occ = (*k)->elastic_occupancy(spec->default_variant);
     if (!occ) return occ.status();
     dev.pressure_tlp = std::max(1, *occ / 2);
+    dev.pressure_grid = *occ * dev.sm_count;
     CONCORD_RETURN_IF_ERROR(dev.pressure_stream.create());
     cuda::ElasticControls ctl;
     ctl.add({0, spec->variant(spec->default_variant).logical_blocks}, SmSet::all(dev.sm_count), dev.pressure_tlp);
@@ -367,7 +367,7 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions&
     auto t = cuda::time_median({dev.pressure_stream.get()}, [&] { return ctl.upload(); },
                                [&] {
                                  return raw->launch_elastic(spec->default_variant, CachePolicy::normal, ctl.at(0),
-                                                            *occ * dev.sm_count, dev.pressure_stream.get());
+                                                            dev.pressure_grid, dev.pressure_stream.get());
                                },
                                3, 1);
     if (!t) return t.status();
