@@ -16,10 +16,12 @@
 #include "concord/backend.h"
 #include "concord/device.h"
 #include "concord/engine.h"
+#include "concord/estimator.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
 #include "concord/workload.h"
 #include "policy/raise/raise_policy.h"
+#include "policy/task_streams.h"
 
 #ifdef CONCORD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -161,7 +163,17 @@ int main(int argc, char** argv) {
     const Workload w = compose(*templates, r.tasks / types, r.seed);
     auto b = make_backend(cfg);
     if (!b) return fail(b.status());
-    if (!results.contains("device")) results["device"] = (*b)->device().name;
+    if (!results.contains("device")) {
+      results["device"] = (*b)->device().name;
+      // Each task type's RAISE class as the policies read it (`stated`: the tasks file's raise_type).
+      const Estimator estimator((*b)->device());
+      nlohmann::json classes = nlohmann::json::object();
+      for (const TenantSpec& t : templates->tenants) {
+        const policy::TaskInfo info = policy::task_info(t, estimator);
+        classes[t.name] = {{"class", to_string(info.cls)}, {"stated", info.stated}};
+      }
+      results["task_classes"] = classes;
+    }
     // r.policy is a spec ("raise" or "raise:cascade=1"); the run's own params (dims, alpha, ...) win.
     auto spec = parse_policy_spec(r.policy);
     if (!spec) return fail(Status::invalid_argument("--policies: " + spec.status().message()));

@@ -17,6 +17,10 @@ def main(path):
     print(f"Device: {d.get('device', '?')} ({d['backend']}); task templates {d['tasks']} "
           f"({d['profiled_task_types']} of {d['task_types']} types with measured RAISE vectors); "
           f"{len(runs)} runs in {d.get('seconds', 0):.0f} s{' (stopped early: time budget)' if d.get('stopped_early') else ''}.\n")
+    if d.get("task_classes"):
+        c = d["task_classes"]
+        print("Task types (stated: the tasks file's raise_type; else read from the measured vector): " +
+              ", ".join(f"{n} {v['class']}{' (stated)' if v['stated'] else ''}" for n, v in c.items()) + ".\n")
     main_runs = defaultdict(list)
     for r in runs:
         if r["group"] == "main":

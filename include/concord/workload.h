@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "concord/device.h"
 #include "concord/ids.h"
 #include "concord/kernel.h"
+#include "concord/raise.h"
 #include "concord/status.h"
 
 namespace concord {
@@ -36,6 +38,9 @@ struct TenantSpec {
   int requests = 1;                  // repetitions of the request
   ArrivalProcess arrival;
   Seconds latency_target = 0;        // LC only: per-request target, seconds
+  // RAISE's task type as the user states it (`raise_type: COM|MEM|LAT`; raise.md VI-A classifies
+  // its tasks by hand, Table IV). Absent: read from the measured vector (raise_class).
+  std::optional<RaiseClass> raise_type;
   int64_t launches_per_request() const;
 };
 

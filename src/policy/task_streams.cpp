@@ -65,10 +65,12 @@ TaskInfo task_info(const TenantSpec& tenant, const Estimator& estimator) {
     }
     info.vectors.push_back(sum);
   }
-  // The class of the task's largest-block variant (Table IV's types are read on Max).
+  // The class of the task's largest-block variant (Table IV's types are read on Max), unless the
+  // workload states it (`raise_type`, as the paper's Table IV does by hand).
   const KernelSpec& first = tenant.steps.front().kernel;
   info.class_variant = static_cast<size_t>(std::min<int>(max_variant(first), variants - 1));
-  info.cls = raise_class(info.vectors[info.class_variant]);
+  info.cls = tenant.raise_type ? *tenant.raise_type : raise_class(info.vectors[info.class_variant]);
+  info.stated = tenant.raise_type.has_value();
   return info;
 }
 

@@ -19,6 +19,7 @@ struct TaskInfo {
   std::vector<RaiseVector> vectors;  // per variant of its kernels
   RaiseClass cls = RaiseClass::lat;  // by the vector of its largest-block variant (raise.md VI-A)
   size_t class_variant = 0;          // that variant: the vector `cls` was read from
+  bool stated = false;               // `cls` is the workload's `raise_type`, not read from the vector
   bool measured = true;              // false when any kernel's metrics were estimated
 };
 

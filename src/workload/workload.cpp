@@ -119,7 +119,7 @@ class Parser {
   Result<TenantSpec> parse_tenant(const YAML::Node& n, const std::string& at) {
     if (!n.IsMap()) return error(n, at, "must be a mapping");
     CONCORD_RETURN_IF_ERROR(
-        only_keys(n, at, {"name", "class", "requests", "arrival", "target_ms", "kernels"}));
+        only_keys(n, at, {"name", "class", "requests", "arrival", "target_ms", "raise_type", "kernels"}));
     TenantSpec t;
     if (!n["name"]) return error(n, at + ".name", "missing");
     auto name = scalar(n["name"], at + ".name");
@@ -156,6 +156,12 @@ class Parser {
       if (!target) return target.status();
       if (*target <= 0) return error(n["target_ms"], at + ".target_ms", "must be > 0");
       t.latency_target = *target * 1e-3;
+    }
+    if (n["raise_type"]) {
+      auto type = scalar(n["raise_type"], at + ".raise_type");
+      if (!type) return type.status();
+      t.raise_type = raise_class_from_string(*type);
+      if (!t.raise_type) return error(n["raise_type"], at + ".raise_type", "must be COM, MEM or LAT, got '" + *type + "'");
     }
     if (t.cls == TenantClass::latency_critical && t.latency_target <= 0) {
       return error(n, at + ".target_ms", "an LC tenant needs a latency target");

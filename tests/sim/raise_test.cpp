@@ -372,5 +372,33 @@ TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
   EXPECT_EQ(estimated.cls, RaiseClass::mem);  // a streaming kernel: DRAM-bound on the roofline
 }
 
+TEST(RaiseTasks, AStatedTypeReplacesTheOneReadFromTheVector) {
+  // The paper classifies its tasks by hand (Table IV); a tenant's `raise_type` says the type, and
+  // the scores, the raise decision and SQ's grouping follow it.
+  Workload w = typed_tasks(2);
+  const Estimator est(h200_spec());
+  TenantSpec& com = w.tenants[0];  // vector reads COM (IPC 7, DU 1)
+  EXPECT_EQ(policy::task_info(com, est).cls, RaiseClass::com);
+  EXPECT_FALSE(policy::task_info(com, est).stated);
+  com.raise_type = RaiseClass::lat;
+  EXPECT_EQ(policy::task_info(com, est).cls, RaiseClass::lat);
+  EXPECT_TRUE(policy::task_info(com, est).stated);
+  // SQ runs every COM task before any LAT task: the restated com0 now runs with the LAT tasks,
+  // after com1 (still COM) and both MEM tasks have finished.
+  auto sq = run_on_sim(w, "sq", 3);
+  ASSERT_TRUE(sq.is_ok()) << sq.status().to_string();
+  std::map<std::string, TaskSpan> by_name;
+  for (const auto& [t, s] : spans(*sq)) by_name[sq->tenants[static_cast<size_t>(t)].name] = s;
+  EXPECT_GE(by_name["com0"].start, by_name["com1"].end - 1e-12);
+  EXPECT_GE(by_name["com0"].start, by_name["mem0"].end - 1e-12);
+  EXPECT_GE(by_name["com0"].start, by_name["mem1"].end - 1e-12);
+  // Without the statement com0 runs with the COM tasks, before any MEM task starts.
+  auto plain = run_on_sim(typed_tasks(2), "sq", 3);
+  ASSERT_TRUE(plain.is_ok());
+  std::map<std::string, TaskSpan> plain_by_name;
+  for (const auto& [t, s] : spans(*plain)) plain_by_name[plain->tenants[static_cast<size_t>(t)].name] = s;
+  EXPECT_LE(plain_by_name["com0"].end, plain_by_name["mem0"].start + 1e-12);
+}
+
 }  // namespace
 }  // namespace concord

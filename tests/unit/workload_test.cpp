@@ -22,6 +22,7 @@ tenants:
       - {kernel: tc_gemm, size: 2048, count: 3}
       - {kernel: vector_add, size: 1048576, variant: max}
   - name: train
+    raise_type: MEM
     kernels:
       - {kernel: hotspot}
 )", "demo.yaml");
@@ -39,6 +40,9 @@ tenants:
   EXPECT_EQ(be.cls, TenantClass::best_effort);
   EXPECT_EQ(be.arrival.kind, ArrivalProcess::Kind::closed_loop);
   EXPECT_EQ(be.steps[0].kernel.size, 4096);  // the suite's default size
+  EXPECT_FALSE(lc.raise_type.has_value());    // read from the measured vector
+  ASSERT_TRUE(be.raise_type.has_value());
+  EXPECT_EQ(*be.raise_type, RaiseClass::mem);
 }
 
 TEST(Workload, TimestampsInlineAndFromFile) {
@@ -109,6 +113,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "tenants[0].kernels[0].dims", 3},
         BadCase{"dims not numbers", "tenants:\n  - name: a\n    kernels: [{kernel: bfs, dims: [8, x, 32]}]\n",
                 "tenants[0].kernels[0].dims[1]", 3},
+        BadCase{"bad raise_type", "tenants:\n  - name: a\n    raise_type: GPU\n    kernels: [{kernel: bfs}]\n",
+                "tenants[0].raise_type", 3},
         BadCase{"zero requests", "tenants:\n  - name: a\n    requests: 0\n    kernels: [{kernel: bfs}]\n",
                 "tenants[0].requests", 3},
         BadCase{"requests disagree with timestamps",
