@@ -2,7 +2,8 @@
 # Traces of bench/raise's tasks under raise, sq, rr and rd on the GPU (concord run --trace), and
 # bench/raise/gaps.py's account of where the time goes: idle GPU, gaps between one task's kernels,
 # kernels and tasks in flight. Usage: scripts/raise_gaps.sh OUT [vectors.json] (bundle in .gpu/).
-# POLICIES, COPIES, RUN_ARGS (more `concord run` options, e.g. "--param ahead=2") change the runs.
+# POLICIES, COPIES, TASKS (default bench/raise/tasks.yaml), RUN_ARGS (more `concord run` options,
+# e.g. "--param ahead=2") change the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1
@@ -14,10 +15,10 @@ rm -f "$out/raise.db"
 "$bin/concord" profile import --db "$out/raise.db" "$vec"
 # COPIES copies of every task template (12, 36 tasks by default), as bench/raise composes them.
 for k in ${COPIES:-1 3}; do
-  python3 - "$k" > "$out/tasks-$k.yaml" <<'PY'
+  python3 - "$k" "${TASKS:-bench/raise/tasks.yaml}" > "$out/tasks-$k.yaml" <<'PY'
 import sys, yaml
 k = int(sys.argv[1])
-w = yaml.safe_load(open("bench/raise/tasks.yaml"))
+w = yaml.safe_load(open(sys.argv[2]))
 w["name"] = f"raise-tasks-x{k}"
 w["tenants"] = [dict(t, name=f"{t['name']}#{i}") for i in range(k) for t in w["tenants"]]
 print(yaml.safe_dump(w, sort_keys=False))
