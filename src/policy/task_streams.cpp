@@ -70,7 +70,6 @@ TaskInfo task_info(const TenantSpec& tenant, const Estimator& estimator) {
   const KernelSpec& first = tenant.steps.front().kernel;
   info.class_variant = static_cast<size_t>(std::min<int>(max_variant(first), variants - 1));
   info.cls = tenant.raise_type ? *tenant.raise_type : raise_class(info.vectors[info.class_variant]);
-  info.stated = tenant.raise_type.has_value();
   return info;
 }
 

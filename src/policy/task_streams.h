@@ -17,9 +17,8 @@ namespace concord::policy {
 // What the schedulers know of a task type (a tenant): its RAISE vector per variant and class.
 struct TaskInfo {
   std::vector<RaiseVector> vectors;  // per variant of its kernels
-  RaiseClass cls = RaiseClass::lat;  // by the vector of its largest-block variant (raise.md VI-A)
+  RaiseClass cls = RaiseClass::lat;  // the tenant's raise_type, else by its largest-block variant's vector (raise.md VI-A)
   size_t class_variant = 0;          // that variant: the vector `cls` was read from
-  bool stated = false;               // `cls` is the workload's `raise_type`, not read from the vector
   bool measured = true;              // false when any kernel's metrics were estimated
 };
 

@@ -374,15 +374,13 @@ TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
 
 TEST(RaiseTasks, AStatedTypeReplacesTheOneReadFromTheVector) {
   // The paper classifies its tasks by hand (Table IV); a tenant's `raise_type` says the type, and
-  // the scores, the raise decision and SQ's grouping follow it.
+  // the policies (here SQ's grouping) follow it.
   Workload w = typed_tasks(2);
   const Estimator est(h200_spec());
   TenantSpec& com = w.tenants[0];  // vector reads COM (IPC 7, DU 1)
   EXPECT_EQ(policy::task_info(com, est).cls, RaiseClass::com);
-  EXPECT_FALSE(policy::task_info(com, est).stated);
   com.raise_type = RaiseClass::lat;
   EXPECT_EQ(policy::task_info(com, est).cls, RaiseClass::lat);
-  EXPECT_TRUE(policy::task_info(com, est).stated);
   // SQ runs every COM task before any LAT task: the restated com0 now runs with the LAT tasks,
   // after com1 (still COM) and both MEM tasks have finished.
   auto sq = run_on_sim(w, "sq", 3);
