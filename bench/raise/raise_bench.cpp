@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -55,6 +56,25 @@ struct Run {
   int tasks = 0;
   uint64_t seed = 0;
 };
+
+// A run this many times the median makespan of the runs before it with the same group, policy,
+// parameters and task count is an outlier: its dispatches go to a file of their own.
+constexpr double kOutlierFactor = 2.0;
+constexpr size_t kOutlierMinRuns = 3;  // runs needed before a median is trusted
+
+// Every dispatch of an outlier run, with the host's and the GPU's times, so a stall can be placed:
+// dispatched -> start (waiting for the GPU), start -> end (running), end -> seen (the host noticing).
+nlohmann::json dispatch_record(const RunRecord& rec) {
+  nlohmann::json ds = nlohmann::json::array();
+  for (const DispatchRecord& d : rec.dispatches) {
+    const LaunchRecord& l = rec.launches.at(static_cast<size_t>(d.launches.front().value));
+    ds.push_back({{"tenant", rec.tenants.at(static_cast<size_t>(l.tenant.value)).name}, {"kernel", l.kernel},
+                  {"variant", d.placement.variant}, {"launches", d.launches.size()}, {"dispatched_s", d.dispatched},
+                  {"start_s", d.start}, {"end_s", d.end}, {"seen_s", d.seen},
+                  {"after", d.after.valid() ? nlohmann::json(d.after.value) : nlohmann::json(nullptr)}});
+  }
+  return ds;
+}
 
 }  // namespace
 
@@ -153,6 +173,8 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0;
   Status failure = Status::ok();
+  std::map<std::string, std::vector<double>> seen_makespans;  // per group|policy|params|tasks
+  int outliers = 0;
   for (const Run& r : plan) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (max_minutes > 0 && elapsed > max_minutes * 60) {
@@ -196,6 +218,22 @@ int main(int argc, char** argv) {
       j["alpha"] = raise->alpha();  // the thresholds it ran with (`auto`: from these tasks)
       j["beta"] = raise->beta();
     }
+    // An outlier keeps its dispatches, in a file beside `out` (the results JSON names it).
+    const std::string key = r.group + "|" + r.policy + "|" + nlohmann::json(r.params).dump() + "|" + std::to_string(r.tasks);
+    std::vector<double>& before = seen_makespans[key];
+    if (before.size() >= kOutlierMinRuns) {
+      std::vector<double> sorted = before;
+      std::nth_element(sorted.begin(), sorted.begin() + static_cast<long>(sorted.size() / 2), sorted.end());
+      const double median = sorted[sorted.size() / 2];
+      if (rec->makespan > kOutlierFactor * median) {
+        const std::string file = out + ".outlier-" + std::to_string(++outliers) + ".json";
+        std::ofstream(file) << nlohmann::json{{"run", j}, {"median_makespan_s", median}, {"dispatches", dispatch_record(*rec)}}.dump(1) << "\n";
+        j["outlier_file"] = file;
+        std::cerr << "outlier: " << key << " seed " << r.seed << ": " << rec->makespan * 1e3 << " ms against a median of "
+                  << median * 1e3 << " ms; dispatches in " << file << "\n";
+      }
+    }
+    before.push_back(rec->makespan);
     results["runs"].push_back(j);
     ++done;
     if (done % 20 == 0 || done == static_cast<int>(plan.size())) {
