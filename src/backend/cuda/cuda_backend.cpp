@@ -164,6 +164,12 @@ Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec) {
 }
 
 Status CudaBackend::prepare(const Workload& workload) {
+  // Every tenant's stream now, before the clock: creating one costs the first dispatch of a tenant
+  // (a task, in bench/raise) time on the host while other tenants' launches wait behind it.
+  for (size_t i = 0; i < workload.tenants.size(); ++i) {
+    auto s = tenant_stream(static_cast<int>(i), 0);
+    if (!s) return s.status();
+  }
   for (const TenantSpec& t : workload.tenants) {
     for (const KernelStep& s : t.steps) {
       auto k = kernel_for(s.kernel);
@@ -248,7 +254,11 @@ Result<cudaStream_t> CudaBackend::stream_for(const Running& r) {
     if (!green_) return Status::unsupported("cuda: a native launch on part of the GPU needs green contexts, unavailable here (MPS?)");
     return green_->stream_for(r.placement.sms, r.tenant, priority);
   }
-  const int key = r.tenant * 2 + (priority < 0 ? 1 : 0);
+  return tenant_stream(r.tenant, priority);
+}
+
+Result<cudaStream_t> CudaBackend::tenant_stream(int tenant, int priority) {
+  const int key = tenant * 2 + (priority < 0 ? 1 : 0);
   auto it = tenant_streams_.find(key);
   if (it == tenant_streams_.end()) {
     Stream s;

@@ -95,6 +95,8 @@ class CudaBackend final : public Backend {
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);
   Result<device::ElasticControl> read_control(int control, const Event& after) const;
   Result<cudaStream_t> stream_for(const Running& r);
+  // A tenant's own stream (created on first use; prepare() creates the normal-priority ones).
+  Result<cudaStream_t> tenant_stream(int tenant, int priority);
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);
   Seconds event_time(const Event& e) const;
