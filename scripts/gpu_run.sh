@@ -88,7 +88,8 @@ fi
 # RAISE_PROFILES="a.json b.json ...": replay bench/raise on stored task vectors instead (no Nsight
 # Compute): each file imported into its own store, then the bench on RAISE_TASKS (default
 # bench/raise/tasks.yaml); outputs raise_bench_<tasks>-vec-<file>.json. RAISE_ARGS: more options
-# for the bench (e.g. "--policies raise,sq,raise:ahead=0 --no-sensitivity").
+# for the bench (e.g. "--policies raise,sq,raise:ahead=0 --no-sensitivity"). RAISE_PASSES: ncu passes
+# per measurement (default 3, averaged).
 if has raise && [ -n "${RAISE_PROFILES:-}" ]; then
   for f in $RAISE_PROFILES; do
     vec=$(basename "$f" .json)
@@ -112,13 +113,13 @@ elif has raise; then
     tag=$(basename "$tasks" .yaml)
     mkdir -p "$out/ncu-$tag"
     step "raise_metrics_$tag" "${NCU_TASKS_S:-200}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
-      --workload "$tasks" --work-dir "$out/ncu-$tag"
+      --workload "$tasks" --work-dir "$out/ncu-$tag" --passes "${RAISE_PASSES:-3}"
     step "raise_bench_$tag" "${RAISE_S:-300}" "$bin/concord_raise_bench" --backend cuda --profiles "$out/profiles.db" \
-      --tasks "$tasks" --out "$out/raise_bench_$tag.json" --max-minutes "${RAISE_MINUTES:-4}"
+      --tasks "$tasks" --out "$out/raise_bench_$tag.json" --max-minutes "${RAISE_MINUTES:-4}" ${RAISE_ARGS:-}
   done
   # RAISE_SUITE=0: the bench's tasks only (the suite's metrics are in bench/results already).
   [ "${RAISE_SUITE:-1}" = 0 ] || step raise_metrics_suite "${NCU_SUITE_S:-240}" "$bin/concord" profile raise --db "$out/profiles.db" --ncu "$ncu_bin" \
-    --work-dir "$out/ncu-suite"
+    --work-dir "$out/ncu-suite" --passes "${RAISE_PASSES:-3}"
   step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
   step profile_show 60 "$bin/concord" profile show --db "$out/profiles.db"
 fi

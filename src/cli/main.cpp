@@ -114,14 +114,20 @@ int main(int argc, char** argv) {
   CLI::App* profile_raise = profile->add_subcommand(
       "raise", "Measure RAISE's eight metrics of every block-size variant with Nsight Compute (ncu)");
   std::vector<std::string> raise_workloads;
-  std::string raise_ncu = "ncu", raise_dir = ".", raise_csv, raise_gpu, raise_driver;
+  std::string raise_ncu = "ncu", raise_dir = ".", raise_gpu, raise_driver;
+  std::vector<std::string> raise_csv;
+  int raise_passes = 3;
   profile_raise->add_option("--workload", raise_workloads, "Profile the kernels (and sizes) of these workload specs");
   profile_raise->add_option("--kernels", profile_kernels, "Suite kernels at their default sizes (default: the whole suite)")
       ->delimiter(',');
   profile_raise->add_option("--size", profile_sizes, "NAME=SIZE: profile NAME at SIZE (repeatable)");
   profile_raise->add_option("--ncu", raise_ncu, "The ncu executable")->capture_default_str();
   profile_raise->add_option("--work-dir", raise_dir, "Where the job list and ncu's CSV go")->capture_default_str();
-  profile_raise->add_option("--from-csv", raise_csv, "Parse this CSV of an earlier ncu run instead of running ncu");
+  profile_raise->add_option("--passes", raise_passes, "ncu passes; each variant's metrics are their mean")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  profile_raise->add_option("--from-csv", raise_csv,
+                            "Parse these CSVs of earlier ncu runs (one pass each, averaged) instead of running ncu");
   profile_raise->add_option("--gpu", raise_gpu, "With --from-csv: the GPU name of the profile key");
   profile_raise->add_option("--driver", raise_driver, "With --from-csv: the driver version of the profile key");
   std::string worker_jobs;
@@ -219,6 +225,7 @@ int main(int argc, char** argv) {
       o.ncu = raise_ncu;
       o.work_dir = raise_dir;
       o.from_csv = raise_csv;
+      o.passes = raise_passes;
       o.gpu = raise_gpu;
       o.driver = raise_driver;
       auto n = profile::profile_raise(**store, profile::ncu_jobs(kernels), o, std::cerr);

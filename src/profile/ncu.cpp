@@ -210,18 +210,25 @@ Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const st
 }
 
 Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
-                                const std::vector<NcuJob>& jobs, const std::vector<std::vector<NcuLaunch>>& launches,
+                                const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
                                 const std::string& source) {
-  if (jobs.size() != launches.size()) {
-    return Status::invalid_argument(source + ": " + std::to_string(launches.size()) + " measured jobs for " +
-                                    std::to_string(jobs.size()) + " jobs");
+  if (passes.empty()) return Status::invalid_argument(source + ": no ncu pass to store");
+  for (size_t k = 0; k < passes.size(); ++k) {
+    if (passes[k].size() != jobs.size()) {
+      return Status::invalid_argument(source + ": pass " + std::to_string(k + 1) + " has " + std::to_string(passes[k].size()) +
+                                      " measured jobs for " + std::to_string(jobs.size()) + " jobs");
+    }
   }
   int written = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const NcuJob& job = jobs[i];
     const ProfileKey key{gpu, driver, job.kernel, job.variant, job.size};
-    auto vec = raise_vector(launches[i], source + ": " + key.to_string());
-    if (!vec) return vec.status();
+    RaiseVector vec{};
+    for (size_t k = 0; k < passes.size(); ++k) {
+      auto one = raise_vector(passes[k][i], source + ": pass " + std::to_string(k + 1) + ": " + key.to_string());
+      if (!one) return one.status();
+      for (size_t m = 0; m < one->size(); ++m) vec[m] += (*one)[m] / static_cast<double>(passes.size());
+    }
     auto have = store.get(key);
     if (!have) return have.status();
     KernelProfile p;
@@ -242,8 +249,8 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
       p.registers_per_thread = var.registers_per_thread;
       p.shared_bytes_per_block = var.shared_bytes_per_block;
     }
-    p.raise = *vec;
-    p.raise_class = raise_class(*vec);
+    p.raise = vec;
+    p.raise_class = raise_class(vec);
     CONCORD_RETURN_IF_ERROR(store.put(p));
     ++written;
   }

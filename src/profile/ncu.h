@@ -55,11 +55,14 @@ std::vector<NcuJob> ncu_jobs(const std::vector<KernelSpec>& kernels);
 std::string ncu_jobs_to_text(const std::vector<NcuJob>& jobs);
 Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const std::string& source);
 
+// One ncu pass over the job list: each job's launches.
+using NcuPass = std::vector<std::vector<NcuLaunch>>;
 // Stores each job's RAISE vector and class: into the stored profile of its key when there is one,
 // else into a new profile that holds the kernel's static description and the metrics (no SM
-// curve). Returns how many profiles were written.
+// curve). With several passes a job's vector is the mean of its vector in each pass (one pass's
+// metrics vary by a few hundredths of a score). Returns how many profiles were written.
 Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
-                                const std::vector<NcuJob>& jobs, const std::vector<std::vector<NcuLaunch>>& launches,
+                                const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
                                 const std::string& source);
 
 }  // namespace concord::profile

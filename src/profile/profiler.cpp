@@ -292,10 +292,10 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
     if (gpu.empty()) gpu = prop.name;
     if (driver.empty()) driver = driver_version();
   }
-  std::string csv = options.from_csv;
-  if (csv.empty()) {
+  std::vector<std::string> csvs = options.from_csv;
+  if (csvs.empty()) {
+    if (options.passes < 1) return Status::invalid_argument("profile raise: passes must be >= 1");
     const std::string jobs_file = options.work_dir + "/ncu_jobs.txt";
-    csv = options.work_dir + "/ncu_raise.csv";
     {
       std::ofstream out(jobs_file);
       out << ncu_jobs_to_text(jobs);
@@ -310,29 +310,37 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
     }
     std::string metrics;
     for (const std::string& m : ncu_metric_names()) metrics += (metrics.empty() ? "" : ",") + m;
-    // --clock-control none: the clocks stay as they are (the machine's rules); --page raw: one
-    // CSV row per launch; --print-units base: durations in ns whatever their size.
-    const std::string cmd = shell_quote(options.ncu) + " --clock-control none --target-processes all --csv --page raw" +
-                            " --print-units base --metrics " + metrics + " --log-file " + shell_quote(csv) + " " +
-                            shell_quote(self) + " profile raise-worker --jobs " + shell_quote(jobs_file);
-    progress << "running: " << cmd << "\n";
-    progress.flush();
-    const auto t0 = Clock::now();
-    const int rc = std::system(cmd.c_str());
-    if (rc != 0) {
-      return Status::internal("ncu exited with status " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) +
-                              " (see " + csv + "); is ncu on the PATH (--ncu) and are the GPU's counters readable?");
+    for (int pass = 1; pass <= options.passes; ++pass) {
+      const std::string csv = options.work_dir + "/ncu_raise" + (pass > 1 ? "-" + std::to_string(pass) : "") + ".csv";
+      // --clock-control none: the clocks stay as they are (the machine's rules); --page raw: one
+      // CSV row per launch; --print-units base: durations in ns whatever their size.
+      const std::string cmd = shell_quote(options.ncu) + " --clock-control none --target-processes all --csv --page raw" +
+                              " --print-units base --metrics " + metrics + " --log-file " + shell_quote(csv) + " " +
+                              shell_quote(self) + " profile raise-worker --jobs " + shell_quote(jobs_file);
+      progress << "running (pass " << pass << " of " << options.passes << "): " << cmd << "\n";
+      progress.flush();
+      const auto t0 = Clock::now();
+      const int rc = std::system(cmd.c_str());
+      if (rc != 0) {
+        return Status::internal("ncu exited with status " + std::to_string(WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) +
+                                " (see " + csv + "); is ncu on the PATH (--ncu) and are the GPU's counters readable?");
+      }
+      progress << "ncu profiled " << jobs.size() << " jobs in "
+               << format_seconds(std::chrono::duration<double>(Clock::now() - t0).count()) << "\n";
+      csvs.push_back(csv);
     }
-    progress << "ncu profiled " << jobs.size() << " jobs in "
-             << format_seconds(std::chrono::duration<double>(Clock::now() - t0).count()) << "\n";
   }
-  auto text = read_text(csv);
-  if (!text) return text.status();
-  auto launches = parse_ncu_csv(*text, csv);
-  if (!launches) return launches.status();
-  auto per_job = split_at_markers(*launches, jobs.size(), csv);
-  if (!per_job) return per_job.status();
-  return store_raise_results(store, gpu, driver, jobs, *per_job, csv);
+  std::vector<NcuPass> passes;
+  for (const std::string& csv : csvs) {
+    auto text = read_text(csv);
+    if (!text) return text.status();
+    auto launches = parse_ncu_csv(*text, csv);
+    if (!launches) return launches.status();
+    auto per_job = split_at_markers(*launches, jobs.size(), csv);
+    if (!per_job) return per_job.status();
+    passes.push_back(std::move(*per_job));
+  }
+  return store_raise_results(store, gpu, driver, jobs, passes, csvs.front());
 }
 
 Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions& options, std::ostream& progress) {

@@ -42,8 +42,9 @@ struct NcuOptions {
   std::string ncu = "ncu";       // the ncu executable
   std::string self;              // this program (default: /proc/self/exe)
   std::string work_dir = ".";    // where the job list and ncu's CSV are written
-  std::string from_csv;          // parse this CSV of an earlier run instead of running ncu
+  std::vector<std::string> from_csv;  // parse these CSVs of earlier runs (one pass each) instead of running ncu
   std::string gpu, driver;       // with from_csv on a machine without the GPU: the key's GPU and driver
+  int passes = 3;                // ncu passes over the jobs; each job's vector is their mean
 };
 struct NcuJob;
 Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, const NcuOptions& options,

@@ -165,7 +165,7 @@ TEST(NcuStore, StoresVectorsKeepsMeasuredCurvesAndAttachesPerVariant) {
     l.metrics[profile::kNcuDurationMetric] = 1000;
     launches.push_back({l});
   }
-  auto n = profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, launches, "t.csv");
+  auto n = profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches}, "t.csv");
   ASSERT_TRUE(n.is_ok()) << n.status().to_string();
   EXPECT_EQ(*n, static_cast<int>(jobs.size()));
   auto kept = (*store)->get(have.key);
@@ -182,9 +182,23 @@ TEST(NcuStore, StoresVectorsKeepsMeasuredCurvesAndAttachesPerVariant) {
   ASSERT_TRUE(w.is_ok());
   ASSERT_TRUE(attach_profiles(*w, **store).is_ok());
   for (const KernelVariant& v : w->tenants[0].steps[0].kernel.variants) EXPECT_TRUE(v.raise_metrics.has_value()) << v.name;
-  // Mismatched counts are refused.
+  // Two passes: each job's vector is the mean of the two (DU 10% and 30% of peak -> 2).
+  std::vector<std::vector<NcuLaunch>> second = launches;
+  for (auto& job : second) {
+    for (auto& [name, v] : job[0].metrics) {
+      if (name != profile::kNcuDurationMetric) v *= 3;
+    }
+  }
+  ASSERT_TRUE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
+  auto mean = (*store)->get({"NVIDIA H200", "580", "bfs", bfs->variant(0).name, 4096});
+  ASSERT_TRUE(mean.is_ok() && mean->has_value());
+  EXPECT_NEAR(at(*(*mean)->raise, RaiseMetric::du), 2.0, 1e-9);
+  // Mismatched counts, in any pass, and no pass at all are refused.
+  second.pop_back();
+  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
   launches.pop_back();
-  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, launches, "t.csv").is_ok());
+  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches}, "t.csv").is_ok());
+  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {}, "t.csv").is_ok());
   std::filesystem::remove_all(dir);
 }
 
