@@ -340,7 +340,9 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
     if (!per_job) return per_job.status();
     passes.push_back(std::move(*per_job));
   }
-  return store_raise_results(store, gpu, driver, jobs, passes, csvs.front());
+  std::string source = csvs.front();  // errors name the CSVs the passes came from
+  for (size_t i = 1; i < csvs.size(); ++i) source += ", " + csvs[i];
+  return store_raise_results(store, gpu, driver, jobs, passes, source);
 }
 
 Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions& options, std::ostream& progress) {
