@@ -23,7 +23,7 @@
 
 #include "concord/backend.h"
 #include "concord/device.h"
-#include "concord/engine.h"
+#include "concord/spec_source.h"
 #include "concord/experiment.h"
 #include "concord/policy.h"
 #include "concord/profile.h"

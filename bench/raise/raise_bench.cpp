@@ -16,13 +16,13 @@
 
 #include "concord/backend.h"
 #include "concord/device.h"
-#include "concord/engine.h"
+#include "concord/spec_source.h"
 #include "concord/estimator.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
 #include "concord/workload.h"
 #include "policy/raise/raise_policy.h"
-#include "policy/task_streams.h"
+#include "mechanism/task_streams.h"
 
 #ifdef CONCORD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
       const Estimator estimator((*b)->device());
       nlohmann::json classes = nlohmann::json::object();
       for (const TenantSpec& t : templates->tenants) {
-        classes[t.name] = {{"class", to_string(policy::task_info(t, estimator).cls)}, {"stated", t.raise_type.has_value()}};
+        classes[t.name] = {{"class", to_string(policy::task_info(spec_hints(t).request, t.raise_type, estimator).cls)}, {"stated", t.raise_type.has_value()}};
       }
       results["task_classes"] = classes;
     }

@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "backend/sim/sim_backend.h"
-#include "concord/engine.h"
+#include "concord/spec_source.h"
 #include "concord/policy.h"
 #include "concord/suite.h"
 #include "concord/workload.h"

@@ -14,8 +14,6 @@
 
 namespace concord {
 
-struct Workload;
-
 // What a backend can do with a given kernel. Policies ask; the engine enforces.
 struct Capabilities {
   bool persistent_form = false;  // elastic wrapper: exact SM sets, TLP, ranges, preemption
@@ -68,9 +66,12 @@ class Backend {
   virtual const DeviceSpec& device() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
 
-  // Gets ready for a workload before the clock starts (allocations, inputs).
-  virtual Status prepare(const Workload& workload) {
-    (void)workload;
+  // Gets ready for a tenant that joined and the kernels it will launch, where known (streams,
+  // allocations, inputs, modules): before the clock for tenants known up front, else when the
+  // tenant joins. Kernels not named here are prepared at their first dispatch.
+  virtual Status prepare_tenant(TenantId tenant, const std::vector<const KernelSpec*>& kernels) {
+    (void)tenant;
+    (void)kernels;
     return Status::ok();
   }
   // Gets ready to run `tenant`'s native launches on `sms` (a green context is slow to create and

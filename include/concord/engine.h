@@ -1,5 +1,6 @@
-// The engine: drives a workload's tenants through a policy and a backend, and records every
-// launch, dispatch and request with timestamps.
+// The engine: a runtime that takes tenants, requests and launches from a tenant source as they
+// come, asks a policy for placements, has a backend run them, and records every launch, dispatch
+// and request with timestamps.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 #include "concord/placement.h"
 #include "concord/policy.h"
 #include "concord/status.h"
-#include "concord/workload.h"
+#include "concord/tenant_source.h"
 
 namespace concord {
 
@@ -37,7 +38,7 @@ struct LaunchRecord {
   TenantId tenant;
   std::string kernel;
   int64_t request = 0;
-  int step = 0;
+  int64_t index = 0;   // its position among its request's launches
   int64_t logical_blocks = 0;
   Seconds ready = 0;   // became ready (its predecessor finished, or its request arrived)
   Seconds start = 0;   // first dispatch began running
@@ -55,6 +56,7 @@ struct TenantRecord {
   std::string name;
   TenantClass cls = TenantClass::best_effort;
   Seconds latency_target = 0;
+  Seconds joined = 0;  // when it joined
   Seconds begin = 0;   // first request's arrival
   Seconds finish = 0;  // last request's end
   int64_t logical_blocks = 0;
@@ -104,8 +106,8 @@ struct EngineOptions {
   std::function<Status()> before_clock;
 };
 
-// Runs `workload` to completion. The backend must be fresh (time 0, nothing running).
-Result<RunRecord> run_workload(const Workload& workload, Backend& backend, Policy& policy,
-                               const EngineOptions& options);
+// Runs what `source` submits until it is exhausted and every tenant's work has run. The backend
+// must be fresh (time 0, nothing running).
+Result<RunRecord> run_engine(TenantSource& source, Backend& backend, Policy& policy, const EngineOptions& options);
 
 }  // namespace concord

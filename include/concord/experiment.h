@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "concord/backend.h"
-#include "concord/engine.h"
+#include "concord/spec_source.h"
 #include "concord/metrics.h"
 #include "concord/policy.h"
 #include "concord/workload.h"

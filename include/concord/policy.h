@@ -1,10 +1,14 @@
-// Policy: the code that makes placements. Event driven: the engine calls a hook when a launch
-// becomes ready, a dispatch completes, or a requested tick is due; the policy acts through the
-// SchedContext (dispatch, resize, preempt, ask for a tick). Holding = not dispatching.
+// Policy: the code that makes placements. A policy is a plugin: the engine calls its hooks when a
+// tenant joins or leaves, a launch becomes ready, a dispatch completes, or a requested tick is due;
+// the policy keeps its own state and acts through the SchedContext (dispatch, resize, preempt, ask
+// for a tick), which validates every request. Holding = not dispatching. A policy sees the present
+// (tenants, ready, queued and running launches, profiles) and a tenant's future only through the
+// hints its source chose to give.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <span>
@@ -17,24 +21,40 @@
 #include "concord/ids.h"
 #include "concord/placement.h"
 #include "concord/status.h"
-#include "concord/workload.h"
+#include "concord/tenant_source.h"
 
 namespace concord {
 
-// A launch that has logical blocks waiting to be dispatched.
+// A tenant as the policy sees it: what it declared when it joined, and hints if its source gave any.
+struct TenantView {
+  TenantId id;
+  TenantInfo info;
+  std::optional<TenantHints> hints;  // lookahead: only when the source offered it
+  bool left = false;                 // submits nothing more (its queued work still runs)
+};
+
+// A launch that has logical blocks waiting to be dispatched: its tenant's stream has reached it.
 struct ReadyLaunch {
   LaunchId id;
   TenantId tenant;
-  const TenantSpec* tenant_spec = nullptr;
   const KernelSpec* kernel = nullptr;
-  int step = 0;                  // index of its step in the tenant's request
-  int repeat = 0;                // index within the step's count (the step's repeat-th launch)
   int64_t request = 0;           // index of the request it belongs to
+  int64_t index = 0;             // its position among its request's launches (0: the first)
+  bool last_of_request = false;  // its end ends the request
   Seconds ready_since = 0;       // when it became ready (queueing starts)
   Seconds request_arrival = 0;   // when its request arrived (LC latency counts from here)
   BlockRange pending;            // the first pending range of logical blocks
   int64_t pending_blocks = 0;    // all pending blocks (ranges may be split by preemption)
   bool has_running_dispatch = false;
+};
+
+// A launch submitted into a tenant's stream behind the one that runs or is ready: what a program
+// has enqueued but the GPU has not reached (the present, not a hint).
+struct QueuedLaunch {
+  LaunchId id;
+  const KernelSpec* kernel = nullptr;
+  int64_t request = 0;
+  bool last_of_request = false;
 };
 
 // A dispatch the backend is running.
@@ -48,7 +68,7 @@ struct RunningDispatch {
   Placement placement;
   std::vector<BlockRange> ranges;
   Seconds dispatched_at = 0;
-  DispatchId after;  // queued behind this dispatch (queue_next, dispatch_after); invalid when not
+  DispatchId after;  // stream-ordered behind this dispatch; invalid when not
 };
 
 class SchedContext {
@@ -56,7 +76,9 @@ class SchedContext {
   virtual ~SchedContext() = default;
   virtual Seconds now() const = 0;
   virtual const DeviceSpec& device() const = 0;
-  virtual const Workload& workload() const = 0;
+  // Tenants that have joined so far (indexed by TenantId), including those that left.
+  virtual std::span<const TenantView> tenants() const = 0;
+  const TenantView& tenant(TenantId id) const { return tenants()[static_cast<size_t>(id.value)]; }
   // Kernel speed estimates (measured profiles where attached, else a roofline).
   virtual const Estimator& estimator() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
@@ -64,30 +86,21 @@ class SchedContext {
   // be stale) until the next call of ready(); copy it before dispatching in a loop that calls
   // ready() again.
   virtual std::span<const ReadyLaunch> ready() const = 0;
+  // The launches `tenant` has submitted behind its ready or running one, in stream order.
+  virtual std::span<const QueuedLaunch> queued(TenantId tenant) const = 0;
   virtual std::span<const RunningDispatch> running() const = 0;
   virtual std::mt19937_64& rng() = 0;
 
   // Hands a placement to the backend. Errors when the launch is not ready, the placement asks
   // for something the backend cannot do for this kernel, or a field is out of range.
-  virtual Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) = 0;
-  // Queues the next launch of the request that dispatch `behind` runs, stream-ordered after it:
-  // the launch exists (and is dispatched with `placement`) before `behind` ends and starts on the
-  // GPU when it does, with no host round trip in between — how a CUDA program puts a task's
-  // kernels on one stream (raise.md V-B). `behind` must run one whole launch (not fused, no other
-  // dispatch of it), be its tenant's latest launch, and not be the last of its request
-  // (launches_after tells). The queued dispatch cannot be resized, capped or preempted while
-  // `behind` runs. Returns the new dispatch; its launch is in running() from now on.
-  virtual Result<DispatchId> queue_next(DispatchId behind, const Placement& placement) = 0;
-  // Dispatches ready launch `launch` (any tenant's) to start on the GPU when running dispatch
-  // `after` ends, with no host round trip in between (CUDA: its stream waits on that dispatch's end
-  // event; the simulator holds it back): how a CUDA program hands the stream one task frees to the
-  // next task, decided before the first one ends. Like a queue_next dispatch it cannot be resized,
-  // capped or preempted while `after` runs.
-  virtual Result<DispatchId> dispatch_after(LaunchId launch, const Placement& placement, DispatchId after) = 0;
-  // How many launches of its request follow `launch` (0 for the last kernel of a request), and
-  // the kernel of the next one (nullptr for the last).
-  virtual int launches_after(LaunchId launch) const = 0;
-  virtual const KernelSpec* next_kernel(LaunchId launch) const = 0;
+  //
+  // With `after` (a running dispatch), the dispatch starts on the GPU when `after` ends, with no
+  // host round trip in between (CUDA: its stream waits on that dispatch's end event; the simulator
+  // holds it back): how a CUDA program puts a task's kernels on one stream (raise.md V-B). `launch`
+  // may then also be the first queued launch of the tenant whose whole current launch `after` runs
+  // (it becomes ready when `after` ends). A dispatch behind another cannot be resized, capped or
+  // preempted while `after` runs.
+  virtual Result<DispatchId> dispatch(LaunchId launch, const Placement& placement, DispatchId after = {}) = 0;
   virtual Status resize(DispatchId dispatch, const SmSet& sms) = 0;
   // Changes the TLP limits of a running persistent dispatch (Backend::set_tlp; Placement's tlp,
   // tight_sms and tight_tlp).
@@ -96,8 +109,8 @@ class SchedContext {
   virtual Result<std::vector<int64_t>> progress(DispatchId dispatch) const = 0;
   // Calls on_tick at `at` (or as soon as the engine gets control after it).
   virtual void request_tick(Seconds at) = 0;
-  // In on_start only: `tenant` will run native launches on `sms`; the backend prepares for it
-  // before the clock starts.
+  // Before the clock only (on_start, or on_tenant_joined of a tenant that joins before it):
+  // `tenant` will run native launches on `sms`; the backend prepares for it.
   virtual Status prepare_sm_set(const SmSet& sms, TenantId tenant) = 0;
 };
 
@@ -108,9 +121,22 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string name() const = 0;
-  // Before the clock starts and before any launch is ready.
+  // Before the clock starts and before any launch is ready; the tenants a source knew up front
+  // have joined (on_tenant_joined ran for each).
   virtual Status on_start(SchedContext& ctx) {
     (void)ctx;
+    return Status::ok();
+  }
+  // A tenant joined (before the clock, or while the run goes on).
+  virtual Status on_tenant_joined(SchedContext& ctx, TenantId tenant) {
+    (void)ctx;
+    (void)tenant;
+    return Status::ok();
+  }
+  // A tenant's last launch ended after it left.
+  virtual Status on_tenant_left(SchedContext& ctx, TenantId tenant) {
+    (void)ctx;
+    (void)tenant;
     return Status::ok();
   }
   // Default hooks all run schedule(): a policy that only looks at the ready set needs nothing else.

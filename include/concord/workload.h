@@ -11,11 +11,9 @@
 #include "concord/kernel.h"
 #include "concord/raise.h"
 #include "concord/status.h"
+#include "concord/tenant_source.h"
 
 namespace concord {
-
-enum class TenantClass : uint8_t { latency_critical, best_effort };
-const char* to_string(TenantClass c);
 
 struct ArrivalProcess {
   enum class Kind : uint8_t { closed_loop, poisson, timestamps };

@@ -1,4 +1,4 @@
-// The engine loop: ready launches -> policy -> placements -> backend -> completions.
+// The engine loop: tenant source -> ready launches -> policy -> placements -> backend -> completions.
 #include "concord/engine.h"
 
 #include <algorithm>
@@ -17,16 +17,17 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 struct LaunchState {
   LaunchRecord record;
-  int repeat = 0;                    // index within its step's count
   const KernelSpec* kernel = nullptr;
-  const TenantSpec* tenant_spec = nullptr;
+  bool last_of_request = false;
   int variant = -1;                 // fixed by the first dispatch
   std::vector<BlockRange> pending;  // sorted, disjoint
   int running = 0;                  // dispatches in flight
   int64_t blocks_done = 0;
   Seconds request_arrival = 0;
   bool dispatched_once = false;
-  int64_t successor = -1;           // the request's next launch, when queued behind this one
+  bool reached = false;             // the front of its tenant's stream: ready once it has pending blocks
+  int64_t ready_seq = 0;            // order in which launches were reached (ties of ready time)
+  int64_t successor = -1;           // the next launch of its stream, dispatched behind this one
   int64_t pending_blocks() const {
     int64_t n = 0;
     for (const auto& r : pending) n += r.size();
@@ -35,25 +36,15 @@ struct LaunchState {
 };
 
 struct TenantState {
-  const TenantSpec* spec = nullptr;
+  TenantView view;
   TenantRecord record;
-  std::vector<Seconds> arrivals;     // pre-drawn arrival times (poisson, timestamps)
-  int64_t next_arrival = 0;          // index of the next request to arrive
-  std::deque<int64_t> waiting;       // arrived requests not yet started
-  int64_t current_request = -1;
-  int step = 0;
-  int repeat = 0;                    // index within the step's count
-  bool finished = false;
+  std::deque<int64_t> stream;        // submitted launches not yet finished, in stream order
+  mutable std::vector<QueuedLaunch> queued;  // view of stream[1..] not yet dispatched
+  mutable bool queued_dirty = true;
+  int64_t submitted_in_request = 0;  // launches submitted into the latest request
+  int64_t open_request = -1;         // the latest request that has not yet had its last launch
+  bool finished = false;             // left and drained
 };
-
-// The position of the kernel after (step, repeat) of a request: the next repeat of the step, else
-// the next step's first (step == steps.size() past the last kernel).
-void next_position(const TenantSpec& spec, int& step, int& repeat) {
-  if (++repeat >= spec.steps[static_cast<size_t>(step)].count) {
-    repeat = 0;
-    ++step;
-  }
-}
 
 // Removes [r.begin, r.end) from `pending`, which must contain it.
 bool take_range(std::vector<BlockRange>& pending, BlockRange r) {
@@ -82,70 +73,85 @@ void give_back_range(std::vector<BlockRange>& pending, BlockRange r) {
   pending = std::move(merged);
 }
 
-class Engine final : public SchedContext {
+class Engine final : public SchedContext, public TenantSink {
  public:
-  Engine(const Workload& w, Backend& b, Policy& p, const EngineOptions& o)
-      : workload_(w), backend_(b), policy_(p), options_(o), rng_(o.seed), estimator_(b.device()) {}
+  Engine(TenantSource& s, Backend& b, Policy& p, const EngineOptions& o)
+      : source_(s), backend_(b), policy_(p), options_(o), rng_(o.seed), estimator_(b.device()) {}
 
   Result<RunRecord> run();
 
   // SchedContext
   Seconds now() const override { return backend_.now(); }
   const DeviceSpec& device() const override { return backend_.device(); }
-  const Workload& workload() const override { return workload_; }
+  std::span<const TenantView> tenants() const override { return views_; }
   const Estimator& estimator() const override { return estimator_; }
   Capabilities capabilities(const KernelSpec& k) const override { return backend_.capabilities(k); }
   std::span<const ReadyLaunch> ready() const override;
+  std::span<const QueuedLaunch> queued(TenantId tenant) const override;
   std::span<const RunningDispatch> running() const override { return running_; }
   std::mt19937_64& rng() override { return rng_; }
-  Result<DispatchId> dispatch(LaunchId launch, const Placement& placement) override {
-    return dispatch_impl(launch, placement, DispatchId{});
-  }
-  Result<DispatchId> queue_next(DispatchId behind, const Placement& placement) override;
-  Result<DispatchId> dispatch_after(LaunchId launch, const Placement& placement, DispatchId after) override;
-  int launches_after(LaunchId launch) const override;
-  const KernelSpec* next_kernel(LaunchId launch) const override;
+  Result<DispatchId> dispatch(LaunchId launch, const Placement& placement, DispatchId after) override;
   Status resize(DispatchId dispatch, const SmSet& sms) override;
   Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) override;
   Status preempt(DispatchId dispatch) override;
   Result<std::vector<int64_t>> progress(DispatchId dispatch) const override { return backend_.progress(dispatch); }
   void request_tick(Seconds at) override { ticks_.push(at); }
   Status prepare_sm_set(const SmSet& sms, TenantId tenant) override {
-    if (started_) return Status::failed_precondition("prepare_sm_set: only in on_start");
+    if (started_) return Status::failed_precondition("prepare_sm_set: only before the clock starts");
     return backend_.prepare_sm_set(sms, tenant);
   }
+
+  // TenantSink
+  Result<TenantId> join(const TenantInfo& info, std::optional<TenantHints> hints,
+                        const std::vector<const KernelSpec*>& kernels) override;
+  Result<int64_t> arrive(TenantId tenant, Seconds at) override;
+  Status submit(TenantId tenant, const LaunchSubmission& launch) override;
+  Status leave(TenantId tenant) override;
 
  private:
   LaunchState* launch_state(LaunchId id) {
     return id.valid() && id.value < static_cast<int64_t>(launches_.size()) ? &launches_[static_cast<size_t>(id.value)] : nullptr;
   }
+  TenantState* tenant_state(TenantId id) {
+    return id.valid() && id.value < static_cast<int64_t>(tenants_.size()) ? &tenants_[static_cast<size_t>(id.value)] : nullptr;
+  }
+  std::string describe(const LaunchState& ls, bool partner) const;
   Status check_part(const LaunchState& ls, bool partner, int variant, const BlockRange& range,
                     const Capabilities& caps) const;
-  Result<DispatchId> dispatch_impl(LaunchId launch, const Placement& placement, DispatchId after);
+  // Whether `ls` may be dispatched now: ready, or the next launch of a stream behind `after`.
+  Status check_dispatchable(const LaunchState& ls, DispatchId after) const;
   // A queued dispatch whose predecessor still runs: no resize, TLP change or preemption yet.
   Status check_not_queued(const RunningDispatch& r, const char* what) const;
   Status handle_completion(const Completion& c);
-  Status start_next_launch(TenantState& t);
-  LaunchState& create_launch(TenantState& t);
-  Status deliver_arrivals();
+  // The front of `t`'s stream is reached: it becomes ready (or starts running, if dispatched behind).
+  void reach_front(TenantState& t, Seconds ready_at);
   Status call(const char* hook, const std::function<Status()>& fn);
+  Status notify_joined();
+  Status notify_ready();
+  Status pump_source();
   void mark_ready_dirty() { ready_dirty_ = true; }
+  bool all_done() const;
 
-  const Workload& workload_;
+  TenantSource& source_;
   Backend& backend_;
   Policy& policy_;
   EngineOptions options_;
   std::mt19937_64 rng_;
   Estimator estimator_;
-  std::vector<TenantState> tenants_;
+  std::deque<TenantState> tenants_;   // stable addresses as tenants join
+  std::vector<TenantView> views_;     // what policies see, indexed by TenantId
   std::vector<LaunchState> launches_;
-  std::vector<int64_t> active_;  // launches not yet finished, in creation order
   std::vector<RunningDispatch> running_;
   std::vector<DispatchRecord> dispatch_records_;
   mutable std::vector<ReadyLaunch> ready_;
   mutable bool ready_dirty_ = true;
   std::priority_queue<Seconds, std::vector<Seconds>, std::greater<>> ticks_;
   std::vector<LaunchId> newly_ready_;
+  std::vector<TenantId> newly_joined_;
+  std::vector<TenantId> newly_left_;
+  int64_t reached_ = 0;               // launches reached so far (ready_seq)
+  int64_t unfinished_ = 0;            // launches submitted and not finished
+  Seconds source_next_ = kNever;      // when the source next has something by itself
   EngineStats stats_;
   bool started_ = false;
 };
@@ -153,17 +159,17 @@ class Engine final : public SchedContext {
 std::span<const ReadyLaunch> Engine::ready() const {
   if (ready_dirty_) {
     ready_.clear();
-    for (int64_t id : active_) {
-      const LaunchState& ls = launches_[static_cast<size_t>(id)];
+    for (const TenantState& t : tenants_) {
+      if (t.stream.empty()) continue;
+      const LaunchState& ls = launches_[static_cast<size_t>(t.stream.front())];
       if (ls.pending.empty()) continue;
       ReadyLaunch r;
       r.id = ls.record.id;
       r.tenant = ls.record.tenant;
-      r.tenant_spec = ls.tenant_spec;
       r.kernel = ls.kernel;
-      r.step = ls.record.step;
-      r.repeat = ls.repeat;
       r.request = ls.record.request;
+      r.index = ls.record.index;
+      r.last_of_request = ls.last_of_request;
       r.ready_since = ls.record.ready;
       r.request_arrival = ls.request_arrival;
       r.pending = ls.pending.front();
@@ -171,18 +177,34 @@ std::span<const ReadyLaunch> Engine::ready() const {
       r.has_running_dispatch = ls.running > 0;
       ready_.push_back(r);
     }
-    std::stable_sort(ready_.begin(), ready_.end(), [](const ReadyLaunch& a, const ReadyLaunch& b) {
-      return a.ready_since < b.ready_since;
+    std::sort(ready_.begin(), ready_.end(), [this](const ReadyLaunch& a, const ReadyLaunch& b) {
+      if (a.ready_since != b.ready_since) return a.ready_since < b.ready_since;
+      return launches_[static_cast<size_t>(a.id.value)].ready_seq < launches_[static_cast<size_t>(b.id.value)].ready_seq;
     });
     ready_dirty_ = false;
   }
   return ready_;
 }
 
-// "dispatch of launch N (kernel)": built only when a check fails, off the fast path.
-std::string describe(const LaunchState& ls, bool partner) {
-  return "dispatch of launch " + std::to_string(ls.record.id.value) + " (" + ls.kernel->name + ")" +
-         (partner ? " as fusion partner" : "");
+std::span<const QueuedLaunch> Engine::queued(TenantId tenant) const {
+  if (!tenant.valid() || tenant.value >= static_cast<int64_t>(tenants_.size())) return {};
+  const TenantState& t = tenants_[static_cast<size_t>(tenant.value)];
+  if (t.queued_dirty) {
+    t.queued.clear();
+    for (size_t i = 1; i < t.stream.size(); ++i) {
+      const LaunchState& ls = launches_[static_cast<size_t>(t.stream[i])];
+      if (ls.dispatched_once) continue;
+      t.queued.push_back(QueuedLaunch{ls.record.id, ls.kernel, ls.record.request, ls.last_of_request});
+    }
+    t.queued_dirty = false;
+  }
+  return t.queued;
+}
+
+// "dispatch of tenant 'a' launch N (kernel)": built only when a check fails, off the fast path.
+std::string Engine::describe(const LaunchState& ls, bool partner) const {
+  return "dispatch of tenant '" + tenants_[static_cast<size_t>(ls.record.tenant.value)].view.info.name + "' launch " +
+         std::to_string(ls.record.id.value) + " (" + ls.kernel->name + ")" + (partner ? " as fusion partner" : "");
 }
 
 Status Engine::check_part(const LaunchState& ls, bool partner, int variant, const BlockRange& range,
@@ -213,11 +235,40 @@ Status Engine::check_part(const LaunchState& ls, bool partner, int variant, cons
   return Status::ok();
 }
 
-Result<DispatchId> Engine::dispatch_impl(LaunchId launch, const Placement& requested, DispatchId after) {
-  LaunchState* ls = launch_state(launch);
-  if (!ls || ls->pending.empty()) {
-    return Status::failed_precondition("dispatch: launch " + std::to_string(launch.value) + " is not ready");
+Status Engine::check_dispatchable(const LaunchState& ls, DispatchId after) const {
+  if (ls.pending.empty()) return Status::failed_precondition(describe(ls, false) + ": the launch has no pending blocks");
+  if (ls.reached) {
+    if (after.valid() && std::none_of(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; })) {
+      return Status::not_found(describe(ls, false) + ": dispatch " + std::to_string(after.value) + " to run behind is not running");
+    }
+    return Status::ok();
   }
+  // Not yet reached: only as the next launch of its stream, behind the dispatch running the whole
+  // launch before it.
+  const std::string who = describe(ls, false) + " behind dispatch " + std::to_string(after.value);
+  if (!after.valid()) return Status::failed_precondition(describe(ls, false) + ": the launch is queued, not ready");
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; });
+  if (it == running_.end()) return Status::not_found(who + ": it is not running");
+  if (it->launches.size() != 1) return Status::unsupported(who + ": a fused dispatch has no single next launch");
+  const TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
+  const auto pos = std::find(t.stream.begin(), t.stream.end(), ls.record.id.value);
+  if (pos == t.stream.begin() || pos == t.stream.end() || *(pos - 1) != it->launches[0].value) {
+    return Status::failed_precondition(who + ": that dispatch does not run the launch before it in its stream");
+  }
+  const LaunchState& prev = launches_[static_cast<size_t>(it->launches[0].value)];
+  if (!prev.pending.empty() || prev.running != 1) {
+    return Status::failed_precondition(who + ": it runs only part of launch " + std::to_string(prev.record.id.value));
+  }
+  if (prev.successor >= 0) {
+    return Status::failed_precondition(who + ": launch " + std::to_string(prev.successor) + " is already queued behind it");
+  }
+  return Status::ok();
+}
+
+Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested, DispatchId after) {
+  LaunchState* ls = launch_state(launch);
+  if (!ls) return Status::failed_precondition("dispatch: launch " + std::to_string(launch.value) + " does not exist");
+  CONCORD_RETURN_IF_ERROR(check_dispatchable(*ls, after));
   const DeviceSpec& dev = backend_.device();
   const Capabilities caps = backend_.capabilities(*ls->kernel);
   Placement p = requested;
@@ -260,10 +311,11 @@ Result<DispatchId> Engine::dispatch_impl(LaunchId launch, const Placement& reque
   int partner_variant = 0;
   if (p.fusion) {
     partner = launch_state(p.fusion->partner);
-    if (!partner || partner->pending.empty() || partner == ls) {
+    if (!partner || !partner->reached || partner->pending.empty() || partner == ls) {
       return Status::failed_precondition(who() + ": fusion partner " + std::to_string(p.fusion->partner.value) +
                                          " is not another ready launch");
     }
+    if (!ls->reached) return Status::unsupported(who() + ": a queued launch cannot be fused");
     const Capabilities pcaps = backend_.capabilities(*partner->kernel);
     if (!caps.fusion || !pcaps.fusion || p.form != LaunchForm::persistent) {
       return Status::unsupported(who() + ": fusion needs two elastic kernels in the persistent form");
@@ -301,12 +353,18 @@ Result<DispatchId> Engine::dispatch_impl(LaunchId launch, const Placement& reque
       s.variant = v;
       s.record.logical_blocks = s.kernel->variant(v).logical_blocks;
       s.pending = {BlockRange{0, s.record.logical_blocks}};
+      tenants_[static_cast<size_t>(s.record.tenant.value)].queued_dirty = true;
     }
     take_range(s.pending, r);
     ++s.running;
   };
   commit(*ls, variant, range);
   if (partner) commit(*partner, partner_variant, req.parts[1].range);
+  if (!ls->reached) {
+    // Behind the whole launch before it in its stream (check_dispatchable).
+    const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; });
+    launches_[static_cast<size_t>(it->launches[0].value)].successor = launch.value;
+  }
 
   DispatchRecord rec;
   rec.id = req.id;
@@ -332,68 +390,6 @@ Result<DispatchId> Engine::dispatch_impl(LaunchId launch, const Placement& reque
   return req.id;
 }
 
-int Engine::launches_after(LaunchId launch) const {
-  if (!launch.valid() || launch.value >= static_cast<int64_t>(launches_.size())) return 0;
-  const LaunchState& ls = launches_[static_cast<size_t>(launch.value)];
-  const TenantSpec& spec = *ls.tenant_spec;
-  int n = spec.steps[static_cast<size_t>(ls.record.step)].count - ls.repeat - 1;
-  for (size_t s = static_cast<size_t>(ls.record.step) + 1; s < spec.steps.size(); ++s) n += spec.steps[s].count;
-  return n;
-}
-
-const KernelSpec* Engine::next_kernel(LaunchId launch) const {
-  if (launches_after(launch) == 0) return nullptr;
-  const LaunchState& ls = launches_[static_cast<size_t>(launch.value)];
-  int step = ls.record.step, repeat = ls.repeat;
-  next_position(*ls.tenant_spec, step, repeat);
-  return &ls.tenant_spec->steps[static_cast<size_t>(step)].kernel;
-}
-
-Result<DispatchId> Engine::queue_next(DispatchId behind, const Placement& placement) {
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == behind; });
-  const std::string who = "queue_next behind dispatch " + std::to_string(behind.value);
-  if (it == running_.end()) return Status::not_found(who + ": it is not running");
-  if (it->launches.size() != 1) return Status::unsupported(who + ": a fused dispatch has no single next launch");
-  const LaunchId prev_id = it->launches[0];
-  LaunchState& prev = launches_[static_cast<size_t>(prev_id.value)];
-  if (!prev.pending.empty() || prev.running != 1) {
-    return Status::failed_precondition(who + ": it runs only part of launch " + std::to_string(prev_id.value));
-  }
-  if (prev.successor >= 0) {
-    return Status::failed_precondition(who + ": launch " + std::to_string(prev.successor) + " is already queued behind it");
-  }
-  TenantState& t = tenants_[static_cast<size_t>(prev.record.tenant.value)];
-  if (t.current_request != prev.record.request || t.step != prev.record.step || t.repeat != prev.repeat) {
-    return Status::failed_precondition(who + ": launch " + std::to_string(prev_id.value) + " is not its tenant's latest");
-  }
-  if (launches_after(prev_id) == 0) {
-    return Status::failed_precondition(who + ": launch " + std::to_string(prev_id.value) + " is the last of its request");
-  }
-  // Advance the tenant to the next kernel and create its launch; undone if the dispatch fails.
-  const int step0 = t.step, repeat0 = t.repeat;
-  next_position(*t.spec, t.step, t.repeat);
-  const LaunchId next_id = create_launch(t).record.id;
-  launches_[static_cast<size_t>(prev_id.value)].successor = next_id.value;  // `prev` may have moved
-  auto d = dispatch_impl(next_id, placement, behind);
-  if (!d) {
-    launches_[static_cast<size_t>(prev_id.value)].successor = -1;
-    launches_.pop_back();
-    active_.pop_back();
-    t.step = step0;
-    t.repeat = repeat0;
-    mark_ready_dirty();
-    return d.status();
-  }
-  return d;
-}
-
-Result<DispatchId> Engine::dispatch_after(LaunchId launch, const Placement& placement, DispatchId after) {
-  if (std::none_of(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; })) {
-    return Status::not_found("dispatch_after: dispatch " + std::to_string(after.value) + " is not running");
-  }
-  return dispatch_impl(launch, placement, after);
-}
-
 Status Engine::check_not_queued(const RunningDispatch& r, const char* what) const {
   if (!r.after.valid()) return Status::ok();
   const bool waiting = std::any_of(running_.begin(), running_.end(), [&](const RunningDispatch& x) { return x.id == r.after; });
@@ -401,7 +397,6 @@ Status Engine::check_not_queued(const RunningDispatch& r, const char* what) cons
   return Status::failed_precondition(std::string(what) + ": dispatch " + std::to_string(r.id.value) +
                                      " is queued behind dispatch " + std::to_string(r.after.value) + ", which still runs");
 }
-
 Status Engine::resize(DispatchId id, const SmSet& sms) {
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
   if (it == running_.end()) return Status::not_found("resize: dispatch " + std::to_string(id.value) + " is not running");
@@ -460,6 +455,114 @@ Status Engine::preempt(DispatchId id) {
   return st;
 }
 
+Result<TenantId> Engine::join(const TenantInfo& info, std::optional<TenantHints> hints,
+                              const std::vector<const KernelSpec*>& kernels) {
+  const TenantId id{static_cast<int64_t>(tenants_.size())};
+  if (info.name.empty()) return Status::invalid_argument("join: a tenant needs a name");
+  if (hints) {
+    for (const auto& step : hints->request) {
+      if (!step.kernel || step.count < 1) {
+        return Status::invalid_argument("join: tenant '" + info.name + "': a hint step needs a kernel and a count >= 1");
+      }
+    }
+  }
+  CONCORD_RETURN_IF_ERROR(backend_.prepare_tenant(id, kernels));
+  TenantState& t = tenants_.emplace_back();
+  t.view = TenantView{id, info, std::move(hints), false};
+  t.record.name = info.name;
+  t.record.cls = info.cls;
+  t.record.latency_target = info.latency_target;
+  t.record.joined = started_ ? backend_.now() : 0;
+  t.record.begin = -1;
+  t.record.finish = -1;
+  views_.push_back(t.view);
+  newly_joined_.push_back(id);
+  return id;
+}
+
+Result<int64_t> Engine::arrive(TenantId tenant, Seconds at) {
+  TenantState* t = tenant_state(tenant);
+  if (!t) return Status::not_found("arrive: no tenant " + std::to_string(tenant.value));
+  if (t->view.left) return Status::failed_precondition("arrive: tenant '" + t->view.info.name + "' has left");
+  if (!started_) return Status::failed_precondition("arrive: tenant '" + t->view.info.name + "': requests arrive after the clock starts");
+  if (!std::isfinite(at) || at < 0 || at > backend_.now() + 1e-12) {
+    return Status::invalid_argument("arrive: tenant '" + t->view.info.name + "': arrival time " + std::to_string(at) +
+                                    " is not between the clock's start and now");
+  }
+  if (t->open_request >= 0) {
+    return Status::failed_precondition("arrive: tenant '" + t->view.info.name + "': request " + std::to_string(t->open_request) +
+                                       " has not had its last launch submitted");
+  }
+  const int64_t index = static_cast<int64_t>(t->record.requests.size());
+  t->record.requests.push_back(RequestRecord{at, -1, -1});
+  if (index == 0) t->record.begin = at;
+  t->open_request = index;
+  t->submitted_in_request = 0;
+  return index;
+}
+
+Status Engine::submit(TenantId tenant, const LaunchSubmission& launch) {
+  TenantState* t = tenant_state(tenant);
+  if (!t) return Status::not_found("submit: no tenant " + std::to_string(tenant.value));
+  const std::string who = "submit: tenant '" + t->view.info.name + "'";
+  if (t->view.left) return Status::failed_precondition(who + " has left");
+  if (!launch.kernel) return Status::invalid_argument(who + ": a launch needs a kernel");
+  if (launch.kernel->variants.empty()) return Status::invalid_argument(who + ": kernel '" + launch.kernel->name + "' has no variant");
+  if (launch.request != t->open_request) {
+    return Status::failed_precondition(who + ": launch for request " + std::to_string(launch.request) +
+                                       ", but the open request is " + std::to_string(t->open_request));
+  }
+  LaunchState ls;
+  ls.kernel = launch.kernel;
+  ls.last_of_request = launch.last_of_request;
+  ls.record.id = LaunchId{static_cast<int64_t>(launches_.size())};
+  ls.record.tenant = tenant;
+  ls.record.kernel = launch.kernel->name;
+  ls.record.request = launch.request;
+  ls.record.index = t->submitted_in_request++;
+  ls.record.ready = -1;
+  ls.record.start = -1;
+  ls.record.logical_blocks = launch.kernel->variant(launch.kernel->default_variant).logical_blocks;
+  ls.pending = {BlockRange{0, ls.record.logical_blocks}};
+  ls.request_arrival = t->record.requests[static_cast<size_t>(launch.request)].arrival;
+  if (launch.last_of_request) t->open_request = -1;
+  launches_.push_back(std::move(ls));
+  ++unfinished_;
+  t->stream.push_back(launches_.back().record.id.value);
+  t->queued_dirty = true;
+  if (t->stream.size() == 1) reach_front(*t, backend_.now());
+  return Status::ok();
+}
+
+Status Engine::leave(TenantId tenant) {
+  TenantState* t = tenant_state(tenant);
+  if (!t) return Status::not_found("leave: no tenant " + std::to_string(tenant.value));
+  if (t->view.left) return Status::ok();
+  if (t->open_request >= 0) {
+    return Status::failed_precondition("leave: tenant '" + t->view.info.name + "': request " + std::to_string(t->open_request) +
+                                       " has not had its last launch submitted");
+  }
+  t->view.left = true;
+  views_[static_cast<size_t>(tenant.value)].left = true;
+  if (t->stream.empty()) {
+    t->finished = true;
+    if (t->record.finish < 0) t->record.finish = started_ ? backend_.now() : 0;
+    newly_left_.push_back(tenant);
+  }
+  return Status::ok();
+}
+
+void Engine::reach_front(TenantState& t, Seconds ready_at) {
+  LaunchState& ls = launches_[static_cast<size_t>(t.stream.front())];
+  ls.reached = true;
+  ls.ready_seq = reached_++;
+  ls.record.ready = ready_at;
+  t.queued_dirty = true;
+  mark_ready_dirty();
+  // A launch dispatched behind the one before it starts with no host in between: not "ready".
+  if (!ls.dispatched_once) newly_ready_.push_back(ls.record.id);
+}
+
 Status Engine::call(const char* hook, const std::function<Status()>& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   Status s = fn();
@@ -467,42 +570,6 @@ Status Engine::call(const char* hook, const std::function<Status()>& fn) {
   ++stats_.policy_calls;
   if (!s) return Status(s.code(), "policy '" + policy_.name() + "' " + hook + ": " + s.message());
   return s;
-}
-
-Status Engine::start_next_launch(TenantState& t) {
-  while (t.current_request < 0) {
-    if (t.waiting.empty()) return Status::ok();
-    t.current_request = t.waiting.front();
-    t.waiting.pop_front();
-    t.step = 0;
-    t.repeat = 0;
-  }
-  create_launch(t);
-  newly_ready_.push_back(launches_.back().record.id);
-  return Status::ok();
-}
-
-LaunchState& Engine::create_launch(TenantState& t) {
-  const TenantSpec& spec = *t.spec;
-  const KernelStep& step = spec.steps[static_cast<size_t>(t.step)];
-  LaunchState ls;
-  ls.kernel = &step.kernel;
-  ls.tenant_spec = &spec;
-  ls.record.id = LaunchId{static_cast<int64_t>(launches_.size())};
-  ls.record.tenant = TenantId{static_cast<int64_t>(&t - tenants_.data())};
-  ls.record.kernel = step.kernel.name;
-  ls.record.request = t.current_request;
-  ls.record.step = t.step;
-  ls.repeat = t.repeat;
-  ls.record.ready = backend_.now();
-  ls.record.start = -1;
-  ls.record.logical_blocks = step.kernel.variant(step.kernel.default_variant).logical_blocks;
-  ls.pending = {BlockRange{0, ls.record.logical_blocks}};
-  ls.request_arrival = t.record.requests[static_cast<size_t>(t.current_request)].arrival;
-  launches_.push_back(std::move(ls));
-  active_.push_back(launches_.back().record.id.value);
-  mark_ready_dirty();
-  return launches_.back();
 }
 
 Status Engine::handle_completion(const Completion& c) {
@@ -548,116 +615,94 @@ Status Engine::handle_completion(const Completion& c) {
                               " of " + std::to_string(ls.record.logical_blocks) + " logical blocks");
     }
     ls.record.end = c.end;
-    active_.erase(std::find(active_.begin(), active_.end(), ls.record.id.value));
+    --unfinished_;
     t.record.logical_blocks += ls.blocks_done;
-    if (ls.successor >= 0) {
-      // The next kernel was queued behind this one (queue_next): it became ready as this ended.
-      launches_[static_cast<size_t>(ls.successor)].record.ready = c.end;
-      continue;
+    if (t.stream.empty() || t.stream.front() != ls.record.id.value) {
+      return Status::internal("launch " + std::to_string(ls.record.id.value) + " finished before the launch ahead of it in its stream");
     }
-    // Next kernel of the request, or the request is done.
-    const TenantSpec& spec = *t.spec;
-    next_position(spec, t.step, t.repeat);
-    if (t.step >= static_cast<int>(spec.steps.size())) {
+    t.stream.pop_front();
+    t.queued_dirty = true;
+    const TenantId tenant = ls.record.tenant;
+    const LaunchId launch = ls.record.id;
+    const bool ends_request = ls.last_of_request;
+    const int64_t request = ls.record.request;
+    // The next launch of the stream: ready now, or already on the GPU behind this one (it became
+    // ready as this ended).
+    if (!t.stream.empty()) reach_front(t, ls.successor >= 0 ? c.end : backend_.now());
+    if (ends_request) {
       req.end = c.end;
-      if (options_.observer) options_.observer->on_request_end(ls.record.tenant, req);
-      t.current_request = -1;
-      if (spec.arrival.kind == ArrivalProcess::Kind::closed_loop && t.next_arrival < spec.requests) {
-        t.record.requests[static_cast<size_t>(t.next_arrival)].arrival = c.end;
-        t.waiting.push_back(t.next_arrival++);
-      }
-      if (t.next_arrival >= spec.requests && t.waiting.empty()) {
-        t.finished = true;
-        t.record.finish = c.end;
-        continue;
-      }
+      if (options_.observer) options_.observer->on_request_end(tenant, req);
     }
-    CONCORD_RETURN_IF_ERROR(start_next_launch(t));
+    // The source may submit more now (launches_ and the tenant's requests may grow: `ls` and `req`
+    // are not used past this point).
+    CONCORD_RETURN_IF_ERROR(source_.on_launch_end(*this, tenant, launch, c.end));
+    if (ends_request) CONCORD_RETURN_IF_ERROR(source_.on_request_end(*this, tenant, request, c.end));
+    if (t.stream.empty() && t.view.left && !t.finished) {
+      t.finished = true;
+      t.record.finish = c.end;
+      newly_left_.push_back(tenant);
+    }
   }
   mark_ready_dirty();
   if (options_.observer) options_.observer->on_dispatch_end(rec);
   return Status::ok();
 }
 
-Status Engine::deliver_arrivals() {
-  const Seconds now = backend_.now();
-  for (auto& t : tenants_) {
-    if (t.spec->arrival.kind == ArrivalProcess::Kind::closed_loop) continue;
-    bool arrived = false;
-    while (t.next_arrival < t.spec->requests && t.arrivals[static_cast<size_t>(t.next_arrival)] <= now) {
-      t.waiting.push_back(t.next_arrival++);
-      arrived = true;
-    }
-    if (arrived && t.current_request < 0) CONCORD_RETURN_IF_ERROR(start_next_launch(t));
+Status Engine::notify_joined() {
+  while (!newly_joined_.empty()) {
+    std::vector<TenantId> batch;
+    batch.swap(newly_joined_);
+    for (TenantId id : batch) CONCORD_RETURN_IF_ERROR(call("on_tenant_joined", [&] { return policy_.on_tenant_joined(*this, id); }));
   }
   return Status::ok();
 }
 
+Status Engine::notify_ready() {
+  CONCORD_RETURN_IF_ERROR(notify_joined());
+  while (!newly_ready_.empty()) {
+    std::vector<LaunchId> batch;
+    batch.swap(newly_ready_);
+    for (LaunchId id : batch) CONCORD_RETURN_IF_ERROR(call("on_ready", [&] { return policy_.on_ready(*this, id); }));
+  }
+  while (!newly_left_.empty()) {
+    std::vector<TenantId> batch;
+    batch.swap(newly_left_);
+    for (TenantId id : batch) CONCORD_RETURN_IF_ERROR(call("on_tenant_left", [&] { return policy_.on_tenant_left(*this, id); }));
+  }
+  return Status::ok();
+}
+
+Status Engine::pump_source() {
+  auto next = source_.pump(*this);
+  if (!next) return Status(next.status().code(), "source '" + source_.name() + "': " + next.status().message());
+  source_next_ = *next;
+  return Status::ok();
+}
+
+bool Engine::all_done() const {
+  if (!source_.exhausted() || unfinished_ > 0) return false;
+  return std::all_of(tenants_.begin(), tenants_.end(), [](const TenantState& t) { return t.finished; });
+}
+
 Result<RunRecord> Engine::run() {
   if (backend_.running() != 0) return Status::failed_precondition("engine: the backend must be fresh (nothing running)");
-  CONCORD_RETURN_IF_ERROR(backend_.prepare(workload_));
   const auto wall0 = std::chrono::steady_clock::now();
-  tenants_.resize(workload_.tenants.size());
-  for (size_t i = 0; i < workload_.tenants.size(); ++i) {
-    TenantState& t = tenants_[i];
-    const TenantSpec& spec = workload_.tenants[i];
-    t.spec = &spec;
-    t.record.name = spec.name;
-    t.record.cls = spec.cls;
-    t.record.latency_target = spec.latency_target;
-    t.record.requests.assign(static_cast<size_t>(spec.requests), RequestRecord{0, -1, -1});
-    switch (spec.arrival.kind) {
-      case ArrivalProcess::Kind::closed_loop:
-        t.waiting.push_back(t.next_arrival++);
-        break;
-      case ArrivalProcess::Kind::poisson: {
-        // Each tenant draws from its own stream, so adding a tenant leaves the others' arrivals alone.
-        std::mt19937_64 gen(options_.seed * 0x9E3779B97F4A7C15ULL + i + 1);
-        std::exponential_distribution<double> gap(spec.arrival.rate_per_s);
-        Seconds at = 0;
-        for (int r = 0; r < spec.requests; ++r) {
-          at += gap(gen);
-          t.arrivals.push_back(at);
-        }
-        break;
-      }
-      case ArrivalProcess::Kind::timestamps:
-        t.arrivals = spec.arrival.timestamps;
-        break;
-    }
-    for (size_t r = 0; r < t.arrivals.size(); ++r) t.record.requests[r].arrival = t.arrivals[r];
-    t.record.begin = spec.arrival.kind == ArrivalProcess::Kind::closed_loop ? 0 : t.arrivals.front();
-  }
+  if (Status s = source_.open(*this); !s) return Status(s.code(), "source '" + source_.name() + "': " + s.message());
+  CONCORD_RETURN_IF_ERROR(notify_joined());
   CONCORD_RETURN_IF_ERROR(call("on_start", [&] { return policy_.on_start(*this); }));
   started_ = true;
   if (options_.before_clock) CONCORD_RETURN_IF_ERROR(options_.before_clock());
   CONCORD_RETURN_IF_ERROR(backend_.start_clock());
-  for (auto& t : tenants_) {
-    if (!t.waiting.empty()) CONCORD_RETURN_IF_ERROR(start_next_launch(t));
-  }
-
-  auto notify_ready = [&]() -> Status {
-    while (!newly_ready_.empty()) {
-      std::vector<LaunchId> batch;
-      batch.swap(newly_ready_);
-      for (LaunchId id : batch) CONCORD_RETURN_IF_ERROR(call("on_ready", [&] { return policy_.on_ready(*this, id); }));
-    }
-    return Status::ok();
-  };
-  CONCORD_RETURN_IF_ERROR(deliver_arrivals());
+  CONCORD_RETURN_IF_ERROR(pump_source());
   CONCORD_RETURN_IF_ERROR(notify_ready());
 
-  auto all_done = [&] { return std::all_of(tenants_.begin(), tenants_.end(), [](const TenantState& t) { return t.finished; }); };
   while (!all_done()) {
-    Seconds next_arrival = kNever;
-    for (const auto& t : tenants_) {
-      if (t.spec->arrival.kind != ArrivalProcess::Kind::closed_loop && t.next_arrival < t.spec->requests) {
-        next_arrival = std::min(next_arrival, t.arrivals[static_cast<size_t>(t.next_arrival)]);
-      }
-    }
     const Seconds next_tick = ticks_.empty() ? kNever : ticks_.top();
-    Seconds until = std::min(next_arrival, next_tick);
+    Seconds until = std::min(source_next_, next_tick);
     if (backend_.running() == 0 && until == kNever) {
+      if (source_.exhausted() && unfinished_ == 0) {
+        return Status::failed_precondition("source '" + source_.name() + "' is exhausted, but tenants that never left remain");
+      }
       return Status::failed_precondition("policy '" + policy_.name() + "' holds " + std::to_string(ready().size()) +
                                          " ready launches with nothing running and no tick requested: the run cannot finish");
     }
@@ -679,7 +724,7 @@ Result<RunRecord> Engine::run() {
       CONCORD_RETURN_IF_ERROR(call("on_complete", [&] { return policy_.on_complete(*this, c); }));
       CONCORD_RETURN_IF_ERROR(notify_ready());
     }
-    CONCORD_RETURN_IF_ERROR(deliver_arrivals());
+    CONCORD_RETURN_IF_ERROR(pump_source());
     CONCORD_RETURN_IF_ERROR(notify_ready());
     bool ticked = false;
     while (!ticks_.empty() && ticks_.top() <= backend_.now()) {
@@ -695,6 +740,7 @@ Result<RunRecord> Engine::run() {
   out.device = backend_.device().name;
   out.seed = options_.seed;
   for (auto& t : tenants_) {
+    if (t.record.begin < 0) t.record.begin = t.record.joined;
     out.makespan = std::max(out.makespan, t.record.finish);
     out.tenants.push_back(std::move(t.record));
   }
@@ -707,9 +753,8 @@ Result<RunRecord> Engine::run() {
 
 }  // namespace
 
-Result<RunRecord> run_workload(const Workload& workload, Backend& backend, Policy& policy, const EngineOptions& options) {
-  if (workload.tenants.empty()) return Status::invalid_argument("workload '" + workload.name + "' has no tenants");
-  Engine engine(workload, backend, policy, options);
+Result<RunRecord> run_engine(TenantSource& source, Backend& backend, Policy& policy, const EngineOptions& options) {
+  Engine engine(source, backend, policy, options);
   return engine.run();
 }
 

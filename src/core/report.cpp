@@ -61,7 +61,7 @@ std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
   j["launches"] = json::array();
   for (const auto& l : r.run.launches) {
     j["launches"].push_back({{"id", l.id.value}, {"tenant", l.tenant.value}, {"kernel", l.kernel}, {"request", l.request},
-                             {"step", l.step}, {"logical_blocks", l.logical_blocks}, {"ready_s", l.ready},
+                             {"index", l.index}, {"logical_blocks", l.logical_blocks}, {"ready_s", l.ready},
                              {"start_s", l.start}, {"end_s", l.end}});
   }
   j["dispatches"] = json::array();

@@ -8,7 +8,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/green_contexts.h"
-#include "concord/engine.h"
+#include "concord/spec_source.h"
 #include "concord/occupancy.h"
 #include "concord/policy.h"
 #include "concord/suite.h"

@@ -5,8 +5,8 @@
 #include "concord/occupancy.h"
 #include "policy/fedcm/fedcm_policy.h"
 #include "policy/krisp/krisp_policy.h"
-#include "policy/params.h"
-#include "policy/sharing.h"
+#include "mechanism/params.h"
+#include "mechanism/sm_sharing.h"
 #include "test_support.h"
 
 namespace concord {

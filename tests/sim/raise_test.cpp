@@ -211,7 +211,7 @@ TEST(RaisePolicy, TasksKeepOneVariantAndAtMostNStreamsRunAtOnce) {
 TEST(RaisePolicy, GivesResourcesBackAndMixesTypes) {
   // Run the policy object directly to look at M_g afterwards.
   policy::RaiseParams p;
-  policy::RaisePolicy raise(p);
+  policy::RaisePolicy raise(p, {});
   auto r = run_on_sim(typed_tasks(3), raise);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   for (double v : raise.global()) EXPECT_NEAR(v, 10.0, 1e-9);  // every task gave its vector back
@@ -296,7 +296,7 @@ TEST(RaisePolicy, EachRequestOfATenantIsATaskOfItsOwn) {
   for (auto& t : w.tenants) t.requests = 3;
   policy::RaiseParams p;
   p.streams = 2;
-  policy::RaisePolicy raise(p);
+  policy::RaisePolicy raise(p, {});
   auto r = run_on_sim(w, raise);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   for (double v : raise.global()) EXPECT_NEAR(v, 10.0, 1e-9);
@@ -337,7 +337,7 @@ TEST(RaisePolicy, AutoThresholdsAreTheTasksMeanPlusAHalf) {
   policy::RaiseParams p;
   p.alpha_auto = true;
   p.beta_auto = true;
-  policy::RaisePolicy raise(p);
+  policy::RaisePolicy raise(p, {});
   auto r = run_on_sim(typed_tasks(2), raise);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_DOUBLE_EQ(raise.alpha(), 3.5);
@@ -357,7 +357,7 @@ TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
   for (auto& v : t.steps[0].kernel.variants) v.raise_metrics = vec(10, 10, 10, 10, 10, 0, 0, 0);
   for (auto& v : t.steps[1].kernel.variants) v.raise_metrics = vec(0, 0, 0, 0, 0, 10, 10, 10);
   const Estimator est(h200_spec());
-  const auto info = policy::task_info(t, est);
+  const auto info = policy::task_info(spec_hints(t).request, t.raise_type, est);
   ASSERT_EQ(info.vectors.size(), static_cast<size_t>(t.steps[0].kernel.variant_count()));
   EXPECT_TRUE(info.measured);
   for (size_t v = 0; v < info.vectors.size(); ++v) {
@@ -367,7 +367,8 @@ TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
     EXPECT_NEAR(at(info.vectors[v], RaiseMetric::du), 10 * b / (a + b), 1e-9);
   }
   // Without measured metrics the roofline estimate stands in, and the task says so.
-  const auto estimated = policy::task_info(tenant("u", {step("stream_triad", 1 << 24)}), est);
+  const TenantSpec streaming = tenant("u", {step("stream_triad", 1 << 24)});
+  const auto estimated = policy::task_info(spec_hints(streaming).request, std::nullopt, est);
   EXPECT_FALSE(estimated.measured);
   EXPECT_EQ(estimated.cls, RaiseClass::mem);  // a streaming kernel: DRAM-bound on the roofline
 }
@@ -378,9 +379,9 @@ TEST(RaiseTasks, AStatedTypeReplacesTheOneReadFromTheVector) {
   Workload w = typed_tasks(2);
   const Estimator est(h200_spec());
   TenantSpec& com = w.tenants[0];  // vector reads COM (IPC 7, DU 1)
-  EXPECT_EQ(policy::task_info(com, est).cls, RaiseClass::com);
+  EXPECT_EQ(policy::task_info(spec_hints(com).request, com.raise_type, est).cls, RaiseClass::com);
   com.raise_type = RaiseClass::lat;
-  EXPECT_EQ(policy::task_info(com, est).cls, RaiseClass::lat);
+  EXPECT_EQ(policy::task_info(spec_hints(com).request, com.raise_type, est).cls, RaiseClass::lat);
   // SQ runs every COM task before any LAT task: the restated com0 now runs with the LAT tasks,
   // after com1 (still COM) and both MEM tasks have finished.
   auto sq = run_on_sim(w, "sq", 3);

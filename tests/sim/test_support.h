@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backend/sim/sim_backend.h"
-#include "concord/engine.h"
+#include "concord/spec_source.h"
 #include "concord/policy.h"
 #include "concord/suite.h"
 #include "concord/workload.h"

@@ -9,7 +9,6 @@
 #include <thread>
 #include <unordered_set>
 
-#include "concord/workload.h"
 
 namespace concord::cuda {
 
@@ -163,23 +162,19 @@ Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec) {
   return raw;
 }
 
-Status CudaBackend::prepare(const Workload& workload) {
-  // Every tenant's stream now, before the clock: created at a tenant's first dispatch (every task's,
-  // in bench/raise), it held that dispatch back; on the H200 a second task started in one scheduling
-  // call went from 50-116 us after the first to 11-20 us (docs/cuda_backend.md).
-  for (size_t i = 0; i < workload.tenants.size(); ++i) {
-    auto s = tenant_stream(static_cast<int>(i), 0);
-    if (!s) return s.status();
-  }
-  for (const TenantSpec& t : workload.tenants) {
-    for (const KernelStep& s : t.steps) {
-      auto k = kernel_for(s.kernel);
-      if (!k) return Status(k.status().code(), "tenant '" + t.name + "': " + k.status().message());
-      // A library's first call loads its kernels (cuBLAS: about 0.1 s): pay that before the clock.
-      if (!s.kernel.elastic) {
-        const BlockRange whole{0, s.kernel.variant(0).logical_blocks};
-        CONCORD_RETURN_IF_ERROR((*k)->launch_standalone(0, whole, CachePolicy::normal, control_stream_.get()));
-      }
+Status CudaBackend::prepare_tenant(TenantId tenant, const std::vector<const KernelSpec*>& kernels) {
+  // The tenant's stream now: created at its first dispatch (every task's, in bench/raise), it held
+  // that dispatch back; on the H200 a second task started in one scheduling call went from
+  // 50-116 us after the first to 11-20 us (docs/cuda_backend.md).
+  auto stream = tenant_stream(static_cast<int>(tenant.value), 0);
+  if (!stream) return stream.status();
+  for (const KernelSpec* spec : kernels) {
+    auto k = kernel_for(*spec);
+    if (!k) return k.status();
+    // A library's first call loads its kernels (cuBLAS: about 0.1 s): pay that now, not mid-run.
+    if (!spec->elastic) {
+      const BlockRange whole{0, spec->variant(0).logical_blocks};
+      CONCORD_RETURN_IF_ERROR((*k)->launch_standalone(0, whole, CachePolicy::normal, control_stream_.get()));
     }
   }
   CONCORD_CUDA(cudaDeviceSynchronize());

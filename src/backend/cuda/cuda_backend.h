@@ -46,7 +46,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   const DeviceSpec& device() const override { return spec_; }
   Capabilities capabilities(const KernelSpec& kernel) const override;
-  Status prepare(const Workload& workload) override;
+  Status prepare_tenant(TenantId tenant, const std::vector<const KernelSpec*>& kernels) override;
   Status prepare_sm_set(const SmSet& sms, TenantId tenant) override;
   Status start_clock() override;
   Status dispatch(const DispatchRequest& request) override;
@@ -95,7 +95,7 @@ class CudaBackend final : public Backend {
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);
   Result<device::ElasticControl> read_control(int control, const Event& after) const;
   Result<cudaStream_t> stream_for(const Running& r);
-  // A tenant's own stream (created on first use; prepare() creates the normal-priority ones).
+  // A tenant's own stream (created on first use; prepare_tenant() creates its normal-priority one).
   Result<cudaStream_t> tenant_stream(int tenant, int priority);
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);

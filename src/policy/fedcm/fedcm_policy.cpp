@@ -1,11 +1,12 @@
 #include "policy/fedcm/fedcm_policy.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "concord/occupancy.h"
 #include "concord/profile.h"
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 namespace {
@@ -158,29 +159,52 @@ CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int v
 }
 
 Status FedcmPolicy::on_start(SchedContext& ctx) {
-  const auto& tenants = ctx.workload().tenants;
-  masks_.assign(tenants.size(), std::nullopt);
   gpc_sms_ = gpc_sets(ctx.device());
-  caches_.assign(tenants.size(), CachePolicy::normal);
-  shares_.assign(tenants.size(), 1.0);
   demand_.clear();
-  critical_.clear();
-  for (const TenantSpec& t : tenants) {
-    std::vector<double> seconds;
-    std::vector<int> counts;
-    for (const KernelStep& s : t.steps) {
-      seconds.push_back(ctx.estimator().seconds(s.kernel, s.kernel.default_variant, ctx.device().sm_count));
-      counts.push_back(s.count);
-    }
-    critical_.push_back(critical_instances(seconds, counts, options_.sigma));
+  return Status::ok();
+}
+
+Status FedcmPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
+  const auto t = static_cast<size_t>(tenant.value);
+  if (masks_.size() <= t) {
+    masks_.resize(t + 1, std::nullopt);
+    caches_.resize(t + 1, CachePolicy::normal);
+    shares_.resize(t + 1, 1.0);
+    critical_.resize(t + 1);
+    seen_.resize(t + 1);
+  }
+  const TenantView& view = ctx.tenant(tenant);
+  if (!view.hints) return Status::ok();
+  // The hint names the request's kernels: rank them before the first one runs.
+  std::vector<double> seconds;
+  std::vector<int> counts;
+  for (const TenantHints::Step& s : view.hints->request) {
+    seconds.push_back(ctx.estimator().seconds(*s.kernel, s.kernel->default_variant, ctx.device().sm_count));
+    counts.push_back(static_cast<int>(std::min<int64_t>(s.count, std::numeric_limits<int>::max())));
+  }
+  critical_[t].clear();
+  for (const auto& repeats : critical_instances(seconds, counts, options_.sigma)) {
+    critical_[t].insert(critical_[t].end(), repeats.begin(), repeats.end());
   }
   return Status::ok();
 }
 
-bool FedcmPolicy::critical(const ReadyLaunch& r) const {
-  const auto& steps = critical_[static_cast<size_t>(r.tenant.value)];
-  const auto& repeats = steps[static_cast<size_t>(r.step)];
-  return r.repeat >= 0 && static_cast<size_t>(r.repeat) < repeats.size() && repeats[static_cast<size_t>(r.repeat)];
+bool FedcmPolicy::critical(const SchedContext& ctx, const ReadyLaunch& r) {
+  const auto t = static_cast<size_t>(r.tenant.value);
+  if (!ctx.tenant(r.tenant).hints) {
+    // No hint: the ranking comes from the last whole request seen; until one has been seen,
+    // every kernel is decided afresh.
+    if (r.index == 0) seen_[t].clear();
+    if (static_cast<size_t>(r.index) == seen_[t].size()) seen_[t].push_back(ctx.estimator().seconds(*r.kernel, r.kernel->default_variant, ctx.device().sm_count));
+    if (r.last_of_request && static_cast<size_t>(r.index) + 1 == seen_[t].size()) {
+      const auto ranked = critical_instances(seen_[t], std::vector<int>(seen_[t].size(), 1), options_.sigma);
+      critical_[t].clear();
+      for (const auto& one : ranked) critical_[t].push_back(one.front());
+    }
+  }
+  const auto& flags = critical_[t];
+  if (flags.empty()) return true;
+  return r.index >= 0 && static_cast<size_t>(r.index) < flags.size() && flags[static_cast<size_t>(r.index)];
 }
 
 Status FedcmPolicy::schedule(SchedContext& ctx) {
@@ -193,7 +217,7 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
     SmSet sms;
     CachePolicy cache = CachePolicy::normal;
     double u = 1;
-    if (critical(r) || !masks_[t]) {
+    if (critical(ctx, r) || !masks_[t]) {
       auto dit = demand_.find(r.kernel);
       if (dit == demand_.end()) {
         dit = demand_.emplace(r.kernel, ctx.estimator().demand_sms(*r.kernel, r.kernel->default_variant)).first;

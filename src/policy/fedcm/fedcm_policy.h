@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "concord/policy.h"
-#include "policy/sharing.h"
+#include "mechanism/sm_sharing.h"
 
 namespace concord::policy {
 
@@ -70,12 +70,14 @@ class FedcmPolicy final : public Policy {
   explicit FedcmPolicy(FedcmOptions options) : options_(options) {}
   std::string name() const override { return options_.bypass ? "fedcm" : "fedc"; }
   Status on_start(SchedContext& ctx) override;
+  Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
 
  protected:
   Status schedule(SchedContext& ctx) override;
 
  private:
-  bool critical(const ReadyLaunch& r) const;
+  // Whether `r` is one of its tenant's critical kernels (decided by Algorithm 1 every time).
+  bool critical(const SchedContext& ctx, const ReadyLaunch& r);
 
   FedcmOptions options_;
   std::vector<std::optional<SmSet>> masks_;      // per tenant: its last SM set
@@ -83,7 +85,8 @@ class FedcmPolicy final : public Policy {
   std::vector<CachePolicy> caches_;              // per tenant: its last cache decision
   std::vector<double> shares_;                   // per tenant: u (Eq. 1) of its last decision
   std::map<const KernelSpec*, int> demand_;      // d in SMs, per kernel (asked once)
-  std::vector<std::vector<std::vector<bool>>> critical_;  // per tenant, [step][repeat]
+  std::vector<std::vector<bool>> critical_;      // per tenant, by launch index within a request
+  std::vector<std::vector<double>> seen_;        // per tenant without hints: its current request's kernel times
 };
 
 Result<std::unique_ptr<Policy>> make_fedcm(const PolicyParams& params);

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "concord/occupancy.h"
-#include "policy/params.h"
-#include "policy/sharing.h"
+#include "mechanism/params.h"
+#include "mechanism/sm_sharing.h"
 
 namespace concord::policy {
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "concord/policy.h"
-#include "policy/sharing.h"
+#include "mechanism/sm_sharing.h"
 
 namespace concord::policy {
 

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <vector>
 
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 namespace {
@@ -43,7 +43,7 @@ Result<SmSet> parse_sm_list(const std::string& text) {
 }
 
 Status ManualPolicy::on_start(SchedContext& ctx) {
-  const int64_t tenants = static_cast<int64_t>(ctx.workload().tenants.size());
+  const int64_t tenants = static_cast<int64_t>(ctx.tenants().size());
   for (const auto& [t, p] : placements_) {
     if (t >= tenants) return Status::invalid_argument("a placement names tenant " + std::to_string(t) + " of " + std::to_string(tenants));
   }

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "policy/params.h"
+#include "mechanism/params.h"
+#include "concord/raise.h"
 
 namespace concord::policy {
 
@@ -74,16 +75,30 @@ Result<double> raise_auto_threshold(const std::vector<TaskInfo>& tasks, RaiseMet
 }
 
 Status RaisePolicy::on_start(SchedContext& ctx) {
-  CONCORD_RETURN_IF_ERROR(TaskStreamPolicy::on_start(ctx));
+  (void)ctx;
+  streams_.reset();
+  return update_thresholds();
+}
+
+Status RaisePolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
+  CONCORD_RETURN_IF_ERROR(types_.joined(ctx, tenant));
+  return update_thresholds();
+}
+
+Status RaisePolicy::update_thresholds() {
+  if (thresholds_for_ == types_.version()) return Status::ok();
+  const std::vector<TaskInfo> known = types_.all_known();
   alpha_ = p_.alpha;
   beta_ = p_.beta;
+  if (known.empty()) return Status::ok();  // `auto` waits for the first task
+  thresholds_for_ = types_.version();
   if (p_.alpha_auto) {
-    auto a = raise_auto_threshold(infos(), RaiseMetric::ipc);
+    auto a = raise_auto_threshold(known, RaiseMetric::ipc);
     if (!a) return a.status();
     alpha_ = *a;
   }
   if (p_.beta_auto) {
-    auto b = raise_auto_threshold(infos(), RaiseMetric::du);
+    auto b = raise_auto_threshold(known, RaiseMetric::du);
     if (!b) return b.status();
     beta_ = *b;
   }
@@ -92,34 +107,44 @@ Status RaisePolicy::on_start(SchedContext& ctx) {
 
 RaiseVector RaisePolicy::global() const {
   std::vector<const RaiseVector*> running;
-  for (const auto& [t, a] : active()) {
-    if (t == releasing()) continue;  // a hand-off decision: that task's resources are about to come back
-    running.push_back(&info(TenantId{t}).vectors[static_cast<size_t>(a.variant)]);
+  for (const auto& [t, a] : streams_.active()) {
+    running.push_back(&types_.known(TenantId{t}).vectors[static_cast<size_t>(a.variant)]);
   }
   return raise_remaining(running, p_.clamp);
 }
 
-std::optional<TaskStreamPolicy::Choice> RaisePolicy::choose(SchedContext& ctx, const std::vector<Waiting>& waiting) {
-  (void)ctx;
+std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
+  std::vector<const TaskInfo*> infos;
+  infos.reserve(waiting.size());
+  for (const WaitingTask& w : waiting) {
+    const ReadyLaunch* first = nullptr;
+    for (const ReadyLaunch& r : ctx.ready()) {
+      if (r.id == w.launch) first = &r;
+    }
+    infos.push_back(&types_.of(ctx, w.tenant, first));
+  }
+  if (p_.alpha_auto || p_.beta_auto) {
+    if (!update_thresholds()) return std::nullopt;
+  }
   std::vector<RaiseCandidate> tasks;
   tasks.reserve(waiting.size());
-  for (const Waiting& w : waiting) tasks.push_back({&info(w.tenant).vectors, info(w.tenant).cls});
+  for (const TaskInfo* info : infos) tasks.push_back({&info->vectors, info->cls});
   auto pick = raise_decide(global(), tasks, alpha_, beta_, p_.fixed_variant, p_.tie, p_.cascade);
-  if (pick) return Choice{pick->first, pick->second};
-  if (running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
+  if (pick) return TaskChoice{pick->first, pick->second};
+  if (streams_.running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
   // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
   // first waiting task in its lightest variant rather than wait forever.
-  const auto& vecs = info(waiting.front().tenant).vectors;
+  const auto& vecs = infos.front()->vectors;
   int lightest = 0;
-  const RaiseClass cls = info(waiting.front().tenant).cls;
+  const RaiseClass cls = infos.front()->cls;
   for (int v = 1; v < static_cast<int>(vecs.size()); ++v) {
     if (raise_score(vecs[static_cast<size_t>(v)], cls) < raise_score(vecs[static_cast<size_t>(lightest)], cls)) lightest = v;
   }
-  return Choice{0, p_.fixed_variant >= 0 ? std::min<int>(p_.fixed_variant, static_cast<int>(vecs.size()) - 1) : lightest};
+  return TaskChoice{0, p_.fixed_variant >= 0 ? std::min<int>(p_.fixed_variant, static_cast<int>(vecs.size()) - 1) : lightest};
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "clamp", "ahead", "burst", "handoff"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "clamp", "ahead", "burst"}));
   RaiseParams p;
   // A threshold: a number, or `auto` (from the workload's tasks when the run starts).
   auto threshold = [&](const char* key, double& value, bool& automatic) -> Status {
@@ -151,9 +176,9 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   auto dims = dims_param("raise", params, "dynamic");
   if (!dims) return dims.status();
   p.fixed_variant = *dims;
-  auto policy = std::make_unique<RaisePolicy>(p);
-  CONCORD_RETURN_IF_ERROR(apply_queue_params("raise", params, *policy));
-  return std::unique_ptr<Policy>(std::move(policy));
+  auto queue = queue_params("raise", params);
+  if (!queue) return queue.status();
+  return std::unique_ptr<Policy>(std::make_unique<RaisePolicy>(p, *queue));
 }
 
 }  // namespace concord::policy

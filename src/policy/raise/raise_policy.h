@@ -14,17 +14,18 @@
 #include <memory>
 #include <optional>
 
-#include "policy/task_streams.h"
+#include "mechanism/task_streams.h"
+#include "policy/raise/raise_tasks.h"
 
 namespace concord::policy {
 
 struct RaiseParams {
   double alpha = 3;   // IPC threshold
   double beta = 3;    // DU threshold
-  // `alpha=auto` / `beta=auto`: the threshold from the workload's own tasks, as the paper derived
+  // `alpha=auto` / `beta=auto`: the threshold from the run's own tasks, as the paper derived
   // its 3 (Section VI-A: the tasks' IPC and DU average about 2.5, thresholds set a little above):
-  // the mean over the workload's tenants (each once, however many requests it runs) of the metric
-  // on the vector each tenant's class is read from, + 0.5.
+  // the mean over the tenants known so far (each once, however many requests it runs) of the
+  // metric on the vector each tenant's class is read from, + 0.5.
   bool alpha_auto = false;
   bool beta_auto = false;
   int streams = 4;    // N_str
@@ -34,12 +35,14 @@ struct RaiseParams {
   bool clamp = false;      // M_g never below 0 on a metric (the paper keeps resources in 0..10)
 };
 
-class RaisePolicy final : public TaskStreamPolicy {
+class RaisePolicy final : public Policy, private TaskChooser {
  public:
-  explicit RaisePolicy(RaiseParams p) : TaskStreamPolicy(p.streams), p_(p), alpha_(p.alpha), beta_(p.beta) {}
+  RaisePolicy(RaiseParams p, QueueParams q)
+      : p_(p), streams_(p.streams, q.ahead, q.burst), alpha_(p.alpha), beta_(p.beta) {}
   std::string name() const override { return "raise"; }
   Status on_start(SchedContext& ctx) override;
-  // The thresholds in use (after on_start for `auto`).
+  Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
+  // The thresholds in use (`auto`: from the tasks known so far).
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
   // M_g: 10 on every metric minus the vectors of the tasks running now (derived, never drifts);
@@ -47,10 +50,16 @@ class RaisePolicy final : public TaskStreamPolicy {
   RaiseVector global() const;
 
  protected:
-  std::optional<Choice> choose(SchedContext& ctx, const std::vector<Waiting>& waiting) override;
+  Status schedule(SchedContext& ctx) override { return streams_.schedule(ctx, *this); }
 
  private:
+  std::optional<TaskChoice> choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) override;
+  Status update_thresholds();
+
   RaiseParams p_;
+  TaskStreams streams_;
+  TaskTypes types_;
+  int64_t thresholds_for_ = -1;  // TaskTypes::version() the `auto` thresholds were computed at
   double alpha_ = 3;
   double beta_ = 3;
 };

@@ -3,40 +3,51 @@
 #include <algorithm>
 #include <random>
 
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 
-TaskStreamPolicy::Choice RandomDimsPolicy::with_random_variant(SchedContext& ctx, const std::vector<Waiting>& waiting,
-                                                               size_t index) {
-  const int n = static_cast<int>(info(waiting[index].tenant).vectors.size());
-  if (fixed_variant_ >= 0) return Choice{index, std::min(fixed_variant_, n - 1)};
-  return Choice{index, std::uniform_int_distribution<int>(0, n - 1)(ctx.rng())};
+Status TypeOrderPolicy::on_start(SchedContext& ctx) {
+  (void)ctx;
+  streams_.reset();
+  return Status::ok();
 }
 
-std::optional<TaskStreamPolicy::Choice> SqPolicy::choose(SchedContext& ctx, const std::vector<Waiting>& waiting) {
+const TaskInfo& TypeOrderPolicy::info_of(SchedContext& ctx, const WaitingTask& w) {
+  const ReadyLaunch* first = nullptr;
+  for (const ReadyLaunch& r : ctx.ready()) {
+    if (r.id == w.launch) first = &r;
+  }
+  return types_.of(ctx, w.tenant, first);
+}
+
+TaskChoice TypeOrderPolicy::with_random_variant(SchedContext& ctx, const std::vector<WaitingTask>& waiting, size_t index) {
+  const int n = static_cast<int>(info_of(ctx, waiting[index]).vectors.size());
+  if (fixed_variant_ >= 0) return TaskChoice{index, std::min(fixed_variant_, n - 1)};
+  return TaskChoice{index, std::uniform_int_distribution<int>(0, n - 1)(ctx.rng())};
+}
+
+std::optional<TaskChoice> SqPolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
   // The lowest type among waiting and running tasks is the current one.
   int current = 3;
-  for (const Waiting& w : waiting) current = std::min(current, type_of(w));
-  for (const auto& [t, a] : active()) {
-    if (t != releasing()) current = std::min(current, static_cast<int>(info(TenantId{t}).cls));
-  }
+  for (const WaitingTask& w : waiting) current = std::min(current, type_of(ctx, w));
+  for (const auto& [t, a] : streams().active()) current = std::min(current, static_cast<int>(types().known(TenantId{t}).cls));
   for (size_t i = 0; i < waiting.size(); ++i) {
-    if (type_of(waiting[i]) == current) return with_random_variant(ctx, waiting, i);
+    if (type_of(ctx, waiting[i]) == current) return with_random_variant(ctx, waiting, i);
   }
   return std::nullopt;  // the current type's last tasks are still running
 }
 
 Status RrPolicy::on_start(SchedContext& ctx) {
   next_type_ = 0;
-  return RandomDimsPolicy::on_start(ctx);
+  return TypeOrderPolicy::on_start(ctx);
 }
 
-std::optional<TaskStreamPolicy::Choice> RrPolicy::choose(SchedContext& ctx, const std::vector<Waiting>& waiting) {
+std::optional<TaskChoice> RrPolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
   for (int k = 0; k < 3; ++k) {
     const int type = (next_type_ + k) % 3;
     for (size_t i = 0; i < waiting.size(); ++i) {
-      if (type_of(waiting[i]) == type) {
+      if (type_of(ctx, waiting[i]) == type) {
         next_type_ = (type + 1) % 3;
         return with_random_variant(ctx, waiting, i);
       }
@@ -45,7 +56,7 @@ std::optional<TaskStreamPolicy::Choice> RrPolicy::choose(SchedContext& ctx, cons
   return std::nullopt;
 }
 
-std::optional<TaskStreamPolicy::Choice> RdPolicy::choose(SchedContext& ctx, const std::vector<Waiting>& waiting) {
+std::optional<TaskChoice> RdPolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
   const size_t i = std::uniform_int_distribution<size_t>(0, waiting.size() - 1)(ctx.rng());
   return with_random_variant(ctx, waiting, i);
 }
@@ -53,14 +64,14 @@ std::optional<TaskStreamPolicy::Choice> RdPolicy::choose(SchedContext& ctx, cons
 namespace {
 template <class P>
 Result<std::unique_ptr<Policy>> make(const char* name, const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims", "ahead", "burst", "handoff"}));
+  CONCORD_RETURN_IF_ERROR(only_params(name, params, {"streams", "dims", "ahead", "burst"}));
   auto streams = int_param(params, "streams", 4, 1);
   if (!streams) return streams.status();
   auto dims = dims_param(name, params, "random");
   if (!dims) return dims.status();
-  auto policy = std::make_unique<P>(*streams, *dims);
-  CONCORD_RETURN_IF_ERROR(apply_queue_params(name, params, *policy));
-  return std::unique_ptr<Policy>(std::move(policy));
+  auto queue = queue_params(name, params);
+  if (!queue) return queue.status();
+  return std::unique_ptr<Policy>(std::make_unique<P>(*streams, *dims, *queue));
 }
 }  // namespace
 

@@ -3,7 +3,7 @@
 #include <random>
 #include <vector>
 
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 

@@ -1,11 +1,11 @@
 #include "policy/round_robin/round_robin_policy.h"
 
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 
 Status RoundRobinPolicy::schedule(SchedContext& ctx) {
-  const int64_t tenants = static_cast<int64_t>(ctx.workload().tenants.size());
+  const int64_t tenants = static_cast<int64_t>(ctx.tenants().size());
   while (static_cast<int>(ctx.running().size()) < streams_) {
     // The first tenant at or after the turn pointer with a launch waiting.
     LaunchId pick;

@@ -1,6 +1,6 @@
 #include "policy/serial/serial_policy.h"
 
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 

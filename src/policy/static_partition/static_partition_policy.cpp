@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 
@@ -50,11 +50,27 @@ std::vector<SmSet> weighted_tpc_shares(const DeviceSpec& device, const std::vect
 }
 
 Status StaticPartitionPolicy::on_start(SchedContext& ctx) {
-  const size_t tenants = ctx.workload().tenants.size();
+  const size_t tenants = ctx.tenants().size();
   if (!weights_.empty() && weights_.size() != tenants) {
     return Status::invalid_argument("parameter 'weights': " + std::to_string(weights_.size()) + " weights for " +
                                     std::to_string(tenants) + " tenants");
   }
+  partition(ctx, tenants);
+  for (size_t i = 0; i < shares_.size(); ++i) {
+    CONCORD_RETURN_IF_ERROR(ctx.prepare_sm_set(shares_[i], TenantId{static_cast<int64_t>(i)}));
+  }
+  started_ = true;
+  return Status::ok();
+}
+
+Status StaticPartitionPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
+  // A tenant that joins while the run goes on gets an even share (weight 1) from its next launch
+  // on, and so does everyone else; launches already running keep their SMs.
+  if (started_) partition(ctx, static_cast<size_t>(tenant.value) + 1);
+  return Status::ok();
+}
+
+void StaticPartitionPolicy::partition(const SchedContext& ctx, size_t tenants) {
   std::vector<double> w = weights_;
   w.resize(tenants, 1.0);
   shares_ = weighted_tpc_shares(ctx.device(), w);
@@ -63,10 +79,6 @@ Status StaticPartitionPolicy::on_start(SchedContext& ctx) {
     if (shares_[i].empty()) shares_[i] = shares_[i % std::max<size_t>(1, static_cast<size_t>(ctx.device().tpc_count()))];
     if (shares_[i].empty()) shares_[i] = ctx.device().sms_of_tpc(ctx.device().tpc_of_sm.front());
   }
-  for (size_t i = 0; i < shares_.size(); ++i) {
-    CONCORD_RETURN_IF_ERROR(ctx.prepare_sm_set(shares_[i], TenantId{static_cast<int64_t>(i)}));
-  }
-  return Status::ok();
 }
 
 Status StaticPartitionPolicy::schedule(SchedContext& ctx) {

@@ -14,6 +14,7 @@ class StaticPartitionPolicy final : public Policy {
   explicit StaticPartitionPolicy(std::vector<double> weights) : weights_(std::move(weights)) {}
   std::string name() const override { return "static-partition"; }
   Status on_start(SchedContext& ctx) override;
+  Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
   // The share of tenant `t` (valid after on_start).
   const SmSet& share_of(TenantId t) const { return shares_.at(static_cast<size_t>(t.value)); }
 
@@ -23,6 +24,10 @@ class StaticPartitionPolicy final : public Policy {
  private:
   std::vector<double> weights_;  // empty = even
   std::vector<SmSet> shares_;
+  bool started_ = false;
+
+  // Even (or weighted) TPC shares for `tenants` tenants.
+  void partition(const SchedContext& ctx, size_t tenants);
 };
 
 // Splits the device's TPCs into contiguous shares in proportion to `weights` (largest-remainder

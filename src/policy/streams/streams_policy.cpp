@@ -2,24 +2,29 @@
 
 #include <vector>
 
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 namespace concord::policy {
 
 Status StreamsPolicy::schedule(SchedContext& ctx) {
-  std::vector<LaunchId> waiting;
+  std::vector<ReadyLaunch> waiting;
   for (const ReadyLaunch& r : ctx.ready()) {
-    if (!r.has_running_dispatch) waiting.push_back(r.id);
+    if (!r.has_running_dispatch) waiting.push_back(r);
   }
-  for (LaunchId id : waiting) {
-    auto d = ctx.dispatch(id, whole_gpu(ctx));
+  for (const ReadyLaunch& r : waiting) {
+    auto d = ctx.dispatch(r.id, whole_gpu(ctx));
     if (!d) return d.status();
-    if (!ahead_) continue;
+    if (!ahead_ || r.last_of_request) continue;
+    // The rest of its request, as its tenant has submitted it, on its stream behind it.
     DispatchId last = *d;
-    for (int n = ctx.launches_after(id); n > 0; --n) {
-      auto q = ctx.queue_next(last, whole_gpu(ctx));
+    while (true) {
+      const auto queued = ctx.queued(r.tenant);
+      if (queued.empty() || queued.front().request != r.request) break;
+      const bool last_of_request = queued.front().last_of_request;
+      auto q = ctx.dispatch(queued.front().id, whole_gpu(ctx), last);
       if (!q) return q.status();
       last = *q;
+      if (last_of_request) break;
     }
   }
   return Status::ok();

@@ -1,6 +1,6 @@
 // streams: every ready launch goes to the GPU at once, on all SMs, as if each tenant had its own
 // CUDA stream; the hardware block scheduler decides who runs where. `ahead=task` also queues the
-// rest of the launch's request on its stream at once (SchedContext::queue_next), as a CUDA program
+// rest of the launch's request that its tenant has submitted on its stream at once (dispatches behind it), as a CUDA program
 // that enqueues a request's kernels asynchronously does; `ahead=0` (default) launches each kernel
 // when the previous one has finished (a host round trip per kernel).
 #pragma once

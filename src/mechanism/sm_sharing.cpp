@@ -1,4 +1,4 @@
-#include "policy/sharing.h"
+#include "mechanism/sm_sharing.h"
 
 #include <algorithm>
 #include <cmath>

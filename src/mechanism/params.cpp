@@ -1,4 +1,4 @@
-#include "policy/params.h"
+#include "mechanism/params.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,0 +1,120 @@
+#include "mechanism/task_streams.h"
+
+#include <algorithm>
+
+#include "mechanism/params.h"
+
+namespace concord::policy {
+
+int max_variant(const KernelSpec& kernel) {
+  int best = 0;
+  for (int v = 1; v < kernel.variant_count(); ++v) {
+    if (kernel.variant(v).threads_per_block > kernel.variant(best).threads_per_block) best = v;
+  }
+  return best;
+}
+
+Status TaskStreams::schedule(SchedContext& ctx, TaskChooser& chooser) {
+  // Tasks whose request has neither a ready nor a running launch left are finished.
+  for (auto it = active_.begin(); it != active_.end();) {
+    const TenantId t{it->first};
+    const int64_t req = it->second.request;
+    const bool ready = std::any_of(ctx.ready().begin(), ctx.ready().end(),
+                                   [&](const ReadyLaunch& r) { return r.tenant == t && r.request == req; });
+    const bool running = std::any_of(ctx.running().begin(), ctx.running().end(), [&](const RunningDispatch& d) {
+      return std::find(d.tenants.begin(), d.tenants.end(), t) != d.tenants.end();
+    });
+    if (!ready && !running) {
+      it = active_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Running tasks go on: their next launch on their stream, in their variant.
+  const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+  std::vector<WaitingTask> waiting;
+  for (const ReadyLaunch& r : ready) {
+    if (r.has_running_dispatch) continue;
+    auto it = active_.find(r.tenant.value);
+    if (it != active_.end() && it->second.request == r.request) {
+      Placement p = whole_gpu(ctx);
+      p.variant = std::min(it->second.variant, r.kernel->variant_count() - 1);
+      auto d = ctx.dispatch(r.id, p);
+      if (!d) return d.status();
+    } else if (it == active_.end()) {
+      waiting.push_back({r.id, r.tenant, r.request});
+    }
+  }
+  // New tasks while a stream is free.
+  while (running_tasks() < streams_ && !waiting.empty()) {
+    auto c = chooser.choose(ctx, waiting);
+    if (!c) break;  // hold
+    CONCORD_RETURN_IF_ERROR(start_task(ctx, ready, waiting, *c));
+  }
+  return queue_ahead(ctx);
+}
+
+Status TaskStreams::start_task(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<WaitingTask>& waiting,
+                               const TaskChoice& c) {
+  const WaitingTask w = waiting[c.index];
+  const ReadyLaunch* r = nullptr;
+  for (const ReadyLaunch& x : ready) {
+    if (x.id == w.launch) r = &x;
+  }
+  if (!r) return Status::internal("task streams: waiting launch " + std::to_string(w.launch.value) + " is not ready");
+  Placement p = whole_gpu(ctx);
+  p.variant = std::min(c.variant, r->kernel->variant_count() - 1);
+  auto d = ctx.dispatch(w.launch, p);
+  if (!d) return d.status();
+  active_[w.tenant.value] = {w.request, c.variant};
+  waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(c.index));
+  return Status::ok();
+}
+
+Status TaskStreams::queue_ahead(SchedContext& ctx) {
+  if (ahead_ == 0) return Status::ok();
+  int queued = 0;
+  for (const auto& [tenant, task] : active_) {
+    // The task's dispatches in flight (one running, the rest queued behind it) and the latest.
+    int in_flight = 0;
+    DispatchId last;
+    for (const RunningDispatch& d : ctx.running()) {
+      if (d.tenants.size() != 1 || d.tenants[0].value != tenant) continue;
+      ++in_flight;
+      if (!last.valid() || d.id > last) last = d.id;
+    }
+    if (!last.valid()) continue;  // its next kernel is ready, not yet dispatched
+    while (ahead_ < 0 || in_flight < 1 + ahead_) {
+      const auto submitted = ctx.queued(TenantId{tenant});
+      if (submitted.empty() || submitted.front().request != task.request) break;
+      if (burst_ > 0 && queued == burst_) {
+        // Enough for one call: let the engine look at completions first, then go on (on_tick).
+        ctx.request_tick(ctx.now());
+        return Status::ok();
+      }
+      ++queued;
+      Placement p = whole_gpu(ctx);
+      p.variant = std::min(task.variant, submitted.front().kernel->variant_count() - 1);
+      auto d = ctx.dispatch(submitted.front().id, p, last);
+      if (!d) return d.status();
+      last = *d;
+      ++in_flight;
+    }
+  }
+  return Status::ok();
+}
+
+Result<QueueParams> queue_params(const std::string& policy, const PolicyParams& params) {
+  QueueParams q;
+  if (auto it = params.find("ahead"); it != params.end() && it->second != "task") {
+    auto n = int_param(params, "ahead", -1, 0);
+    if (!n) return Status::invalid_argument(policy + ": parameter 'ahead' must be 'task' or an integer >= 0, not '" + it->second + "'");
+    q.ahead = *n;
+  }
+  auto burst = int_param(params, "burst", 4, 0);
+  if (!burst) return Status::invalid_argument(policy + ": " + burst.status().message());
+  q.burst = *burst;
+  return q;
+}
+
+}  // namespace concord::policy

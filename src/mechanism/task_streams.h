@@ -1,0 +1,84 @@
+// Task streams (raise.md V-B, VI-A), a piece RAISE and its baselines compose: a task is one request
+// of a tenant; it takes one of N_str streams from its first launch until its last completes, and
+// all its launches run one block-size variant on the whole GPU. The policy that owns a TaskStreams
+// says which waiting task starts next and with which variant, or holds (TaskChooser).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "concord/policy.h"
+
+namespace concord::policy {
+
+// A task waiting for a stream: the first launch of a tenant's request.
+struct WaitingTask {
+  LaunchId launch;
+  TenantId tenant;
+  int64_t request = 0;
+};
+struct TaskChoice {
+  size_t index;  // into the waiting list
+  int variant;
+};
+
+class TaskChooser {
+ public:
+  virtual ~TaskChooser() = default;
+  // Picks the next task to start among `waiting` (first launches of requests, in ready order), or
+  // nullopt to hold. Called while a stream is free.
+  virtual std::optional<TaskChoice> choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) = 0;
+};
+
+class TaskStreams {
+ public:
+  // `ahead`: how many of a task's submitted later kernels wait on its stream behind the one
+  // running: -1 all of them (a CUDA program puts its task's kernels on its stream at once,
+  // raise.md V-B), 0 none (each kernel launched by the host when the one before it has finished).
+  // `burst`: at most this many kernels queued per scheduling call (0: no limit); the rest on a tick
+  // at once, after the engine has taken the completions in between (queueing costs the host about
+  // 10 us a kernel on the H200: a 20-kernel task queued in one go leaves other tasks' completions
+  // unseen for 200 us).
+  TaskStreams(int streams, int ahead, int burst) : streams_(streams), ahead_(ahead), burst_(burst) {}
+
+  void reset() { active_.clear(); }
+  // Retires finished tasks, runs the next launch of every running task, starts new tasks while a
+  // stream is free, and queues running tasks' submitted kernels behind them.
+  Status schedule(SchedContext& ctx, TaskChooser& chooser);
+
+  // The tasks holding a stream now, by tenant, with their variants.
+  struct Active {
+    int64_t request = 0;
+    int variant = 0;
+  };
+  const std::map<int64_t, Active>& active() const { return active_; }
+  int running_tasks() const { return static_cast<int>(active_.size()); }
+  int streams() const { return streams_; }
+  int ahead() const { return ahead_; }
+
+ private:
+  Status queue_ahead(SchedContext& ctx);
+  Status start_task(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<WaitingTask>& waiting,
+                    const TaskChoice& c);
+
+  int streams_;
+  int ahead_ = -1;
+  int burst_ = 4;
+  std::map<int64_t, Active> active_;  // tenant -> its running task
+};
+
+// `ahead` ("task", the default, or a count >= 0) and `burst` (default 4, 0: no limit) of a
+// task-stream policy.
+struct QueueParams {
+  int ahead = -1;
+  int burst = 4;
+};
+Result<QueueParams> queue_params(const std::string& policy, const PolicyParams& params);
+
+// Index of a kernel's largest-block variant (RAISE's "Max").
+int max_variant(const KernelSpec& kernel);
+
+}  // namespace concord::policy

@@ -1,0 +1,54 @@
+// What RAISE and its baselines know of a task type (a tenant): its RAISE vector per block-size
+// variant and its class (raise.md VI-A). From the tenant's hint (its request's kernels) when its
+// source gave one; otherwise from the present: the kernels its request has submitted when the task
+// is about to start (all of them when the program enqueues the task at once, only the first when it
+// launches one kernel at a time).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "concord/policy.h"
+#include "concord/raise.h"
+
+namespace concord::policy {
+
+struct TaskInfo {
+  std::vector<RaiseVector> vectors;  // per variant of its kernels
+  RaiseClass cls = RaiseClass::lat;  // the tenant's stated raise_type, else by its largest-block variant's vector
+  size_t class_variant = 0;          // that variant: the vector `cls` was read from
+  bool measured = true;              // false when any kernel's metrics were estimated
+};
+
+// A kernel variant's RAISE vector: measured (profiled with `concord profile raise`) or, when
+// absent, estimated from the roofline (docs/policies.md says how).
+RaiseVector kernel_raise_vector(const KernelSpec& kernel, int variant, const Estimator& estimator);
+// A task's vectors: its kernels' vectors weighted by estimated time x count (raise.md VI-A).
+TaskInfo task_info(const std::vector<TenantHints::Step>& kernels, std::optional<RaiseClass> stated,
+                   const Estimator& estimator);
+// The tenant's stated type, from its `raise_type` label (COM, MEM or LAT); an error names the
+// tenant and the value.
+Result<std::optional<RaiseClass>> stated_raise_type(const TenantView& tenant);
+
+// The task infos of a run's tenants.
+class TaskTypes {
+ public:
+  // From the tenant's hint, if any (and checks its label).
+  Status joined(const SchedContext& ctx, TenantId tenant);
+  // The info of the task whose first launch is `first` (from the present when the tenant has no
+  // hint); stable for a task once it started.
+  const TaskInfo& of(const SchedContext& ctx, TenantId tenant, const ReadyLaunch* first);
+  const TaskInfo& known(TenantId tenant) const { return *infos_[static_cast<size_t>(tenant.value)]; }
+  // The infos known so far (hinted tenants from the start, others once a task of theirs was seen).
+  std::vector<TaskInfo> all_known() const;
+  // Bumped whenever an info is added or replaced.
+  int64_t version() const { return version_; }
+
+ private:
+  std::vector<std::optional<TaskInfo>> infos_;
+  std::vector<std::optional<RaiseClass>> stated_;
+  std::vector<bool> hinted_;
+  int64_t version_ = 0;
+};
+
+}  // namespace concord::policy
