@@ -700,8 +700,11 @@ Result<RunRecord> Engine::run() {
     const Seconds next_tick = ticks_.empty() ? kNever : ticks_.top();
     Seconds until = std::min(source_next_, next_tick);
     if (backend_.running() == 0 && until == kNever) {
-      if (source_.exhausted() && unfinished_ == 0) {
-        return Status::failed_precondition("source '" + source_.name() + "' is exhausted, but tenants that never left remain");
+      if (unfinished_ == 0) {
+        return Status::failed_precondition("source '" + source_.name() + "' has nothing due and nothing runs, but " +
+                                           (source_.exhausted() ? "tenants that never left remain"
+                                                                : "it is not exhausted") +
+                                           ": the run cannot finish");
       }
       return Status::failed_precondition("policy '" + policy_.name() + "' holds " + std::to_string(ready().size()) +
                                          " ready launches with nothing running and no tick requested: the run cannot finish");
@@ -720,6 +723,8 @@ Result<RunRecord> Engine::run() {
       return a.end != b.end ? a.end < b.end : a.dispatch < b.dispatch;
     });
     for (const Completion& c : *completions) CONCORD_RETURN_IF_ERROR(handle_completion(c));
+    // Tenants that joined in answer to those completions are known to the policy before it hears of them.
+    CONCORD_RETURN_IF_ERROR(notify_joined());
     for (const Completion& c : *completions) {
       CONCORD_RETURN_IF_ERROR(call("on_complete", [&] { return policy_.on_complete(*this, c); }));
       CONCORD_RETURN_IF_ERROR(notify_ready());
