@@ -126,7 +126,7 @@ fi
 # FEDCM's evaluation (issue 5): every scheme in one process, then the MPS peers.
 if has fedcm; then
   # FEDCM_WORKLOADS (default bench/fedcm/workloads/*.yaml), FEDCM_SCHEMES (the bench's --schemes,
-  # e.g. "serial,streams,krisp,fedc,fedcm,fedcm:sharing=native"), FEDCM_SIGMAS ("none": no sweep),
+  # e.g. "serial,streams,krisp,fedc,fedcm,fedcm:gamma=1.2"), FEDCM_SIGMAS ("none": no sweep),
   # FEDCM_GAMMAS, FEDCM_MPS=0 (no MPS peers), FEDCM_MPS_S (their time limit, default 300 s), FEDCM_PROFILES (stored profile JSON files to import
   # instead of measuring the workloads' kernels again).
   workloads=(${FEDCM_WORKLOADS:-bench/fedcm/workloads/*.yaml})

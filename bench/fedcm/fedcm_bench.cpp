@@ -113,7 +113,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
     };
     std::vector<Item> items;
     for (const auto& s : schemes) {
-      // "policy" or "policy:key=value;key=value" (a variant in the same run, e.g. fedcm:sharing=native).
+      // "policy" or "policy:key=value;key=value" (a variant in the same run, e.g. fedcm:gamma=1.2).
       auto spec = parse_policy_spec(s);
       if (!spec) return fail(Status::invalid_argument("--schemes: " + spec.status().message()));
       Item it{s, spec->params, 0};

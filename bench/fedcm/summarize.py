@@ -6,7 +6,7 @@ alone time over its own finish) and over the co-run window (until the first tena
 work each tenant did in it, at alone speed, over the window; serial scores 1 there, as in FEDCM's
 evaluation). Usage: summarize.py [--rename old=new ...] fedcm_bench.json[.gz] [fedcm_mps.json[.gz]]
 (--rename relabels schemes, e.g. for a run whose plain "fedcm" had another default:
---rename 'fedcm=>fedcm:sharing=arbitrate' --rename 'fedcm:sharing=native=>fedcm')."""
+--rename 'fedcm:gamma=1.2=>fedcm-g12')."""
 import gzip
 import json
 import statistics as st

@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
       }
       results["task_classes"] = classes;
     }
-    // r.policy is a spec ("raise" or "raise:cascade=1"); the run's own params (dims, alpha, ...) win.
+    // r.policy is a spec ("raise" or "raise:tie=0"); the run's own params (dims, alpha, ...) win.
     auto spec = parse_policy_spec(r.policy);
     if (!spec) return fail(Status::invalid_argument("--policies: " + spec.status().message()));
     PolicyParams params = spec->params;

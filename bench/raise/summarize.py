@@ -26,7 +26,7 @@ def main(path):
         if r["group"] == "main":
             main_runs[(r["tasks"], r["policy"])].append(r["makespan_s"])
     policies = [p for p in ["raise", "sq", "rr", "rd"] if any(k[1] == p for k in main_runs)]
-    policies += sorted({k[1] for k in main_runs} - set(policies))  # variants such as raise:cascade=1
+    policies += sorted({k[1] for k in main_runs} - set(policies))  # variants such as raise:tie=0
     counts = sorted({k[0] for k in main_runs})
     print("| tasks | " + " | ".join(f"{p} ms (mean ± sd)" for p in policies) + " | " +
           " | ".join(f"speedup of {p} over sq" for p in policies if p != "sq") + " | seeds |")

@@ -5,13 +5,6 @@
 
 namespace concord::policy {
 
-Result<SmSharing> sharing_param(const std::string& policy, const PolicyParams& params) {
-  auto it = params.find("sharing");
-  if (it == params.end() || it->second == "native") return SmSharing::native;
-  if (it->second == "arbitrate") return SmSharing::arbitrate;
-  return Status::invalid_argument(policy + ": parameter 'sharing' must be native or arbitrate (got '" + it->second + "')");
-}
-
 BlockFootprint SmOccupants::on(int sm) const {
   for (const Group& g : groups) {
     if (g.sms.contains(sm)) return g.load;
@@ -101,21 +94,6 @@ std::vector<double> share_per_sm(const BlockFootprint& kernel, const SmOccupants
   return out;
 }
 
-SharedPart shared_part(const BlockFootprint& kernel, const SmOccupants& occ, const SmSet& sms) {
-  SharedPart p;
-  double u = 0;
-  for (const auto& g : occ.groups) {
-    const SmSet mine = g.sms & sms;
-    if (mine.empty()) continue;
-    const double share = resource_share(kernel, g.load);
-    if (share >= 0.999) continue;
-    p.sms = p.sms | mine;
-    u += mine.count() * share;
-  }
-  if (!p.sms.empty()) p.share = u / p.sms.count();
-  return p;
-}
-
 namespace {
 
 int capped_tlp(double share, int occupancy) {
@@ -125,7 +103,7 @@ int capped_tlp(double share, int occupancy) {
 }  // namespace
 
 Placement sm_set_placement(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, CachePolicy cache,
-                           double share, SmSharing sharing, const SharedPart* shared) {
+                           double share) {
   Placement p;
   p.sms = sms;
   p.cache = cache;
@@ -133,49 +111,11 @@ Placement sm_set_placement(const SchedContext& ctx, const KernelSpec& kernel, co
   if (!caps.persistent_form) return p;  // opaque: native
   const bool whole = sms.count() >= ctx.device().sm_count;
   const int occupancy = max_resident_blocks(ctx.device(), kernel.variant(kernel.default_variant));
-  if (sharing == SmSharing::arbitrate && shared) {
-    const bool cap = !shared->sms.empty() && occupancy > 1 && caps.tlp;
-    if (!cap) {
-      if (whole) return p;  // alone on every SM: a plain launch
-      p.form = LaunchForm::persistent;
-      return p;
-    }
-    p.form = LaunchForm::persistent;
-    p.tight_sms = shared->sms;
-    p.tight_tlp = capped_tlp(shared->share, occupancy);
-    return p;
-  }
   const bool cap = share < 0.999 && occupancy > 1 && caps.tlp;
   if (whole) return p;  // native: the block scheduler decides
   p.form = LaunchForm::persistent;
   if (cap) p.tlp = capped_tlp(share, occupancy);
   return p;
-}
-
-Result<int> regrow_shared(SchedContext& ctx) {
-  const auto running = ctx.running();
-  if (running.size() < 1) return 0;
-  struct Raise {
-    DispatchId id;
-    SmSet tight;
-    int tight_tlp;
-  };
-  std::vector<Raise> raises;
-  for (const RunningDispatch& d : running) {
-    if (d.placement.form != LaunchForm::persistent || d.placement.tight_tlp <= 0 || d.kernels.size() != 1) continue;
-    const KernelSpec& k = *d.kernels[0];
-    if (!ctx.capabilities(k).resize) continue;
-    const BlockFootprint fp = footprint_of(ctx.device(), k.variant(d.variants[0]));
-    const int occupancy = max_resident_blocks(ctx.device(), fp);
-    // Its share next to the others, on the SMs it shares now (a subset of its tight SMs: kernels
-    // that came later were capped themselves, not it).
-    const SharedPart now = shared_part(fp, occupants_of(ctx, d.id), d.placement.tight_sms);
-    const int tight_tlp = now.sms.empty() ? 0 : std::max(d.placement.tight_tlp, capped_tlp(now.share, occupancy));
-    if (now.sms == d.placement.tight_sms && tight_tlp == d.placement.tight_tlp) continue;
-    raises.push_back({d.id, now.sms, tight_tlp});
-  }
-  for (const auto& r : raises) CONCORD_RETURN_IF_ERROR(ctx.set_tlp(r.id, 0, r.tight, r.tight_tlp));
-  return static_cast<int>(raises.size());
 }
 
 }  // namespace concord::policy

@@ -1,4 +1,5 @@
 #include "concord/policy.h"
+#include "policy/fedc/fedc_policy.h"
 #include "policy/fedcm/fedcm_policy.h"
 #include "policy/krisp/krisp_policy.h"
 #include "policy/manual/manual_policy.h"
@@ -74,14 +75,14 @@ const PolicyRegistry& builtin_policies() {
                policy::make_round_robin));
     must(r.add("random", "seeded random order, one launch at a time on the whole GPU; param streams=N (baseline)",
                policy::make_random));
-    must(r.add("fedcm", "FEDCM: collocation by Algorithm 1 and cache bypass (fedcm.md III); params sigma, gamma, sharing",
+    must(r.add("fedcm", "FEDCM: collocation by Algorithm 1 and cache bypass (fedcm.md III); params sigma, gamma",
                policy::make_fedcm));
-    must(r.add("fedc", "FEDCM's collocation without cache bypass (FedC); params sigma, sharing", policy::make_fedc));
-    must(r.add("krisp", "KRISP as in FEDCM's evaluation: each kernel its own d x C SMs, disjoint where possible; param sharing",
+    must(r.add("fedc", "FEDCM's collocation without cache bypass (FedC); param sigma", policy::make_fedc));
+    must(r.add("krisp", "KRISP as in FEDCM's evaluation: each kernel its own d x C SMs, disjoint where possible",
                policy::make_krisp));
     must(r.add("manual", "hand-written placements: params sms.T, tlp.T, cache.T, form, fuse=A+B, ratio=a:b",
                policy::make_manual));
-    must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (raise.md V); params alpha, beta, streams, dims, tie",
+    must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (raise.md V); params alpha, beta, streams, dims, tie, ahead, burst",
                policy::make_raise));
     must(r.add("sq", "RAISE baseline: task streams, all tasks of one type then the next (COM, MEM, LAT); random dims; params streams, dims (random|min|mid|max)",
                policy::make_sq));

@@ -105,53 +105,41 @@ TEST(RaiseDecision, TypeFollowsTheThresholdsAndHoldsWhenNothingFits) {
   EXPECT_EQ(policy::raise_decide(g, tasks, 10, 3, -1)->first, 1u);
 }
 
-TEST(RaiseDecision, CascadeTriesTheNextTypeWhenTheChosenOneDoesNotFit) {
+TEST(RaiseDecision, HoldsWhenTheChosenTypeDoesNotFitEvenIfAnotherWould) {
   const std::vector<RaiseVector> com{vec(4, 6, 6, 6, 5, 1, 3, 2)};
   const std::vector<RaiseVector> mem{vec(3, 5, 1, 1, 0, 6, 3, 4)};
   const std::vector<RaiseVector> lat{vec(1, 2, 1, 1, 0, 1, 1, 1)};
   const std::vector<RaiseCandidate> tasks{{&com, RaiseClass::com}, {&mem, RaiseClass::mem}, {&lat, RaiseClass::lat}};
   // IPC left 4 > alpha: COM is the type, but the COM task's S_t (0.5*6 + 0.5*27/7 = 4.93) is not
-  // below S_g^com (0.5*4 + 0.5*19/7 = 3.36). DU left 4 > beta: MEM's S_t (0.5*6 + 0.5*17/7 = 4.21)
-  // is not below S_g^mem (3.36) either. LAT: 1.0 < S_g^lat = 23/8.
+  // below S_g^com (0.5*4 + 0.5*19/7 = 3.36). The LAT task would fit (1.0 < S_g^lat = 23/8), but
+  // step 5 holds: new tasks wait for a completion.
   const RaiseVector g = vec(4, 3, 4, 3, 1, 4, 2, 2);
-  EXPECT_FALSE(policy::raise_decide(g, tasks, 3, 3, -1, 0, false).has_value());  // the paper's hold
-  auto pick = policy::raise_decide(g, tasks, 3, 3, -1, 0, true);
+  EXPECT_FALSE(policy::raise_decide(g, tasks, 3, 3, -1).has_value());
+  // Without the COM task, MEM is the type (DU left 4 > beta) and it does not fit either: hold.
+  const std::vector<RaiseCandidate> no_com{{&mem, RaiseClass::mem}, {&lat, RaiseClass::lat}};
+  EXPECT_FALSE(policy::raise_decide(g, no_com, 3, 3, -1).has_value());
+  // Only LAT waiting: LAT is tried and fits.
+  const std::vector<RaiseCandidate> only_lat{{&lat, RaiseClass::lat}};
+  auto pick = policy::raise_decide(g, only_lat, 3, 3, -1);
   ASSERT_TRUE(pick.has_value());
-  EXPECT_EQ(pick->first, 2u);
-  // With MEM fitting, cascade takes MEM before LAT.
-  const std::vector<RaiseVector> light_mem{vec(1, 1, 0, 0, 0, 2, 1, 1)};
-  const std::vector<RaiseCandidate> tasks2{{&com, RaiseClass::com}, {&light_mem, RaiseClass::mem}, {&lat, RaiseClass::lat}};
-  pick = policy::raise_decide(g, tasks2, 3, 3, -1, 0, true);
-  ASSERT_TRUE(pick.has_value());
-  EXPECT_EQ(pick->first, 1u);
-  // Nothing fits anywhere: cascade holds too.
-  EXPECT_FALSE(policy::raise_decide(vec(1, 1, 1, 1, 0, 1, 1, 1), tasks, 3, 3, -1, 0, true).has_value());
-  // The parameter is a switch.
-  EXPECT_TRUE(builtin_policies().make("raise", {{"cascade", "1"}}).is_ok());
-  auto bad = builtin_policies().make("raise", {{"cascade", "maybe"}});
-  ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("cascade"), std::string::npos);
+  EXPECT_EQ(pick->first, 0u);
+  // Trying the next type instead of holding measured no better and is not offered.
+  EXPECT_FALSE(builtin_policies().make("raise", {{"cascade", "1"}}).is_ok());
 }
 
-TEST(RaiseDecision, ClampKeepsTheRemainingResourcesAtZeroOrAbove) {
-  // Two tasks whose AOC and SME add up to more than the GPU has.
+TEST(RaiseDecision, RemainingResourcesMayGoBelowZeroAndThenNothingFits) {
+  // Two tasks whose AOC and SME add up to more than the GPU has: M_g is 10 minus both, negative.
   const RaiseVector a = vec(8, 9, 8, 8, 6, 2, 5, 3);
   const RaiseVector b = vec(7, 9, 1, 1, 2, 8, 3, 4);
-  const auto plain = policy::raise_remaining({&a, &b}, false);
-  const auto clamped = policy::raise_remaining({&a, &b}, true);
-  EXPECT_NEAR(plain[0], -5, 1e-9);
-  EXPECT_NEAR(plain[1], -8, 1e-9);
-  EXPECT_NEAR(clamped[0], 0, 1e-9);
-  EXPECT_NEAR(clamped[1], 0, 1e-9);
-  for (size_t i = 2; i < plain.size(); ++i) EXPECT_NEAR(clamped[i], std::max(plain[i], 0.0), 1e-9);
-  // IPC and DU used up: LAT. A light LAT task (S_t 1.0) does not fit beside them unclamped
-  // (S_g^lat = -4/8), does clamped (9/8): the negative metrics no longer hide what is left.
+  const auto left = policy::raise_remaining({&a, &b});
+  EXPECT_NEAR(left[0], -5, 1e-9);
+  EXPECT_NEAR(left[1], -8, 1e-9);
+  EXPECT_NEAR(left[5], 0, 1e-9);
+  // IPC and DU used up: LAT, and S_g^lat = -4/8 is below any task's score: hold.
   const std::vector<RaiseVector> lat{vec(1, 2, 1, 1, 0, 1, 1, 1)};
   const std::vector<RaiseCandidate> tasks{{&lat, RaiseClass::lat}};
-  EXPECT_FALSE(policy::raise_decide(plain, tasks, 3, 3, -1).has_value());
-  EXPECT_TRUE(policy::raise_decide(clamped, tasks, 3, 3, -1).has_value());
-  EXPECT_TRUE(builtin_policies().make("raise", {{"clamp", "1"}}).is_ok());
-  EXPECT_FALSE(builtin_policies().make("raise", {{"clamp", "2"}}).is_ok());
+  EXPECT_FALSE(policy::raise_decide(left, tasks, 3, 3, -1).has_value());
+  EXPECT_FALSE(builtin_policies().make("raise", {{"clamp", "1"}}).is_ok());
 }
 
 // A workload of COM, MEM and LAT tasks with measured-looking vectors attached to every variant.

@@ -130,13 +130,12 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
 }
 
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
-                        const std::optional<SmSet>& theirs, double gamma, bool pressure) {
-  return fedcm_cache(ctx, kernel, variant, mine, theirs, gamma, gpc_sets(ctx.device()), pressure);
+                        const std::optional<SmSet>& theirs, double gamma) {
+  return fedcm_cache(ctx, kernel, variant, mine, theirs, gamma, gpc_sets(ctx.device()));
 }
 
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
-                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms,
-                        bool pressure) {
+                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms) {
   const Capabilities caps = ctx.capabilities(kernel);
   const uint64_t all = gpcs_of(gpc_sms, ctx.device().all_sms());
   const uint64_t my_gpcs = gpcs_of(gpc_sms, mine);
@@ -144,14 +143,8 @@ CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int v
   const bool l2 = caps.l2_evict_first && my_gpcs == all;
   const int c = mine.count();
   const double base = ctx.estimator().seconds(kernel, variant, c, CachePolicy::normal);
-  auto tolerable = [&](CachePolicy p) {
-    if (ctx.estimator().seconds(kernel, variant, c, p) > gamma * base) return false;
-    // Section III-B's filter keeps a kernel from "significant performance downgrade due to cache
-    // absence"; collocated, the kernel runs under its partner's pressure, where on Hopper a policy
-    // free alone can cost +50% (docs/policies.md).
-    const double under = kernel.cache_slowdown_pressure[static_cast<size_t>(p)];
-    return !pressure || under <= 0 || under <= gamma;
-  };
+  // Section III-B's filter: no policy whose estimated slowdown alone exceeds gamma.
+  auto tolerable = [&](CachePolicy p) { return ctx.estimator().seconds(kernel, variant, c, p) <= gamma * base; };
   if (l1 && l2 && tolerable(CachePolicy::both)) return CachePolicy::both;
   if (l1 && tolerable(CachePolicy::l1_bypass)) return CachePolicy::l1_bypass;
   if (l2 && tolerable(CachePolicy::l2_evict_first)) return CachePolicy::l2_evict_first;
@@ -229,10 +222,7 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
       std::optional<SmSet> partner;
       if (candidates.front().partner >= 0) partner = masks_[static_cast<size_t>(candidates.front().partner)];
       masks_[t] = sms;
-      if (options_.bypass) {
-        cache = fedcm_cache(ctx, *r.kernel, r.kernel->default_variant, sms, partner, options_.gamma, gpc_sms_,
-                            options_.pressure_filter);
-      }
+      cache = cache_rule_->choose(ctx, *r.kernel, sms, partner, gpc_sms_);
       caches_[t] = cache;
       shares_[t] = u;
     } else {
@@ -245,41 +235,24 @@ Status FedcmPolicy::schedule(SchedContext& ctx) {
         if ((bypasses_l1(cache) && !caps.l1_bypass) || (evicts_l2_first(cache) && !caps.l2_evict_first)) cache = CachePolicy::normal;
       }
     }
-    // Arbitration: which SMs of the set the kernels there now share with it, and its share of
-    // them (the hardware's part on AMD, so computed at every launch, critical or not).
-    SharedPart shared;
-    if (options_.sharing == SmSharing::arbitrate) {
-      shared = shared_part(footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant)), occupants_of(ctx), sms);
-    }
-    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u, options_.sharing, &shared));
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, cache, u));
     if (!d) return d.status();
-  }
-  if (options_.sharing == SmSharing::arbitrate) {
-    auto raised = regrow_shared(ctx);
-    if (!raised) return raised.status();
   }
   return Status::ok();
 }
 
-namespace {
+CachePolicy BypassRule::choose(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& mine,
+                              const std::optional<SmSet>& partner, const std::vector<SmSet>& gpc_sms) const {
+  return fedcm_cache(ctx, kernel, kernel.default_variant, mine, partner, gamma_, gpc_sms);
+}
 
-Result<FedcmOptions> parse(const std::string& name, const PolicyParams& params, bool bypass) {
-  if (bypass) {
-    CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing", "filter"}));
+Result<FedcmOptions> fedcm_options(const std::string& name, const PolicyParams& params, bool with_gamma) {
+  if (with_gamma) {
+    CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma"}));
   } else {
-    CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma", "gamma", "sharing"}));
+    CONCORD_RETURN_IF_ERROR(only_params(name, params, {"sigma"}));
   }
   FedcmOptions o;
-  o.bypass = bypass;
-  if (auto f = params.find("filter"); f != params.end()) {
-    if (f->second != "pressure" && f->second != "alone") {
-      return Status::invalid_argument(name + ": parameter 'filter' must be 'pressure' or 'alone', not '" + f->second + "'");
-    }
-    o.pressure_filter = f->second == "pressure";
-  }
-  auto sharing = sharing_param(name, params);
-  if (!sharing) return sharing.status();
-  o.sharing = *sharing;
   auto sigma = double_param(params, "sigma", o.sigma);
   if (!sigma) return sigma.status();
   auto gamma = double_param(params, "gamma", o.gamma);
@@ -291,18 +264,10 @@ Result<FedcmOptions> parse(const std::string& name, const PolicyParams& params, 
   return o;
 }
 
-}  // namespace
-
 Result<std::unique_ptr<Policy>> make_fedcm(const PolicyParams& params) {
-  auto o = parse("fedcm", params, true);
+  auto o = fedcm_options("fedcm", params, true);
   if (!o) return o.status();
-  return std::unique_ptr<Policy>(std::make_unique<FedcmPolicy>(*o));
-}
-
-Result<std::unique_ptr<Policy>> make_fedc(const PolicyParams& params) {
-  auto o = parse("fedc", params, false);
-  if (!o) return o.status();
-  return std::unique_ptr<Policy>(std::make_unique<FedcmPolicy>(*o));
+  return std::unique_ptr<Policy>(std::make_unique<FedcmPolicy>("fedcm", *o, std::make_unique<BypassRule>(o->gamma)));
 }
 
 }  // namespace concord::policy

@@ -8,14 +8,15 @@
 // the kernels already there (U[i,j]), adds or removes seeded-random SMs until the kernel's
 // effective share of the GPU is within [0.9, 1.1] of its demand d, and keeps the candidate with
 // the shortest estimated time T[s0, c_m] / u. How a launch then shares its SMs with the kernels
-// there is sharing.h's (`sharing=native|arbitrate`). Bypass (fedcm only): L1 when the chosen partner
-// covers the same GPCs (FEDCM's shader arrays), L2 evict-first when the set spans every GPC, each
-// kept only if the estimated slowdown alone is at most gamma (`filter=alone`, the paper's, default)
-// and, with `filter=pressure`, also the slowdown the profile measured beside a streaming kernel
-// sharing the SMs (measured on the H200: no better; docs/policies.md).
+// there is mechanism/sm_sharing.h's. The cache policy of a critical decision comes from a cache rule
+// the policy is built with: fedcm's BypassRule (L1 bypass when the chosen partner covers the same
+// GPCs, FEDCM's shader arrays; L2 evict-first when the set spans every GPC; each kept only if the
+// estimated slowdown alone is at most gamma), or FedC's normal caching (src/policy/fedc).
 #pragma once
 
 #include <map>
+#include <memory>
+#include <string>
 #include <optional>
 #include <random>
 #include <vector>
@@ -28,9 +29,17 @@ namespace concord::policy {
 struct FedcmOptions {
   double sigma = 0.1;    // share of each tenant's kernels that are critical
   double gamma = 1.1;    // tolerated slowdown from a bypass
-  bool pressure_filter = false;  // gamma also applies to the slowdown measured under pressure
-  bool bypass = true;    // false: FedC
-  SmSharing sharing = SmSharing::native;  // how kernels on shared SMs split them (sharing.h)
+};
+// `sigma` and (with_gamma) `gamma` of a FEDCM-family policy, checked.
+Result<FedcmOptions> fedcm_options(const std::string& name, const PolicyParams& params, bool with_gamma);
+
+// The cache policy a critical decision gives a kernel placed on `mine`, next to a partner on
+// `partner` (none: its own set).
+class CacheRule {
+ public:
+  virtual ~CacheRule() = default;
+  virtual CachePolicy choose(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& mine,
+                             const std::optional<SmSet>& partner, const std::vector<SmSet>& gpc_sms) const = 0;
 };
 
 // One SM set Algorithm 1 considered for a ready kernel.
@@ -54,21 +63,30 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
                                              const std::vector<std::optional<SmSet>>& masks, std::mt19937_64& rng,
                                              int demand_sms = -1);
 // The bypass rules and the gamma filter for a kernel placed on `mine` next to a partner on `theirs`.
-// `pressure`: a policy is also refused when its slowdown measured beside a streaming kernel
-// (KernelSpec::cache_slowdown_pressure, where measured) exceeds gamma.
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
-                        const std::optional<SmSet>& theirs, double gamma, bool pressure = false);
+                        const std::optional<SmSet>& theirs, double gamma);
 // The same with each GPC's SM set given (gpc_sets), as the policy keeps them.
 CachePolicy fedcm_cache(const SchedContext& ctx, const KernelSpec& kernel, int variant, const SmSet& mine,
-                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms,
-                        bool pressure = false);
+                        const std::optional<SmSet>& theirs, double gamma, const std::vector<SmSet>& gpc_sms);
+
+// FEDCM's bypass rules with its gamma filter (Section III-B).
+class BypassRule final : public CacheRule {
+ public:
+  explicit BypassRule(double gamma) : gamma_(gamma) {}
+  CachePolicy choose(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& mine,
+                     const std::optional<SmSet>& partner, const std::vector<SmSet>& gpc_sms) const override;
+
+ private:
+  double gamma_;
+};
 // The SMs of each GPC of the device.
 std::vector<SmSet> gpc_sets(const DeviceSpec& d);
 
 class FedcmPolicy final : public Policy {
  public:
-  explicit FedcmPolicy(FedcmOptions options) : options_(options) {}
-  std::string name() const override { return options_.bypass ? "fedcm" : "fedc"; }
+  FedcmPolicy(std::string name, FedcmOptions options, std::unique_ptr<CacheRule> cache_rule)
+      : name_(std::move(name)), options_(options), cache_rule_(std::move(cache_rule)) {}
+  std::string name() const override { return name_; }
   Status on_start(SchedContext& ctx) override;
   Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
 
@@ -79,7 +97,9 @@ class FedcmPolicy final : public Policy {
   // Whether `r` is one of its tenant's critical kernels (decided by Algorithm 1 every time).
   bool critical(const SchedContext& ctx, const ReadyLaunch& r);
 
+  std::string name_;
   FedcmOptions options_;
+  std::unique_ptr<CacheRule> cache_rule_;
   std::vector<std::optional<SmSet>> masks_;      // per tenant: its last SM set
   std::vector<SmSet> gpc_sms_;                   // per GPC: its SMs (the bypass rules)
   std::vector<CachePolicy> caches_;              // per tenant: its last cache decision
@@ -90,6 +110,5 @@ class FedcmPolicy final : public Policy {
 };
 
 Result<std::unique_ptr<Policy>> make_fedcm(const PolicyParams& params);
-Result<std::unique_ptr<Policy>> make_fedc(const PolicyParams& params);
 
 }  // namespace concord::policy

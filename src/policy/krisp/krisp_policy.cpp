@@ -47,23 +47,15 @@ Status KrispPolicy::schedule(SchedContext& ctx) {
     const BlockFootprint fp = footprint_of(ctx.device(), r.kernel->variant(r.kernel->default_variant));
     const SmOccupants occ = occupants_of(ctx);
     const double u = mean_share(fp, occ, sms);
-    SharedPart shared;
-    if (sharing_ == SmSharing::arbitrate) shared = shared_part(fp, occ, sms);
-    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u, sharing_, &shared));
+    auto d = ctx.dispatch(r.id, sm_set_placement(ctx, *r.kernel, sms, CachePolicy::normal, u));
     if (!d) return d.status();
-  }
-  if (sharing_ == SmSharing::arbitrate) {
-    auto raised = regrow_shared(ctx);
-    if (!raised) return raised.status();
   }
   return Status::ok();
 }
 
 Result<std::unique_ptr<Policy>> make_krisp(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("krisp", params, {"sharing"}));
-  auto sharing = sharing_param("krisp", params);
-  if (!sharing) return sharing.status();
-  return std::unique_ptr<Policy>(std::make_unique<KrispPolicy>(*sharing));
+  CONCORD_RETURN_IF_ERROR(only_params("krisp", params, {}));
+  return std::unique_ptr<Policy>(std::make_unique<KrispPolicy>());
 }
 
 }  // namespace concord::policy

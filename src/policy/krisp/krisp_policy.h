@@ -1,7 +1,7 @@
 // krisp: kernel-level spatial partitioning as FEDCM's evaluation uses it (fedcm.md, Section IV):
 // at every launch a kernel gets its own d x C SMs (d from the estimator), taken from SMs no running
 // kernel uses where possible, TPC by TPC, then from the least-shared ones; no cache management.
-// Shared SMs are shared as under FEDCM (sharing.h, `sharing=native|arbitrate`).
+// Shared SMs are shared as under FEDCM (mechanism/sm_sharing.h).
 #pragma once
 
 #include "concord/policy.h"
@@ -14,14 +14,10 @@ SmSet krisp_sms(const DeviceSpec& device, int demand, const std::vector<SmSet>& 
 
 class KrispPolicy final : public Policy {
  public:
-  explicit KrispPolicy(SmSharing sharing = SmSharing::native) : sharing_(sharing) {}
   std::string name() const override { return "krisp"; }
 
  protected:
   Status schedule(SchedContext& ctx) override;
-
- private:
-  SmSharing sharing_;
 };
 
 Result<std::unique_ptr<Policy>> make_krisp(const PolicyParams& params);

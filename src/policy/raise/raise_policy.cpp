@@ -8,8 +8,7 @@
 namespace concord::policy {
 
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
-                                                   double alpha, double beta, int fixed_variant, double tie,
-                                                   bool cascade) {
+                                                   double alpha, double beta, int fixed_variant, double tie) {
   // Admissible types in order of preference (raise.md V-B, step 3). Vectors are time-weighted
   // means, so "IPC left > alpha" allows for rounding (10 - 7.0000000001 is not above 3).
   constexpr double kEps = 1e-9;
@@ -48,21 +47,17 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
       }
     }
     if (best) return best;
-    // This type has waiting tasks and none fits: hold (the paper's step 5), or with `cascade`
-    // attempt the next admissible type (COM, then MEM, then LAT as the last attempt).
-    if (any && !cascade) return std::nullopt;
+    // This type has waiting tasks and none fits: hold (the paper's step 5).
+    if (any) return std::nullopt;
   }
   return std::nullopt;
 }
 
-RaiseVector raise_remaining(const std::vector<const RaiseVector*>& running, bool clamp) {
+RaiseVector raise_remaining(const std::vector<const RaiseVector*>& running) {
   RaiseVector m_g;
   m_g.fill(10);
   for (const RaiseVector* m : running) {
     for (size_t i = 0; i < m_g.size(); ++i) m_g[i] -= (*m)[i];
-  }
-  if (clamp) {
-    for (double& x : m_g) x = std::max(x, 0.0);
   }
   return m_g;
 }
@@ -110,7 +105,7 @@ RaiseVector RaisePolicy::global() const {
   for (const auto& [t, a] : streams_.active()) {
     running.push_back(&types_.known(TenantId{t}).vectors[static_cast<size_t>(a.variant)]);
   }
-  return raise_remaining(running, p_.clamp);
+  return raise_remaining(running);
 }
 
 std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
@@ -129,7 +124,7 @@ std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vect
   std::vector<RaiseCandidate> tasks;
   tasks.reserve(waiting.size());
   for (const TaskInfo* info : infos) tasks.push_back({&info->vectors, info->cls});
-  auto pick = raise_decide(global(), tasks, alpha_, beta_, p_.fixed_variant, p_.tie, p_.cascade);
+  auto pick = raise_decide(global(), tasks, alpha_, beta_, p_.fixed_variant, p_.tie);
   if (pick) return TaskChoice{pick->first, pick->second};
   if (streams_.running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
   // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
@@ -144,7 +139,7 @@ std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vect
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "cascade", "clamp", "ahead", "burst"}));
+  CONCORD_RETURN_IF_ERROR(only_params("raise", params, {"alpha", "beta", "streams", "dims", "tie", "ahead", "burst"}));
   RaiseParams p;
   // A threshold: a number, or `auto` (from the workload's tasks when the run starts).
   auto threshold = [&](const char* key, double& value, bool& automatic) -> Status {
@@ -167,12 +162,6 @@ Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {
   if (!tie) return tie.status();
   if (*tie < 0) return Status::invalid_argument("raise: parameter 'tie' must be >= 0");
   p.tie = *tie;
-  auto cascade = bool_param(params, "cascade", p.cascade);
-  if (!cascade) return cascade.status();
-  p.cascade = *cascade;
-  auto clamp = bool_param(params, "clamp", p.clamp);
-  if (!clamp) return clamp.status();
-  p.clamp = *clamp;
   auto dims = dims_param("raise", params, "dynamic");
   if (!dims) return dims.status();
   p.fixed_variant = *dims;

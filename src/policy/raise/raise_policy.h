@@ -31,8 +31,6 @@ struct RaiseParams {
   int streams = 4;    // N_str
   int fixed_variant = -1;  // -1: dynamic dimensions; else always this variant index (min 0, mid 1, max 2)
   double tie = 0.1;        // scores this close to the best count as equal (0: the paper's strict maximum)
-  bool cascade = false;    // the chosen type's tasks all too heavy: try the next type instead of holding
-  bool clamp = false;      // M_g never below 0 on a metric (the paper keeps resources in 0..10)
 };
 
 class RaisePolicy final : public Policy, private TaskChooser {
@@ -45,8 +43,7 @@ class RaisePolicy final : public Policy, private TaskChooser {
   // The thresholds in use (`auto`: from the tasks known so far).
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
-  // M_g: 10 on every metric minus the vectors of the tasks running now (derived, never drifts);
-  // with `clamp`, no metric below 0.
+  // M_g: 10 on every metric minus the vectors of the tasks running now (derived, never drifts).
   RaiseVector global() const;
 
  protected:
@@ -76,11 +73,11 @@ struct RaiseCandidate {
   RaiseClass cls;
 };
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
-                                                   double alpha, double beta, int fixed_variant, double tie = 0,
-                                                   bool cascade = false);
+                                                   double alpha, double beta, int fixed_variant, double tie = 0);
 
-// M_g: 10 on every metric minus the running tasks' vectors; with `clamp`, no metric below 0.
-RaiseVector raise_remaining(const std::vector<const RaiseVector*>& running, bool clamp);
+// M_g: 10 on every metric minus the running tasks' vectors (a metric may go below 0 when running
+// tasks' vectors add up to more than the GPU; then nothing of that type fits).
+RaiseVector raise_remaining(const std::vector<const RaiseVector*>& running);
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params);
 
