@@ -153,6 +153,7 @@ class Engine final : public SchedContext, public TenantSink {
   std::vector<int64_t> reached_order_;  // reached, unfinished launches by (ready time, ready_seq)
   int64_t unfinished_ = 0;            // launches submitted and not finished
   Seconds source_next_ = kNever;      // when the source next has something by itself
+  Seconds latest_end_ = 0;            // the latest completion end seen (device clock)
   EngineStats stats_;
   bool started_ = false;
 };
@@ -508,7 +509,10 @@ Result<int64_t> Engine::arrive(TenantId tenant, Seconds at) {
   if (!t) return Status::not_found("arrive: no tenant " + std::to_string(tenant.value));
   if (t->view.left) return Status::failed_precondition("arrive: tenant '" + t->view.info.name + "' has left");
   if (!started_) return Status::failed_precondition("arrive: tenant '" + t->view.info.name + "': requests arrive after the clock starts");
-  if (!std::isfinite(at) || at < 0 || at > backend_.now() + 1e-12) {
+  // Completion times come from the device's clock (CUDA events), which can read a few
+  // microseconds ahead of the host's: a request that arrives as another ends may be stamped with
+  // that end.
+  if (!std::isfinite(at) || at < 0 || at > std::max(backend_.now(), latest_end_) + 1e-12) {
     return Status::invalid_argument("arrive: tenant '" + t->view.info.name + "': arrival time " + std::to_string(at) +
                                     " is not between the clock's start and now");
   }
@@ -612,6 +616,7 @@ Status Engine::handle_completion(const Completion& c) {
   rec.start = c.start;
   rec.end = c.end;
   rec.seen = backend_.now();
+  latest_end_ = std::max(latest_end_, c.end);
   rec.preempted = c.preempted;
   rec.blocks_done = c.blocks_done;
   running_.erase(std::remove_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; }),

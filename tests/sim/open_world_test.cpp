@@ -270,3 +270,44 @@ TEST(OpenWorld, RaiseNeedsNoHintWhenTasksAreSubmittedWhole) {
 
 }  // namespace
 }  // namespace concord
+
+namespace concord {
+namespace {
+
+// A backend whose host clock reads a little behind the device clock its completions are stamped
+// with, as the CUDA backend's can (events against steady_clock): a closed-loop request that
+// arrives as the previous one ends carries that end as its arrival time.
+class HostClockBehind final : public Backend {
+ public:
+  explicit HostClockBehind(Seconds lag) : sim_(h200_spec()), lag_(lag) {}
+  std::string name() const override { return "sim-host-behind"; }
+  const DeviceSpec& device() const override { return sim_.device(); }
+  Capabilities capabilities(const KernelSpec& k) const override { return sim_.capabilities(k); }
+  Status prepare_tenant(TenantId t, const std::vector<const KernelSpec*>& k) override { return sim_.prepare_tenant(t, k); }
+  Status start_clock() override { return sim_.start_clock(); }
+  Status dispatch(const DispatchRequest& r) override { return sim_.dispatch(r); }
+  Status set_sm_set(DispatchId d, const SmSet& s) override { return sim_.set_sm_set(d, s); }
+  Status set_tlp(DispatchId d, int tlp, const SmSet& s, int t) override { return sim_.set_tlp(d, tlp, s, t); }
+  Status preempt(DispatchId d) override { return sim_.preempt(d); }
+  Result<std::vector<int64_t>> progress(DispatchId d) const override { return sim_.progress(d); }
+  Seconds now() const override { return std::max(0.0, sim_.now() - lag_); }
+  Result<std::vector<Completion>> advance(Seconds until) override { return sim_.advance(until + lag_); }
+  int running() const override { return sim_.running(); }
+
+ private:
+  sim::SimBackend sim_;
+  Seconds lag_;
+};
+
+TEST(OpenWorld, ArrivalsStampedWithADeviceClockAheadOfTheHostAreAccepted) {
+  auto w = workload({tenant("loop", {step("vector_add", 1 << 20)}, 4)});
+  auto policy = builtin_policies().make("streams", {});
+  HostClockBehind backend(20e-6);
+  auto r = run_workload(w, backend, **policy, EngineOptions{});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tenants[0].requests.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) EXPECT_DOUBLE_EQ(r->tenants[0].requests[i].arrival, r->tenants[0].requests[i - 1].end);
+}
+
+}  // namespace
+}  // namespace concord
