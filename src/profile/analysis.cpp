@@ -221,6 +221,12 @@ void read_field(const nlohmann::json& j, const char* name, T& out, const std::st
   }
 }
 
+// "profile JSON (kernel variant size): " once the key is known.
+std::string where(const KernelProfile& p) {
+  if (p.key.kernel.empty()) return "profile JSON: ";
+  return "profile JSON (" + p.key.kernel + " " + p.key.variant + " " + std::to_string(p.key.size) + "): ";
+}
+
 }  // namespace
 
 Result<KernelProfile> profile_from_json(const std::string& text) {
@@ -277,14 +283,11 @@ Result<KernelProfile> profile_from_json(const std::string& text) {
     read_field(j, "memory_utilization", p.memory_utilization);
     read_field(j, "profile_seconds", p.profile_seconds);
   } catch (const nlohmann::json::exception& e) {
-    return Status::parse_error(std::string("profile JSON: ") + e.what());
+    return Status::parse_error(where(p) + e.what());
   } catch (const std::invalid_argument& e) {
-    return Status::parse_error(std::string("profile JSON: ") + e.what());
+    return Status::parse_error(where(p) + e.what());
   }
-  if (Status s = validate_profile(p); !s) {
-    return Status::parse_error("profile JSON (" + p.key.kernel + " " + p.key.variant + " " + std::to_string(p.key.size) +
-                               "): " + s.message());
-  }
+  if (Status s = validate_profile(p); !s) return Status::parse_error(where(p) + s.message());
   return p;
 }
 

@@ -318,7 +318,9 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& path
   sqlite3_busy_timeout(db, 5000);
   // Identify the file before writing anything to it.
   Result<int64_t> tables = pragma_int(db, path, "SELECT count(*) FROM sqlite_master");
-  if (!tables && read_only && (sqlite3_extended_errcode(db) & 0xFF) == SQLITE_CANTOPEN) {
+  const int first_error = sqlite3_extended_errcode(db) & 0xFF;
+  if (!tables && read_only &&
+      (first_error == SQLITE_CANTOPEN || first_error == SQLITE_READONLY || first_error == SQLITE_PERM)) {
     // A store in WAL mode on a read-only medium or in a directory this user cannot write: its
     // -shm file cannot be made, so read the file as immutable (no locking; nothing writes it).
     sqlite3_close_v2(db);
