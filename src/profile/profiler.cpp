@@ -267,10 +267,12 @@ class KernelMeasurer {
   int occupancy_;
 };
 
-Result<Pressure> make_pressure(Backend& backend, int reps) {
+// On the heap: a backend knows a kernel by its spec's address, which must not move.
+Result<std::unique_ptr<Pressure>> make_pressure(Backend& backend, int reps) {
   auto spec = make_suite_kernel("stream_triad", int64_t{1} << 28);
   if (!spec) return spec.status();
-  Pressure p;
+  auto made = std::make_unique<Pressure>();
+  Pressure& p = *made;
   p.spec = std::move(*spec);
   const Capabilities caps = backend.capabilities(p.spec);
   if (!caps.persistent_form || !caps.tlp) {
@@ -290,7 +292,7 @@ Result<Pressure> make_pressure(Backend& backend, int reps) {
   if (!t) return t.status();
   if (!(*t > 0)) return Status::internal("profiler: stream_triad took no time");
   p.seconds = *t;
-  return p;
+  return made;
 }
 
 std::string format_seconds(double s) {
@@ -420,6 +422,7 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const BackendConfig& 
       return Status::ok();
     };
     bool finished = true;
+    std::unique_ptr<Pressure> pressure;  // lives as long as the backend may know its spec
     for (ProfileField f : kAllProfileFields) {
       if (!todo->contains(f)) continue;
       if (out_of_time()) {
@@ -454,8 +457,9 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const BackendConfig& 
             if (!t) return where(t.status());
             alone = *t;
           }
-          auto pressure = make_pressure(*backend, options.reps);
-          if (!pressure) return where(pressure.status());
+          auto made = make_pressure(*backend, options.reps);
+          if (!made) return where(made.status());
+          pressure = std::move(*made);
           auto c = m.cache_pressure(*pressure, alone);
           if (!c) return where(c.status());
           p.cache_pressure_seconds = *c;
