@@ -725,12 +725,21 @@ Result<int> ProfileStore::import_json(const std::string& path) {
   }
   // Everything is validated before anything is written: a bad entry leaves the store as it was.
   std::vector<KernelProfile> parsed;
+  std::vector<ProfileFacet> facets;
   for (size_t i = 0; i < j["profiles"].size(); ++i) {
+    const std::string where = path + ": profiles[" + std::to_string(i) + "]";
     auto p = profile_from_json(j["profiles"][i].dump());
-    if (!p) return Status::parse_error(path + ": profiles[" + std::to_string(i) + "]: " + p.status().message());
+    if (!p) return Status::parse_error(where + ": " + p.status().message());
+    // Exports of schema v2 and older carry RAISE's metrics in the profile: they become its facet.
+    const auto& entry = j["profiles"][i];
+    if (entry.contains("raise")) {
+      const nlohmann::json old{{"metrics", entry["raise"]}, {"class", entry.value("raise_class", nlohmann::json("LAT"))}};
+      auto metrics = profile::raise_facet_from_json(old.dump());
+      if (!metrics) return Status::parse_error(where + " (" + key_text(p->key) + "): field 'raise': " + metrics.status().message());
+      facets.push_back({p->key, kRaiseFacet, profile::raise_facet_to_json(*metrics), ""});
+    }
     parsed.push_back(std::move(*p));
   }
-  std::vector<ProfileFacet> facets;
   if (j.contains("facets")) {
     if (!j["facets"].is_array()) return Status::parse_error(path + ": field 'facets': not a list");
     for (size_t i = 0; i < j["facets"].size(); ++i) {
