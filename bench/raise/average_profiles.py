@@ -2,7 +2,8 @@
 """Averages RAISE's eight metrics over several stored profile exports (`concord profile export`) of
 the same kernels, one Nsight Compute measurement each, into one export: the task vectors with the
 measurement noise of one pass averaged out. Every other field comes from the first file. A kernel
-missing from any file is an error (the files must measure the same task set).
+missing from any file is an error (the files must measure the same task set). Reads both export
+layouts: "raise" facets (schema v3) and metrics inside the profiles (older exports).
 Usage: average_profiles.py OUT.json IN1.json IN2.json [...]"""
 import json
 import sys
@@ -21,6 +22,16 @@ def raise_class(m, threshold=3.0):
     return "COM" if m["IPC"] >= m["DU"] else "MEM"
 
 
+def raise_entries(f):
+    """Key -> the dict holding its RAISE metrics: a "raise" facet's payload (exports since schema
+    v3: {"metrics": {...}, "class": ...}) or, in older exports, the profile itself ({"raise":
+    {...}, "raise_class": ...}). Returns (entries, metrics field, class field)."""
+    facets = [x for x in f.get("facets", []) if x.get("facet") == "raise"]
+    if facets or "facets" in f:
+        return {key_of(x): x["payload"] for x in facets}, "metrics", "class"
+    return {key_of(p): p for p in f["profiles"] if p.get("raise")}, "raise", "raise_class"
+
+
 def main(out, *inputs):
     if len(inputs) < 2:
         sys.exit("average_profiles.py: give the output and at least two exports")
@@ -31,20 +42,18 @@ def main(out, *inputs):
         except (OSError, json.JSONDecodeError) as e:
             sys.exit(f"{path}: cannot read: {e}")
     base = files[0]
-    index = [{key_of(p): p for p in f["profiles"]} for f in files]
+    index = [raise_entries(f) for f in files]
+    base_entries, metrics_field, class_field = index[0]
     n_avg = 0
-    for p in base["profiles"]:
-        if not p.get("raise"):
-            continue
-        k = key_of(p)
+    for k, entry in base_entries.items():
         vecs = []
-        for path, idx in zip(inputs, index):
+        for path, (idx, field, _) in zip(inputs, index):
             q = idx.get(k)
-            if q is None or not q.get("raise"):
-                sys.exit(f"{path}: no RAISE metrics for kernel {p['key']}")
-            vecs.append(q["raise"])
-        p["raise"] = {m: sum(v[m] for v in vecs) / len(vecs) for m in METRICS}
-        p["raise_class"] = raise_class(p["raise"])
+            if q is None or not q.get(field):
+                sys.exit(f"{path}: no RAISE metrics for kernel {k}")
+            vecs.append(q[field])
+        entry[metrics_field] = {m: sum(v[m] for v in vecs) / len(vecs) for m in METRICS}
+        entry[class_field] = raise_class(entry[metrics_field])
         n_avg += 1
     json.dump(base, open(out, "w"), indent=1)
     print(f"{out}: RAISE metrics of {n_avg} profiles averaged over {len(inputs)} measurements")

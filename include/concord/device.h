@@ -18,7 +18,8 @@ struct SmLimits {
 };
 
 struct DeviceSpec {
-  std::string name;             // "H100 SXM", "H200"
+  std::string name;             // "H100 SXM", "H200"; a real device's own name ("NVIDIA H200")
+  std::string driver;           // a real device's driver version ("580.159.04"); empty for built-in specs
   int sm_count = 0;
   SmLimits sm;
   double l2_bytes = 0;

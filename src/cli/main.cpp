@@ -18,10 +18,11 @@
 
 #ifdef CONCORD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
-#include "profile/ncu.h"
-#include "profile/profiler.h"
+#include "profile/ncu_worker.h"
 #endif
 #include "concord/profile.h"
+#include "profile/ncu.h"
+#include "profile/profiler.h"
 
 #ifndef CONCORD_GIT_COMMIT
 #define CONCORD_GIT_COMMIT "unknown"
@@ -96,8 +97,13 @@ int main(int argc, char** argv) {
   profile->require_subcommand(1);
   std::string db = "profiles.db";
   profile->add_option("--db", db, "Profile store (SQLite)")->capture_default_str();
-  CLI::App* profile_run = profile->add_subcommand("run", "Profile suite kernels on the GPU (resumable: stored ones are skipped)");
+  CLI::App* profile_run =
+      profile->add_subcommand("run", "Profile suite kernels through a backend (resumable: only missing fields are measured)");
   std::vector<std::string> profile_kernels, profile_sizes;
+  std::string profile_backend = "cuda", profile_device = "h200";
+  profile_run->add_option("--backend,-b", profile_backend, "Backend: cuda (the GPU) or sim")->capture_default_str();
+  profile_run->add_option("--device,-d", profile_device, "With --backend sim: h100, h200, or a device JSON file")
+      ->capture_default_str();
   bool profile_full = false, profile_all_variants = false, profile_no_pressure = false;
   double profile_minutes = 0;
   int profile_reps = 3;
@@ -219,9 +225,17 @@ int main(int argc, char** argv) {
         }
       }
       if (kernels.empty()) return fail(Status::invalid_argument("profile raise: no kernels to profile"));
+      profile::NcuOptions o;
+      if (raise_gpu.empty() || raise_driver.empty()) {
+        // The key's device from the CUDA backend, released before ncu runs the worker.
+        auto b = make_backend(BackendConfig{"cuda", {}, 1});
+        if (!b) return fail(b.status());
+        const ProfileKey k = profile::device_key(**b);
+        if (raise_gpu.empty()) raise_gpu = k.gpu;
+        if (raise_driver.empty()) raise_driver = k.driver;
+      }
       auto store = ProfileStore::open(db);
       if (!store) return fail(store.status());
-      profile::NcuOptions o;
       o.ncu = raise_ncu;
       o.work_dir = raise_dir;
       o.from_csv = raise_csv;
@@ -237,7 +251,12 @@ int main(int argc, char** argv) {
 #endif
     }
     if (profile_run->parsed()) {
-#ifdef CONCORD_WITH_CUDA
+      BackendConfig config{profile_backend, {}, 1};
+      if (profile_backend == "sim") {
+        auto dev = resolve_device(profile_device);
+        if (!dev) return fail(dev.status());
+        config.device = *dev;
+      }
       auto store = ProfileStore::open(db);
       if (!store) return fail(store.status());
       profile::ProfileOptions o;
@@ -262,42 +281,44 @@ int main(int argc, char** argv) {
         };
         if (std::none_of(o.specs.begin(), o.specs.end(), same)) o.specs.push_back(k);
       }
-      auto report = profile::profile_kernels(**store, o, std::cerr);
+      auto report = profile::profile_kernels(**store, config, o, std::cerr);
       if (!report) return fail(report.status());
       return 0;
-#else
-      return fail(Status::unsupported("`concord profile run` needs a CUDA build (configure with CONCORD_CUDA=ON)"));
-#endif
     }
     auto store = ProfileStore::open(db, /*read_only=*/!profile_import->parsed());
     if (!store) return fail(store.status());
     if (profile_export->parsed()) {
-      if (Status s = (*store)->export_json(export_path); !s) return fail(s);
-      std::cout << "exported to " << export_path << "\n";
+      auto skipped = (*store)->export_json(export_path);
+      if (!skipped) return fail(skipped.status());
+      for (const auto& problem : *skipped) std::cerr << "concord: skipped: " << problem << "\n";
+      std::cout << "exported to " << export_path << (skipped->empty() ? "" : " (damaged rows skipped: see above)") << "\n";
       return 0;
     }
     if (profile_import->parsed()) {
       auto n = (*store)->import_json(import_path);
       if (!n) return fail(n.status());
-      std::cout << "imported " << *n << " profiles into " << db << "\n";
+      std::cout << "imported " << *n << " profiles and facets into " << db << "\n";
       return 0;
     }
+    for (const auto& problem : (*store)->integrity_problems()) std::cerr << "concord: damaged store: " << problem << "\n";
     auto all = (*store)->all();
     if (!all) return fail(all.status());
-    std::cout << "gpu\tkernel\tvariant\tsize\tall-SM ms\td (SMs)\tclass\tcompute util\tmemory util\tlinear fit error"
-                 "\tRAISE class\tAOC SME IPC ISU SPU DU LSU TU (0-10)\n";
-    for (const auto& p : *all) {
-      std::cout << p.key.gpu << "\t" << p.key.kernel << "\t" << p.key.variant << "\t" << p.key.size << "\t"
-                << p.all_sm_seconds() * 1e3 << "\t" << p.demand_sms << "\t" << to_string(p.aker_class) << "\t"
-                << p.compute_utilization << "\t" << p.memory_utilization << "\t" << p.linear_fit_error << "\t";
-      if (p.raise) {
-        std::cout << to_string(p.raise_class) << "\t";
-        for (size_t i = 0; i < p.raise->size(); ++i) std::cout << (i ? " " : "") << std::round((*p.raise)[i] * 10) / 10;
-      } else {
-        std::cout << "-\t-";
-      }
-      std::cout << "\n";
+    std::cout << "gpu\tdriver\tkernel\tvariant\tsize\tall-SM ms\td (SMs)\tcompute util\tmemory util\tlinear fit error"
+                 "\tmissing\n";
+    for (const auto& p : all->profiles) {
+      std::cout << p.key.gpu << "\t" << p.key.driver << "\t" << p.key.kernel << "\t" << p.key.variant << "\t" << p.key.size
+                << "\t" << p.all_sm_seconds() * 1e3 << "\t" << p.demand_sms << "\t" << p.compute_utilization << "\t"
+                << p.memory_utilization << "\t" << p.linear_fit_error << "\t"
+                << ProfileFields::all().without(measured_fields(p)).to_string() << "\n";
     }
+    auto facets = (*store)->all_facets();
+    if (!facets) return fail(facets.status());
+    for (const auto& f : facets->facets) {
+      std::cout << "facet " << f.name << "\t" << f.key.gpu << "\t" << f.key.driver << "\t" << f.key.kernel << "\t"
+                << f.key.variant << "\t" << f.key.size << "\t" << f.json << "\n";
+    }
+    for (const auto& problem : all->problems) std::cerr << "concord: skipped: " << problem << "\n";
+    for (const auto& problem : facets->problems) std::cerr << "concord: skipped: " << problem << "\n";
     auto sessions = (*store)->sessions();
     if (!sessions) return fail(sessions.status());
     for (const auto& s : *sessions) {

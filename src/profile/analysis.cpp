@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -12,14 +13,95 @@ std::string ProfileKey::to_string() const {
   return gpu + "/" + driver + "/" + kernel + "/" + variant + "/" + std::to_string(size);
 }
 
-const char* to_string(AkerClass c) {
-  switch (c) {
-    case AkerClass::tensor_core: return "tensor-core";
-    case AkerClass::compute_prefer: return "compute-prefer";
-    case AkerClass::memory_prefer: return "memory-prefer";
-    case AkerClass::neutral: return "neutral";
+const char* to_string(ProfileField f) {
+  switch (f) {
+    case ProfileField::sm_curve: return "sm_curve";
+    case ProfileField::cache: return "cache";
+    case ProfileField::cache_pressure: return "cache_pressure";
+    case ProfileField::tlp: return "tlp";
+    case ProfileField::linear: return "linear";
   }
   return "?";
+}
+
+std::string ProfileFields::to_string() const {
+  std::string out;
+  for (ProfileField f : kAllProfileFields) {
+    if (contains(f)) out += (out.empty() ? "" : ", ") + std::string(concord::to_string(f));
+  }
+  return out.empty() ? "none" : out;
+}
+
+ProfileFields measured_fields(const KernelProfile& p) {
+  ProfileFields out;
+  auto any_nonzero = [](const std::array<double, 4>& a) {
+    return std::any_of(a.begin(), a.end(), [](double v) { return v != 0; });
+  };
+  if (!p.sm_curve.empty()) out = out | ProfileFields{ProfileField::sm_curve};
+  if (any_nonzero(p.cache_seconds)) out = out | ProfileFields{ProfileField::cache};
+  if (any_nonzero(p.cache_pressure_seconds)) out = out | ProfileFields{ProfileField::cache_pressure};
+  if (!p.tlp_seconds.empty()) out = out | ProfileFields{ProfileField::tlp};
+  if (p.linear_slope != 0 || p.linear_intercept != 0) out = out | ProfileFields{ProfileField::linear};
+  return out;
+}
+
+namespace {
+
+Status bad_field(const std::string& field, const std::string& reason) {
+  return Status::invalid_argument("field '" + field + "': " + reason);
+}
+
+std::string number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// Finite and >= 0 (or > 0 when `positive`).
+Status check_time(const std::string& field, double v, bool positive) {
+  if (!std::isfinite(v)) return bad_field(field, "not a finite number");
+  if (v < 0 || (positive && v == 0)) return bad_field(field, (positive ? "must be > 0, is " : "must be >= 0, is ") + number(v));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status validate_profile(const KernelProfile& p) {
+  if (p.key.kernel.empty()) return bad_field("key.kernel", "empty");
+  if (p.key.variant.empty()) return bad_field("key.variant", "empty");
+  if (p.key.size <= 0) return bad_field("key.size", "must be > 0, is " + std::to_string(p.key.size));
+  if (p.logical_blocks < 0) return bad_field("logical_blocks", "must be >= 0");
+  CONCORD_RETURN_IF_ERROR(check_time("flops_per_block", p.flops_per_block, false));
+  CONCORD_RETURN_IF_ERROR(check_time("bytes_per_block", p.bytes_per_block, false));
+  if (p.threads_per_block < 0 || p.registers_per_thread < 0 || p.shared_bytes_per_block < 0 || p.blocks_per_sm < 0) {
+    return bad_field("resources", "counts must be >= 0");
+  }
+  for (size_t i = 0; i < p.sm_curve.size(); ++i) {
+    const std::string f = "sm_curve[" + std::to_string(i) + "]";
+    if (p.sm_curve[i].sms <= 0) return bad_field(f, "SM count must be > 0, is " + std::to_string(p.sm_curve[i].sms));
+    if (i > 0 && p.sm_curve[i].sms <= p.sm_curve[i - 1].sms) {
+      return bad_field(f, std::string(p.sm_curve[i].sms == p.sm_curve[i - 1].sms ? "duplicate" : "unsorted") + " SM count " +
+                              std::to_string(p.sm_curve[i].sms) + " after " + std::to_string(p.sm_curve[i - 1].sms) +
+                              " (SM counts must be strictly ascending)");
+    }
+    CONCORD_RETURN_IF_ERROR(check_time(f + " seconds", p.sm_curve[i].seconds, true));
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    CONCORD_RETURN_IF_ERROR(check_time("cache_seconds[" + std::to_string(i) + "]", p.cache_seconds[i], false));
+    CONCORD_RETURN_IF_ERROR(check_time("cache_pressure_seconds[" + std::to_string(i) + "]", p.cache_pressure_seconds[i], false));
+  }
+  for (size_t i = 0; i < p.tlp_seconds.size(); ++i) {
+    CONCORD_RETURN_IF_ERROR(check_time("tlp_seconds[" + std::to_string(i) + "]", p.tlp_seconds[i], true));
+  }
+  if (!std::isfinite(p.linear_intercept)) return bad_field("linear.intercept", "not a finite number");
+  if (!std::isfinite(p.linear_slope)) return bad_field("linear.slope", "not a finite number");
+  CONCORD_RETURN_IF_ERROR(check_time("linear.fit_error", p.linear_fit_error, false));
+  if (p.demand_sms < 0) return bad_field("demand_sms", "must be >= 0");
+  if (!std::isfinite(p.demand) || p.demand < 0 || p.demand > 1) return bad_field("demand", "must be within [0, 1], is " + number(p.demand));
+  CONCORD_RETURN_IF_ERROR(check_time("compute_utilization", p.compute_utilization, false));
+  CONCORD_RETURN_IF_ERROR(check_time("memory_utilization", p.memory_utilization, false));
+  CONCORD_RETURN_IF_ERROR(check_time("profile_seconds", p.profile_seconds, false));
+  return Status::ok();
 }
 
 std::vector<int> plan_sm_sweep(int sm_count, int step, bool full) {
@@ -92,13 +174,6 @@ Result<LinearFit> fit_linear(const std::vector<double>& x, const std::vector<dou
   return f;
 }
 
-AkerClass aker_class(ComputeUnit unit, double compute_utilization, double memory_utilization) {
-  if (unit == ComputeUnit::tensor) return AkerClass::tensor_core;
-  if (memory_utilization > 0.5) return AkerClass::memory_prefer;
-  if (compute_utilization > 0.5) return AkerClass::compute_prefer;
-  return AkerClass::neutral;
-}
-
 std::vector<size_t> critical_kernels(const std::vector<double>& seconds, double sigma) {
   std::vector<size_t> idx(seconds.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
@@ -129,61 +204,91 @@ std::string profile_to_json(const KernelProfile& p) {
   j["demand"] = p.demand;
   j["compute_utilization"] = p.compute_utilization;
   j["memory_utilization"] = p.memory_utilization;
-  j["aker_class"] = to_string(p.aker_class);
   j["profile_seconds"] = p.profile_seconds;
-  if (p.raise) {
-    nlohmann::json r;
-    for (int i = 0; i < kRaiseMetrics; ++i) r[raise_metric_info()[static_cast<size_t>(i)].abbr] = (*p.raise)[static_cast<size_t>(i)];
-    j["raise"] = r;
-    j["raise_class"] = to_string(p.raise_class);
-  }
   return j.dump();
 }
 
+namespace {
+
+// Reads j[name] into `out` when present; a value of the wrong type is an error naming the field.
+template <typename T>
+void read_field(const nlohmann::json& j, const char* name, T& out, const std::string& prefix = "") {
+  if (!j.contains(name)) return;
+  try {
+    out = j.at(name).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument("field '" + prefix + name + "': " + e.what());
+  }
+}
+
+// "profile JSON (kernel variant size): " once the key is known.
+std::string where(const KernelProfile& p) {
+  if (p.key.kernel.empty()) return "profile JSON: ";
+  return "profile JSON (" + p.key.kernel + " " + p.key.variant + " " + std::to_string(p.key.size) + "): ";
+}
+
+}  // namespace
+
 Result<KernelProfile> profile_from_json(const std::string& text) {
+  KernelProfile p;
   try {
     const auto j = nlohmann::json::parse(text);
-    KernelProfile p;
+    if (!j.is_object()) return Status::parse_error("profile JSON: not an object");
+    if (!j.contains("key") || !j.at("key").is_object()) return Status::parse_error("profile JSON: field 'key': missing or not an object");
     const auto& k = j.at("key");
-    p.key = {k.at("gpu").get<std::string>(), k.at("driver").get<std::string>(), k.at("kernel").get<std::string>(),
-             k.at("variant").get<std::string>(), k.at("size").get<int64_t>()};
-    p.elastic = j.at("elastic").get<bool>();
-    p.logical_blocks = j.at("logical_blocks").get<int64_t>();
-    p.flops_per_block = j.at("flops_per_block").get<double>();
-    p.bytes_per_block = j.at("bytes_per_block").get<double>();
-    const auto& r = j.at("resources");
-    p.threads_per_block = r.at("threads_per_block").get<int>();
-    p.registers_per_thread = r.at("registers_per_thread").get<int>();
-    p.shared_bytes_per_block = r.at("shared_bytes_per_block").get<int>();
-    p.blocks_per_sm = r.at("blocks_per_sm").get<int>();
-    for (const auto& pt : j.at("sm_curve")) p.sm_curve.push_back({pt.at(0).get<int>(), pt.at(1).get<double>()});
-    p.cache_seconds = j.at("cache_seconds").get<std::array<double, 4>>();
-    if (j.contains("cache_pressure_seconds")) p.cache_pressure_seconds = j.at("cache_pressure_seconds").get<std::array<double, 4>>();
-    p.tlp_seconds = j.at("tlp_seconds").get<std::vector<double>>();
-    p.linear_intercept = j.at("linear").at("intercept").get<double>();
-    p.linear_slope = j.at("linear").at("slope").get<double>();
-    p.linear_fit_error = j.at("linear").at("fit_error").get<double>();
-    p.demand_sms = j.at("demand_sms").get<int>();
-    p.demand = j.at("demand").get<double>();
-    p.compute_utilization = j.at("compute_utilization").get<double>();
-    p.memory_utilization = j.at("memory_utilization").get<double>();
-    const std::string cls = j.at("aker_class").get<std::string>();
-    for (AkerClass c : {AkerClass::tensor_core, AkerClass::compute_prefer, AkerClass::memory_prefer, AkerClass::neutral}) {
-      if (cls == to_string(c)) p.aker_class = c;
+    for (const char* f : {"gpu", "driver", "kernel", "variant", "size"}) {
+      if (!k.contains(f)) return Status::parse_error(std::string("profile JSON: field 'key.") + f + "': missing");
     }
-    p.profile_seconds = j.at("profile_seconds").get<double>();
-    if (j.contains("raise")) {  // written since RAISE metrics were added; older payloads lack it
-      RaiseVector v{};
-      for (int i = 0; i < kRaiseMetrics; ++i) v[static_cast<size_t>(i)] = j.at("raise").at(raise_metric_info()[static_cast<size_t>(i)].abbr).get<double>();
-      p.raise = v;
-      const auto cls = raise_class_from_string(j.at("raise_class").get<std::string>());
-      if (!cls) return Status::parse_error("profile JSON: raise_class must be COM, MEM or LAT");
-      p.raise_class = *cls;
+    read_field(k, "gpu", p.key.gpu, "key.");
+    read_field(k, "driver", p.key.driver, "key.");
+    read_field(k, "kernel", p.key.kernel, "key.");
+    read_field(k, "variant", p.key.variant, "key.");
+    read_field(k, "size", p.key.size, "key.");
+    read_field(j, "elastic", p.elastic);
+    read_field(j, "logical_blocks", p.logical_blocks);
+    read_field(j, "flops_per_block", p.flops_per_block);
+    read_field(j, "bytes_per_block", p.bytes_per_block);
+    if (j.contains("resources")) {
+      const auto& r = j.at("resources");
+      if (!r.is_object()) return Status::parse_error("profile JSON: field 'resources': not an object");
+      read_field(r, "threads_per_block", p.threads_per_block, "resources.");
+      read_field(r, "registers_per_thread", p.registers_per_thread, "resources.");
+      read_field(r, "shared_bytes_per_block", p.shared_bytes_per_block, "resources.");
+      read_field(r, "blocks_per_sm", p.blocks_per_sm, "resources.");
     }
-    return p;
+    if (j.contains("sm_curve")) {
+      const auto& c = j.at("sm_curve");
+      if (!c.is_array()) return Status::parse_error("profile JSON: field 'sm_curve': not a list");
+      for (size_t i = 0; i < c.size(); ++i) {
+        const auto& pt = c[i];
+        if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number_integer() || !pt[1].is_number()) {
+          return Status::parse_error("profile JSON: field 'sm_curve[" + std::to_string(i) + "]': expected [SM count, seconds]");
+        }
+        p.sm_curve.push_back({pt[0].get<int>(), pt[1].get<double>()});
+      }
+    }
+    read_field(j, "cache_seconds", p.cache_seconds);
+    read_field(j, "cache_pressure_seconds", p.cache_pressure_seconds);
+    read_field(j, "tlp_seconds", p.tlp_seconds);
+    if (j.contains("linear")) {
+      const auto& l = j.at("linear");
+      if (!l.is_object()) return Status::parse_error("profile JSON: field 'linear': not an object");
+      read_field(l, "intercept", p.linear_intercept, "linear.");
+      read_field(l, "slope", p.linear_slope, "linear.");
+      read_field(l, "fit_error", p.linear_fit_error, "linear.");
+    }
+    read_field(j, "demand_sms", p.demand_sms);
+    read_field(j, "demand", p.demand);
+    read_field(j, "compute_utilization", p.compute_utilization);
+    read_field(j, "memory_utilization", p.memory_utilization);
+    read_field(j, "profile_seconds", p.profile_seconds);
   } catch (const nlohmann::json::exception& e) {
-    return Status::parse_error(std::string("profile JSON: ") + e.what());
+    return Status::parse_error(where(p) + e.what());
+  } catch (const std::invalid_argument& e) {
+    return Status::parse_error(where(p) + e.what());
   }
+  if (Status s = validate_profile(p); !s) return Status::parse_error(where(p) + s.message());
+  return p;
 }
 
 }  // namespace concord

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "concord/suite.h"
+#include "profile/raise_facet.h"
 
 namespace concord::profile {
 namespace {
@@ -229,29 +230,7 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
       if (!one) return one.status();
       for (size_t m = 0; m < one->size(); ++m) vec[m] += (*one)[m] / static_cast<double>(passes.size());
     }
-    auto have = store.get(key);
-    if (!have) return have.status();
-    KernelProfile p;
-    if (*have) {
-      p = **have;
-    } else {
-      auto spec = make_suite_kernel_with_variant(job.kernel, job.size, job.variant);
-      if (!spec) return Status(spec.status().code(), source + ": job " + std::to_string(i) + ": " + spec.status().message());
-      auto v = spec->find_variant(job.variant);
-      if (!v) return Status::not_found(source + ": kernel " + job.kernel + " has no variant '" + job.variant + "'");
-      const KernelVariant& var = spec->variant(*v);
-      p.key = key;
-      p.elastic = spec->elastic;
-      p.logical_blocks = var.logical_blocks;
-      p.flops_per_block = var.flops_per_block;
-      p.bytes_per_block = var.bytes_per_block;
-      p.threads_per_block = var.threads_per_block;
-      p.registers_per_thread = var.registers_per_thread;
-      p.shared_bytes_per_block = var.shared_bytes_per_block;
-    }
-    p.raise = vec;
-    p.raise_class = raise_class(vec);
-    CONCORD_RETURN_IF_ERROR(store.put(p));
+    CONCORD_RETURN_IF_ERROR(store.put_facet(key, kRaiseFacet, raise_facet_to_json(vec)));
     ++written;
   }
   return written;

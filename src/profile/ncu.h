@@ -57,10 +57,10 @@ Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const st
 
 // One ncu pass over the job list: each job's launches.
 using NcuPass = std::vector<std::vector<NcuLaunch>>;
-// Stores each job's RAISE vector and class: into the stored profile of its key when there is one,
-// else into a new profile that holds the kernel's static description and the metrics (no SM
-// curve). With several passes a job's vector is the mean of its vector in each pass (one pass's
-// metrics vary by a few hundredths of a score). Returns how many profiles were written.
+// Stores each job's RAISE vector and class as the "raise" facet of its key (one transaction each;
+// the key's profile fields are not touched). With several passes a job's vector is the mean of its
+// vector in each pass (one pass's metrics vary by a few hundredths of a score). Returns how many
+// facets were written.
 Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
                                 const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
                                 const std::string& source);

@@ -1,4 +1,6 @@
-// The profiler: measures suite kernels on the GPU and stores the results (needs the CUDA build).
+// The profiler: measures suite kernels through the Backend interface (the simulator in CI, the
+// CUDA backend on a GPU: the same code) and stores what it measured, field by field. RAISE's
+// metrics come from Nsight Compute (profile_raise), a separate CUDA-only tool.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "concord/backend.h"
 #include "concord/profile.h"
 
 namespace concord::profile {
@@ -19,37 +22,47 @@ struct ProfileOptions {
   std::map<std::string, int64_t> sizes;   // per kernel; default: the suite's default size
   bool all_variants = false;              // default: the default variant only
   bool full = false;                      // every TPC step instead of the sampled plan
-  double max_minutes = 0;                 // stop starting kernels after this long (0: no limit)
-  int reps = 3;                           // timed repetitions per point (median)
-  // Also time each cache policy beside a streaming kernel sharing every SM (elastic kernels).
+  double max_minutes = 0;                 // stop starting measurements after this long (0: no limit)
+  int reps = 3;                           // timed repetitions per point (median), after one warm-up
+  // Also time each cache policy beside a streaming kernel sharing every SM (kernels with a TLP).
   bool pressure = true;
 };
 
 struct ProfileReport {
-  int measured = 0;
-  int skipped = 0;       // already in the store
-  int left = 0;          // not started: time budget reached
+  int measured = 0;      // kernel variants that got at least one field
+  int skipped = 0;       // nothing missing in the store
+  int left = 0;          // not finished: time budget reached
+  int fields = 0;        // fields measured and stored
   double seconds = 0;
 };
 
-// Profiles kernels into `store`, skipping keys it already holds (resumable); progress with an
+// Profiles kernels into `store` on backends made from `backend` (a fresh one per kernel, so a
+// kernel's device memory is released before the next). For each kernel variant it asks the store
+// what is missing and measures only that, committing each field as soon as it is measured
+// (resumable; an interrupted run keeps what it finished). The key is the backend's device name and
+// driver (the backend's name when the device states no driver). The backend is made before the
+// store is written, so a machine without the device leaves the store as it was. Progress with an
 // ETA goes to `progress`.
-Result<ProfileReport> profile_kernels(ProfileStore& store, const ProfileOptions& options, std::ostream& progress);
+Result<ProfileReport> profile_kernels(ProfileStore& store, const BackendConfig& backend, const ProfileOptions& options,
+                                      std::ostream& progress);
 
-// RAISE metrics through Nsight Compute: `ncu` profiles this program's worker (run_ncu_worker), which
-// launches each job once after a marker kernel; the CSV is parsed into RAISE vectors and stored.
+// The profile key's device identity on `backend`: its device's name, and its driver (the
+// backend's name when the device states none).
+ProfileKey device_key(const Backend& backend);
+
+// RAISE metrics through Nsight Compute: `ncu` profiles this program's worker (`concord profile
+// raise-worker`, CUDA builds: ncu_worker.h), which launches each job once after a marker kernel;
+// the CSV is parsed into RAISE vectors and stored as "raise" facets.
 struct NcuOptions {
   std::string ncu = "ncu";       // the ncu executable
   std::string self;              // this program (default: /proc/self/exe)
   std::string work_dir = ".";    // where the job list and ncu's CSV are written
   std::vector<std::string> from_csv;  // parse these CSVs of earlier runs (one pass each) instead of running ncu
-  std::string gpu, driver;       // with from_csv on a machine without the GPU: the key's GPU and driver
+  std::string gpu, driver;       // the key's device (required): device_key() of the CUDA backend, or given
   int passes = 3;                // ncu passes over the jobs; each job's vector is their mean
 };
 struct NcuJob;
 Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, const NcuOptions& options,
                           std::ostream& progress);
-// The worker: one plain launch of each job of the job file, each after a marker kernel.
-Status run_ncu_worker(const std::string& jobs_file);
 
 }  // namespace concord::profile

@@ -1,16 +1,25 @@
 // The SQLite profile store. Schema history:
 //   v1: profiles(gpu, driver, kernel, variant, size, payload JSON, measured_at)
 //   v2: sessions(gpu, driver, seconds, profiles, finished_at): how long profiling took
+//   v3: facets(gpu, driver, kernel, variant, size, facet, payload JSON, measured_at): per-policy
+//       data; RAISE's metrics move out of the profile payloads into "raise" facets, and the
+//       payloads lose the fields no code reads any more (raise, raise_class, aker_class)
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "concord/profile.h"
 #include "concord/workload.h"
+#include "profile/raise_facet.h"
 
 namespace concord {
 namespace {
@@ -25,13 +34,37 @@ const char* const kMigrations[] = {
     // v2
     "CREATE TABLE sessions (id INTEGER PRIMARY KEY, gpu TEXT NOT NULL, driver TEXT NOT NULL, seconds REAL NOT NULL,"
     " profiles INTEGER NOT NULL, finished_at TEXT NOT NULL DEFAULT (datetime('now')));",
+    // v3. Rows whose payload is not valid JSON are left as they are (reported when read).
+    "CREATE TABLE facets (gpu TEXT NOT NULL, driver TEXT NOT NULL, kernel TEXT NOT NULL, variant TEXT NOT NULL,"
+    " size INTEGER NOT NULL, facet TEXT NOT NULL, payload TEXT NOT NULL,"
+    " measured_at TEXT NOT NULL DEFAULT (datetime('now')), PRIMARY KEY (gpu, driver, kernel, variant, size, facet));"
+    "INSERT INTO facets (gpu, driver, kernel, variant, size, facet, payload, measured_at)"
+    " SELECT gpu, driver, kernel, variant, size, 'raise',"
+    " json_object('metrics', json_extract(payload, '$.raise'), 'class', json_extract(payload, '$.raise_class')), measured_at"
+    " FROM profiles WHERE CASE WHEN json_valid(payload) THEN json_type(payload, '$.raise') = 'object' ELSE 0 END;"
+    "UPDATE profiles SET payload = CASE WHEN json_valid(payload)"
+    " THEN json_remove(payload, '$.raise', '$.raise_class', '$.aker_class') ELSE payload END;",
 };
 static_assert(std::size(kMigrations) == ProfileStore::kSchemaVersion);
+
+// Keys of a profile's JSON payload that each field owns; the rest is the static description.
+std::vector<const char*> json_keys_of(ProfileField f) {
+  switch (f) {
+    case ProfileField::sm_curve: return {"sm_curve", "demand_sms", "demand", "compute_utilization", "memory_utilization"};
+    case ProfileField::cache: return {"cache_seconds"};
+    case ProfileField::cache_pressure: return {"cache_pressure_seconds"};
+    case ProfileField::tlp: return {"tlp_seconds"};
+    case ProfileField::linear: return {"linear"};
+  }
+  return {};
+}
+constexpr const char* kStaticKeys[] = {"key", "elastic", "logical_blocks", "flops_per_block", "bytes_per_block", "resources"};
 
 }  // namespace
 
 struct ProfileStore::Db {
   sqlite3* handle = nullptr;
+  bool ready = false;  // connected, in WAL mode, schema up to date
   ~Db() {
     if (handle) sqlite3_close_v2(handle);
   }
@@ -39,6 +72,7 @@ struct ProfileStore::Db {
 
 namespace {
 
+// "<path>: <what>: <SQLite's message>".
 Status sql_error(sqlite3* db, const std::string& path, const std::string& what) {
   return Status::io_error(path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
 }
@@ -55,48 +89,257 @@ class Stmt {
   void text(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT); }
   void integer(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
   void real(int i, double v) { sqlite3_bind_double(s_, i, v); }
+  void key(int first, const ProfileKey& k) {
+    text(first, k.gpu);
+    text(first + 1, k.driver);
+    text(first + 2, k.kernel);
+    text(first + 3, k.variant);
+    integer(first + 4, k.size);
+  }
   int step() { return sqlite3_step(s_); }
   std::string column_text(int i) const {
     const auto* t = sqlite3_column_text(s_, i);
     return t ? reinterpret_cast<const char*>(t) : "";
   }
+  int64_t column_int(int i) const { return sqlite3_column_int64(s_, i); }
 
  private:
   sqlite3_stmt* s_ = nullptr;
   int rc_ = SQLITE_ERROR;
 };
 
+// An explicit write transaction (BEGIN IMMEDIATE: takes the write lock at once, waiting up to the
+// busy timeout), rolled back unless committed.
+class Transaction {
+ public:
+  Transaction(sqlite3* db, const std::string& path) : db_(db), path_(path) {}
+  ~Transaction() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  Status begin(const std::string& what) {
+    if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return sql_error(db_, path_, "cannot begin " + what);
+    }
+    open_ = true;
+    return Status::ok();
+  }
+  Status commit(const std::string& what) {
+    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return sql_error(db_, path_, "cannot commit " + what);
+    open_ = false;
+    return Status::ok();
+  }
+
+ private:
+  sqlite3* db_;
+  std::string path_;
+  bool open_ = false;
+};
+
+// A read that failed before anything was known about the file, explained by SQLite's code.
+Status open_error(sqlite3* db, const std::string& path, bool read_only) {
+  const int code = db ? (sqlite3_extended_errcode(db) & 0xFF) : SQLITE_CANTOPEN;
+  const std::string msg = db ? sqlite3_errmsg(db) : "cannot open";
+  switch (code) {
+    case SQLITE_NOTADB:
+      return Status::parse_error(path + ": not a Concord profile store (not an SQLite database: " + msg + "); left untouched");
+    case SQLITE_CORRUPT:
+      return Status::parse_error(path + ": the profile store is damaged (" + msg + "); left untouched");
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+    case SQLITE_AUTH:
+      return Status::io_error(path + ": " + (read_only ? "cannot read" : "read-only") +
+                              ": no permission on the file or on its directory (a store in WAL mode needs its -wal and"
+                              " -shm files there) (" + msg + ")");
+    default:
+      return Status::io_error(path + ": cannot read the profile store: " + msg);
+  }
+}
+
 Result<int64_t> pragma_int(sqlite3* db, const std::string& path, const char* sql) {
   Stmt s(db, sql);
   if (!s.ok()) return sql_error(db, path, std::string("cannot read ") + sql);
   if (s.step() != SQLITE_ROW) return sql_error(db, path, std::string("cannot read ") + sql);
-  return static_cast<int64_t>(sqlite3_column_int64(s.get(), 0));
+  return s.column_int(0);
 }
+
+// A file: URI for `path` (reserved characters percent-encoded).
+std::string file_uri(const std::string& path, const std::string& query) {
+  std::string out = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '-' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out + "?" + query;
+}
+
+// PRAGMA quick_check's findings (empty when the store is intact).
+std::vector<std::string> quick_check(sqlite3* db) {
+  std::vector<std::string> out;
+  Stmt s(db, "PRAGMA quick_check(20)");
+  if (!s.ok()) return {std::string("PRAGMA quick_check: ") + sqlite3_errmsg(db)};
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    const std::string line = s.column_text(0);
+    if (line != "ok") out.push_back(line);
+  }
+  if (rc != SQLITE_DONE) out.push_back(std::string("PRAGMA quick_check stopped: ") + sqlite3_errmsg(db));
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& lines, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < lines.size() && i < max; ++i) out += (i ? "; " : "") + lines[i];
+  if (lines.size() > max) out += "; ...";
+  return out;
+}
+
+ProfileKey key_of_row(const Stmt& s, int first) {
+  return {s.column_text(first), s.column_text(first + 1), s.column_text(first + 2), s.column_text(first + 3),
+          s.column_int(first + 4)};
+}
+
+// Reads every row of `table` (columns: rowid, then `columns`) in rowid order, handing each to
+// `row`. A damaged page stops SQLite's scan; the rows after it are then read one rowid at a time,
+// so only the rows on damaged pages are lost, each range named in `problems`.
+template <typename RowFn>
+Status scan_rows(sqlite3* db, const std::string& path, const std::string& table, const std::string& columns,
+                 std::vector<std::string>& problems, RowFn&& row) {
+  const std::string scan_sql = "SELECT rowid, " + columns + " FROM " + table + " ORDER BY rowid";
+  Stmt scan(db, scan_sql.c_str());
+  if (!scan.ok()) return sql_error(db, path, "cannot list " + table);
+  int64_t last = 0;
+  int rc;
+  while ((rc = scan.step()) == SQLITE_ROW) {
+    last = scan.column_int(0);
+    row(scan);
+  }
+  if (rc == SQLITE_DONE) return Status::ok();
+  const std::string scan_error = sqlite3_errmsg(db);
+  // The highest rowid comes from the table's rightmost pages; if they are damaged too, what was
+  // read so far is all there is.
+  const std::string max_sql = "SELECT max(rowid) FROM " + table;
+  Stmt max_stmt(db, max_sql.c_str());
+  if (!max_stmt.ok() || max_stmt.step() != SQLITE_ROW) {
+    problems.push_back(path + ": " + table + ": rows after rowid " + std::to_string(last) + " unreadable (" + scan_error + ")");
+    return Status::ok();
+  }
+  const int64_t max_rowid = max_stmt.column_int(0);
+  constexpr int64_t kMaxProbes = 1'000'000;
+  const int64_t end = std::min(max_rowid, last + kMaxProbes);
+  const std::string one_sql = "SELECT rowid, " + columns + " FROM " + table + " WHERE rowid = ?";
+  int64_t bad_from = -1;
+  std::string bad_error = scan_error;
+  auto close_bad = [&](int64_t to) {
+    if (bad_from < 0) return;
+    problems.push_back(path + ": " + table + ": rows " + std::to_string(bad_from) + ".." + std::to_string(to) +
+                       " (rowids) unreadable, skipped (" + bad_error + ")");
+    bad_from = -1;
+  };
+  for (int64_t id = last + 1; id <= end; ++id) {
+    Stmt one(db, one_sql.c_str());
+    if (!one.ok()) return sql_error(db, path, "cannot read " + table);
+    one.integer(1, id);
+    const int r = one.step();
+    if (r == SQLITE_ROW) {
+      close_bad(id - 1);
+      row(one);
+    } else if (r != SQLITE_DONE) {
+      if (bad_from < 0) {
+        bad_from = id;
+        bad_error = sqlite3_errmsg(db);
+      }
+    }
+  }
+  close_bad(end);
+  if (end < max_rowid) {
+    problems.push_back(path + ": " + table + ": rows after rowid " + std::to_string(end) + " not read (too many to probe)");
+  }
+  return Status::ok();
+}
+
+// Checks a facet's JSON: an object; a facet this store knows ("raise") also by its own reader.
+Status check_facet(const std::string& facet, const std::string& json) {
+  if (facet.empty()) return Status::invalid_argument("facet name is empty");
+  const auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::invalid_argument("facet '" + facet + "': not a JSON object");
+  if (facet == kRaiseFacet) {
+    if (auto v = profile::raise_facet_from_json(json); !v) return v.status();
+  }
+  return Status::ok();
+}
+
+std::string key_text(const ProfileKey& k) { return k.kernel + " " + k.variant + " " + std::to_string(k.size) + " on " + k.gpu; }
 
 }  // namespace
 
 ProfileStore::~ProfileStore() = default;
 
 Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& path, bool read_only) {
-  const bool exists = std::filesystem::exists(path);
-  if (!exists && read_only) return Status::not_found(path + ": no profile store");
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  if (std::filesystem::is_directory(path, ec)) return Status::invalid_argument(path + ": is a directory, not a profile store");
   std::unique_ptr<ProfileStore> store(new ProfileStore());
   store->path_ = path;
   store->db_ = std::make_unique<Db>();
-  const int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  if (sqlite3_open_v2(path.c_str(), &store->db_->handle, flags, nullptr) != SQLITE_OK) {
-    return sql_error(store->db_->handle, path, "cannot open profile store");
+  if (!exists) {
+    if (read_only) return Status::not_found(path + ": no profile store");
+    // Created by the first write; its directory must take the file (and the -wal, -shm files).
+    const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+    if (!std::filesystem::is_directory(parent, ec)) return Status::not_found(path + ": directory " + parent.string() + " does not exist");
+    if (::access(parent.c_str(), W_OK) != 0) {
+      return Status::io_error(path + ": cannot create the profile store: directory " + parent.string() + " is read-only");
+    }
+    store->version_ = kSchemaVersion;
+    return store;
   }
-  sqlite3* db = store->db_->handle;
+  if (!read_only) {
+    const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+    if (::access(path.c_str(), W_OK) != 0) {
+      return Status::io_error(path + ": read-only: no write permission on the file; open it for reading (show, export) or"
+                              " fix its permissions");
+    }
+    if (::access(parent.c_str(), W_OK) != 0) {
+      return Status::io_error(path + ": read-only: directory " + parent.string() +
+                              " is not writable (the store's -wal and -shm files live there); open it for reading (show,"
+                              " export) or fix the permissions");
+    }
+  }
+  const int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  sqlite3*& db = store->db_->handle;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) return open_error(db, path, read_only);
   sqlite3_busy_timeout(db, 5000);
   // Identify the file before writing anything to it.
-  auto tables = pragma_int(db, path, "SELECT count(*) FROM sqlite_master");
-  if (!tables) {
-    return Status::parse_error(path + ": not a Concord profile store (not an SQLite database, or corrupt); left untouched");
+  Result<int64_t> tables = pragma_int(db, path, "SELECT count(*) FROM sqlite_master");
+  const int first_error = sqlite3_extended_errcode(db) & 0xFF;
+  if (!tables && read_only &&
+      (first_error == SQLITE_CANTOPEN || first_error == SQLITE_READONLY || first_error == SQLITE_PERM)) {
+    // A store in WAL mode on a read-only medium or in a directory this user cannot write: its
+    // -shm file cannot be made, so read the file as immutable (no locking; nothing writes it).
+    sqlite3_close_v2(db);
+    db = nullptr;
+    if (sqlite3_open_v2(file_uri(path, "immutable=1").c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
+        SQLITE_OK) {
+      return open_error(db, path, read_only);
+    }
+    tables = pragma_int(db, path, "SELECT count(*) FROM sqlite_master");
+  }
+  if (!tables) return open_error(db, path, read_only);
+  if (!read_only && sqlite3_db_readonly(db, "main") == 1) {
+    return Status::io_error(path + ": read-only: no write permission on the file; open it for reading (show, export) or"
+                            " fix its permissions");
   }
   auto app = pragma_int(db, path, "PRAGMA application_id");
+  if (!app) return app.status();
   auto version = pragma_int(db, path, "PRAGMA user_version");
-  if (!app || !version) return app ? version.status() : app.status();
+  if (!version) return version.status();
   const bool empty = *tables == 0 && *app == 0 && *version == 0;
   if (!empty && *app != kApplicationId) {
     return Status::parse_error(path + ": not a Concord profile store (another application's database, application_id " +
@@ -107,6 +350,15 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& path
                                        " is newer than this Concord's " + std::to_string(kSchemaVersion));
   }
   store->version_ = static_cast<int>(*version);
+  std::vector<std::string> damage = quick_check(db);
+  if (!damage.empty()) {
+    if (!read_only) {
+      return Status::parse_error(path + ": the profile store is damaged (PRAGMA quick_check: " + joined(damage, 3) +
+                                 "); not opened for writing and left untouched; `concord profile export` reads what it"
+                                 " can into a JSON file that `profile import` loads into a fresh store");
+    }
+    store->integrity_problems_ = std::move(damage);
+  }
   if (read_only) {
     if (store->version_ < kSchemaVersion) {
       return Status::failed_precondition(path + ": schema version " + std::to_string(*version) +
@@ -114,51 +366,127 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& path
     }
     return store;
   }
-  char* err = nullptr;
-  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err) != SQLITE_OK) {
-    const std::string msg = err ? err : "?";
-    sqlite3_free(err);
-    return Status::io_error(path + ": cannot enable WAL: " + msg);
-  }
-  for (int v = store->version_ + 1; v <= kSchemaVersion; ++v) {
-    const std::string sql = std::string("BEGIN IMMEDIATE; ") + kMigrations[v - 1] + " PRAGMA application_id = " +
-                            std::to_string(kApplicationId) + "; PRAGMA user_version = " + std::to_string(v) + "; COMMIT;";
-    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-      const std::string msg = err ? err : "?";
-      sqlite3_free(err);
-      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-      return Status::io_error(path + ": migration to schema v" + std::to_string(v) + " failed: " + msg);
-    }
-    store->version_ = v;
-  }
+  CONCORD_RETURN_IF_ERROR(store->ensure_created());
   return store;
 }
 
+// Connects to (creating) the file when no connection is open yet, and brings its schema up to
+// date. Each migration step is its own transaction and re-reads the version inside it, so
+// processes opening one store at once migrate it once.
+Status ProfileStore::ensure_created() {
+  if (db_->ready) return Status::ok();
+  sqlite3*& db = db_->handle;
+  if (!db) {
+    if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+      return open_error(db, path_, false);
+    }
+    sqlite3_busy_timeout(db, 5000);
+    auto app = pragma_int(db, path_, "PRAGMA application_id");
+    if (!app) return open_error(db, path_, false);
+    auto tables = pragma_int(db, path_, "SELECT count(*) FROM sqlite_master");
+    if (!tables) return tables.status();
+    if (*app != kApplicationId && (*app != 0 || *tables != 0)) {
+      return Status::parse_error(path_ + ": not a Concord profile store (made by another program meanwhile); left untouched");
+    }
+  }
+  char* err = nullptr;
+  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err) != SQLITE_OK) {
+    const std::string msg = err ? err : sqlite3_errmsg(db);
+    sqlite3_free(err);
+    return Status::io_error(path_ + ": cannot enable WAL: " + msg);
+  }
+  auto current = pragma_int(db, path_, "PRAGMA user_version");
+  if (!current) return current.status();
+  for (int v = static_cast<int>(*current) + 1; v <= kSchemaVersion; ++v) {
+    Transaction tx(db, path_);
+    CONCORD_RETURN_IF_ERROR(tx.begin("migration to schema v" + std::to_string(v)));
+    auto have = pragma_int(db, path_, "PRAGMA user_version");
+    if (!have) return have.status();
+    if (*have >= v) continue;
+    const std::string sql = std::string(kMigrations[v - 1]) + " PRAGMA application_id = " + std::to_string(kApplicationId) +
+                            "; PRAGMA user_version = " + std::to_string(v) + ";";
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      const std::string msg = err ? err : sqlite3_errmsg(db);
+      sqlite3_free(err);
+      return Status::io_error(path_ + ": migration to schema v" + std::to_string(v) + " failed: " + msg);
+    }
+    CONCORD_RETURN_IF_ERROR(tx.commit("migration to schema v" + std::to_string(v)));
+  }
+  version_ = kSchemaVersion;
+  db_->ready = true;
+  return Status::ok();
+}
+
 Status ProfileStore::put(const KernelProfile& p) {
+  if (Status s = validate_profile(p); !s) return Status::invalid_argument(path_ + ": " + key_text(p.key) + ": " + s.message());
+  CONCORD_RETURN_IF_ERROR(ensure_created());
   sqlite3* db = db_->handle;
   Stmt s(db,
          "INSERT OR REPLACE INTO profiles (gpu, driver, kernel, variant, size, payload, measured_at)"
          " VALUES (?, ?, ?, ?, ?, ?, datetime('now'))");
   if (!s.ok()) return sql_error(db, path_, "cannot prepare insert");
-  s.text(1, p.key.gpu);
-  s.text(2, p.key.driver);
-  s.text(3, p.key.kernel);
-  s.text(4, p.key.variant);
-  s.integer(5, p.key.size);
+  s.key(1, p.key);
   s.text(6, profile_to_json(p));
   if (s.step() != SQLITE_DONE) return sql_error(db, path_, "cannot store profile " + p.key.to_string());
   return Status::ok();
 }
 
+Status ProfileStore::merge(const KernelProfile& p, ProfileFields fields) {
+  if (Status s = validate_profile(p); !s) return Status::invalid_argument(path_ + ": " + key_text(p.key) + ": " + s.message());
+  CONCORD_RETURN_IF_ERROR(ensure_created());
+  sqlite3* db = db_->handle;
+  const std::string what = "update of " + p.key.to_string() + " (" + fields.to_string() + ")";
+  Transaction tx(db, path_);
+  CONCORD_RETURN_IF_ERROR(tx.begin(what));
+  nlohmann::json stored = nlohmann::json::object();
+  {
+    Stmt s(db, "SELECT payload FROM profiles WHERE gpu = ? AND driver = ? AND kernel = ? AND variant = ? AND size = ?");
+    if (!s.ok()) return sql_error(db, path_, "cannot prepare " + what);
+    s.key(1, p.key);
+    const int rc = s.step();
+    if (rc == SQLITE_ROW) {
+      // A payload that cannot be read is replaced (missing() reported all its fields missing).
+      auto j = nlohmann::json::parse(s.column_text(0), nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded() && j.is_object() && profile_from_json(s.column_text(0))) stored = std::move(j);
+    } else if (rc != SQLITE_DONE) {
+      return sql_error(db, path_, "cannot read for " + what);
+    }
+  }
+  const nlohmann::json fresh = nlohmann::json::parse(profile_to_json(p));
+  const double seconds_before = stored.value("profile_seconds", 0.0);
+  for (const char* k : kStaticKeys) stored[k] = fresh.at(k);
+  for (ProfileField f : kAllProfileFields) {
+    if (!fields.contains(f)) continue;
+    for (const char* k : json_keys_of(f)) stored[k] = fresh.at(k);
+  }
+  stored["profile_seconds"] = seconds_before + p.profile_seconds;
+  Stmt w(db,
+         "INSERT INTO profiles (gpu, driver, kernel, variant, size, payload, measured_at) VALUES (?, ?, ?, ?, ?, ?,"
+         " datetime('now')) ON CONFLICT (gpu, driver, kernel, variant, size) DO UPDATE SET payload = excluded.payload,"
+         " measured_at = excluded.measured_at");
+  if (!w.ok()) return sql_error(db, path_, "cannot prepare " + what);
+  w.key(1, p.key);
+  w.text(6, stored.dump());
+  if (w.step() != SQLITE_DONE) return sql_error(db, path_, "cannot write " + what);
+  return tx.commit(what);
+}
+
+Result<ProfileFields> ProfileStore::missing(const ProfileKey& key, ProfileFields wanted) const {
+  auto p = get(key);
+  if (!p) {
+    if (p.status().code() == StatusCode::parse_error) return wanted;  // a damaged row: measure it afresh
+    return p.status();
+  }
+  if (!p->has_value()) return wanted;
+  return wanted.without(measured_fields(**p));
+}
+
 Result<std::optional<KernelProfile>> ProfileStore::get(const ProfileKey& key) const {
   sqlite3* db = db_->handle;
+  if (!db) return std::optional<KernelProfile>();
   Stmt s(db, "SELECT payload FROM profiles WHERE gpu = ? AND driver = ? AND kernel = ? AND variant = ? AND size = ?");
   if (!s.ok()) return sql_error(db, path_, "cannot prepare lookup");
-  s.text(1, key.gpu);
-  s.text(2, key.driver);
-  s.text(3, key.kernel);
-  s.text(4, key.variant);
-  s.integer(5, key.size);
+  s.key(1, key);
   const int rc = s.step();
   if (rc == SQLITE_DONE) return std::optional<KernelProfile>();
   if (rc != SQLITE_ROW) return sql_error(db, path_, "cannot read profile " + key.to_string());
@@ -170,9 +498,10 @@ Result<std::optional<KernelProfile>> ProfileStore::get(const ProfileKey& key) co
 Result<std::optional<KernelProfile>> ProfileStore::find(const std::string& kernel, const std::string& variant, int64_t size,
                                                         const std::string& gpu) const {
   sqlite3* db = db_->handle;
+  if (!db) return std::optional<KernelProfile>();
   Stmt s(db,
-         "SELECT payload FROM profiles WHERE kernel = ? AND variant = ? AND size = ? AND (? = '' OR gpu = ?)"
-         " ORDER BY measured_at DESC LIMIT 1");
+         "SELECT payload, gpu, driver FROM profiles WHERE kernel = ? AND variant = ? AND size = ? AND (? = '' OR gpu = ?)"
+         " ORDER BY measured_at DESC, rowid DESC LIMIT 1");
   if (!s.ok()) return sql_error(db, path_, "cannot prepare lookup");
   s.text(1, kernel);
   s.text(2, variant);
@@ -183,26 +512,123 @@ Result<std::optional<KernelProfile>> ProfileStore::find(const std::string& kerne
   if (rc == SQLITE_DONE) return std::optional<KernelProfile>();
   if (rc != SQLITE_ROW) return sql_error(db, path_, "cannot read profiles");
   auto p = profile_from_json(s.column_text(0));
-  if (!p) return p.status();
+  if (!p) {
+    return Status(p.status().code(), path_ + ": " + s.column_text(1) + "/" + s.column_text(2) + "/" + kernel + "/" + variant +
+                                         "/" + std::to_string(size) + ": " + p.status().message());
+  }
   return std::optional<KernelProfile>(std::move(*p));
 }
 
-Result<std::vector<KernelProfile>> ProfileStore::all() const {
+Result<ProfileListing> ProfileStore::all() const {
+  ProfileListing out;
   sqlite3* db = db_->handle;
-  Stmt s(db, "SELECT payload FROM profiles ORDER BY gpu, kernel, variant, size");
-  if (!s.ok()) return sql_error(db, path_, "cannot prepare listing");
-  std::vector<KernelProfile> out;
+  if (!db) return out;
+  CONCORD_RETURN_IF_ERROR(scan_rows(db, path_, "profiles", "gpu, driver, kernel, variant, size, payload", out.problems,
+                                    [&](const Stmt& s) {
+                                      const ProfileKey key = key_of_row(s, 1);
+                                      auto p = profile_from_json(s.column_text(6));
+                                      if (!p) {
+                                        out.problems.push_back(path_ + ": profile " + key.to_string() +
+                                                               ": unreadable, skipped: " + p.status().message());
+                                      } else {
+                                        out.profiles.push_back(std::move(*p));
+                                      }
+                                    }));
+  std::sort(out.profiles.begin(), out.profiles.end(), [](const KernelProfile& a, const KernelProfile& b) {
+    return std::tie(a.key.gpu, a.key.kernel, a.key.variant, a.key.size, a.key.driver) <
+           std::tie(b.key.gpu, b.key.kernel, b.key.variant, b.key.size, b.key.driver);
+  });
+  return out;
+}
+
+Status ProfileStore::put_facet(const ProfileKey& key, const std::string& facet, const std::string& json) {
+  if (Status s = check_facet(facet, json); !s) return Status::invalid_argument(path_ + ": " + key_text(key) + ": " + s.message());
+  CONCORD_RETURN_IF_ERROR(ensure_created());
+  sqlite3* db = db_->handle;
+  Stmt s(db,
+         "INSERT INTO facets (gpu, driver, kernel, variant, size, facet, payload, measured_at) VALUES (?, ?, ?, ?, ?, ?, ?,"
+         " datetime('now')) ON CONFLICT (gpu, driver, kernel, variant, size, facet) DO UPDATE SET payload = excluded.payload,"
+         " measured_at = excluded.measured_at");
+  if (!s.ok()) return sql_error(db, path_, "cannot prepare facet insert");
+  s.key(1, key);
+  s.text(6, facet);
+  s.text(7, json);
+  if (s.step() != SQLITE_DONE) return sql_error(db, path_, "cannot store facet '" + facet + "' of " + key.to_string());
+  return Status::ok();
+}
+
+Result<std::optional<std::string>> ProfileStore::get_facet(const ProfileKey& key, const std::string& facet) const {
+  sqlite3* db = db_->handle;
+  if (!db) return std::optional<std::string>();
+  Stmt s(db, "SELECT payload FROM facets WHERE gpu = ? AND driver = ? AND kernel = ? AND variant = ? AND size = ? AND facet = ?");
+  if (!s.ok()) return sql_error(db, path_, "cannot prepare facet lookup");
+  s.key(1, key);
+  s.text(6, facet);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return sql_error(db, path_, "cannot read facet '" + facet + "' of " + key.to_string());
+  return std::optional<std::string>(s.column_text(0));
+}
+
+Result<std::map<std::string, std::string>> ProfileStore::facets_of(const ProfileKey& key) const {
+  std::map<std::string, std::string> out;
+  sqlite3* db = db_->handle;
+  if (!db) return out;
+  Stmt s(db, "SELECT facet, payload FROM facets WHERE gpu = ? AND driver = ? AND kernel = ? AND variant = ? AND size = ?");
+  if (!s.ok()) return sql_error(db, path_, "cannot prepare facet lookup");
+  s.key(1, key);
   int rc;
-  while ((rc = s.step()) == SQLITE_ROW) {
-    auto p = profile_from_json(s.column_text(0));
-    if (!p) return Status(p.status().code(), path_ + ": " + p.status().message());
-    out.push_back(std::move(*p));
-  }
-  if (rc != SQLITE_DONE) return sql_error(db, path_, "cannot list profiles");
+  while ((rc = s.step()) == SQLITE_ROW) out[s.column_text(0)] = s.column_text(1);
+  if (rc != SQLITE_DONE) return sql_error(db, path_, "cannot read the facets of " + key.to_string());
+  return out;
+}
+
+Result<std::optional<std::string>> ProfileStore::find_facet(const std::string& kernel, const std::string& variant, int64_t size,
+                                                            const std::string& facet, const std::string& gpu) const {
+  sqlite3* db = db_->handle;
+  if (!db) return std::optional<std::string>();
+  Stmt s(db,
+         "SELECT payload FROM facets WHERE kernel = ? AND variant = ? AND size = ? AND facet = ? AND (? = '' OR gpu = ?)"
+         " ORDER BY measured_at DESC, rowid DESC LIMIT 1");
+  if (!s.ok()) return sql_error(db, path_, "cannot prepare facet lookup");
+  s.text(1, kernel);
+  s.text(2, variant);
+  s.integer(3, size);
+  s.text(4, facet);
+  s.text(5, gpu);
+  s.text(6, gpu);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return sql_error(db, path_, "cannot read facets");
+  return std::optional<std::string>(s.column_text(0));
+}
+
+Result<FacetListing> ProfileStore::all_facets() const {
+  FacetListing out;
+  sqlite3* db = db_->handle;
+  if (!db) return out;
+  CONCORD_RETURN_IF_ERROR(scan_rows(db, path_, "facets", "gpu, driver, kernel, variant, size, facet, payload, measured_at",
+                                    out.problems, [&](const Stmt& s) {
+                                      ProfileFacet f{key_of_row(s, 1), s.column_text(6), s.column_text(7), s.column_text(8)};
+                                      if (Status c = check_facet(f.name, f.json); !c) {
+                                        out.problems.push_back(path_ + ": facet '" + f.name + "' of " + f.key.to_string() +
+                                                               ": unreadable, skipped: " + c.message());
+                                      } else {
+                                        out.facets.push_back(std::move(f));
+                                      }
+                                    }));
+  std::sort(out.facets.begin(), out.facets.end(), [](const ProfileFacet& a, const ProfileFacet& b) {
+    return std::tie(a.key.gpu, a.key.kernel, a.key.variant, a.key.size, a.key.driver, a.name) <
+           std::tie(b.key.gpu, b.key.kernel, b.key.variant, b.key.size, b.key.driver, b.name);
+  });
   return out;
 }
 
 Status ProfileStore::record_session(const std::string& gpu, const std::string& driver, double seconds, int profiles) {
+  if (!std::isfinite(seconds) || seconds < 0 || profiles < 0) {
+    return Status::invalid_argument(path_ + ": session: seconds and profiles must be finite and >= 0");
+  }
+  CONCORD_RETURN_IF_ERROR(ensure_created());
   sqlite3* db = db_->handle;
   Stmt s(db, "INSERT INTO sessions (gpu, driver, seconds, profiles) VALUES (?, ?, ?, ?)");
   if (!s.ok()) return sql_error(db, path_, "cannot prepare session insert");
@@ -215,35 +641,74 @@ Status ProfileStore::record_session(const std::string& gpu, const std::string& d
 }
 
 Result<std::vector<ProfileStore::Session>> ProfileStore::sessions() const {
+  std::vector<Session> out;
   sqlite3* db = db_->handle;
+  if (!db) return out;
   Stmt s(db, "SELECT gpu, driver, seconds, profiles, finished_at FROM sessions ORDER BY id");
   if (!s.ok()) return sql_error(db, path_, "cannot prepare session listing");
-  std::vector<Session> out;
-  while (s.step() == SQLITE_ROW) {
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
     out.push_back({s.column_text(0), s.column_text(1), s.column_text(4), sqlite3_column_double(s.get(), 2),
                    sqlite3_column_int(s.get(), 3)});
   }
+  if (rc != SQLITE_DONE) return sql_error(db, path_, "cannot list sessions");
   return out;
 }
 
-Status ProfileStore::export_json(const std::string& path) const {
+namespace {
+
+nlohmann::json key_json(const ProfileKey& k) {
+  return {{"gpu", k.gpu}, {"driver", k.driver}, {"kernel", k.kernel}, {"variant", k.variant}, {"size", k.size}};
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ProfileStore::export_json(const std::string& path) const {
   auto profiles = all();
   if (!profiles) return profiles.status();
+  auto facets = all_facets();
+  if (!facets) return facets.status();
+  std::vector<std::string> problems = integrity_problems_;
+  problems.insert(problems.end(), profiles->problems.begin(), profiles->problems.end());
+  problems.insert(problems.end(), facets->problems.begin(), facets->problems.end());
   auto sess = sessions();
-  if (!sess) return sess.status();
+  if (!sess) {
+    problems.push_back(sess.status().message() + " (sessions not exported)");
+    sess = std::vector<Session>();
+  }
   nlohmann::json j;
   j["concord_profiles"] = kSchemaVersion;
   j["profiles"] = nlohmann::json::array();
-  for (const auto& p : *profiles) j["profiles"].push_back(nlohmann::json::parse(profile_to_json(p)));
+  for (const auto& p : profiles->profiles) j["profiles"].push_back(nlohmann::json::parse(profile_to_json(p)));
+  j["facets"] = nlohmann::json::array();
+  for (const auto& f : facets->facets) {
+    j["facets"].push_back(
+        {{"key", key_json(f.key)}, {"facet", f.name}, {"payload", nlohmann::json::parse(f.json)}, {"measured_at", f.measured_at}});
+  }
   j["sessions"] = nlohmann::json::array();
   for (const auto& s : *sess) {
     j["sessions"].push_back({{"gpu", s.gpu}, {"driver", s.driver}, {"seconds", s.seconds}, {"profiles", s.profiles},
                              {"finished_at", s.finished_at}});
   }
-  std::ofstream out(path);
-  if (!out) return Status::not_found(path + ": cannot write export");
-  out << j.dump(1) << "\n";
-  return out ? Status::ok() : Status::internal(path + ": write failed");
+  // Written beside the target and renamed over it, so a failed write never leaves half a file.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return Status::io_error(path + ": cannot write the export (" + std::strerror(errno) + ")");
+    out << j.dump(1) << "\n";
+    out.close();
+    if (!out) {
+      std::filesystem::remove(tmp);
+      return Status::io_error(path + ": writing the export failed (" + std::strerror(errno) + ")");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    return Status::io_error(path + ": cannot write the export: " + ec.message());
+  }
+  return problems;
 }
 
 Result<int> ProfileStore::import_json(const std::string& path) {
@@ -258,32 +723,72 @@ Result<int> ProfileStore::import_json(const std::string& path) {
   if (!j.is_object() || !j.contains("profiles") || !j["profiles"].is_array()) {
     return Status::parse_error(path + ": field 'profiles': missing or not a list (not a Concord profile export)");
   }
-  // All or nothing: a bad entry leaves the store as it was.
+  // Everything is validated before anything is written: a bad entry leaves the store as it was.
   std::vector<KernelProfile> parsed;
+  std::vector<ProfileFacet> facets;
   for (size_t i = 0; i < j["profiles"].size(); ++i) {
+    const std::string where = path + ": profiles[" + std::to_string(i) + "]";
     auto p = profile_from_json(j["profiles"][i].dump());
-    if (!p) return Status::parse_error(path + ": field 'profiles[" + std::to_string(i) + "]': " + p.status().message());
+    if (!p) return Status::parse_error(where + ": " + p.status().message());
+    // Exports of schema v2 and older carry RAISE's metrics in the profile: they become its facet.
+    const auto& entry = j["profiles"][i];
+    if (entry.contains("raise")) {
+      const nlohmann::json old{{"metrics", entry["raise"]}, {"class", entry.value("raise_class", nlohmann::json("LAT"))}};
+      auto metrics = profile::raise_facet_from_json(old.dump());
+      if (!metrics) return Status::parse_error(where + " (" + key_text(p->key) + "): field 'raise': " + metrics.status().message());
+      facets.push_back({p->key, kRaiseFacet, profile::raise_facet_to_json(*metrics), ""});
+    }
     parsed.push_back(std::move(*p));
   }
-  sqlite3* db = db_->handle;
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return sql_error(db, path_, "cannot begin import");
-  for (const auto& p : parsed) {
-    if (Status s = put(p); !s) {
-      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-      return s;
-    }
-  }
-  if (j.contains("sessions") && j["sessions"].is_array()) {
-    for (const auto& s : j["sessions"]) {
-      if (Status st = record_session(s.value("gpu", ""), s.value("driver", ""), s.value("seconds", 0.0), s.value("profiles", 0));
-          !st) {
-        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-        return st;
+  if (j.contains("facets")) {
+    if (!j["facets"].is_array()) return Status::parse_error(path + ": field 'facets': not a list");
+    for (size_t i = 0; i < j["facets"].size(); ++i) {
+      const auto& f = j["facets"][i];
+      const std::string where = path + ": facets[" + std::to_string(i) + "]";
+      if (!f.is_object() || !f.contains("key") || !f.contains("facet") || !f.contains("payload") || !f["facet"].is_string()) {
+        return Status::parse_error(where + ": expected {\"key\": {...}, \"facet\": NAME, \"payload\": {...}}");
       }
+      // A facet's key reads like a profile's.
+      auto key = profile_from_json(nlohmann::json{{"key", f["key"]}}.dump());
+      if (!key) return Status::parse_error(where + ": " + key.status().message());
+      ProfileFacet facet{key->key, f["facet"].get<std::string>(), f["payload"].dump(), ""};
+      if (Status s = check_facet(facet.name, facet.json); !s) {
+        return Status::parse_error(where + " (" + key_text(facet.key) + "): " + s.message());
+      }
+      facets.push_back(std::move(facet));
     }
   }
-  if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return sql_error(db, path_, "cannot commit import");
-  return static_cast<int>(parsed.size());
+  std::vector<Session> sessions_in;
+  if (j.contains("sessions")) {
+    if (!j["sessions"].is_array()) return Status::parse_error(path + ": field 'sessions': not a list");
+    for (size_t i = 0; i < j["sessions"].size(); ++i) {
+      const auto& s = j["sessions"][i];
+      const std::string where = path + ": sessions[" + std::to_string(i) + "]";
+      if (!s.is_object()) return Status::parse_error(where + ": not an object");
+      Session out;
+      try {
+        out.gpu = s.value("gpu", "");
+        out.driver = s.value("driver", "");
+        out.seconds = s.value("seconds", 0.0);
+        out.profiles = s.value("profiles", 0);
+      } catch (const nlohmann::json::exception& e) {
+        return Status::parse_error(where + ": " + e.what());
+      }
+      if (!std::isfinite(out.seconds) || out.seconds < 0 || out.profiles < 0) {
+        return Status::parse_error(where + ": field 'seconds'/'profiles': must be finite and >= 0");
+      }
+      sessions_in.push_back(out);
+    }
+  }
+  CONCORD_RETURN_IF_ERROR(ensure_created());
+  sqlite3* db = db_->handle;
+  Transaction tx(db, path_);
+  CONCORD_RETURN_IF_ERROR(tx.begin("import of " + path));
+  for (const auto& p : parsed) CONCORD_RETURN_IF_ERROR(put(p));
+  for (const auto& f : facets) CONCORD_RETURN_IF_ERROR(put_facet(f.key, f.name, f.json));
+  for (const auto& s : sessions_in) CONCORD_RETURN_IF_ERROR(record_session(s.gpu, s.driver, s.seconds, s.profiles));
+  CONCORD_RETURN_IF_ERROR(tx.commit("import of " + path));
+  return static_cast<int>(parsed.size() + facets.size());
 }
 
 Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const std::string& gpu) {
@@ -294,12 +799,16 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
       bool any = false;
       // RAISE metrics of every variant that has them.
       for (KernelVariant& v : k.variants) {
-        auto pv = store.find(k.name, v.name, k.size, gpu);
-        if (!pv) return pv.status();
-        if (*pv && (*pv)->raise) {
-          v.raise_metrics = *(*pv)->raise;
-          any = true;
+        auto facet = store.find_facet(k.name, v.name, k.size, kRaiseFacet, gpu);
+        if (!facet) return facet.status();
+        if (!*facet) continue;
+        auto metrics = profile::raise_facet_from_json(**facet);
+        if (!metrics) {
+          return Status(metrics.status().code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " +
+                                                     metrics.status().message());
         }
+        v.raise_metrics = *metrics;
+        any = true;
       }
       auto p = store.find(k.name, k.variant(k.default_variant).name, k.size, gpu);
       if (!p) return p.status();

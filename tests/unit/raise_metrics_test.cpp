@@ -10,6 +10,7 @@
 #include "concord/suite.h"
 #include "concord/workload.h"
 #include "profile/ncu.h"
+#include "profile/raise_facet.h"
 
 namespace concord {
 namespace {
@@ -144,7 +145,7 @@ TEST(NcuJobs, EveryVariantOfEachDistinctKernelAndSizeRoundTrips) {
   EXPECT_NE(bad.status().message().find("jobs.txt:2"), std::string::npos);
 }
 
-TEST(NcuStore, StoresVectorsKeepsMeasuredCurvesAndAttachesPerVariant) {
+TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / ("raise_store_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -168,15 +169,22 @@ TEST(NcuStore, StoresVectorsKeepsMeasuredCurvesAndAttachesPerVariant) {
   auto n = profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches}, "t.csv");
   ASSERT_TRUE(n.is_ok()) << n.status().to_string();
   EXPECT_EQ(*n, static_cast<int>(jobs.size()));
+  // The metrics are the "raise" facet; the profile's measured curve is untouched.
   auto kept = (*store)->get(have.key);
   ASSERT_TRUE(kept.is_ok() && kept->has_value());
   EXPECT_EQ((*kept)->sm_curve.size(), 2u);
-  ASSERT_TRUE((*kept)->raise.has_value());
-  auto fresh = (*store)->get({"NVIDIA H200", "580", "bfs", bfs->variant(0).name, 4096});
+  auto kept_facet = (*store)->get_facet(have.key, kRaiseFacet);
+  ASSERT_TRUE(kept_facet.is_ok() && kept_facet->has_value());
+  const ProfileKey fresh_key{"NVIDIA H200", "580", "bfs", bfs->variant(0).name, 4096};
+  auto fresh = (*store)->get_facet(fresh_key, kRaiseFacet);
   ASSERT_TRUE(fresh.is_ok() && fresh->has_value());
-  EXPECT_EQ((*fresh)->threads_per_block, bfs->variant(0).threads_per_block);
-  EXPECT_NEAR(at(*(*fresh)->raise, RaiseMetric::du), 1.0, 1e-9);  // 10% -> 1
-  EXPECT_EQ((*fresh)->raise_class, RaiseClass::com);  // IPC 10 per cycle clamps to 10, DU 1
+  auto fresh_metrics = profile::raise_facet_from_json(**fresh);
+  ASSERT_TRUE(fresh_metrics.is_ok()) << fresh_metrics.status().to_string();
+  EXPECT_NEAR(at(*fresh_metrics, RaiseMetric::du), 1.0, 1e-9);  // 10% -> 1
+  EXPECT_EQ(*profile::raise_facet_class(**fresh), RaiseClass::com);  // IPC 10 per cycle clamps to 10, DU 1
+  auto no_profile = (*store)->get(fresh_key);
+  ASSERT_TRUE(no_profile.is_ok());
+  EXPECT_FALSE(no_profile->has_value()) << "a facet write makes no profile row";
   // attach_profiles gives every variant its vector.
   auto w = parse_workload("tenants:\n  - {name: a, kernels: [{kernel: bfs, size: 4096}]}\n", "w.yaml");
   ASSERT_TRUE(w.is_ok());
@@ -190,9 +198,9 @@ TEST(NcuStore, StoresVectorsKeepsMeasuredCurvesAndAttachesPerVariant) {
     }
   }
   ASSERT_TRUE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
-  auto mean = (*store)->get({"NVIDIA H200", "580", "bfs", bfs->variant(0).name, 4096});
+  auto mean = (*store)->get_facet(fresh_key, kRaiseFacet);
   ASSERT_TRUE(mean.is_ok() && mean->has_value());
-  EXPECT_NEAR(at(*(*mean)->raise, RaiseMetric::du), 2.0, 1e-9);
+  EXPECT_NEAR(at(*profile::raise_facet_from_json(**mean), RaiseMetric::du), 2.0, 1e-9);
   // Mismatched counts, in any pass, and no pass at all are refused.
   second.pop_back();
   EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
