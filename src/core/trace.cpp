@@ -171,7 +171,7 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
       changes[dispatches[i].begin].push_back({i, true});
       changes[dispatches[i].end].push_back({i, false});
     }
-    trace.counter(pid, "SMs held", 0, 0);
+    if (changes.empty() || changes.begin()->first > 0) trace.counter(pid, "SMs held", 0, 0);
     std::multiset<size_t> running;
     int last = 0;
     for (const auto& [at, list] : changes) {
@@ -183,7 +183,7 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
       }
       SmSet sms;
       for (size_t i : running) sms = sms | run.dispatches[i].placement.sms;
-      if (sms.count() != last || at == 0) {
+      if (sms.count() != last || at == changes.begin()->first) {
         last = sms.count();
         trace.counter(pid, "SMs held", at, last);
       }
