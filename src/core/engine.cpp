@@ -129,7 +129,7 @@ class Engine final : public SchedContext, public TenantSink {
   Status notify_joined();
   Status notify_ready();
   Status pump_source();
-  void mark_ready_dirty() { ready_dirty_ = true; }
+  void refresh_ready(const LaunchState& ls);
   bool all_done() const;
 
   TenantSource& source_;
@@ -150,40 +150,62 @@ class Engine final : public SchedContext, public TenantSink {
   std::vector<TenantId> newly_joined_;
   std::vector<TenantId> newly_left_;
   int64_t reached_ = 0;               // launches reached so far (ready_seq)
+  std::vector<int64_t> reached_order_;  // reached, unfinished launches by (ready time, ready_seq)
   int64_t unfinished_ = 0;            // launches submitted and not finished
   Seconds source_next_ = kNever;      // when the source next has something by itself
   EngineStats stats_;
   bool started_ = false;
 };
 
+ReadyLaunch ready_entry(const LaunchState& ls) {
+  ReadyLaunch r;
+  r.id = ls.record.id;
+  r.tenant = ls.record.tenant;
+  r.kernel = ls.kernel;
+  r.request = ls.record.request;
+  r.index = ls.record.index;
+  r.last_of_request = ls.last_of_request;
+  r.ready_since = ls.record.ready;
+  r.request_arrival = ls.request_arrival;
+  r.pending = ls.pending.front();
+  r.pending_blocks = ls.pending_blocks();
+  r.has_running_dispatch = ls.running > 0;
+  return r;
+}
+
+// Ready order: by the time a launch became ready, then by the order launches were reached.
+bool ready_before(const LaunchState& a, const LaunchState& b) {
+  return a.record.ready != b.record.ready ? a.record.ready < b.record.ready : a.ready_seq < b.ready_seq;
+}
+
 std::span<const ReadyLaunch> Engine::ready() const {
   if (ready_dirty_) {
     ready_.clear();
-    for (const TenantState& t : tenants_) {
-      if (t.stream.empty()) continue;
-      const LaunchState& ls = launches_[static_cast<size_t>(t.stream.front())];
-      if (ls.pending.empty()) continue;
-      ReadyLaunch r;
-      r.id = ls.record.id;
-      r.tenant = ls.record.tenant;
-      r.kernel = ls.kernel;
-      r.request = ls.record.request;
-      r.index = ls.record.index;
-      r.last_of_request = ls.last_of_request;
-      r.ready_since = ls.record.ready;
-      r.request_arrival = ls.request_arrival;
-      r.pending = ls.pending.front();
-      r.pending_blocks = ls.pending_blocks();
-      r.has_running_dispatch = ls.running > 0;
-      ready_.push_back(r);
+    for (int64_t id : reached_order_) {
+      const LaunchState& ls = launches_[static_cast<size_t>(id)];
+      if (!ls.pending.empty()) ready_.push_back(ready_entry(ls));
     }
-    std::sort(ready_.begin(), ready_.end(), [this](const ReadyLaunch& a, const ReadyLaunch& b) {
-      if (a.ready_since != b.ready_since) return a.ready_since < b.ready_since;
-      return launches_[static_cast<size_t>(a.id.value)].ready_seq < launches_[static_cast<size_t>(b.id.value)].ready_seq;
-    });
     ready_dirty_ = false;
   }
   return ready_;
+}
+
+void Engine::refresh_ready(const LaunchState& ls) {
+  // One launch changed (dispatched, came back, reached or finished): patch its entry in place
+  // rather than rebuild the list, so a decision costs the same with 4 tenants or 16.
+  if (ready_dirty_) return;
+  auto it = std::find_if(ready_.begin(), ready_.end(), [&](const ReadyLaunch& r) { return r.id == ls.record.id; });
+  if (!ls.reached || ls.pending.empty()) {
+    if (it != ready_.end()) ready_.erase(it);
+    return;
+  }
+  if (it != ready_.end()) {
+    *it = ready_entry(ls);
+    return;
+  }
+  it = std::find_if(ready_.begin(), ready_.end(),
+                    [&](const ReadyLaunch& r) { return ready_before(ls, launches_[static_cast<size_t>(r.id.value)]); });
+  ready_.insert(it, ready_entry(ls));
 }
 
 std::span<const QueuedLaunch> Engine::queued(TenantId tenant) const {
@@ -360,6 +382,8 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
   };
   commit(*ls, variant, range);
   if (partner) commit(*partner, partner_variant, req.parts[1].range);
+  refresh_ready(*ls);
+  if (partner) refresh_ready(*partner);
   if (!ls->reached) {
     // Behind the whole launch before it in its stream (check_dispatchable).
     const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; });
@@ -385,7 +409,6 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
   }
   running_.push_back(std::move(run));
   ++stats_.dispatches;
-  mark_ready_dirty();
   if (options_.observer) options_.observer->on_dispatch(rec);
   return req.id;
 }
@@ -557,8 +580,12 @@ void Engine::reach_front(TenantState& t, Seconds ready_at) {
   ls.reached = true;
   ls.ready_seq = reached_++;
   ls.record.ready = ready_at;
+  const auto pos = std::upper_bound(reached_order_.begin(), reached_order_.end(), ls.record.id.value, [this](int64_t a, int64_t b) {
+    return ready_before(launches_[static_cast<size_t>(a)], launches_[static_cast<size_t>(b)]);
+  });
+  reached_order_.insert(pos, ls.record.id.value);
   t.queued_dirty = true;
-  mark_ready_dirty();
+  refresh_ready(ls);
   // A launch dispatched behind the one before it starts with no host in between: not "ready".
   if (!ls.dispatched_once) newly_ready_.push_back(ls.record.id);
 }
@@ -600,6 +627,7 @@ Status Engine::handle_completion(const Completion& c) {
     ls.blocks_done += done;
     give_back_range(ls.pending, BlockRange{r.begin + done, r.end});
     --ls.running;
+    refresh_ready(ls);
     if (ls.record.start < 0 || c.start < ls.record.start) ls.record.start = c.start;
     TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
     RequestRecord& req = t.record.requests[static_cast<size_t>(ls.record.request)];
@@ -622,6 +650,7 @@ Status Engine::handle_completion(const Completion& c) {
     }
     t.stream.pop_front();
     t.queued_dirty = true;
+    reached_order_.erase(std::find(reached_order_.begin(), reached_order_.end(), ls.record.id.value));
     const TenantId tenant = ls.record.tenant;
     const LaunchId launch = ls.record.id;
     const bool ends_request = ls.last_of_request;
@@ -643,7 +672,6 @@ Status Engine::handle_completion(const Completion& c) {
       newly_left_.push_back(tenant);
     }
   }
-  mark_ready_dirty();
   if (options_.observer) options_.observer->on_dispatch_end(rec);
   return Status::ok();
 }

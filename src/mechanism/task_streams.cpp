@@ -30,40 +30,44 @@ Status TaskStreams::schedule(SchedContext& ctx, TaskChooser& chooser) {
       ++it;
     }
   }
-  // Running tasks go on: their next launch on their stream, in their variant.
-  const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
-  std::vector<WaitingTask> waiting;
-  for (const ReadyLaunch& r : ready) {
+  // Running tasks go on: their next launch on their stream, in their variant. What to dispatch is
+  // collected first (dispatching changes the ready list).
+  continuing_.clear();
+  waiting_.clear();
+  for (const ReadyLaunch& r : ctx.ready()) {
     if (r.has_running_dispatch) continue;
     auto it = active_.find(r.tenant.value);
     if (it != active_.end() && it->second.request == r.request) {
-      Placement p = whole_gpu(ctx);
-      p.variant = std::min(it->second.variant, r.kernel->variant_count() - 1);
-      auto d = ctx.dispatch(r.id, p);
-      if (!d) return d.status();
+      continuing_.push_back({r.id, std::min(it->second.variant, r.kernel->variant_count() - 1)});
     } else if (it == active_.end()) {
-      waiting.push_back({r.id, r.tenant, r.request});
+      waiting_.push_back({r.id, r.tenant, r.request});
     }
   }
+  for (const auto& [launch, variant] : continuing_) {
+    Placement p = whole_gpu(ctx);
+    p.variant = variant;
+    auto d = ctx.dispatch(launch, p);
+    if (!d) return d.status();
+  }
+  std::vector<WaitingTask>& waiting = waiting_;
   // New tasks while a stream is free.
   while (running_tasks() < streams_ && !waiting.empty()) {
     auto c = chooser.choose(ctx, waiting);
     if (!c) break;  // hold
-    CONCORD_RETURN_IF_ERROR(start_task(ctx, ready, waiting, *c));
+    CONCORD_RETURN_IF_ERROR(start_task(ctx, waiting, *c));
   }
   return queue_ahead(ctx);
 }
 
-Status TaskStreams::start_task(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<WaitingTask>& waiting,
-                               const TaskChoice& c) {
+Status TaskStreams::start_task(SchedContext& ctx, std::vector<WaitingTask>& waiting, const TaskChoice& c) {
   const WaitingTask w = waiting[c.index];
-  const ReadyLaunch* r = nullptr;
-  for (const ReadyLaunch& x : ready) {
-    if (x.id == w.launch) r = &x;
+  const KernelSpec* kernel = nullptr;
+  for (const ReadyLaunch& x : ctx.ready()) {
+    if (x.id == w.launch) kernel = x.kernel;
   }
-  if (!r) return Status::internal("task streams: waiting launch " + std::to_string(w.launch.value) + " is not ready");
+  if (!kernel) return Status::internal("task streams: waiting launch " + std::to_string(w.launch.value) + " is not ready");
   Placement p = whole_gpu(ctx);
-  p.variant = std::min(c.variant, r->kernel->variant_count() - 1);
+  p.variant = std::min(c.variant, kernel->variant_count() - 1);
   auto d = ctx.dispatch(w.launch, p);
   if (!d) return d.status();
   active_[w.tenant.value] = {w.request, c.variant};

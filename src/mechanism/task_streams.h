@@ -61,13 +61,15 @@ class TaskStreams {
 
  private:
   Status queue_ahead(SchedContext& ctx);
-  Status start_task(SchedContext& ctx, const std::vector<ReadyLaunch>& ready, std::vector<WaitingTask>& waiting,
-                    const TaskChoice& c);
+  Status start_task(SchedContext& ctx, std::vector<WaitingTask>& waiting, const TaskChoice& c);
 
   int streams_;
   int ahead_ = -1;
   int burst_ = 4;
   std::map<int64_t, Active> active_;  // tenant -> its running task
+  // Per call, kept to reuse their storage: launches of running tasks to dispatch, tasks waiting.
+  std::vector<std::pair<LaunchId, int>> continuing_;
+  std::vector<WaitingTask> waiting_;
 };
 
 // `ahead` ("task", the default, or a count >= 0) and `burst` (default 4, 0: no limit) of a

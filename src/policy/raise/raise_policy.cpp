@@ -111,13 +111,7 @@ RaiseVector RaisePolicy::global() const {
 std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
   std::vector<const TaskInfo*> infos;
   infos.reserve(waiting.size());
-  for (const WaitingTask& w : waiting) {
-    const ReadyLaunch* first = nullptr;
-    for (const ReadyLaunch& r : ctx.ready()) {
-      if (r.id == w.launch) first = &r;
-    }
-    infos.push_back(&types_.of(ctx, w.tenant, first));
-  }
+  for (const WaitingTask& w : waiting) infos.push_back(&types_.of(ctx, w.tenant, w.launch));
   if (p_.alpha_auto || p_.beta_auto) {
     if (!update_thresholds()) return std::nullopt;
   }

@@ -95,9 +95,18 @@ Status TaskTypes::joined(const SchedContext& ctx, TenantId tenant) {
   return Status::ok();
 }
 
-const TaskInfo& TaskTypes::of(const SchedContext& ctx, TenantId tenant, const ReadyLaunch* first) {
+const TaskInfo& TaskTypes::of(const SchedContext& ctx, TenantId tenant, LaunchId launch) {
   const auto t = static_cast<size_t>(tenant.value);
-  if (hinted_[t] || !first) return *infos_[t];
+  if (hinted_[t]) return *infos_[t];
+  const ReadyLaunch* first = nullptr;
+  for (const ReadyLaunch& r : ctx.ready()) {
+    if (r.id == launch) first = &r;
+  }
+  if (!first) {
+    if (infos_[t]) return *infos_[t];
+    static const TaskInfo kUnknown{{RaiseVector{}}, RaiseClass::lat, 0, false};
+    return kUnknown;
+  }
   // No hint: the task's kernels as its tenant has submitted them by now.
   std::vector<TenantHints::Step> kernels{{first->kernel, 1}};
   if (!first->last_of_request) {

@@ -36,8 +36,9 @@ class TaskTypes {
   // From the tenant's hint, if any (and checks its label).
   Status joined(const SchedContext& ctx, TenantId tenant);
   // The info of the task whose first launch is `first` (from the present when the tenant has no
-  // hint); stable for a task once it started.
-  const TaskInfo& of(const SchedContext& ctx, TenantId tenant, const ReadyLaunch* first);
+  // hint: the launch and what its request has submitted behind it); stable for a task once it
+  // started.
+  const TaskInfo& of(const SchedContext& ctx, TenantId tenant, LaunchId first);
   const TaskInfo& known(TenantId tenant) const { return *infos_[static_cast<size_t>(tenant.value)]; }
   // The infos known so far (hinted tenants from the start, others once a task of theirs was seen).
   std::vector<TaskInfo> all_known() const;

@@ -14,11 +14,7 @@ Status TypeOrderPolicy::on_start(SchedContext& ctx) {
 }
 
 const TaskInfo& TypeOrderPolicy::info_of(SchedContext& ctx, const WaitingTask& w) {
-  const ReadyLaunch* first = nullptr;
-  for (const ReadyLaunch& r : ctx.ready()) {
-    if (r.id == w.launch) first = &r;
-  }
-  return types_.of(ctx, w.tenant, first);
+  return types_.of(ctx, w.tenant, w.launch);
 }
 
 TaskChoice TypeOrderPolicy::with_random_variant(SchedContext& ctx, const std::vector<WaitingTask>& waiting, size_t index) {

@@ -1,0 +1,37 @@
+# The layers of DESIGN.md, enforced: no folder includes a layer above it. Run as
+#   cmake -DSRC=<repo>/src -P layering.cmake
+# Each rule: a folder, and the include prefixes its files may not use (comma-separated).
+set(rules
+  "core|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h"
+  "mechanism|policy/,backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
+  "policy|backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
+  "backend/sim|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/,concord/spec_source.h,concord/experiment.h"
+  "frontend|policy/,mechanism/,backend/,runner/,cli/,profile/,concord/experiment.h"
+  "workload|policy/,mechanism/,backend/,runner/,cli/,profile/,concord/experiment.h"
+  "kernels|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/"
+  "profile|policy/,mechanism/,frontend/,runner/,cli/")
+set(violations "")
+foreach(rule IN LISTS rules)
+  string(REPLACE "|" ";" parts "${rule}")
+  list(GET parts 0 folder)
+  list(GET parts 1 forbidden)
+  string(REPLACE "," ";" forbidden "${forbidden}")
+  file(GLOB_RECURSE files "${SRC}/${folder}/*.h" "${SRC}/${folder}/*.cpp" "${SRC}/${folder}/*.cu" "${SRC}/${folder}/*.cuh")
+  foreach(f IN LISTS files)
+    file(STRINGS "${f}" includes REGEX "^#include \"")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" inc "${line}")
+      foreach(prefix IN LISTS forbidden)
+        string(FIND "${inc}" "${prefix}" at)
+        if(at EQUAL 0)
+          file(RELATIVE_PATH rel "${SRC}" "${f}")
+          string(APPEND violations "  src/${rel} includes ${inc} (src/${folder} may not use ${prefix})\n")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+endforeach()
+if(violations)
+  message(FATAL_ERROR "layering: includes across layers, upward:\n${violations}")
+endif()
+message(STATUS "layering: every folder includes only its own layer and those below")
