@@ -22,5 +22,32 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# Another package manager (unattended-upgrades, a second setup) may hold the dpkg or apt lock:
+# wait for it, up to CONCORD_APT_LOCK_WAIT seconds (default 600), instead of failing at once.
+lock_wait=${CONCORD_APT_LOCK_WAIT:-600}
+deadline=$((SECONDS + lock_wait))
+apt_get() {
+  local log announced=""
+  log=$(mktemp)
+  while true; do
+    if $sudo apt-get -o DPkg::Lock::Timeout="$((deadline > SECONDS ? deadline - SECONDS : 0))" "$@" 2>"$log"; then
+      cat "$log" >&2
+      rm -f "$log"
+      return 0
+    fi
+    if ! grep -qiE "could not get lock|unable to acquire|is another process using it" "$log" || [ "$SECONDS" -ge "$deadline" ]; then
+      cat "$log" >&2
+      rm -f "$log"
+      [ "$SECONDS" -ge "$deadline" ] && echo "setup: the package lock was still held after ${lock_wait} s" >&2
+      return 1
+    fi
+    if [ -z "$announced" ]; then
+      echo "setup: another package manager holds the lock; waiting up to $((deadline - SECONDS)) s" >&2
+      announced=1
+    fi
+    sleep 5
+  done
+}
+apt_get update -q
+apt_get install -y -q --no-install-recommends "${missing[@]}"

@@ -2,6 +2,7 @@
 """Markdown table of scripts/fedcm_partitions.sh's results: per workload, STP (whole run and co-run
 window) of serial, streams, FedC, FEDCM and the best static SM partition over the weights tried,
 and how far the best partition and FEDCM are from streams."""
+import argparse
 import json
 import sys
 
@@ -34,4 +35,10 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("results", nargs="+", help="results JSON of scripts/fedcm_partitions.sh (concord_fedcm_bench run --out)")
+    args = ap.parse_args()
+    try:
+        main(args.results)
+    except (OSError, ValueError) as e:
+        sys.exit(f"partitions.py: {e}")

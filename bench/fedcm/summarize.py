@@ -7,6 +7,7 @@ work each tenant did in it, at alone speed, over the window; serial scores 1 the
 evaluation). Usage: summarize.py [--rename old=new ...] fedcm_bench.json[.gz] [fedcm_mps.json[.gz]]
 (--rename relabels schemes, e.g. for a run whose plain "fedcm" had another default:
 --rename 'fedcm:gamma=1.2=>fedcm-g12')."""
+import argparse
 import gzip
 import json
 import statistics as st
@@ -200,11 +201,18 @@ def main(bench_path, mps_path=None, rename=None):
 
 
 if __name__ == "__main__":
-    args, rename = sys.argv[1:], {}
-    while args and args[0] == "--rename":
-        if "=>" not in args[1]:
-            sys.exit(f"--rename {args[1]}: expected old=>new")
-        old, new = args[1].split("=>", 1)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bench", help="fedcm_bench.json[.gz] (concord_fedcm_bench run --out)")
+    ap.add_argument("mps", nargs="?", help="fedcm_mps.json[.gz] (concord_fedcm_bench mps --out)")
+    ap.add_argument("--rename", action="append", default=[], metavar="OLD=>NEW", help="relabel a scheme (repeatable)")
+    args = ap.parse_args()
+    rename = {}
+    for item in args.rename:
+        if "=>" not in item:
+            ap.error(f"--rename {item}: expected OLD=>NEW")
+        old, new = item.split("=>", 1)
         rename[old] = new
-        args = args[2:]
-    main(*args[:2], rename=rename)
+    try:
+        main(args.bench, args.mps, rename=rename)
+    except (OSError, ValueError) as e:
+        sys.exit(f"summarize.py: {e}")

@@ -3,6 +3,7 @@ stored profiles). Reads the GPU results (fid-<mix>-<policy>.json, in a folder or
 runs `concord run --backend sim --profiles DB` for each, and reports makespan and per-tenant time
 errors. Usage: python3 bench/fidelity/compare.py GPU_RESULTS PROFILES_DB OUT.json [CONCORD]
 """
+import argparse
 import io
 import json
 import pathlib
@@ -12,8 +13,15 @@ import sys
 import tarfile
 import tempfile
 
-gpu_dir, db, out_path = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
-concord = sys.argv[4] if len(sys.argv) > 4 else "build/src/concord"
+ap = argparse.ArgumentParser(description=__doc__)
+ap.add_argument("gpu_results", type=pathlib.Path, help="folder with fid-<mix>-<policy>.json or fidelity.tar.gz")
+ap.add_argument("profiles_db", help="the GPU's profile store (concord run --profiles)")
+ap.add_argument("out", type=pathlib.Path, help="where the comparison JSON goes")
+ap.add_argument("concord", nargs="?", default="build/src/concord", help="the concord binary (default: %(default)s)")
+args = ap.parse_args()
+gpu_dir, db, out_path, concord = args.gpu_results, args.profiles_db, args.out, args.concord
+if not gpu_dir.is_dir():
+    sys.exit(f"compare.py: {gpu_dir}: not a folder")
 mixes = pathlib.Path(__file__).parent / "mixes"
 
 gpu = {}

@@ -2,14 +2,20 @@
 
 Usage: python3 bench/gpu/summarize.py FOLDER   (reads gpu_bench.json and run-*.json or runs.tar.gz)
 """
+import argparse
 import io
 import json
 import pathlib
 import sys
 import tarfile
 
-folder = pathlib.Path(sys.argv[1])
-bench = json.loads((folder / "gpu_bench.json").read_text())
+ap = argparse.ArgumentParser(description=__doc__)
+ap.add_argument("folder", type=pathlib.Path, help="scripts/gpu_run.sh output or bench/results/gpu-*/")
+folder = ap.parse_args().folder
+try:
+    bench = json.loads((folder / "gpu_bench.json").read_text())
+except (OSError, ValueError) as e:
+    sys.exit(f"summarize.py: {e}")
 print(f"Device: {bench['device']}, {bench['sm_count']} SMs, CUDA driver API {bench['cuda_driver_api']}, runtime {bench['cuda_runtime']}\n")
 
 rows = bench["overhead"]

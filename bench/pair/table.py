@@ -1,9 +1,16 @@
 """Collects `concord run` results of the pair into one JSON file and prints a Markdown table."""
+import argparse
 import json
 import pathlib
 import sys
 
-src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+ap = argparse.ArgumentParser(description=__doc__)
+ap.add_argument("results", type=pathlib.Path, help="folder of `concord run --out` files, one per scheme (serial.json, ...)")
+ap.add_argument("out", type=pathlib.Path, help="the collected JSON")
+args = ap.parse_args()
+src, dst = args.results, args.out
+if not (src / "serial.json").exists():
+    sys.exit(f"table.py: {src}/serial.json: missing (the serial run is the reference)")
 runs = {}
 for f in sorted(src.glob("*.json")):
     runs[f.stem] = json.loads(f.read_text())

@@ -5,6 +5,7 @@ measurement noise of one pass averaged out. Every other field comes from the fir
 missing from any file is an error (the files must measure the same task set). Reads both export
 layouts: "raise" facets (schema v3) and metrics inside the profiles (older exports).
 Usage: average_profiles.py OUT.json IN1.json IN2.json [...]"""
+import argparse
 import json
 import sys
 
@@ -33,8 +34,6 @@ def raise_entries(f):
 
 
 def main(out, *inputs):
-    if len(inputs) < 2:
-        sys.exit("average_profiles.py: give the output and at least two exports")
     files = []
     for path in inputs:
         try:
@@ -60,4 +59,10 @@ def main(out, *inputs):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", help="the averaged export")
+    ap.add_argument("inputs", nargs="+", help="exports of the same kernels (`concord profile export`), at least two")
+    args = ap.parse_args()
+    if len(args.inputs) < 2:
+        ap.error("give at least two exports to average")
+    main(args.out, *args.inputs)

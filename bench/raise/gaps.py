@@ -5,19 +5,25 @@ kernels (a completion seen by the host, the policy, the next launch), and the ti
 number of kernels and tasks in flight, and how long after some task's last kernel ended the next
 task's first kernel started (the host's reaction: a completion seen, a decision, a launch; only
 starts within 300 us of an end count). Usage: gaps.py trace.json [trace.json ...]"""
+import argparse
 import json
 import sys
 from collections import defaultdict
 
 
-def intervals(events, pid):
-    out = defaultdict(list)
+def tenant_tracks(events):
+    """Per tenant (its process in the trace, named "tenant ..."), its kernel slices and its request
+    slices, each sorted by start. A fused dispatch counts for both of its tenants."""
+    tenants = {e["pid"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "process_name" and e["args"]["name"].startswith("tenant ")}
+    kernels, requests = defaultdict(list), defaultdict(list)
     for e in events:
-        if e.get("ph") == "X" and e.get("pid") == pid:
-            out[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
-    for v in out.values():
+        if e.get("ph") == "X" and e.get("pid") in tenants:
+            into = kernels if "kernel" in e.get("args", {}) else requests
+            into[e["pid"]].append((e["ts"], e["ts"] + e["dur"]))
+    for v in list(kernels.values()) + list(requests.values()):
         v.sort()
-    return out
+    return kernels, requests
 
 
 def sweep(spans):
@@ -43,8 +49,9 @@ def main(paths):
     for path in paths:
         d = json.load(open(path))
         ev = d["traceEvents"] if isinstance(d, dict) else d
-        kernels = intervals(ev, 1)
-        requests = intervals(ev, 3)  # arrival to finish, per request
+        kernels, requests = tenant_tracks(ev)  # requests: arrival to finish
+        if not kernels:
+            sys.exit(f"gaps.py: {path}: no kernel slices of any tenant")
         spans = [s for v in kernels.values() for s in v]
         t0 = min(a for a, _ in spans)
         t1 = max(b for _, b in spans)
@@ -88,6 +95,10 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    main(sys.argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("traces", nargs="+", help="`concord run --trace` files")
+    args = ap.parse_args()
+    try:
+        main(args.traces)
+    except (OSError, ValueError) as e:
+        sys.exit(f"gaps.py: {e}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of bench/raise's results JSON (raise_bench.json): makespan mean and standard
 deviation over seeds per task count and policy, speedup over SQ, and the sensitivity runs."""
+import argparse
 import json
 import statistics as st
 import sys
@@ -138,4 +139,9 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "raise_bench.json")
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("results", nargs="?", default="raise_bench.json", help="raise_bench.json (default: %(default)s)")
+    try:
+        main(ap.parse_args().results)
+    except (OSError, ValueError) as e:
+        sys.exit(f"summarize.py: {e}")

@@ -111,6 +111,7 @@ struct BackendConfig {
   std::string kind = "sim";   // "sim" or "cuda"
   DeviceSpec device;          // the device to simulate (sim); ignored by cuda (it probes)
   uint64_t seed = 1;
+  int device_index = 0;       // cuda: the GPU, counted among those CUDA_VISIBLE_DEVICES leaves
 };
 Result<std::unique_ptr<Backend>> make_backend(const BackendConfig& config);
 // Registers how to make the "cuda" backend (done by the CUDA library when it is linked in).

@@ -27,6 +27,10 @@ struct DeviceSpec {
   double fp32_flops = 0;        // peak FP32 FLOP/s (non-tensor)
   double tensor_flops = 0;      // peak dense FP16/BF16 tensor FLOP/s
   double clock_hz = 0;
+  // As the backend reports them (results files carry them); empty where it does not know (the
+  // simulator).
+  std::string driver_version;   // "580.95.05"
+  std::string cuda_version;     // the CUDA runtime the backend was built with, "13.0"
   // Topology: tpc_of_sm[s] and gpc_of_sm[s] for each SM id s. Two SMs per TPC on Hopper.
   std::vector<int> tpc_of_sm;
   std::vector<int> gpc_of_sm;

@@ -49,9 +49,11 @@ class DeviceControl {
   cuda::DeviceBuffer<device::ElasticControl> buffer_;
 };
 
+// SMs of device 0 (the tests' device); a failed query fails the calling test.
 inline int sm_count() {
   int n = 0;
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
+  const cudaError_t e = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0);
+  EXPECT_EQ(e, cudaSuccess) << "cudaDeviceGetAttribute(MultiProcessorCount): " << cudaGetErrorName(e);
   return n;
 }
 

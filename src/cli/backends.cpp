@@ -1,0 +1,17 @@
+// `concord backends`: the backends built into this binary, one per line.
+#include <iostream>
+
+#include "cli/command.h"
+#include "concord/backend.h"
+
+namespace concord::cli {
+
+Subcommand add_backends_command(CLI::App& parent) {
+  CLI::App* app = parent.add_subcommand("backends", "List the backends built into this binary");
+  return {app, [] {
+            for (const auto& b : available_backends()) std::cout << b << "\n";
+            return kExitOk;
+          }};
+}
+
+}  // namespace concord::cli

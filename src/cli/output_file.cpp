@@ -1,0 +1,82 @@
+#include "cli/output_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+namespace concord::cli {
+
+Result<OutputFile> OutputFile::open(const std::string& path, const std::string& what) {
+  if (path.empty()) return Status::invalid_argument(what + ": empty path");
+  if (path == "-") return OutputFile(stdout, path, what);
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(path).parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(dir, ec);
+    if (!fs::exists(st)) {
+      return Status::not_found(what + " " + path + ": directory " + dir.string() + " does not exist");
+    }
+    if (!fs::is_directory(st)) {
+      return Status::invalid_argument(what + " " + path + ": " + dir.string() + " is not a directory");
+    }
+  }
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return Status::io_error(what + " " + path + ": cannot open for writing: " + std::strerror(errno));
+  return OutputFile(f, path, what);
+}
+
+OutputFile::OutputFile(OutputFile&& other) noexcept
+    : file_(std::exchange(other.file_, nullptr)), path_(std::move(other.path_)), what_(std::move(other.what_)) {}
+
+OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
+  if (this != &other) {
+    discard();
+    file_ = std::exchange(other.file_, nullptr);
+    path_ = std::move(other.path_);
+    what_ = std::move(other.what_);
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() {
+  if (file_ && file_ != stdout) std::fclose(file_);
+}
+
+Status OutputFile::error(const std::string& action, int err) const {
+  return Status::io_error(what_ + " " + path_ + ": " + action + " failed: " + std::strerror(err));
+}
+
+Status OutputFile::write_and_close(std::string_view text) {
+  if (!file_) return Status::failed_precondition(what_ + " " + path_ + ": already closed");
+  std::FILE* f = std::exchange(file_, nullptr);
+  errno = 0;
+  const size_t written = std::fwrite(text.data(), 1, text.size(), f);
+  if (written != text.size()) {
+    const int err = errno ? errno : EIO;
+    if (f != stdout) std::fclose(f);
+    return error("write", err);
+  }
+  if (std::fflush(f) != 0) {
+    const int err = errno;
+    if (f != stdout) std::fclose(f);
+    return error("write", err);
+  }
+  if (f != stdout && std::fclose(f) != 0) return error("close", errno);
+  return Status::ok();
+}
+
+void OutputFile::discard() {
+  if (!file_) return;
+  if (file_ == stdout) {
+    file_ = nullptr;
+    return;
+  }
+  std::fclose(std::exchange(file_, nullptr));
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);  // best effort: the error being reported matters more
+}
+
+}  // namespace concord::cli

@@ -1,0 +1,179 @@
+// `concord run SPEC`: runs a workload under a policy and reports STP, ANTT, FI and latency;
+// writes the results JSON and a Chrome/Perfetto trace on request.
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/build_info.h"
+#include "cli/command.h"
+#include "cli/output_file.h"
+#include "concord/backend.h"
+#include "concord/experiment.h"
+#include "concord/policy.h"
+#include "concord/profile.h"
+#include "concord/report.h"
+#include "concord/trace.h"
+#include "concord/workload.h"
+
+namespace concord::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string spec;
+  std::string policy = "streams";
+  std::string backend = "sim";
+  std::string device;  // sim: a device name or file (default h200); cuda: an index (default 0)
+  uint64_t seed = 1;
+  std::string out_path;
+  std::string trace_path;
+  std::vector<std::string> params;
+  bool no_serial = false;
+  std::string profiles_db;
+};
+
+// --param key=value items; a key given twice is an error, not a silent override.
+Result<PolicyParams> parse_params(const std::vector<std::string>& items) {
+  PolicyParams p;
+  for (const auto& item : items) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::invalid_argument("--param '" + item + "': expected key=value");
+    }
+    if (!p.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
+      return Status::invalid_argument("--param '" + item.substr(0, eq) + "' given twice");
+    }
+  }
+  return p;
+}
+
+std::optional<int> parse_index(const std::string& s) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+int run(const RunOptions& o) {
+  auto params = parse_params(o.params);
+  if (!params) return usage_error(params.status().message());
+  if (!builtin_policies().contains(o.policy)) return usage_error(builtin_policies().make(o.policy, {}).status().message());
+
+  // The device: a GPU by index for the cuda backend, a device spec for the simulator.
+  BackendConfig backend_config;
+  backend_config.kind = o.backend;
+  backend_config.seed = o.seed;
+  const std::optional<int> index = parse_index(o.device);
+  if (o.backend == "cuda") {
+    if (!o.device.empty() && !index) {
+      return usage_error("--device '" + o.device +
+                         "': the cuda backend takes a GPU index (0, 1, ... among the GPUs CUDA_VISIBLE_DEVICES leaves)");
+    }
+    backend_config.device_index = index.value_or(0);
+  } else {
+    if (index) {
+      return usage_error("--device " + o.device + ": a GPU index needs --backend cuda; the " + o.backend +
+                         " backend takes a device name (h100, h200) or a device JSON file");
+    }
+    auto dev = resolve_device(o.device.empty() ? "h200" : o.device);
+    if (!dev) return fail(dev.status());
+    backend_config.device = std::move(*dev);
+  }
+
+  // Outputs are opened before the run, so a bad path costs nothing.
+  if (!o.out_path.empty() && o.out_path == o.trace_path && o.out_path != "-") {
+    return usage_error("--out and --trace name the same file " + o.out_path);
+  }
+  if (o.out_path == "-" && o.trace_path == "-") return usage_error("--out and --trace cannot both be standard output");
+  std::optional<OutputFile> out, trace;
+  if (!o.out_path.empty()) {
+    auto f = OutputFile::open(o.out_path, "--out");
+    if (!f) return fail(f.status());
+    out.emplace(std::move(*f));
+  }
+  if (!o.trace_path.empty()) {
+    auto f = OutputFile::open(o.trace_path, "--trace");
+    if (!f) return fail(f.status());
+    trace.emplace(std::move(*f));
+  }
+  auto give_up = [&](const Status& s) {
+    if (out) out->discard();
+    if (trace) trace->discard();
+    return fail(s);
+  };
+
+  auto workload = load_workload_file(o.spec);
+  if (!workload) return give_up(workload.status());
+  if (!o.profiles_db.empty()) {
+    auto store = ProfileStore::open(o.profiles_db, /*read_only=*/true);
+    if (!store) return give_up(store.status());
+    auto n = attach_profiles(*workload, **store);
+    if (!n) return give_up(n.status());
+    spdlog::info("profiles: measured curves for {} kernel steps from {}", *n, o.profiles_db);
+  }
+
+  // The device as the backend states it (a GPU's name, topology and versions), for the results
+  // and the trace's GPC tracks; this also fails early on a GPU index that does not exist.
+  DeviceSpec device;
+  {
+    auto probe = make_backend(backend_config);
+    if (!probe) return give_up(probe.status());
+    device = (*probe)->device();
+  }
+  spdlog::debug("device {}: {} SMs, {} GPCs (backend {})", device.name, device.sm_count, device.gpc_count(), o.backend);
+
+  ExperimentConfig config;
+  config.backend = backend_config;
+  config.policy = o.policy;
+  config.params = *params;
+  config.seed = o.seed;
+  config.compare_serial = !o.no_serial;
+  ReferenceCache cache;
+  spdlog::debug("running {} under {}, each tenant alone{}", o.spec, o.policy, o.no_serial ? "" : " and under serial");
+  auto result = run_experiment(*workload, config, cache);
+  if (!result) return give_up(result.status());
+
+  // Standard output carries the summary unless JSON goes there.
+  print_summary(o.out_path == "-" || o.trace_path == "-" ? std::cerr : std::cout, *result);
+
+  Status written = Status::ok();
+  if (out) {
+    const RunContext context{o.spec, *params, build_version(), build_commit(), device};
+    written = out->write_and_close(experiment_json(*result, context) + "\n");
+    if (written) spdlog::info("results: {}", o.out_path);
+  }
+  if (trace) {
+    Status s = trace->write_and_close(chrome_trace_json(result->run, device));
+    if (s) spdlog::info("trace: {}", o.trace_path);
+    if (written) written = std::move(s);
+    else fail(s);
+  }
+  return written ? kExitOk : fail(written);
+}
+
+}  // namespace
+
+Subcommand add_run_command(CLI::App& parent) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* app = parent.add_subcommand("run", "Run a workload spec under a policy and report STP, ANTT, FI, latency");
+  app->add_option("spec", o->spec, "Workload spec (YAML)")->required();
+  app->add_option("--policy,-p", o->policy, "Policy name (see `concord policies`)")->capture_default_str();
+  app->add_option("--backend,-b", o->backend, "Backend: sim or cuda (see `concord backends`)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sim", "cuda"}));
+  app->add_option("--device,-d", o->device,
+                  "cuda: the GPU's index among those CUDA_VISIBLE_DEVICES leaves (default 0); "
+                  "sim: h100, h200 (default) or a device JSON file");
+  app->add_option("--seed,-s", o->seed, "Random seed (arrivals, random policies)")->capture_default_str();
+  app->add_option("--out,-o", o->out_path, "Write the results JSON here (- for standard output)");
+  app->add_option("--trace,-t", o->trace_path, "Write a Chrome/Perfetto trace JSON here (- for standard output)");
+  app->add_option("--param", o->params, "Policy parameter key=value (repeatable, each key once)");
+  app->add_flag("--no-serial", o->no_serial, "Skip the serial reference run (no speedup over serial)");
+  app->add_option("--profiles", o->profiles_db, "Profile store: measured SM curves replace the simulator's rooflines");
+  return {app, [o] { return run(*o); }};
+}
+
+}  // namespace concord::cli

@@ -1,0 +1,159 @@
+// The results JSON against its schema (docs/schema/results-v1.json). nlohmann-json has no
+// validator, so this file checks the subset of JSON Schema the schema uses: type (one or a list),
+// const, enum, required, properties, additionalProperties (as a schema), items, minItems and
+// maxItems; any other keyword in the schema fails the test, so the schema cannot drift into
+// keywords nobody checks.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "concord/device.h"
+#include "concord/experiment.h"
+#include "concord/report.h"
+#include "concord/workload.h"
+
+namespace concord {
+namespace {
+
+using nlohmann::json;
+
+bool has_type(const json& value, const std::string& type) {
+  if (type == "object") return value.is_object();
+  if (type == "array") return value.is_array();
+  if (type == "string") return value.is_string();
+  if (type == "integer") return value.is_number_integer();
+  if (type == "number") return value.is_number();
+  if (type == "boolean") return value.is_boolean();
+  if (type == "null") return value.is_null();
+  return false;
+}
+
+// Appends "path: reason" for every way `value` breaks `schema`.
+void check(const json& schema, const json& value, const std::string& path, std::vector<std::string>& errors) {
+  static const std::set<std::string> known = {"$schema", "title", "description", "type", "const", "enum", "required",
+                                              "properties", "additionalProperties", "items", "minItems", "maxItems"};
+  for (const auto& [keyword, unused] : schema.items()) {
+    if (!known.count(keyword)) errors.push_back(path + ": the schema uses '" + keyword + "', which this check does not know");
+  }
+  if (schema.contains("type")) {
+    const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
+    bool any = false;
+    for (const auto& t : types) any = any || has_type(value, t.get<std::string>());
+    if (!any) {
+      errors.push_back(path + ": " + value.type_name() + " where the schema wants " + schema["type"].dump());
+      return;
+    }
+  }
+  if (schema.contains("const") && value != schema["const"]) errors.push_back(path + ": not " + schema["const"].dump());
+  if (schema.contains("enum")) {
+    bool found = false;
+    for (const auto& e : schema["enum"]) found = found || e == value;
+    if (!found) errors.push_back(path + ": " + value.dump() + " is not one of " + schema["enum"].dump());
+  }
+  if (value.is_object()) {
+    for (const auto& r : schema.value("required", json::array())) {
+      if (!value.contains(r.get<std::string>())) errors.push_back(path + ": missing required field '" + r.get<std::string>() + "'");
+    }
+    const json properties = schema.value("properties", json::object());
+    for (const auto& [key, child] : value.items()) {
+      const std::string at = path + "." + key;
+      if (properties.contains(key)) check(properties[key], child, at, errors);
+      else if (schema.contains("additionalProperties")) check(schema["additionalProperties"], child, at, errors);
+    }
+  }
+  if (value.is_array()) {
+    if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>()) errors.push_back(path + ": too few items");
+    if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>()) errors.push_back(path + ": too many items");
+    if (schema.contains("items")) {
+      for (size_t i = 0; i < value.size(); ++i) check(schema["items"], value[i], path + "[" + std::to_string(i) + "]", errors);
+    }
+  }
+}
+
+std::vector<std::string> validate(const json& schema, const json& value) {
+  std::vector<std::string> errors;
+  check(schema, value, "$", errors);
+  return errors;
+}
+
+json load_schema() {
+  std::ifstream in(CONCORD_SCHEMA_DIR "/results-v1.json");
+  EXPECT_TRUE(in.good()) << "cannot open " CONCORD_SCHEMA_DIR "/results-v1.json";
+  return json::parse(in);
+}
+
+// Results of one example on the simulator, as `concord run --out` writes them.
+json results_of(const std::string& example, const std::string& policy, bool compare_serial) {
+  auto workload = load_workload_file(std::string(CONCORD_EXAMPLES_DIR) + "/" + example);
+  EXPECT_TRUE(workload.is_ok()) << workload.status().to_string();
+  if (!workload.is_ok()) return json();
+  ExperimentConfig config;
+  config.backend = BackendConfig{"sim", h200_spec(), 1};
+  config.policy = policy;
+  config.compare_serial = compare_serial;
+  ReferenceCache cache;
+  auto result = run_experiment(*workload, config, cache);
+  EXPECT_TRUE(result.is_ok()) << result.status().to_string();
+  if (!result.is_ok()) return json();
+  const RunContext context{example, {}, "0.1.0", "abc123", h200_spec()};
+  return json::parse(experiment_json(*result, context));
+}
+
+TEST(ResultsSchema, TheSchemaIsVersionOneOfTheLayoutTheReportWrites) {
+  const json schema = load_schema();
+  EXPECT_EQ(schema.at("properties").at("schema_version").at("const"), kResultsSchemaVersion);
+  // Every required field is described.
+  std::vector<const json*> stack = {&schema};
+  while (!stack.empty()) {
+    const json& s = *stack.back();
+    stack.pop_back();
+    for (const auto& r : s.value("required", json::array())) {
+      EXPECT_TRUE(s.at("properties").contains(r.get<std::string>())) << r;
+    }
+    if (s.contains("properties")) {
+      for (const auto& [key, child] : s.at("properties").items()) stack.push_back(&child);
+    }
+    if (s.contains("items")) stack.push_back(&s.at("items"));
+  }
+}
+
+TEST(ResultsSchema, RunsOfTheExamplesMatchTheSchema) {
+  const json schema = load_schema();
+  for (const auto& [example, policy, serial] : {std::tuple{"pair.yaml", "fedc", true}, std::tuple{"mix4.yaml", "streams", false},
+                                                 std::tuple{"dnn.yaml", "static-partition", true}}) {
+    const json results = results_of(example, policy, serial);
+    ASSERT_FALSE(results.is_null());
+    EXPECT_EQ(validate(schema, results), std::vector<std::string>{}) << example << " under " << policy;
+    EXPECT_EQ(results.at("schema_version"), kResultsSchemaVersion);
+    EXPECT_EQ(results.at("build").at("commit"), "abc123");
+    EXPECT_EQ(results.at("device_info").at("name"), h200_spec().name);
+    EXPECT_TRUE(results.at("device_info").at("simulated").get<bool>());
+    EXPECT_TRUE(results.at("device_info").at("driver_version").is_null()) << "the simulator has no driver";
+  }
+}
+
+TEST(ResultsSchema, TheCheckCatchesMissingFieldsAndWrongTypes) {
+  const json schema = load_schema();
+  json results = results_of("pair.yaml", "streams", true);
+  ASSERT_FALSE(results.is_null());
+  json missing = results;
+  missing.erase("schema_version");
+  EXPECT_EQ(validate(schema, missing), std::vector<std::string>{"$: missing required field 'schema_version'"});
+  json wrong = results;
+  wrong["tenants"][1]["np"] = "0.5";
+  EXPECT_EQ(validate(schema, wrong), std::vector<std::string>{"$.tenants[1].np: string where the schema wants \"number\""});
+  json later = results;
+  later["schema_version"] = 2;
+  EXPECT_EQ(validate(schema, later), std::vector<std::string>{"$.schema_version: not 1"});
+  json bad_class = results;
+  bad_class["tenants"][0]["class"] = "batch";
+  EXPECT_EQ(validate(schema, bad_class).size(), 1u);
+}
+
+}  // namespace
+}  // namespace concord
