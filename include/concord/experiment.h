@@ -34,6 +34,7 @@ struct ExperimentConfig {
   uint64_t seed = 1;
   bool compare_serial = true;        // run `serial` too, for speedup over serial
   EngineObserver* observer = nullptr;// sees the shared run only
+  SpecSourceOptions source;          // how the spec reaches the engine (hints, submission); its seed is `seed`
 };
 
 struct ExperimentResult {

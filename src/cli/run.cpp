@@ -32,6 +32,8 @@ struct RunOptions {
   std::string trace_path;
   std::vector<std::string> params;
   bool no_serial = false;
+  bool no_hints = false;
+  std::string submit = "request";
   std::string profiles_db;
 };
 
@@ -131,6 +133,8 @@ int run(const RunOptions& o) {
   config.params = *params;
   config.seed = o.seed;
   config.compare_serial = !o.no_serial;
+  config.source.hints = !o.no_hints;
+  config.source.submit = o.submit == "launch" ? SpecSourceOptions::Submit::launch : SpecSourceOptions::Submit::request;
   ReferenceCache cache;
   spdlog::debug("running {} under {}, each tenant alone{}", o.spec, o.policy, o.no_serial ? "" : " and under serial");
   auto result = run_experiment(*workload, config, cache);
@@ -172,6 +176,12 @@ Subcommand add_run_command(CLI::App& parent) {
   app->add_option("--trace,-t", o->trace_path, "Write a Chrome/Perfetto trace JSON here (- for standard output)");
   app->add_option("--param", o->params, "Policy parameter key=value (repeatable, each key once)");
   app->add_flag("--no-serial", o->no_serial, "Skip the serial reference run (no speedup over serial)");
+  app->add_flag("--no-hints", o->no_hints, "Give the policy no lookahead from the spec: the present only (docs/policies.md)");
+  app->add_option("--submit", o->submit,
+                  "How a request's kernels reach the engine: request (all at its arrival, as a program enqueues them) "
+                  "or launch (each when the one before it ended)")
+      ->check(CLI::IsMember({"request", "launch"}))
+      ->capture_default_str();
   app->add_option("--profiles", o->profiles_db, "Profile store: measured SM curves replace the simulator's rooflines");
   return {app, [o] { return run(*o); }};
 }

@@ -26,7 +26,7 @@ Result<RunRecord> reference_run(const Workload& workload, const ExperimentConfig
   if (!p) return p.status();
   EngineOptions opts;
   opts.seed = config.seed;
-  return run_workload(workload, **backend, **p, opts);
+  return run_workload(workload, **backend, **p, opts, config.source);
 }
 
 }  // namespace
@@ -71,7 +71,7 @@ Result<ExperimentResult> run_experiment(const Workload& workload, const Experime
   EngineOptions opts;
   opts.seed = config.seed;
   opts.observer = config.observer;
-  auto run = run_workload(workload, **backend, **policy, opts);
+  auto run = run_workload(workload, **backend, **policy, opts, config.source);
   if (!run) return run.status();
   out.run = std::move(*run);
   auto metrics = compute_metrics(out.run, out.alone, serial);

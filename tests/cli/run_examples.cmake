@@ -63,6 +63,8 @@ list(GET specs 0 first)
 get_filename_component(examples_dir ${first} DIRECTORY)
 
 expect_ok(${CONCORD} --version)
+# A policy without the spec's lookahead, kernels submitted one at a time.
+expect_ok(${CONCORD} run ${EXAMPLES}/mix4.yaml --policy raise --no-hints --submit launch --no-serial)
 if(NOT last_out MATCHES "^concord [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]+(-dirty)?|unknown)\\)")
   message(FATAL_ERROR "`concord --version` does not give the version and commit: ${last_out}")
 endif()
