@@ -63,8 +63,6 @@ list(GET specs 0 first)
 get_filename_component(examples_dir ${first} DIRECTORY)
 
 expect_ok(${CONCORD} --version)
-# A policy without the spec's lookahead, kernels submitted one at a time.
-expect_ok(${CONCORD} run ${EXAMPLES}/mix4.yaml --policy raise --no-hints --submit launch --no-serial)
 if(NOT last_out MATCHES "^concord [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]+(-dirty)?|unknown)\\)")
   message(FATAL_ERROR "`concord --version` does not give the version and commit: ${last_out}")
 endif()
@@ -130,6 +128,9 @@ expect_error("cannot open workload spec" ${CONCORD} run ${WORK}/missing.yaml)
 
 # RAISE metrics from a stored Nsight Compute CSV (an H200 run of the bfs jobs), with no GPU:
 # `profile raise --from-csv` parses, stores and `profile show` lists the class (CUDA builds only).
+# A policy without the spec's lookahead, kernels submitted one at a time.
+expect_ok(${CONCORD} run ${EXAMPLES}/mix4.yaml --policy raise --no-hints --submit launch --no-serial)
+
 # RAISE's metrics from a stored Nsight Compute CSV become the store's "raise" facets (no GPU needed).
 file(REMOVE ${WORK}/raise.db)
 expect_ok(${CONCORD} profile raise --kernels bfs --size bfs=1048576 --from-csv ${DATA}/ncu_bfs_1048576.csv
