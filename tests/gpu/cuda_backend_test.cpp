@@ -5,9 +5,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <memory>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/green_contexts.h"
+#include "backend/sim/sim_backend.h"
+#include "kernels/device/fusion_compiler.h"
 #include "concord/engine.h"
 #include "concord/occupancy.h"
 #include "concord/policy.h"
@@ -367,6 +372,180 @@ TEST(CudaBackend, BackendsGiveTheirDeviceMemoryBack) {
     EXPECT_GT(free_bytes(), before - 64e6) << (with_workload ? "with a run" : "created only") << ": "
                                             << (before - free_bytes()) / 1e6 << " MB not given back over 8 backends";
   }
+}
+
+}  // namespace
+}  // namespace concord
+
+namespace concord {
+namespace {
+
+// can_implement on the GPU means what it means on the simulator: for every pair of elastic suite
+// kernels, at their default and largest block sizes and at ratios 1:1 and 2:1, both give the same
+// answer (the fusion compiler is available on the GPU machines).
+TEST(CudaBackend, CanImplementAgreesWithTheSimulatorForEveryPair) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(kernels::FusionCompiler::shared().available().is_ok())
+      << kernels::FusionCompiler::shared().available().to_string();
+  sim::SimBackend sim(b->device());
+  std::vector<KernelSpec> suite;
+  for (const SuiteEntry& e : suite_catalog()) {
+    if (!e.elastic) continue;
+    auto k = make_suite_kernel(e.name, e.default_size);
+    ASSERT_TRUE(k.is_ok()) << k.status().to_string();
+    suite.push_back(*k);
+    k->default_variant = k->variant_count() - 1;
+    suite.push_back(*k);
+  }
+  int accepted = 0, compared = 0;
+  for (const KernelSpec& a : suite) {
+    for (const KernelSpec& c : suite) {
+      for (const auto& [pa, pc] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}}) {
+        DispatchRequest r;
+        r.id = DispatchId{1};
+        r.parts = {DispatchPart{LaunchId{1}, TenantId{1}, &a, a.default_variant,
+                                {0, a.variant(a.default_variant).logical_blocks}, pa},
+                   DispatchPart{LaunchId{2}, TenantId{2}, &c, c.default_variant,
+                                {0, c.variant(c.default_variant).logical_blocks}, pc}};
+        r.placement.sms = b->device().all_sms();
+        r.placement.form = LaunchForm::persistent;
+        const Status on_gpu = b->can_implement(r);
+        const Status on_sim = sim.can_implement(r);
+        EXPECT_EQ(on_gpu.code(), on_sim.code()) << a.name << " + " << c.name << " " << pa << ":" << pc << ": cuda "
+                                                << on_gpu.to_string() << " / sim " << on_sim.to_string();
+        accepted += on_gpu.is_ok();
+        ++compared;
+      }
+    }
+  }
+  std::printf("can_implement: %d of %d fused requests accepted on both backends\n", accepted, compared);
+  EXPECT_GT(accepted, 0);
+}
+
+// The device's figures come from its own attributes, not from a name.
+TEST(CudaBackend, DeviceSpecComesFromTheDevicesAttributes) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  int clock_khz = 0, mem_khz = 0, bus = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, 0), cudaSuccess);
+  const DeviceSpec& d = b->device();
+  EXPECT_EQ(d.name, prop.name);
+  EXPECT_EQ(d.sm_count, prop.multiProcessorCount);
+  EXPECT_DOUBLE_EQ(d.l2_bytes, prop.l2CacheSize);
+  EXPECT_DOUBLE_EQ(d.dram_bytes_per_s, 2.0 * mem_khz * 1e3 * bus / 8);
+  EXPECT_DOUBLE_EQ(d.clock_hz, clock_khz * 1e3);
+  std::printf("device: %s, %d SMs, %.0f MB L2, %.2f TB/s, %.1f FP32 TFLOP/s, %.0f tensor TFLOP/s\n", d.name.c_str(),
+              d.sm_count, d.l2_bytes / 1e6, d.dram_bytes_per_s / 1e12, d.fp32_flops / 1e12, d.tensor_flops / 1e12);
+  // On the H100 and H200 the derived peaks are near the data-sheet figures.
+  if (prop.major == 9) {
+    EXPECT_NEAR(d.fp32_flops, 66.9e12, 8e12);
+    EXPECT_GT(d.dram_bytes_per_s, 3.0e12);
+  }
+}
+
+// A tenant's allocator: its kernels' buffers come from it, and go back to it.
+class CountingAllocator final : public DeviceAllocator {
+ public:
+  std::string name() const override { return "counting"; }
+  Result<void*> allocate(size_t bytes) override {
+    void* p = nullptr;
+    CONCORD_CUDA(cudaMalloc(&p, bytes));
+    ++live;
+    total_bytes += bytes;
+    return p;
+  }
+  void release(void* p, size_t) override {
+    cudaFree(p);
+    --live;
+  }
+  int live = 0;
+  size_t total_bytes = 0;
+};
+
+TEST(CudaBackend, ATenantsBuffersComeFromItsAllocator) {
+  auto counting = std::make_shared<CountingAllocator>();
+  const Workload w = two_kernels();
+  {
+    auto b = backend();
+    ASSERT_TRUE(b);
+    ASSERT_TRUE(b->set_allocator(TenantId{0}, counting).is_ok());
+    ASSERT_TRUE(b->prepare(w).is_ok());
+    // fma_loop (tenant 0) has one output buffer of `size` floats; stream_triad's are not counted.
+    EXPECT_EQ(counting->live, 1);
+    EXPECT_EQ(counting->total_bytes, static_cast<size_t>(w.tenants[0].steps[0].kernel.size) * sizeof(float));
+    Placement p;
+    p.sms = b->device().all_sms();
+    p.form = LaunchForm::persistent;
+    ASSERT_TRUE(b->dispatch(request(w, 0, 0, p)).is_ok());
+    auto done = drain(*b);
+    ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+    ASSERT_EQ(done->size(), 1u);
+    EXPECT_TRUE(done->front().error.is_ok()) << done->front().error.to_string();
+    const KernelSpec& k = w.tenants[0].steps[0].kernel;
+    EXPECT_EQ(done->front().blocks_done[0], k.variant(k.default_variant).logical_blocks);
+  }
+  EXPECT_EQ(counting->live, 0) << "the backend gave the tenant's buffers back to its allocator";
+}
+
+// An allocator that hands out an address nothing maps: the tenant's kernel faults.
+class UnmappedAllocator final : public DeviceAllocator {
+ public:
+  std::string name() const override { return "unmapped"; }
+  Result<void*> allocate(size_t) override { return reinterpret_cast<void*>(uintptr_t{1} << 40); }
+  void release(void*, size_t) override {}
+};
+
+// Runs in a child process (an illegal address poisons the CUDA context for the rest of the
+// process): the parent test below starts it and reads its verdict.
+TEST(CudaFaultChild, IllegalAddressIsNamedAndEarlierWorkKept) {
+  if (!std::getenv("CONCORD_GPU_FAULT_CHILD")) GTEST_SKIP() << "runs as the child of CudaFaults.*";
+  auto b = backend();
+  ASSERT_TRUE(b);
+  const Workload w = two_kernels();
+  ASSERT_TRUE(b->set_allocator(TenantId{0}, std::make_shared<UnmappedAllocator>()).is_ok());
+  ASSERT_TRUE(b->prepare(w).is_ok());
+  Placement p;
+  p.sms = b->device().all_sms();
+  p.form = LaunchForm::persistent;
+  // Tenant 1's work first, to the end: it is reported whole.
+  ASSERT_TRUE(b->dispatch(request(w, 1, 4, p)).is_ok());
+  auto good = drain(*b);
+  ASSERT_TRUE(good.is_ok()) << good.status().to_string();
+  ASSERT_EQ(good->size(), 1u);
+  EXPECT_TRUE(good->front().error.is_ok());
+  EXPECT_EQ(good->front().blocks_done[0], request(w, 1, 4, p).parts[0].range.size());
+  // Tenant 0's kernel writes through the unmapped address: its completion carries the error.
+  ASSERT_TRUE(b->dispatch(request(w, 0, 5, p)).is_ok());
+  auto bad = drain(*b);
+  ASSERT_TRUE(bad.is_ok()) << bad.status().to_string();
+  ASSERT_EQ(bad->size(), 1u);
+  const Status& e = bad->front().error;
+  EXPECT_EQ(e.code(), StatusCode::device_error);
+  EXPECT_NE(e.message().find("tenant 0 kernel 'fma_loop' dispatch 5"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("cudaErrorIllegalAddress"), std::string::npos) << e.message();
+  if (!::testing::Test::HasFailure()) std::printf("CHILD-OK\n");
+  std::fflush(stdout);
+  std::_Exit(0);  // the context is poisoned: no teardown that could wait on it
+}
+
+TEST(CudaFaults, IllegalAddressIsNamedAndEarlierWorkKept) {
+  char self[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+  const std::string cmd = std::string("CONCORD_GPU_FAULT_CHILD=1 timeout 120 '") + self +
+                          "' --gtest_filter=CudaFaultChild.IllegalAddressIsNamedAndEarlierWorkKept 2>&1";
+  FILE* child = popen(cmd.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), child)) out.append(buf, n);
+  const int rc = pclose(child);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("CHILD-OK"), std::string::npos) << out;
 }
 
 }  // namespace
