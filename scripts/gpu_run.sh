@@ -44,7 +44,7 @@ has sanitize && step memcheck 300 compute-sanitizer --tool memcheck --error-exit
 # kernels queued behind others (stream order, a persistent one behind a native one, hand-offs),
 # and the profiler (curves, cache policies alone and beside a streaming kernel).
 has sanitize && step memcheck_backend 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/concord_gpu_tests" \
-  --gtest_filter='CudaBackend.Raising*:CudaBackend.Preempt*:CudaBackend.Queued*:CudaBackend.HandedOff*:Profiler.*'
+  --gtest_filter='CudaBackend.Raising*:CudaBackend.Preempt*:CudaBackend.Queued*:Profiler.*'
 has sanitize && step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/concord_gpu_tests" \
   --gtest_filter='DeviceApi.Standalone*:DeviceApi.Elastic*:DeviceApi.Fused*'
 unset CONCORD_GPU_TEST_KERNELS

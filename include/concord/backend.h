@@ -2,6 +2,7 @@
 // interface; nothing above it asks which one it has (STYLE.md 2, 3).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ struct DispatchRequest {
   DispatchId after;
 };
 
-// A dispatch that ended: all its blocks done, or preempted.
+// A dispatch that ended: all its blocks done, preempted, or failed.
 struct Completion {
   DispatchId dispatch;
   Seconds start = 0;    // when its first block became resident
@@ -57,6 +58,25 @@ struct Completion {
   bool preempted = false;
   // Per part, the logical blocks it finished (a prefix of its range: work is handed out in order).
   std::vector<int64_t> blocks_done;
+  // Not ok when the dispatch failed on the device (a fault in its kernel, or abandoned by
+  // abort_all): the message names the tenant, the kernel and the dispatch. blocks_done then holds
+  // what is known to have finished (0 when the counters could not be read).
+  Status error;
+};
+
+// Where a tenant's device memory (its kernels' inputs and outputs) comes from. The CUDA backend
+// allocates a tenant's kernel buffers through the allocator set for that tenant, and through
+// cudaMalloc when none is set; SGDRC's memory colouring plugs in here. An allocator may be called
+// from the engine's thread only, and must outlive the buffers it handed out (the backend keeps a
+// shared_ptr to it for as long as any of them lives).
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  virtual std::string name() const = 0;
+  // `bytes` of device memory, or an error that names why not.
+  virtual Result<void*> allocate(size_t bytes) = 0;
+  // Gives back memory that allocate() returned, with the same byte count.
+  virtual void release(void* p, size_t bytes) = 0;
 };
 
 class Backend {
@@ -65,6 +85,11 @@ class Backend {
   virtual std::string name() const = 0;
   virtual const DeviceSpec& device() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
+  // Can this backend run `request` as placed: ok, or unsupported / invalid_argument with a reason
+  // naming the kernel(s) and the field. Answers for the whole placement, fusion pairs included,
+  // and means the same on every backend: both apply check_dispatch_resources() (below); a backend
+  // adds only what its environment lacks (the CUDA backend: a device body, the fusion compiler).
+  virtual Status can_implement(const DispatchRequest& request) const;
 
   // Gets ready for a tenant that joined and the kernels it will launch, where known (streams,
   // allocations, inputs, modules): before the clock for tenants known up front, else when the
@@ -79,6 +104,19 @@ class Backend {
   virtual Status prepare_sm_set(const SmSet& sms, TenantId tenant) {
     (void)sms;
     (void)tenant;
+    return Status::ok();
+  }
+  // Sets where `tenant`'s kernel buffers are allocated from now on (nullptr: the default). Set it
+  // before the tenant's kernels are prepared: buffers already made stay where they are.
+  virtual Status set_allocator(TenantId tenant, std::shared_ptr<DeviceAllocator> allocator) {
+    (void)tenant;
+    (void)allocator;
+    return Status::ok();
+  }
+  // Gets ready to run `request` (the CUDA backend compiles and loads a fused pair's kernel, which
+  // takes about a second when it is in no cache); dispatch() does the same when it was not done.
+  virtual Status prepare_dispatch(const DispatchRequest& request) {
+    (void)request;
     return Status::ok();
   }
   // Sets time 0 of the run: called by the engine after preparation, before the first arrival.
@@ -104,7 +142,28 @@ class Backend {
   virtual Result<std::vector<Completion>> advance(Seconds until) = 0;
   // Number of dispatches started and not yet completed.
   virtual int running() const = 0;
+  // The watchdog: preempts every running persistent dispatch and waits at most `grace` seconds
+  // for every dispatch to end. Returns ok when all ended (their completions, preempted, come out
+  // of the next advance()), else device_error naming each dispatch still running (tenant, kernel,
+  // dispatch): an opaque or native kernel cannot be stopped from the host, and the caller should
+  // end the run. Never blocks past `grace` (plus a poll interval).
+  virtual Status abort_all(Seconds grace) = 0;
 };
+
+// The placement rule both backends apply (can_implement): SM set within the device, variants and
+// ranges within the kernels' grids, cache policies and forms the kernels' capabilities allow, one
+// block within the SM limits; for a fused pair, both kernels elastic in the persistent form, each
+// part a whole number of warps, at most kMaxFusedParts parts, and the fused block (a parts of A, b
+// of B) within one block's and one SM's threads, registers and shared memory.
+inline constexpr int kMaxFusedParts = 15;  // named barriers 1..15, one per part (0 is __syncthreads)
+// Static shared memory the fused wrapper itself holds (its per-part chunk slots and a flag).
+inline constexpr int kFusedWrapperSharedBytes = 256;
+Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest& request,
+                                const Capabilities& first, const Capabilities* second);
+// Registers per thread a fused block of `threads` threads may use on `device` so that one block
+// fits an SM: the CUDA backend compiles fused kernels with this cap, and the rule checks the
+// kernels' registers against it.
+int fused_register_cap(const DeviceSpec& device, int threads);
 
 // Makes a fresh backend: the engine runs reference runs (alone, serial) on fresh instances.
 struct BackendConfig {

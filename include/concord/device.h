@@ -15,6 +15,10 @@ struct SmLimits {
   int max_shared_bytes = 233472;  // 228 KiB per SM on Hopper
   int max_blocks = 32;
   int register_alloc_unit = 256;  // registers are allocated per warp in units of this many
+  // Limits of one block (not of the SM).
+  int max_threads_per_block = 1024;
+  int max_registers_per_thread = 255;
+  int max_shared_bytes_per_block = 232448;  // 227 KiB on Hopper, after opting in
 };
 
 struct DeviceSpec {
@@ -47,6 +51,31 @@ struct DeviceSpec {
   // Checks internal consistency: counts, topology vectors, positive peaks.
   Status validate() const;
 };
+
+// What a device reports about itself (cudaDeviceProp and device attributes): the CUDA backend
+// fills it, spec_from_attributes() turns it into a DeviceSpec, so any GPU gets its own figures.
+struct DeviceAttributes {
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int l2_bytes = 0;
+  int max_threads_per_sm = 0;
+  int max_registers_per_sm = 0;
+  int max_shared_bytes_per_sm = 0;
+  int max_blocks_per_sm = 0;
+  int max_threads_per_block = 0;
+  int max_shared_bytes_per_block_optin = 0;
+  int clock_khz = 0;          // SM clock (peak)
+  int memory_clock_khz = 0;   // memory clock (peak)
+  int memory_bus_bits = 0;    // memory bus width
+};
+// Peaks derived from the attributes: DRAM bandwidth = 2 (double data rate) x memory clock x bus
+// width; FP32 = SMs x FP32 lanes per SM (by compute capability) x 2 (FMA) x clock; dense FP16
+// tensor = SMs x tensor FLOP per clock per SM (by compute capability) x clock. Topology nominal
+// (8 GPCs, 2 SMs per TPC) until the backend probes it. An attribute that is missing (0) or a
+// compute capability without known per-SM rates is an error naming it: no figure is guessed.
+Result<DeviceSpec> spec_from_attributes(const DeviceAttributes& a);
 
 // Built-in specs. Topology is the nominal layout (8 GPCs, 2 SMs per TPC); the CUDA backend's
 // probe replaces it with the measured one.

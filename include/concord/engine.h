@@ -100,6 +100,8 @@ struct EngineOptions {
   uint64_t seed = 1;
   // Stops a run whose clock passes this (a policy that never finishes the work).
   Seconds time_limit = 3600;
+  // At the time limit, how long running work gets to stop (Backend::abort_all).
+  Seconds abort_grace = 5;
   EngineObserver* observer = nullptr;
   // Called after the backend prepared the workload and the policy started, just before the clock
   // starts (a multi-process bench waits for its peers here). An error aborts the run.

@@ -100,13 +100,77 @@ Status DeviceSpec::validate() const {
                                       std::to_string(kMaxSms - 1));
     }
   }
-  if (sm.max_threads <= 0 || sm.max_registers <= 0 || sm.max_shared_bytes < 0 || sm.max_blocks <= 0) {
+  if (sm.max_threads <= 0 || sm.max_registers <= 0 || sm.max_shared_bytes < 0 || sm.max_blocks <= 0 ||
+      sm.max_threads_per_block <= 0 || sm.max_registers_per_thread <= 0 || sm.max_shared_bytes_per_block < 0) {
     return Status::invalid_argument(who + "per-SM limits must be positive");
   }
   if (dram_bytes_per_s <= 0 || fp32_flops <= 0 || tensor_flops <= 0 || l2_bytes <= 0) {
     return Status::invalid_argument(who + "dram_bytes_per_s, fp32_flops, tensor_flops and l2_bytes must be > 0");
   }
   return Status::ok();
+}
+
+namespace {
+
+// Per-SM rates by compute capability (CUDA C++ Programming Guide, arithmetic instruction
+// throughput; dense FP16 tensor rates from the architecture whitepapers): FP32 lanes, and FP16
+// tensor FLOP per clock. 0: not known.
+struct SmRates {
+  int fp32_lanes = 0;
+  int tensor_flop_per_clock = 0;
+};
+SmRates sm_rates(int major, int minor) {
+  if (major == 7) return {64, 1024};                       // Volta, Turing
+  if (major == 8 && minor == 0) return {64, 2048};         // A100
+  if (major == 8) return {128, 1024};                      // GA10x, Ada
+  if (major == 9) return {128, 4096};                      // Hopper
+  if (major == 10 || major == 11) return {128, 8192};      // Blackwell data centre
+  if (major == 12) return {128, 2048};                     // Blackwell consumer
+  return {};
+}
+
+}  // namespace
+
+Result<DeviceSpec> spec_from_attributes(const DeviceAttributes& a) {
+  const std::string who = "device '" + a.name + "': ";
+  const std::pair<const char*, int> required[] = {
+      {"sm_count", a.sm_count},
+      {"l2_bytes", a.l2_bytes},
+      {"max_threads_per_sm", a.max_threads_per_sm},
+      {"max_registers_per_sm", a.max_registers_per_sm},
+      {"max_shared_bytes_per_sm", a.max_shared_bytes_per_sm},
+      {"max_blocks_per_sm", a.max_blocks_per_sm},
+      {"max_threads_per_block", a.max_threads_per_block},
+      {"max_shared_bytes_per_block_optin", a.max_shared_bytes_per_block_optin},
+      {"clock_khz", a.clock_khz},
+      {"memory_clock_khz", a.memory_clock_khz},
+      {"memory_bus_bits", a.memory_bus_bits},
+  };
+  for (const auto& [field, value] : required) {
+    if (value <= 0) return Status::invalid_argument(who + "attribute " + field + " is " + std::to_string(value) + " (must be > 0)");
+  }
+  const SmRates rates = sm_rates(a.cc_major, a.cc_minor);
+  if (rates.fp32_lanes == 0) {
+    return Status::unsupported(who + "compute capability " + std::to_string(a.cc_major) + "." + std::to_string(a.cc_minor) +
+                               " has no known per-SM FP32 and tensor rates (src/core/device.cpp, sm_rates)");
+  }
+  DeviceSpec d;
+  d.name = a.name;
+  d.sm_count = a.sm_count;
+  d.sm.max_threads = a.max_threads_per_sm;
+  d.sm.max_registers = a.max_registers_per_sm;
+  d.sm.max_shared_bytes = a.max_shared_bytes_per_sm;
+  d.sm.max_blocks = a.max_blocks_per_sm;
+  d.sm.max_threads_per_block = a.max_threads_per_block;
+  d.sm.max_shared_bytes_per_block = a.max_shared_bytes_per_block_optin;
+  d.l2_bytes = a.l2_bytes;
+  d.clock_hz = a.clock_khz * 1e3;
+  d.dram_bytes_per_s = 2.0 * a.memory_clock_khz * 1e3 * (a.memory_bus_bits / 8.0);
+  d.fp32_flops = static_cast<double>(a.sm_count) * rates.fp32_lanes * 2.0 * d.clock_hz;
+  d.tensor_flops = static_cast<double>(a.sm_count) * rates.tensor_flop_per_clock * d.clock_hz;
+  fill_nominal_topology(d, 8);
+  CONCORD_RETURN_IF_ERROR(d.validate());
+  return d;
 }
 
 DeviceSpec h100_sxm_spec() {
@@ -198,6 +262,9 @@ Result<DeviceSpec> load_device_file(const std::string& path) {
         else if (s.key() == "max_shared_bytes") d.sm.max_shared_bytes = x;
         else if (s.key() == "max_blocks") d.sm.max_blocks = x;
         else if (s.key() == "register_alloc_unit") d.sm.register_alloc_unit = x;
+        else if (s.key() == "max_threads_per_block") d.sm.max_threads_per_block = x;
+        else if (s.key() == "max_registers_per_thread") d.sm.max_registers_per_thread = x;
+        else if (s.key() == "max_shared_bytes_per_block") d.sm.max_shared_bytes_per_block = x;
         else return Status::parse_error(path + ": field 'sm." + s.key() + "': unknown field");
       }
     } else if (key == "tpc_of_sm" || key == "gpc_of_sm") {

@@ -364,7 +364,10 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
   req.after = after;
   {
     const auto b0 = std::chrono::steady_clock::now();
-    const Status st = backend_.dispatch(req);
+    // The whole placement, fusion pairs included, by the rule both backends share.
+    Status st = backend_.can_implement(req);
+    if (!st) st = Status(st.code(), who() + ": " + st.message());
+    if (st) st = backend_.dispatch(req);
     stats_.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
     CONCORD_RETURN_IF_ERROR(st);
   }
@@ -609,6 +612,10 @@ Status Engine::handle_completion(const Completion& c) {
     return Status::internal("completion of unknown dispatch " + std::to_string(c.dispatch.value));
   }
   DispatchRecord& rec = dispatch_records_[idx];
+  if (!c.error) {
+    // A fault on the device (the backend's message names the tenant, kernel and dispatch).
+    return Status(c.error.code(), "dispatch " + std::to_string(c.dispatch.value) + " failed: " + c.error.message());
+  }
   if (rec.after.valid() && std::any_of(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == rec.after; })) {
     return Status::internal("completion of dispatch " + std::to_string(c.dispatch.value) + " before that of dispatch " +
                             std::to_string(rec.after.value) + ", which it was queued behind");
@@ -743,7 +750,11 @@ Result<RunRecord> Engine::run() {
                                          " ready launches with nothing running and no tick requested: the run cannot finish");
     }
     if (backend_.now() >= options_.time_limit) {
-      return Status::failed_precondition("run exceeded its time limit of " + std::to_string(options_.time_limit) + " s");
+      // Stop what still runs (elastic launches at their next logical block) before giving up, so
+      // the process can exit; what does not stop is named.
+      const Status stopped = backend_.abort_all(options_.abort_grace);
+      return Status::failed_precondition("run exceeded its time limit of " + std::to_string(options_.time_limit) + " s" +
+                                         (stopped ? "" : "; " + stopped.message()));
     }
     until = std::min(until, options_.time_limit);
     auto completions = backend_.advance(until);

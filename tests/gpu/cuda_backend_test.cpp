@@ -5,9 +5,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <memory>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/green_contexts.h"
+#include "backend/sim/sim_backend.h"
+#include "kernels/device/fusion_compiler.h"
+#include "concord/engine.h"
 #include "concord/spec_source.h"
 #include "concord/occupancy.h"
 #include "concord/policy.h"
@@ -90,7 +96,7 @@ TEST(CudaBackend, PersistentNativeAndFusedDispatchesComplete) {
   auto b = backend();
   ASSERT_TRUE(b);
   const Workload w = two_kernels();
-  ASSERT_TRUE(b->prepare(w).is_ok());
+  ASSERT_TRUE(prepare_all(*b, w).is_ok());
   Placement persistent;
   persistent.sms = SmSet::range(0, 60);
   persistent.form = LaunchForm::persistent;
@@ -127,7 +133,7 @@ TEST(CudaBackend, OpaqueLibraryKernelRunsInAGreenContext) {
   t.name = "blas";
   t.steps.push_back(KernelStep{*make_suite_kernel("cublas_gemm", 2048), 1});
   w.tenants.push_back(t);
-  ASSERT_TRUE(b->prepare(w).is_ok());
+  ASSERT_TRUE(prepare_all(*b, w).is_ok());
   EXPECT_FALSE(b->capabilities(t.steps[0].kernel).persistent_form);
   Placement p;
   p.sms = b->green_contexts().cover(SmSet::range(0, 20));
@@ -144,7 +150,7 @@ TEST(CudaBackend, PreemptReturnsAPrefixAndResizeKeepsRunning) {
   ASSERT_TRUE(b);
   Workload w = two_kernels();
   w.tenants[0].steps[0].kernel = *make_suite_kernel("fma_loop", 1 << 26);  // ~1 s on a few SMs
-  ASSERT_TRUE(b->prepare(w).is_ok());
+  ASSERT_TRUE(prepare_all(*b, w).is_ok());
   Placement p;
   p.sms = SmSet::range(0, 8);
   p.form = LaunchForm::persistent;
@@ -171,7 +177,7 @@ TEST(CudaBackend, RaisingTheTlpOfARunningLaunchSpeedsItUp) {
   ASSERT_TRUE(b);
   Workload w = two_kernels();
   w.tenants[0].steps[0].kernel = *make_suite_kernel("fma_loop", 1 << 26);  // seconds on 8 SMs at 1 block each
-  ASSERT_TRUE(b->prepare(w).is_ok());
+  ASSERT_TRUE(prepare_all(*b, w).is_ok());
   const KernelSpec& k = w.tenants[0].steps[0].kernel;
   const int occupancy = max_resident_blocks(b->device(), k.variant(k.default_variant));
   ASSERT_GE(occupancy, 4);
@@ -230,7 +236,7 @@ TEST(CudaBackend, EngineRunsEveryBaselineOnTheGpu) {
   }
 }
 
-// SchedContext::queue_next on the GPU: a task's kernels queued on its stream behind the running
+// Dispatches queued behind a running one on the GPU (SchedContext::dispatch with `after`): a task's kernels queued on its stream behind the running
 // one start only after it ends (also across streams: a persistent dispatch behind a native one
 // on a green context waits on the GPU for its end event), every block runs once, and the host's
 // round trip between them is gone: the gap from one end to the next start is shorter than with
@@ -279,7 +285,7 @@ TEST(CudaBackend, QueuedKernelsStartWhenTheirPredecessorEnds) {
   auto b = backend();
   ASSERT_TRUE(b);
   const Workload two = two_kernels();
-  ASSERT_TRUE(b->prepare(two).is_ok());
+  ASSERT_TRUE(prepare_all(*b, two).is_ok());
   Placement native;
   native.sms = b->green_contexts().cover(SmSet::range(60, b->device().sm_count - 60));
   Placement persistent;
@@ -299,44 +305,6 @@ TEST(CudaBackend, QueuedKernelsStartWhenTheirPredecessorEnds) {
   EXPECT_EQ(second.blocks_done[0], behind.parts[0].range.size());
 }
 
-// SchedContext::dispatch_after on the GPU (the task-stream policies' hand-off): with one stream,
-// every task but the first is dispatched behind the last kernel of the task before it (another
-// tenant, another CUDA stream), before that kernel ends, and starts only after it has ended.
-TEST(CudaBackend, HandedOffTasksStartWhenTheTaskBeforeEnds) {
-  Workload w;
-  w.name = "handoff";
-  for (int i = 0; i < 4; ++i) {
-    TenantSpec t;
-    t.name = "task" + std::to_string(i);
-    t.steps.push_back(KernelStep{*make_suite_kernel(i % 2 ? "stream_triad" : "vector_add", 1 << 24), 3});
-    w.tenants.push_back(t);
-  }
-  auto b = backend();
-  ASSERT_TRUE(b);
-  auto p = builtin_policies().make("sq", {{"streams", "1"}, {"handoff", "1"}, {"dims", "max"}, {"burst", "0"}});
-  ASSERT_TRUE(p.is_ok());
-  auto run = run_workload(w, *b, **p, EngineOptions{});
-  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  ASSERT_EQ(run->launches.size(), 12u);
-  int handed = 0;
-  for (const DispatchRecord& d : run->dispatches) {
-    EXPECT_GT(d.end, d.start);
-    if (!d.after.valid()) continue;
-    const DispatchRecord& before = run->dispatches[static_cast<size_t>(d.after.value)];
-    EXPECT_GE(d.start, before.end - 1e-6) << "dispatch " << d.id.value;
-    if (before.tenants[0] == d.tenants[0]) continue;
-    ++handed;
-    std::printf("hand-off %lld -> %lld: %.1f us from the end to the next task's start\n",
-                static_cast<long long>(before.id.value), static_cast<long long>(d.id.value), (d.start - before.end) * 1e6);
-  }
-  // Three hand-offs, each decided while the task's last kernel (100-300 us here) runs; one may
-  // miss when the host sees the second-to-last kernel's end only after the last one's.
-  EXPECT_GE(handed, 2);
-  for (const TenantRecord& t : run->tenants) EXPECT_GT(t.logical_blocks, 0);
-}
-
-// Benches make a fresh backend per run (bench/raise: over 500 in one process): each must give
-// its device memory back, buffers and contexts alike.
 TEST(CudaBackend, BackendsGiveTheirDeviceMemoryBack) {
   auto free_bytes = [] {
     size_t free = 0, total = 0;
@@ -367,6 +335,180 @@ TEST(CudaBackend, BackendsGiveTheirDeviceMemoryBack) {
     EXPECT_GT(free_bytes(), before - 64e6) << (with_workload ? "with a run" : "created only") << ": "
                                             << (before - free_bytes()) / 1e6 << " MB not given back over 8 backends";
   }
+}
+
+}  // namespace
+}  // namespace concord
+
+namespace concord {
+namespace {
+
+// can_implement on the GPU means what it means on the simulator: for every pair of elastic suite
+// kernels, at their default and largest block sizes and at ratios 1:1 and 2:1, both give the same
+// answer (the fusion compiler is available on the GPU machines).
+TEST(CudaBackend, CanImplementAgreesWithTheSimulatorForEveryPair) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(kernels::FusionCompiler::shared().available().is_ok())
+      << kernels::FusionCompiler::shared().available().to_string();
+  sim::SimBackend sim(b->device());
+  std::vector<KernelSpec> suite;
+  for (const SuiteEntry& e : suite_catalog()) {
+    if (!e.elastic) continue;
+    auto k = make_suite_kernel(e.name, e.default_size);
+    ASSERT_TRUE(k.is_ok()) << k.status().to_string();
+    suite.push_back(*k);
+    k->default_variant = k->variant_count() - 1;
+    suite.push_back(*k);
+  }
+  int accepted = 0, compared = 0;
+  for (const KernelSpec& a : suite) {
+    for (const KernelSpec& c : suite) {
+      for (const auto& [pa, pc] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}}) {
+        DispatchRequest r;
+        r.id = DispatchId{1};
+        r.parts = {DispatchPart{LaunchId{1}, TenantId{1}, &a, a.default_variant,
+                                {0, a.variant(a.default_variant).logical_blocks}, pa},
+                   DispatchPart{LaunchId{2}, TenantId{2}, &c, c.default_variant,
+                                {0, c.variant(c.default_variant).logical_blocks}, pc}};
+        r.placement.sms = b->device().all_sms();
+        r.placement.form = LaunchForm::persistent;
+        const Status on_gpu = b->can_implement(r);
+        const Status on_sim = sim.can_implement(r);
+        EXPECT_EQ(on_gpu.code(), on_sim.code()) << a.name << " + " << c.name << " " << pa << ":" << pc << ": cuda "
+                                                << on_gpu.to_string() << " / sim " << on_sim.to_string();
+        accepted += on_gpu.is_ok();
+        ++compared;
+      }
+    }
+  }
+  std::printf("can_implement: %d of %d fused requests accepted on both backends\n", accepted, compared);
+  EXPECT_GT(accepted, 0);
+}
+
+// The device's figures come from its own attributes, not from a name.
+TEST(CudaBackend, DeviceSpecComesFromTheDevicesAttributes) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  int clock_khz = 0, mem_khz = 0, bus = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, 0), cudaSuccess);
+  const DeviceSpec& d = b->device();
+  EXPECT_EQ(d.name, prop.name);
+  EXPECT_EQ(d.sm_count, prop.multiProcessorCount);
+  EXPECT_DOUBLE_EQ(d.l2_bytes, prop.l2CacheSize);
+  EXPECT_DOUBLE_EQ(d.dram_bytes_per_s, 2.0 * mem_khz * 1e3 * bus / 8);
+  EXPECT_DOUBLE_EQ(d.clock_hz, clock_khz * 1e3);
+  std::printf("device: %s, %d SMs, %.0f MB L2, %.2f TB/s, %.1f FP32 TFLOP/s, %.0f tensor TFLOP/s\n", d.name.c_str(),
+              d.sm_count, d.l2_bytes / 1e6, d.dram_bytes_per_s / 1e12, d.fp32_flops / 1e12, d.tensor_flops / 1e12);
+  // On the H100 and H200 the derived peaks are near the data-sheet figures.
+  if (prop.major == 9) {
+    EXPECT_NEAR(d.fp32_flops, 66.9e12, 8e12);
+    EXPECT_GT(d.dram_bytes_per_s, 3.0e12);
+  }
+}
+
+// A tenant's allocator: its kernels' buffers come from it, and go back to it.
+class CountingAllocator final : public DeviceAllocator {
+ public:
+  std::string name() const override { return "counting"; }
+  Result<void*> allocate(size_t bytes) override {
+    void* p = nullptr;
+    CONCORD_CUDA(cudaMalloc(&p, bytes));
+    ++live;
+    total_bytes += bytes;
+    return p;
+  }
+  void release(void* p, size_t) override {
+    cudaFree(p);
+    --live;
+  }
+  int live = 0;
+  size_t total_bytes = 0;
+};
+
+TEST(CudaBackend, ATenantsBuffersComeFromItsAllocator) {
+  auto counting = std::make_shared<CountingAllocator>();
+  const Workload w = two_kernels();
+  {
+    auto b = backend();
+    ASSERT_TRUE(b);
+    ASSERT_TRUE(b->set_allocator(TenantId{0}, counting).is_ok());
+    ASSERT_TRUE(prepare_all(*b, w).is_ok());
+    // fma_loop (tenant 0) has one output buffer of `size` floats; stream_triad's are not counted.
+    EXPECT_EQ(counting->live, 1);
+    EXPECT_EQ(counting->total_bytes, static_cast<size_t>(w.tenants[0].steps[0].kernel.size) * sizeof(float));
+    Placement p;
+    p.sms = b->device().all_sms();
+    p.form = LaunchForm::persistent;
+    ASSERT_TRUE(b->dispatch(request(w, 0, 0, p)).is_ok());
+    auto done = drain(*b);
+    ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+    ASSERT_EQ(done->size(), 1u);
+    EXPECT_TRUE(done->front().error.is_ok()) << done->front().error.to_string();
+    const KernelSpec& k = w.tenants[0].steps[0].kernel;
+    EXPECT_EQ(done->front().blocks_done[0], k.variant(k.default_variant).logical_blocks);
+  }
+  EXPECT_EQ(counting->live, 0) << "the backend gave the tenant's buffers back to its allocator";
+}
+
+// An allocator that hands out an address nothing maps: the tenant's kernel faults.
+class UnmappedAllocator final : public DeviceAllocator {
+ public:
+  std::string name() const override { return "unmapped"; }
+  Result<void*> allocate(size_t) override { return reinterpret_cast<void*>(uintptr_t{1} << 40); }
+  void release(void*, size_t) override {}
+};
+
+// Runs in a child process (an illegal address poisons the CUDA context for the rest of the
+// process): the parent test below starts it and reads its verdict.
+TEST(CudaFaultChild, IllegalAddressIsNamedAndEarlierWorkKept) {
+  if (!std::getenv("CONCORD_GPU_FAULT_CHILD")) GTEST_SKIP() << "runs as the child of CudaFaults.*";
+  auto b = backend();
+  ASSERT_TRUE(b);
+  const Workload w = two_kernels();
+  ASSERT_TRUE(b->set_allocator(TenantId{0}, std::make_shared<UnmappedAllocator>()).is_ok());
+  ASSERT_TRUE(prepare_all(*b, w).is_ok());
+  Placement p;
+  p.sms = b->device().all_sms();
+  p.form = LaunchForm::persistent;
+  // Tenant 1's work first, to the end: it is reported whole.
+  ASSERT_TRUE(b->dispatch(request(w, 1, 4, p)).is_ok());
+  auto good = drain(*b);
+  ASSERT_TRUE(good.is_ok()) << good.status().to_string();
+  ASSERT_EQ(good->size(), 1u);
+  EXPECT_TRUE(good->front().error.is_ok());
+  EXPECT_EQ(good->front().blocks_done[0], request(w, 1, 4, p).parts[0].range.size());
+  // Tenant 0's kernel writes through the unmapped address: its completion carries the error.
+  ASSERT_TRUE(b->dispatch(request(w, 0, 5, p)).is_ok());
+  auto bad = drain(*b);
+  ASSERT_TRUE(bad.is_ok()) << bad.status().to_string();
+  ASSERT_EQ(bad->size(), 1u);
+  const Status& e = bad->front().error;
+  EXPECT_EQ(e.code(), StatusCode::device_error);
+  EXPECT_NE(e.message().find("tenant 0 kernel 'fma_loop' dispatch 5"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("cudaErrorIllegalAddress"), std::string::npos) << e.message();
+  if (!::testing::Test::HasFailure()) std::printf("CHILD-OK\n");
+  std::fflush(stdout);
+  std::_Exit(0);  // the context is poisoned: no teardown that could wait on it
+}
+
+TEST(CudaFaults, IllegalAddressIsNamedAndEarlierWorkKept) {
+  char self[4096] = {};
+  ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+  const std::string cmd = std::string("CONCORD_GPU_FAULT_CHILD=1 timeout 120 '") + self +
+                          "' --gtest_filter=CudaFaultChild.IllegalAddressIsNamedAndEarlierWorkKept 2>&1";
+  FILE* child = popen(cmd.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), child)) out.append(buf, n);
+  const int rc = pclose(child);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("CHILD-OK"), std::string::npos) << out;
 }
 
 }  // namespace

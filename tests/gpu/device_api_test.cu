@@ -3,7 +3,9 @@
 // logical block exactly once.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstddef>
 #include <map>
@@ -11,8 +13,13 @@
 
 #include "concord/device/launch.cuh"
 #include "concord/suite.h"
+#include "concord/workload.h"
+#include <cuda/atomic>
 #include "gpu_test_support.h"
+#include "backend/cuda/cuda_backend.h"
+#include "concord/backend.h"
 #include "kernels/device/device_kernel.h"
+#include "kernels/device/fusion_compiler.h"
 
 namespace concord {
 namespace {
@@ -138,30 +145,204 @@ TEST(DeviceApi, ElasticMatchesReferenceOnlyOnAllowedSmsWithinTlp) {
   }
 }
 
-TEST(DeviceApi, FusedPairsFinishBothBodies) {
+// Every pair of elastic bodies (unordered, a body with itself included) that the shared rule
+// accepts runs fused, at 1:1 and 2:1, and both outputs match their CPU references; the rule's
+// refusals are not launched. The fused kernels are compiled first, in parallel.
+TEST(DeviceApi, EveryPairTheRuleAcceptsRunsFusedCorrectly) {
   const int sms = sm_count();
-  for (const auto& [a_name, b_name] : kernels::fused_pairs()) {
-    if (!selected(a_name) && !selected(b_name)) continue;
-    for (const auto& [pa, pb] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}}) {
-      auto a = make(a_name);
-      auto b = make(b_name);
-      const int va = a->spec().default_variant, vb = b->spec().default_variant;
-      auto occupancy = kernels::fused_occupancy(*a, va, pa, *b, vb, pb);
-      // Over 1024 threads or over the register file: not a valid ratio for this pair.
-      if (!occupancy.is_ok() || *occupancy == 0) continue;
-      DeviceControl ca, cb;
-      ASSERT_OK(ca.init({0, a->spec().variant(va).logical_blocks}, SmSet::all(sms), *occupancy, 2));
-      ASSERT_OK(cb.init({0, b->spec().variant(vb).logical_blocks}, SmSet::all(sms), *occupancy, 5));
-      ASSERT_OK(a->poison_output(nullptr));
-      ASSERT_OK(b->poison_output(nullptr));
-      ASSERT_OK(kernels::launch_fused(*a, va, pa, ca.get(), *b, vb, pb, cb.get(), CachePolicy::normal, *occupancy * sms, nullptr));
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      auto ea = a->check(3), eb = b->check(3);
-      ASSERT_TRUE(ea.is_ok() && eb.is_ok());
-      EXPECT_LE(*ea, kCases.at(a_name).second) << a_name << " fused with " << b_name << " " << pa << ":" << pb;
-      EXPECT_LE(*eb, kCases.at(b_name).second) << b_name << " fused with " << a_name << " " << pa << ":" << pb;
+  auto spec = cuda::probe_device_spec(0);
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  ASSERT_OK(kernels::FusionCompiler::shared().available());
+  struct Case {
+    std::string a, b;
+    int pa, pb;
+  };
+  std::vector<Case> cases;
+  for (auto ia = kCases.begin(); ia != kCases.end(); ++ia) {
+    for (auto ib = ia; ib != kCases.end(); ++ib) {
+      if (!selected(ia->first) && !selected(ib->first)) continue;
+      for (const auto& [pa, pb] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}}) {
+        cases.push_back({ia->first, ib->first, pa, pb});
+      }
     }
   }
+  // The rule's answer for each case, from the kernels' specs (as can_implement gives it).
+  auto rule = [&](const kernels::DeviceKernel& a, const kernels::DeviceKernel& b, int pa, int pb) {
+    DispatchRequest r;
+    r.id = DispatchId{1};
+    r.parts = {DispatchPart{LaunchId{1}, TenantId{1}, &a.spec(), a.spec().default_variant,
+                            {0, a.spec().variant(a.spec().default_variant).logical_blocks}, pa},
+               DispatchPart{LaunchId{2}, TenantId{2}, &b.spec(), b.spec().default_variant,
+                            {0, b.spec().variant(b.spec().default_variant).logical_blocks}, pb}};
+    r.placement.sms = spec->all_sms();
+    r.placement.form = LaunchForm::persistent;
+    Capabilities caps;
+    caps.persistent_form = caps.split_range = caps.fusion = caps.l1_bypass = caps.l2_evict_first = true;
+    caps.block_variants = true;
+    return check_dispatch_resources(*spec, r, caps, &caps);
+  };
+  {
+    // Compile every accepted case's kernel in parallel (16 threads), timed for docs/cuda_backend.md.
+    std::vector<std::pair<std::unique_ptr<kernels::DeviceKernel>, std::unique_ptr<kernels::DeviceKernel>>> made;
+    std::vector<const Case*> accepted;
+    for (const Case& c : cases) {
+      auto a = make(c.a);
+      auto b = make(c.b);
+      if (!rule(*a, *b, c.pa, c.pb).is_ok()) continue;
+      accepted.push_back(&c);
+      made.emplace_back(std::move(a), std::move(b));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    std::vector<Status> results(accepted.size());
+    for (int t = 0; t < 16; ++t) {
+      pool.emplace_back([&] {
+        cudaSetDevice(0);
+        for (size_t i = next++; i < accepted.size(); i = next++) {
+          const auto& [a, b] = made[i];
+          results[i] = kernels::prepare_fused(*a, a->spec().default_variant, accepted[i]->pa, *b, b->spec().default_variant,
+                                              accepted[i]->pb, CachePolicy::normal);
+        }
+      });
+    }
+    for (auto& t : pool) t.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto stats = kernels::FusionCompiler::shared().stats();
+    std::printf("fusion compiler: %zu fused kernels ready in %.1f s wall (%d compiled, %.1f s in NVRTC, %d from the disk cache)\n",
+                accepted.size(), seconds, stats.compiled, stats.compile_seconds, stats.from_disk);
+    for (size_t i = 0; i < accepted.size(); ++i) {
+      EXPECT_TRUE(results[i].is_ok()) << accepted[i]->a << " + " << accepted[i]->b << ": " << results[i].to_string();
+    }
+  }
+  int ran = 0, refused = 0;
+  for (const Case& c : cases) {
+    auto a = make(c.a);
+    auto b = make(c.b);
+    const int va = a->spec().default_variant, vb = b->spec().default_variant;
+    const Status accepted = rule(*a, *b, c.pa, c.pb);
+    if (!accepted) {
+      ++refused;
+      EXPECT_EQ(accepted.code(), StatusCode::unsupported) << accepted.to_string();
+      continue;
+    }
+    auto occupancy = kernels::fused_occupancy(*a, va, c.pa, *b, vb, c.pb);
+    ASSERT_TRUE(occupancy.is_ok()) << c.a << " + " << c.b << ": " << occupancy.status().to_string();
+    ASSERT_GE(*occupancy, 1) << c.a << " + " << c.b << " " << c.pa << ":" << c.pb << ": the rule accepted a block that does not fit";
+    DeviceControl ca, cb;
+    ASSERT_OK(ca.init({0, a->spec().variant(va).logical_blocks}, SmSet::all(sms), *occupancy, 2));
+    ASSERT_OK(cb.init({0, b->spec().variant(vb).logical_blocks}, SmSet::all(sms), *occupancy, 5));
+    ASSERT_OK(a->poison_output(nullptr));
+    ASSERT_OK(b->poison_output(nullptr));
+    ASSERT_OK(kernels::launch_fused(*a, va, c.pa, ca.get(), *b, vb, c.pb, cb.get(), CachePolicy::normal, *occupancy * sms, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.a << " + " << c.b;
+    auto ea = a->check(3), eb = b->check(3);
+    ASSERT_TRUE(ea.is_ok() && eb.is_ok());
+    EXPECT_LE(*ea, kCases.at(c.a).second) << c.a << " fused with " << c.b << " " << c.pa << ":" << c.pb;
+    EXPECT_LE(*eb, kCases.at(c.b).second) << c.b << " fused with " << c.a << " " << c.pa << ":" << c.pb;
+    ++ran;
+  }
+  std::printf("fused pairs: %d ran and matched their references, %d refused by the rule\n", ran, refused);
+  EXPECT_GT(ran, 0);
+}
+
+// The fused kernel with another cache policy: a pair at each policy still matches the references.
+TEST(DeviceApi, FusedPairAtEveryCachePolicy) {
+  const int sms = sm_count();
+  for (CachePolicy cache : kAllCachePolicies) {
+    auto a = make("hotspot");
+    auto b = make("stream_triad");
+    auto occupancy = kernels::fused_occupancy(*a, 0, 1, *b, 0, 1, cache);
+    ASSERT_TRUE(occupancy.is_ok()) << occupancy.status().to_string();
+    ASSERT_GE(*occupancy, 1);
+    DeviceControl ca, cb;
+    ASSERT_OK(ca.init({0, a->spec().variant(0).logical_blocks}, SmSet::all(sms), *occupancy, 2));
+    ASSERT_OK(cb.init({0, b->spec().variant(0).logical_blocks}, SmSet::all(sms), *occupancy, 5));
+    ASSERT_OK(a->poison_output(nullptr));
+    ASSERT_OK(b->poison_output(nullptr));
+    ASSERT_OK(kernels::launch_fused(*a, 0, 1, ca.get(), *b, 0, 1, cb.get(), cache, *occupancy * sms, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto ea = a->check(3), eb = b->check(3);
+    ASSERT_TRUE(ea.is_ok() && eb.is_ok());
+    EXPECT_LE(*ea, kCases.at("hotspot").second) << to_string(cache);
+    EXPECT_LE(*eb, kCases.at("stream_triad").second) << to_string(cache);
+  }
+}
+
+// Occupies every thread slot of every SM until *release (mapped host memory) turns nonzero: from
+// the backend's view, a kernel that never ends.
+__global__ void hog_kernel(int* release) {
+  ::cuda::atomic_ref<int, ::cuda::thread_scope_system> flag(*release);
+  while (flag.load(::cuda::memory_order_relaxed) == 0) __nanosleep(10000);
+}
+
+TEST(CudaBackendWatchdog, AbortAllReturnsWithinItsGraceAndNamesWhatStillRuns) {
+  auto created = cuda::CudaBackend::create(0, 5);
+  ASSERT_TRUE(created.is_ok()) << created.status().to_string();
+  auto& b = **created;
+  auto triad = make_suite_kernel("stream_triad", 1 << 22);
+  auto add = make_suite_kernel("vector_add", 1 << 22);
+  ASSERT_TRUE(triad && add);
+  Workload w;
+  for (const auto* k : {&*triad, &*add}) {
+    TenantSpec t;
+    t.name = k->name;
+    t.steps.push_back(KernelStep{*k, 1});
+    w.tenants.push_back(t);
+  }
+  ASSERT_OK(prepare_all(b, w));
+  int* release = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&release, sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  *release = 0;
+  int* release_dev = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&release_dev, release, 0), cudaSuccess);
+  cuda::Stream hog_stream;
+  ASSERT_OK(hog_stream.create());
+  int threads_per_sm = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, 0), cudaSuccess);
+  hog_kernel<<<sm_count() * (threads_per_sm / 1024), 1024, 0, hog_stream.get()>>>(release_dev);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // every hog block resident
+
+  auto req = [&](int tenant, int64_t id, LaunchForm form) {
+    const KernelSpec& k = w.tenants[static_cast<size_t>(tenant)].steps[0].kernel;
+    DispatchRequest r;
+    r.id = DispatchId{id};
+    r.parts.push_back(DispatchPart{LaunchId{id}, TenantId{tenant}, &k, k.default_variant,
+                                   BlockRange{0, k.variant(k.default_variant).logical_blocks}, 1});
+    r.placement.sms = b.device().all_sms();
+    r.placement.form = form;
+    return r;
+  };
+  ASSERT_OK(b.dispatch(req(0, 1, LaunchForm::persistent)));
+  ASSERT_OK(b.dispatch(req(1, 2, LaunchForm::native)));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = b.abort_all(0.5);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 1.5) << "abort_all must not wait past its grace";
+  EXPECT_EQ(s.code(), StatusCode::device_error) << s.to_string();
+  EXPECT_NE(s.message().find("tenant 1 kernel 'vector_add' dispatch 2"), std::string::npos) << s.message();
+
+  // Released, the native dispatch runs to its end and the persistent one ends preempted.
+  __atomic_store_n(release, 1, __ATOMIC_RELEASE);
+  std::vector<Completion> all;
+  while (b.running() > 0) {
+    auto c = b.advance(1e9);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    all.insert(all.end(), c->begin(), c->end());
+  }
+  ASSERT_EQ(all.size(), 2u);
+  for (const Completion& c : all) {
+    EXPECT_TRUE(c.error.is_ok()) << c.error.to_string();
+    if (c.dispatch == DispatchId{1}) {
+      EXPECT_TRUE(c.preempted);
+    } else {
+      EXPECT_FALSE(c.preempted);
+      EXPECT_EQ(c.blocks_done[0], req(1, 2, LaunchForm::native).parts[0].range.size());
+    }
+  }
+  ASSERT_EQ(cudaStreamSynchronize(hog_stream.get()), cudaSuccess);
+  cudaFreeHost(release);
 }
 
 // Counts how often each logical block ran, where, and in which phase; spins to make blocks long.

@@ -7,11 +7,23 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/handles.h"
+#include "concord/backend.h"
 #include "concord/device/control.h"
 #include "concord/placement.h"
 #include "concord/sm_set.h"
+#include "concord/workload.h"
 
 namespace concord::testing {
+
+// Prepares every tenant of a workload on a backend, as the engine does when they join.
+inline Status prepare_all(Backend& backend, const Workload& w) {
+  for (size_t i = 0; i < w.tenants.size(); ++i) {
+    std::vector<const KernelSpec*> kernels;
+    for (const KernelStep& s : w.tenants[i].steps) kernels.push_back(&s.kernel);
+    CONCORD_RETURN_IF_ERROR(backend.prepare_tenant(TenantId{static_cast<int64_t>(i)}, kernels));
+  }
+  return Status::ok();
+}
 
 #define ASSERT_OK(expr)                                   \
   do {                                                    \

@@ -293,6 +293,7 @@ class HostClockBehind final : public Backend {
   Seconds now() const override { return std::max(0.0, sim_.now() - lag_); }
   Result<std::vector<Completion>> advance(Seconds until) override { return sim_.advance(until + lag_); }
   int running() const override { return sim_.running(); }
+  Status abort_all(Seconds grace) override { return sim_.abort_all(grace); }
 
  private:
   sim::SimBackend sim_;

@@ -143,3 +143,72 @@ TEST(Occupancy, LimitedByEachResource) {
 
 }  // namespace
 }  // namespace concord
+
+namespace concord {
+namespace {
+
+DeviceAttributes h100_attributes() {
+  DeviceAttributes a;
+  a.name = "NVIDIA H100 80GB HBM3";
+  a.cc_major = 9;
+  a.cc_minor = 0;
+  a.sm_count = 132;
+  a.l2_bytes = 50 * 1024 * 1024;
+  a.max_threads_per_sm = 2048;
+  a.max_registers_per_sm = 65536;
+  a.max_shared_bytes_per_sm = 233472;
+  a.max_blocks_per_sm = 32;
+  a.max_threads_per_block = 1024;
+  a.max_shared_bytes_per_block_optin = 232448;
+  a.clock_khz = 1980000;
+  a.memory_clock_khz = 2619000;
+  a.memory_bus_bits = 5120;
+  return a;
+}
+
+TEST(SpecFromAttributes, DerivesHopperPeaksFromClocksAndWidths) {
+  auto spec = spec_from_attributes(h100_attributes());
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_EQ(spec->name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(spec->sm_count, 132);
+  EXPECT_DOUBLE_EQ(spec->l2_bytes, 50.0 * 1024 * 1024);
+  // 2 x 2619 MHz x 640 bytes = 3.35 TB/s; 132 SMs x 128 lanes x 2 x 1.98 GHz = 66.9 TFLOP/s.
+  EXPECT_NEAR(spec->dram_bytes_per_s, 3.352e12, 0.001e12);
+  EXPECT_NEAR(spec->fp32_flops, 66.9e12, 0.1e12);
+  EXPECT_NEAR(spec->tensor_flops, 132 * 4096 * 1.98e9, 1e9);
+  EXPECT_EQ(spec->sm.max_shared_bytes_per_block, 232448);
+  EXPECT_TRUE(spec->validate().is_ok());
+  EXPECT_EQ(spec->tpc_count(), 66);
+}
+
+TEST(SpecFromAttributes, AnotherGpuGetsItsOwnFiguresNotHopper) {
+  DeviceAttributes a = h100_attributes();
+  a.name = "NVIDIA A100-SXM4-80GB";
+  a.cc_major = 8;
+  a.cc_minor = 0;
+  a.sm_count = 108;
+  a.clock_khz = 1410000;
+  a.memory_clock_khz = 1593000;
+  auto spec = spec_from_attributes(a);
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  EXPECT_NEAR(spec->fp32_flops, 108 * 64 * 2 * 1.41e9, 1e9);   // 19.5 TFLOP/s
+  EXPECT_NEAR(spec->tensor_flops, 108 * 2048 * 1.41e9, 1e9);   // 312 TFLOP/s
+  EXPECT_NEAR(spec->dram_bytes_per_s, 2 * 1.593e9 * 640, 1e6); // 2.04 TB/s
+}
+
+TEST(SpecFromAttributes, MissingAttributeOrUnknownArchitectureIsNamed) {
+  DeviceAttributes a = h100_attributes();
+  a.memory_bus_bits = 0;
+  auto spec = spec_from_attributes(a);
+  ASSERT_FALSE(spec.is_ok());
+  EXPECT_NE(spec.status().message().find("memory_bus_bits"), std::string::npos) << spec.status().message();
+  a = h100_attributes();
+  a.cc_major = 42;
+  spec = spec_from_attributes(a);
+  ASSERT_FALSE(spec.is_ok());
+  EXPECT_EQ(spec.status().code(), StatusCode::unsupported);
+  EXPECT_NE(spec.status().message().find("42.0"), std::string::npos) << spec.status().message();
+}
+
+}  // namespace
+}  // namespace concord

@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "kernels/device/fusion_compiler.h"
 
 namespace concord::cuda {
 
@@ -38,6 +39,30 @@ void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.all
 
 }  // namespace
 
+Result<DeviceSpec> probe_device_spec(int device) {
+  cudaDeviceProp prop{};
+  CONCORD_CUDA(cudaGetDeviceProperties(&prop, device));
+  DeviceAttributes a;
+  a.name = prop.name;
+  a.cc_major = prop.major;
+  a.cc_minor = prop.minor;
+  a.sm_count = prop.multiProcessorCount;
+  a.l2_bytes = prop.l2CacheSize;
+  a.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  a.max_registers_per_sm = prop.regsPerMultiprocessor;
+  a.max_shared_bytes_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
+  a.max_blocks_per_sm = prop.maxBlocksPerMultiProcessor;
+  a.max_threads_per_block = prop.maxThreadsPerBlock;
+  a.max_shared_bytes_per_block_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
+  CONCORD_CUDA(cudaDeviceGetAttribute(&a.clock_khz, cudaDevAttrClockRate, device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&a.memory_clock_khz, cudaDevAttrMemoryClockRate, device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&a.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  auto spec = spec_from_attributes(a);
+  if (!spec) return spec.status();
+  spec->sm.max_registers_per_thread = 255;
+  return spec;
+}
+
 CudaBackendOptions CudaBackendOptions::from_env() {
   CudaBackendOptions o;
   o.sweep_pause_us = env_int("CONCORD_CUDA_SWEEP_PAUSE_US", o.sweep_pause_us, 100000);
@@ -54,18 +79,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   CONCORD_CUDA(cudaGetDeviceCount(&count));
   if (device >= count) return Status::not_found("no CUDA device " + std::to_string(device));
   CONCORD_CUDA(cudaSetDevice(device));
-  cudaDeviceProp prop{};
-  CONCORD_CUDA(cudaGetDeviceProperties(&prop, device));
-  const std::string name = prop.name;
-  // Peaks (bandwidth, FLOP/s) from the built-in spec of the model; limits and topology measured.
-  b->spec_ = name.find("H200") != std::string::npos ? h200_spec() : h100_sxm_spec();
-  b->spec_.name = name;
-  b->spec_.sm_count = prop.multiProcessorCount;
-  b->spec_.l2_bytes = prop.l2CacheSize;
-  b->spec_.sm.max_threads = prop.maxThreadsPerMultiProcessor;
-  b->spec_.sm.max_registers = prop.regsPerMultiprocessor;
-  b->spec_.sm.max_shared_bytes = static_cast<int>(prop.sharedMemPerMultiprocessor);
-  b->spec_.sm.max_blocks = prop.maxBlocksPerMultiProcessor;
+  auto spec = probe_device_spec(device);
+  if (!spec) return spec.status();
+  b->spec_ = std::move(*spec);
   // Green contexts give native launches their SM sets and tell the topology (SM -> TPC). An MPS
   // client cannot split the GPU into green contexts (the probe sees another SM numbering); it runs
   // without them: whole-GPU native launches and %smid-filtered persistent launches still work.
@@ -109,6 +125,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   CONCORD_RETURN_IF_ERROR(b->controls_.allocate(kControlPool));
   for (int i = kControlPool - 1; i >= 0; --i) b->free_controls_.push_back(i);
   CONCORD_RETURN_IF_ERROR(b->staging_.allocate(1));
+  CONCORD_RETURN_IF_ERROR(b->preempt_one_.allocate(1));
+  *b->preempt_one_.get() = 1;
   // One pinned host image per control block: a launch uploads its control on its own stream,
   // ordered before the kernel, with no host wait; the image is not reused until the control is
   // free again (after the dispatch completed).
@@ -130,13 +148,43 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
 }
 
 CudaBackend::~CudaBackend() {
+  // Bounded teardown: stop persistent launches, wait a while for every stream, and if the device
+  // is still busy (a hung opaque kernel) say so and leak rather than wait in cudaFree forever.
+  const Status aborted = abort_all(options_.teardown_wait_s);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   work_cv_.notify_all();
   if (completer_.joinable()) completer_.join();
-  cudaDeviceSynchronize();  // nothing may still write into the pinned buffers freed next
+  bool idle = aborted.is_ok();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.teardown_wait_s);
+  auto busy = [](cudaStream_t st) { return cudaStreamQuery(st) == cudaErrorNotReady; };
+  while (idle) {
+    bool any = busy(control_stream_.get()) || busy(completer_stream_.get());
+    for (const auto& [key, st] : tenant_streams_) any = any || busy(st.get());
+    for (const Stream& st : helper_streams_) any = any || busy(st.get());
+    for (const Stream& st : abort_streams_) any = any || busy(st.get());
+    if (!any) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      idle = false;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (idle) {
+    // Only this process's own work could remain (green-context streams): nothing hangs here.
+    if (cudaDeviceSynchronize() == cudaSuccess) return;
+  }
+  std::fprintf(stderr, "concord: cuda: the device did not drain within %.1f s at teardown (%s); leaking its buffers instead of waiting\n",
+               options_.teardown_wait_s, aborted.is_ok() ? "a stream stayed busy" : aborted.message().c_str());
+  // cudaFree and cudaFreeHost wait for the device: give the memory up without freeing it.
+  controls_.abandon();
+  staging_.abandon();
+  images_.abandon();
+  completer_done_.abandon();
+  preempt_one_.abandon();
+  new std::map<std::string, std::unique_ptr<kernels::DeviceKernel>>(std::move(kernels_));  // leaked on purpose
 }
 
 Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
@@ -144,22 +192,94 @@ Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
   c.l2_evict_first = true;  // elastic: evict-first loads; opaque: a streaming access-policy window
   if (!kernel.elastic) return c;
   c.persistent_form = c.exact_sm_sets = c.tlp = c.split_range = c.resize = c.preempt = true;
-  c.fusion = true;  // for instantiated pairs; dispatch refuses others
+  c.fusion = true;  // any pair that the shared rule accepts (can_implement)
   c.l1_bypass = true;
   c.block_variants = true;
   return c;
 }
 
-Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec) {
+Status CudaBackend::can_implement(const DispatchRequest& request) const {
+  CONCORD_RETURN_IF_ERROR(Backend::can_implement(request));
+  const std::vector<std::string> bodies = kernels::device_kernel_names();
+  for (const DispatchPart& p : request.parts) {
+    if (std::find(bodies.begin(), bodies.end(), p.kernel->name) == bodies.end()) {
+      return Status::unsupported("dispatch " + std::to_string(request.id.value) + ": tenant " +
+                                 std::to_string(p.tenant.value) + " kernel '" + p.kernel->name +
+                                 "' has no device body");
+    }
+  }
+  if (request.parts.size() == 2) {
+    const Status compiler = kernels::FusionCompiler::shared().available();
+    if (!compiler) {
+      return Status::unsupported("dispatch " + std::to_string(request.id.value) + ": fusing '" +
+                                 request.parts[0].kernel->name + "' with '" + request.parts[1].kernel->name +
+                                 "': " + compiler.message());
+    }
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::set_allocator(TenantId tenant, std::shared_ptr<DeviceAllocator> allocator) {
+  if (!tenant.valid()) return Status::invalid_argument("cuda: set_allocator: invalid tenant id");
+  if (allocator) {
+    allocators_[static_cast<int>(tenant.value)] = std::move(allocator);
+  } else {
+    allocators_.erase(static_cast<int>(tenant.value));
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::prepare_dispatch(const DispatchRequest& request) {
+  CONCORD_RETURN_IF_ERROR(can_implement(request));
+  if (request.parts.size() != 2) return Status::ok();
+  const DispatchPart& a = request.parts[0];
+  const DispatchPart& b = request.parts[1];
+  auto ka = kernel_for(*a.kernel, static_cast<int>(a.tenant.value));
+  if (!ka) return ka.status();
+  auto kb = kernel_for(*b.kernel, static_cast<int>(b.tenant.value));
+  if (!kb) return kb.status();
+  return kernels::prepare_fused(**ka, a.variant, a.parts_per_block, **kb, b.variant, b.parts_per_block,
+                                request.placement.cache);
+}
+
+Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec, int tenant) {
   const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&spec));
   if (auto it = kernels_.find(key); it != kernels_.end()) return it->second.get();
   auto k = kernels::make_device_kernel(spec);
   if (!k) return k.status();
-  CONCORD_RETURN_IF_ERROR((*k)->prepare(seed_ + kernels_.size()));
+  {
+    // The tenant's buffers come from its allocator (none set: cudaMalloc).
+    auto a = allocators_.find(tenant);
+    AllocationScope scope(a != allocators_.end() ? a->second : nullptr);
+    CONCORD_RETURN_IF_ERROR((*k)->prepare(seed_ + kernels_.size()));
+  }
   CONCORD_CUDA(cudaDeviceSynchronize());
   auto* raw = k->get();
   kernels_[key] = std::move(*k);
   return raw;
+}
+
+Status CudaBackend::wait_stream(cudaStream_t stream, double seconds, const std::string& what) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (true) {
+    const cudaError_t q = cudaStreamQuery(stream);
+    if (q == cudaSuccess) return Status::ok();
+    if (q != cudaErrorNotReady) {
+      return Status::device_error("cuda: " + what + ": " + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::device_error("cuda: " + what + ": still waiting after " + std::to_string(seconds) +
+                                  " s (a stream is stuck behind a kernel that does not end)");
+    }
+    std::this_thread::yield();
+  }
+}
+
+Result<CudaBackend::Running*> CudaBackend::find_running(DispatchId id, const char* op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
+  if (it == running_.end()) return Status::not_found(std::string("cuda: ") + op + ": no running dispatch " + std::to_string(id.value));
+  return &*it;
 }
 
 Status CudaBackend::prepare_tenant(TenantId tenant, const std::vector<const KernelSpec*>& kernels) {
@@ -169,7 +289,7 @@ Status CudaBackend::prepare_tenant(TenantId tenant, const std::vector<const Kern
   auto stream = tenant_stream(static_cast<int>(tenant.value), 0);
   if (!stream) return stream.status();
   for (const KernelSpec* spec : kernels) {
-    auto k = kernel_for(*spec);
+    auto k = kernel_for(*spec, static_cast<int>(tenant.value));
     if (!k) return k.status();
     // A library's first call loads its kernels (cuBLAS: about 0.1 s): pay that now, not mid-run.
     if (!spec->elastic) {
@@ -232,15 +352,15 @@ Status CudaBackend::write_control_field(int control, size_t offset, const void* 
   std::memcpy(base + offset, data, bytes);
   auto* dst = reinterpret_cast<char*>(controls_.get() + control) + offset;
   CONCORD_CUDA(cudaMemcpyAsync(dst, base + offset, bytes, cudaMemcpyHostToDevice, control_stream_.get()));
-  CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
-  return Status::ok();
+  // The staging buffer is reused by the next write: wait, bounded, for this one to land.
+  return wait_stream(control_stream_.get(), options_.control_wait_s, "writing control block " + std::to_string(control));
 }
 
 Result<device::ElasticControl> CudaBackend::read_control(int control, const Event& after) const {
   CONCORD_CUDA(cudaStreamWaitEvent(control_stream_.get(), after.get(), 0));  // after the control's upload
   CONCORD_CUDA(cudaMemcpyAsync(staging_.get(), controls_.get() + control, sizeof(device::ElasticControl), cudaMemcpyDeviceToHost,
                                control_stream_.get()));
-  CONCORD_CUDA(cudaStreamSynchronize(control_stream_.get()));
+  CONCORD_RETURN_IF_ERROR(wait_stream(control_stream_.get(), options_.control_wait_s, "reading control block " + std::to_string(control)));
   return *staging_.get();
 }
 
@@ -296,18 +416,35 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   r.id = req.id;
   r.placement = req.placement;
   r.tenant = static_cast<int>(req.parts[0].tenant.value);
+  r.label = "tenant " + std::to_string(req.parts[0].tenant.value) + " kernel '" + req.parts[0].kernel->name + "'";
+  if (req.parts.size() == 2) {
+    r.label += " fused with tenant " + std::to_string(req.parts[1].tenant.value) + " kernel '" + req.parts[1].kernel->name + "'";
+  }
+  r.label += " dispatch " + std::to_string(req.id.value);
   for (const auto& p : req.parts) {
-    auto k = kernel_for(*p.kernel);
-    if (!k) return k.status();
+    auto k = kernel_for(*p.kernel, static_cast<int>(p.tenant.value));
+    if (!k) return Status(k.status().code(), "cuda: " + r.label + ": " + k.status().message());
     r.parts.push_back(Part{*k, p.variant, p.range, p.parts_per_block, -1});
   }
+  // Control blocks taken below go back to the pool on every error path.
+  struct GiveBack {
+    CudaBackend* b;
+    Running* r;
+    ~GiveBack() {
+      if (!r) return;
+      for (Part& p : r->parts) {
+        if (p.control >= 0) b->free_controls_.push_back(std::exchange(p.control, -1));
+      }
+    }
+  } give_back{this, &r};
   if (r.placement.form == LaunchForm::persistent) {
     Result<int> occupancy = r.parts.size() == 1
                                 ? r.parts[0].kernel->elastic_occupancy(r.parts[0].variant)
                                 : kernels::fused_occupancy(*r.parts[0].kernel, r.parts[0].variant, r.parts[0].parts_per_block,
-                                                           *r.parts[1].kernel, r.parts[1].variant, r.parts[1].parts_per_block);
-    if (!occupancy) return occupancy.status();
-    if (*occupancy == 0) return Status::unsupported("cuda: a block of this dispatch does not fit on an SM");
+                                                           *r.parts[1].kernel, r.parts[1].variant, r.parts[1].parts_per_block,
+                                                           r.placement.cache);
+    if (!occupancy) return Status(occupancy.status().code(), "cuda: " + r.label + ": " + occupancy.status().message());
+    if (*occupancy == 0) return Status::unsupported("cuda: " + r.label + ": one block does not fit on an SM");
     const int tlp = r.placement.tlp > 0 ? std::min(r.placement.tlp, *occupancy) : *occupancy;
     // Enough blocks that every SM can reach its TLP wherever the hardware puts them; the rest
     // exit at once.
@@ -353,7 +490,10 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   r.start = std::move(*start);
   r.stream = *stream;
   CONCORD_CUDA(cudaEventRecord(r.start.get(), *stream));
-  CONCORD_RETURN_IF_ERROR(launch(r, *stream));
+  if (Status launched = launch(r, *stream); !launched) {
+    return Status(launched.code(), "cuda: " + r.label + ": " + launched.message());
+  }
+  give_back.r = nullptr;  // the controls now belong to the running dispatch (freed in advance())
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_.push_back(std::move(r));
@@ -364,106 +504,176 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   return Status::ok();
 }
 
+// set_sm_set, set_tlp, preempt and progress run on the engine's thread, as advance() does (the
+// only place entries leave running_), so the entry found stays put while they write its control
+// blocks without the lock: the completion thread is never held up by a control-stream wait.
+
 Status CudaBackend::set_sm_set(DispatchId id, const SmSet& sms) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
-  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
-  if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches resize");
-  if (it->completing) return Status::ok();  // already finished; its completion is on its way
+  auto found = find_running(id, "set_sm_set");
+  if (!found) return found.status();
+  Running& r = **found;
+  if (r.placement.form != LaunchForm::persistent) return Status::unsupported("cuda: " + r.label + ": only persistent dispatches resize");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r.completing) return Status::ok();  // already finished; its completion is on its way
+  }
   device::ElasticControl words{};
   set_allowed(words, sms);
-  for (const Part& p : it->parts) {
+  for (const Part& p : r.parts) {
     CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, allowed), words.allowed,
-                                                sizeof(words.allowed), it->start));
+                                                sizeof(words.allowed), r.start));
   }
-  const bool grows = !sms.is_subset_of(it->placement.sms);
-  it->placement.sms = sms;
-  if (grows) {
+  const bool grows = !sms.is_subset_of(r.placement.sms);
+  std::lock_guard<std::mutex> lock(mu_);
+  r.placement.sms = sms;
+  if (grows && !r.completing) {
     // New SMs need new blocks: launch the same kernel again on the same control blocks.
     auto stream = helper_stream();
     if (!stream) return stream.status();
-    CONCORD_CUDA(cudaStreamWaitEvent(*stream, it->start.get(), 0));  // after the control's upload
-    CONCORD_RETURN_IF_ERROR(launch(*it, *stream));
+    CONCORD_CUDA(cudaStreamWaitEvent(*stream, r.start.get(), 0));  // after the control's upload
+    CONCORD_RETURN_IF_ERROR(launch(r, *stream));
     changes_.fetch_add(1, std::memory_order_release);
   }
   return Status::ok();
 }
 
 Status CudaBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int tight_tlp) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
-  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
-  if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches change their TLP");
+  auto found = find_running(id, "set_tlp");
+  if (!found) return found.status();
+  Running& r = **found;
+  if (r.placement.form != LaunchForm::persistent) {
+    return Status::unsupported("cuda: " + r.label + ": only persistent dispatches change their TLP");
+  }
   if (tlp < 0 || tight_tlp < 0) return Status::invalid_argument("cuda: TLP limits must be >= 0 (0: none)");
-  if (it->completing) return Status::ok();  // already finished; its completion is on its way
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r.completing) return Status::ok();  // already finished; its completion is on its way
+  }
   // The launch's grid holds occupancy x SMs blocks: no limit above that can be reached.
-  const int occupancy = it->grid / std::max(1, spec_.sm_count);
+  const int occupancy = r.grid / std::max(1, spec_.sm_count);
   const int limit = tlp > 0 ? std::min(tlp, occupancy) : occupancy;
   const int tight = tight_tlp > 0 ? std::min(tight_tlp, occupancy) : 0;
   // Grows where some SM may now hold more than before: a higher limit, or SMs leaving the tight set.
-  const bool grows = limit > it->tlp || (it->tight_tlp > 0 && (tight == 0 || tight > it->tight_tlp ||
-                                                                !it->tight_sms.is_subset_of(tight_sms)));
+  const bool grows = limit > r.tlp || (r.tight_tlp > 0 && (tight == 0 || tight > r.tight_tlp ||
+                                                            !r.tight_sms.is_subset_of(tight_sms)));
   device::ElasticControl words{};
   set_bitmap(words.tight, tight > 0 ? tight_sms : SmSet());
   words.tlp = limit;
   words.tight_tlp = tight;
-  for (const Part& p : it->parts) {
+  for (const Part& p : r.parts) {
     // Three small copies (bitmap, then the limits): a block admitted between them sees some old
     // and some new values, each of which was a valid limit.
     CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tight), words.tight,
-                                                sizeof(words.tight), it->start));
+                                                sizeof(words.tight), r.start));
     CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tlp), &words.tlp,
-                                                sizeof(words.tlp), it->start));
+                                                sizeof(words.tlp), r.start));
     CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, tight_tlp), &words.tight_tlp,
-                                                sizeof(words.tight_tlp), it->start));
+                                                sizeof(words.tight_tlp), r.start));
   }
-  it->tlp = limit;
-  it->tight_sms = tight > 0 ? tight_sms : SmSet();
-  it->tight_tlp = tight;
-  it->placement.tlp = limit;
-  it->placement.tight_sms = it->tight_sms;
-  it->placement.tight_tlp = tight;
-  if (grows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  r.tlp = limit;
+  r.tight_sms = tight > 0 ? tight_sms : SmSet();
+  r.tight_tlp = tight;
+  r.placement.tlp = limit;
+  r.placement.tight_sms = r.tight_sms;
+  r.placement.tight_tlp = tight;
+  if (grows && !r.completing) {
     // Blocks of the first grid that found their SM full have exited: new slots need new blocks,
     // launched on the same control blocks (admission counts them against the new limit).
     auto stream = helper_stream();
     if (!stream) return stream.status();
-    CONCORD_CUDA(cudaStreamWaitEvent(*stream, it->start.get(), 0));
-    CONCORD_RETURN_IF_ERROR(launch(*it, *stream));
+    CONCORD_CUDA(cudaStreamWaitEvent(*stream, r.start.get(), 0));
+    CONCORD_RETURN_IF_ERROR(launch(r, *stream));
     changes_.fetch_add(1, std::memory_order_release);
   }
   return Status::ok();
 }
 
 Status CudaBackend::preempt(DispatchId id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
-  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
-  if (it->placement.form != LaunchForm::persistent) return Status::unsupported("cuda: only persistent dispatches preempt");
-  if (it->completing) return Status::ok();  // already finished
+  auto found = find_running(id, "preempt");
+  if (!found) return found.status();
+  Running& r = **found;
+  if (r.placement.form != LaunchForm::persistent) return Status::unsupported("cuda: " + r.label + ": only persistent dispatches preempt");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r.completing) return Status::ok();  // already finished
+  }
   const int32_t one = 1;
-  for (const Part& p : it->parts) {
-    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, preempt), &one, sizeof(one), it->start));
+  for (const Part& p : r.parts) {
+    CONCORD_RETURN_IF_ERROR(write_control_field(p.control, offsetof(device::ElasticControl, preempt), &one, sizeof(one), r.start));
   }
   return Status::ok();
 }
 
 Result<std::vector<int64_t>> CudaBackend::progress(DispatchId id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; });
-  if (it == running_.end()) return Status::not_found("cuda: no running dispatch " + std::to_string(id.value));
-  if (it->result) return it->result->blocks_done;
+  const Running* r = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& x) { return x.id == id; });
+    if (it == running_.end()) return Status::not_found("cuda: progress: no running dispatch " + std::to_string(id.value));
+    if (it->result) return it->result->blocks_done;
+    r = &*it;
+  }
   std::vector<int64_t> out;
-  for (const Part& p : it->parts) {
+  for (const Part& p : r->parts) {
     if (p.control < 0) {
       out.push_back(0);  // native launches have no progress counter
       continue;
     }
-    auto c = read_control(p.control, it->start);
+    auto c = read_control(p.control, r->start);
     if (!c) return c.status();
     out.push_back(static_cast<int64_t>(c->done));
   }
   return out;
+}
+
+Status CudaBackend::abort_all(Seconds grace) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, grace));
+  // The preempt flag of every persistent dispatch, written without waiting for anything: from
+  // the pinned image (an upload not yet done carries it), and to the device on a stream of its
+  // own, after the dispatch's start where that has not passed yet (its upload may be pending).
+  Stream direct;  // not the control stream: that one may wait behind a stuck dispatch's start
+  CONCORD_RETURN_IF_ERROR(direct.create());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Running& r : running_) {
+      if (r.completing || r.placement.form != LaunchForm::persistent) continue;
+      const bool started = cudaEventQuery(r.start.get()) == cudaSuccess;
+      for (const Part& p : r.parts) {
+        if (p.control < 0) continue;
+        images_.get()[p.control].preempt = 1;
+        cudaStream_t st = direct.get();
+        if (!started) {
+          Stream own;
+          CONCORD_RETURN_IF_ERROR(own.create());
+          CONCORD_CUDA(cudaStreamWaitEvent(own.get(), r.start.get(), 0));
+          st = own.get();
+          abort_streams_.push_back(std::move(own));
+        }
+        CONCORD_CUDA(cudaMemcpyAsync(&controls_.get()[p.control].preempt, preempt_one_.get(), sizeof(int32_t),
+                                     cudaMemcpyHostToDevice, st));
+      }
+    }
+    abort_streams_.push_back(std::move(direct));
+  }
+  // Wait, bounded, for the completion thread to find every dispatch finished.
+  while (true) {
+    std::string stuck;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!completer_error_.is_ok()) return completer_error_;
+      for (const Running& r : running_) {
+        if (r.completing) continue;
+        stuck += (stuck.empty() ? "" : "; ") + r.label;
+      }
+    }
+    if (stuck.empty()) return Status::ok();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::device_error("cuda: still running " + std::to_string(grace) + " s after abort (native and opaque "
+                                  "kernels cannot be preempted; end the process): " + stuck);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 Seconds CudaBackend::now() const {
@@ -506,7 +716,7 @@ Result<Completion> CudaBackend::build_completion(const Running& r) {
       // The kernels are done (their end events completed): read the final counter.
       CONCORD_CUDA(cudaMemcpyAsync(completer_done_.get(), &(controls_.get() + p.control)->done, sizeof(uint64_t),
                                    cudaMemcpyDeviceToHost, completer_stream_.get()));
-      CONCORD_CUDA(cudaStreamSynchronize(completer_stream_.get()));
+      CONCORD_RETURN_IF_ERROR(wait_stream(completer_stream_.get(), options_.control_wait_s, "reading the progress of " + r.label));
       finished = std::min<int64_t>(static_cast<int64_t>(*completer_done_.get()), p.range.size());
     }
     if (finished < p.range.size()) c.preempted = true;
@@ -516,7 +726,14 @@ Result<Completion> CudaBackend::build_completion(const Running& r) {
 }
 
 void CudaBackend::completion_loop() {
-  if (cudaSetDevice(device_) != cudaSuccess) return;  // create() already set this device up
+  if (const cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+    // Never silently: advance() returns this.
+    std::lock_guard<std::mutex> lock(mu_);
+    completer_error_ = Status::device_error(std::string("cuda: the completion thread could not start: cudaSetDevice: ") +
+                                            cudaGetErrorName(e));
+    completer_failed_.store(true, std::memory_order_release);
+    return;
+  }
   // What a sweep looks at: a pending dispatch and its end events, as of the last snapshot. The
   // snapshot is taken again only when dispatches came or grew (changes_) or this thread found
   // some finished, so a sweep that finds nothing takes no lock.
@@ -569,8 +786,10 @@ void CudaBackend::completion_loop() {
           break;
         }
         if (q != cudaSuccess) {
-          failed = Status::device_error(std::string("cuda: dispatch ") + std::to_string(w.r->id.value) +
-                                        " failed: " + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) + ")");
+          // An error such as an illegal address is sticky: it poisons the context, so every
+          // dispatch still running reports it too; each names itself.
+          failed = Status::device_error("cuda: " + w.r->label + " failed: " + cudaGetErrorName(q) + " (" +
+                                        cudaGetErrorString(q) + ")");
           break;
         }
       }
@@ -604,12 +823,17 @@ void CudaBackend::completion_loop() {
       if (!w->r->completing) continue;
       // Only advance() erases entries, and only those with a result: the entry stays put.
       Result<Completion> c = failed.is_ok() ? build_completion(*w->r) : Result<Completion>(failed);
-      lock.lock();
-      if (c) {
-        w->r->result = std::move(*c);
-      } else {
-        w->r->error = c.status();
+      if (!c) {
+        // Delivered as a completion that carries the error, so the engine can attribute it.
+        Completion bad;
+        bad.dispatch = w->r->id;
+        bad.start = bad.end = now();
+        bad.blocks_done.assign(w->r->parts.size(), 0);
+        bad.error = c.status();
+        c = std::move(bad);
       }
+      lock.lock();
+      w->r->result = std::move(*c);
       ++completed_;
       lock.unlock();
     }
@@ -619,12 +843,15 @@ void CudaBackend::completion_loop() {
 Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
   std::vector<Completion> out;
   while (true) {
+    if (completer_failed_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return completer_error_;
+    }
     if (completed_.load() > 0) {
-      Status failed;
       {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = running_.begin(); it != running_.end();) {
-          if (!it->result && it->error.is_ok()) {
+          if (!it->result) {
             ++it;
             continue;
           }
@@ -635,8 +862,7 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
             ++it;
             continue;
           }
-          if (!it->error.is_ok() && failed.is_ok()) failed = it->error;
-          if (it->result) out.push_back(std::move(*it->result));
+          out.push_back(std::move(*it->result));
           for (const Part& p : it->parts) {
             if (p.control >= 0) free_controls_.push_back(p.control);
           }
@@ -646,7 +872,6 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
           --active_;
         }
       }
-      if (!failed.is_ok()) return failed;
       std::sort(out.begin(), out.end(), [](const Completion& a, const Completion& b) { return a.end < b.end; });
       if (!out.empty()) return out;
     }

@@ -4,7 +4,7 @@
 //    block from another stream; preemption by the flag);
 //  - native form: one CUDA block per logical block, on a green-context stream when the SM set is
 //    not the whole GPU;
-//  - fused: the fused wrapper for instantiated pairs.
+//  - fused: the fused wrapper for any two elastic bodies, compiled at run time (fusion_compiler.h).
 // Completions: a completion thread polls the running dispatches' end events, reads their
 // progress counters and queues the completions; advance() hands them to the engine.
 #pragma once
@@ -33,6 +33,10 @@ namespace concord::cuda {
 struct CudaBackendOptions {
   // The completion thread's pause after a sweep that found nothing (us).
   int sweep_pause_us = 4;
+  // Longest wait for a control-block write or read (a stream stuck behind a hung kernel must not
+  // hang the engine), and for the device to drain at teardown (then device state is leaked).
+  double control_wait_s = 10;
+  double teardown_wait_s = 5;
   // From CONCORD_CUDA_SWEEP_PAUSE_US; a bad value is reported on stderr and the default kept.
   static CudaBackendOptions from_env();
 };
@@ -47,6 +51,12 @@ class CudaBackend final : public Backend {
   const DeviceSpec& device() const override { return spec_; }
   Capabilities capabilities(const KernelSpec& kernel) const override;
   Status prepare_tenant(TenantId tenant, const std::vector<const KernelSpec*>& kernels) override;
+  // The shared rule (check_dispatch_resources), then what this machine needs: a device body for
+  // each kernel, and for a fused pair the fusion compiler (NVRTC, CUDA's headers, a cache directory).
+  Status can_implement(const DispatchRequest& request) const override;
+  Status set_allocator(TenantId tenant, std::shared_ptr<DeviceAllocator> allocator) override;
+  Status prepare_dispatch(const DispatchRequest& request) override;
+  Status abort_all(Seconds grace) override;
   Status prepare_sm_set(const SmSet& sms, TenantId tenant) override;
   Status start_clock() override;
   Status dispatch(const DispatchRequest& request) override;
@@ -70,6 +80,7 @@ class CudaBackend final : public Backend {
   };
   struct Running {
     DispatchId id;
+    std::string label;  // "tenant 2 kernel 'hotspot' dispatch 17": what an error names
     Placement placement;
     std::vector<Part> parts;
     std::vector<Event> ends;      // one per launch of this dispatch (grows add launches)
@@ -82,14 +93,19 @@ class CudaBackend final : public Backend {
     int tenant = 0;
     DispatchId after;  // stream-ordered behind this dispatch (DispatchRequest::after)
     // Set by the completion thread: found complete (no more grows or preempts apply), then the
-    // completion (or the error that ended it), which advance() delivers.
+    // completion (its error set when the dispatch failed), which advance() delivers.
     bool completing = false;
     std::optional<Completion> result;
-    Status error;
   };
 
   CudaBackend() = default;
-  Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec);
+  // The device kernel of `spec`, prepared with `tenant`'s allocator the first time.
+  Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec, int tenant);
+  // Waits for `stream` until `seconds` pass; device_error naming `what` if it is still busy.
+  Status wait_stream(cudaStream_t stream, double seconds, const std::string& what) const;
+  // Finds a running dispatch under the lock (the entry stays put: only advance() erases, on the
+  // engine's thread, which is also the caller's).
+  Result<Running*> find_running(DispatchId id, const char* op);
   Result<int> take_control(const BlockRange& range, const SmSet& sms, int tlp, const SmSet& tight_sms, int tight_tlp, int chunk,
                            cudaStream_t stream);
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);
@@ -111,6 +127,9 @@ class CudaBackend final : public Backend {
 
   DeviceSpec spec_;
   CudaBackendOptions options_;
+  std::map<int, std::shared_ptr<DeviceAllocator>> allocators_;  // by tenant
+  HostBuffer<int32_t> preempt_one_;  // pinned 1: the preempt flag's source for abort_all's writes
+  std::vector<Stream> abort_streams_;  // abort_all's writes behind a dispatch's start
   uint64_t seed_ = 1;
   std::shared_ptr<GreenContextPool> green_;  // the process's pool (GreenContextPool::shared)
   std::map<std::string, std::unique_ptr<kernels::DeviceKernel>> kernels_;  // by name:size
@@ -132,6 +151,8 @@ class CudaBackend final : public Backend {
   std::atomic<uint64_t> changes_{0};      // bumped when running_ gains an entry or an entry a launch
   std::atomic<bool> stop_{false};
   std::thread completer_;
+  Status completer_error_;  // why the completion thread stopped early (guarded by mu_)
+  std::atomic<bool> completer_failed_{false};  // completer_error_ is set
   int device_ = 0;
   Stream completer_stream_;
   HostBuffer<uint64_t> completer_done_;  // pinned: one progress counter read back
@@ -145,4 +166,7 @@ class CudaBackend final : public Backend {
 namespace concord::cuda {
 // Makes register_cuda_backend_factory() point at CudaBackend; call once at start (the CLI does).
 void register_backend();
+// What `device` reports about itself (cudaDeviceProp and attributes), as spec_from_attributes
+// takes it; topology nominal. The profiler and the backend both identify the GPU this way.
+Result<DeviceSpec> probe_device_spec(int device);
 }  // namespace concord::cuda

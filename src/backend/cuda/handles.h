@@ -5,19 +5,23 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 #include <utility>
 
+#include "backend/allocation_scope.h"
 #include "backend/cuda/cuda_check.h"
 
 namespace concord::cuda {
 
-// Where a Buffer's memory comes from: device memory, or page-locked host memory (staging for
-// asynchronous copies).
+// Where a Buffer's memory comes from: device memory (from the allocator of the open
+// AllocationScope, else cudaMalloc), or page-locked host memory (staging for asynchronous copies).
 struct DeviceMemory {
+  static constexpr bool kFromScope = true;
   static cudaError_t allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
   static void release(void* p) { cudaFree(p); }
 };
 struct PinnedHostMemory {
+  static constexpr bool kFromScope = false;
   static cudaError_t allocate(void** p, size_t bytes) { return cudaHostAlloc(p, bytes, cudaHostAllocDefault); }
   static void release(void* p) { cudaFreeHost(p); }
 };
@@ -29,17 +33,29 @@ class Buffer {
   ~Buffer() { reset(); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  Buffer(Buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  Buffer(Buffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)), from_(std::move(o.from_)) {}
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
       reset();
       ptr_ = std::exchange(o.ptr_, nullptr);
       count_ = std::exchange(o.count_, 0);
+      from_ = std::move(o.from_);
     }
     return *this;
   }
   Status allocate(size_t count) {
     reset();
+    if constexpr (Memory::kFromScope) {
+      if (const auto& a = AllocationScope::current()) {
+        auto p = a->allocate(count * sizeof(T));
+        if (!p) return Status(p.status().code(), "allocator '" + a->name() + "': " + p.status().message());
+        ptr_ = static_cast<T*>(*p);
+        count_ = count;
+        from_ = a;
+        return Status::ok();
+      }
+    }
     void* p = nullptr;
     CONCORD_CUDA(Memory::allocate(&p, count * sizeof(T)));
     ptr_ = static_cast<T*>(p);
@@ -47,9 +63,20 @@ class Buffer {
     return Status::ok();
   }
   void reset() {
-    if (ptr_) Memory::release(ptr_);
+    if (ptr_) {
+      if (from_) from_->release(ptr_, count_ * sizeof(T));
+      else Memory::release(ptr_);
+    }
     ptr_ = nullptr;
     count_ = 0;
+    from_.reset();
+  }
+  // Gives up the memory without freeing it: teardown with a kernel still running on the device
+  // must not call cudaFree, which waits for the device.
+  void abandon() {
+    ptr_ = nullptr;
+    count_ = 0;
+    from_.reset();
   }
   T* get() const { return ptr_; }
   size_t size() const { return count_; }
@@ -58,6 +85,7 @@ class Buffer {
  private:
   T* ptr_ = nullptr;
   size_t count_ = 0;
+  std::shared_ptr<DeviceAllocator> from_;  // null: Memory::release
 };
 
 template <typename T>

@@ -83,6 +83,7 @@ Status SimBackend::dispatch(const DispatchRequest& req) {
     }
     Part p;
     p.launch = dp.launch;
+    p.tenant = dp.tenant;
     p.kernel = dp.kernel;
     p.variant = &dp.kernel->variant(dp.variant);
     p.range = dp.range;
@@ -158,6 +159,33 @@ Status SimBackend::preempt(DispatchId id) {
     r->stop_targets.push_back(std::min<double>(static_cast<double>(p.range.size()), std::floor(p.done) + in_flight));
   }
   dirty_ = true;
+  return Status::ok();
+}
+
+Status SimBackend::abort_all(Seconds grace) {
+  for (Running& r : dispatches_) {
+    if (r.placement.form == LaunchForm::persistent) CONCORD_RETURN_IF_ERROR(preempt(r.id));
+  }
+  if (dirty_) {
+    allocate_blocks();
+    recompute_rates();
+    dirty_ = false;
+  }
+  std::string stuck;
+  for (const Running& r : dispatches_) {
+    if (r.placement.form == LaunchForm::persistent) continue;
+    for (const Part& p : r.parts) {
+      if (p.finished) continue;
+      const double left = p.remaining();
+      if (p.rate > 0 && left / p.rate <= grace) continue;
+      stuck += std::string(stuck.empty() ? "" : "; ") + "tenant " + std::to_string(p.tenant.value) + " kernel '" + p.kernel->name + "' dispatch " +
+               std::to_string(r.id.value);
+    }
+  }
+  if (!stuck.empty()) {
+    return Status::device_error("sim: still running after the " + std::to_string(grace) +
+                                " s grace (native launches cannot be preempted): " + stuck);
+  }
   return Status::ok();
 }
 

@@ -31,6 +31,9 @@ class SimBackend final : public Backend {
   Seconds now() const override { return now_; }
   Result<std::vector<Completion>> advance(Seconds until) override;
   int running() const override { return static_cast<int>(dispatches_.size()); }
+  // Preempts every persistent dispatch; a native one cannot be stopped, and is reported when, at
+  // its present rate, it would not end within `grace` (the clock does not move here).
+  Status abort_all(Seconds grace) override;
 
   // Inspection for tests: blocks resident on `sm` per running dispatch, and the SM's free resources.
   std::map<DispatchId, int> residents_on(int sm) const;
@@ -41,6 +44,7 @@ class SimBackend final : public Backend {
  private:
   struct Part {
     LaunchId launch;
+    TenantId tenant;
     const KernelSpec* kernel = nullptr;
     const KernelVariant* variant = nullptr;
     BlockRange range;

@@ -13,6 +13,7 @@ namespace concord::kernels {
 
 // fma_loop: out[i] = 1024 dependent FMAs seeded by i (compute-bound, 2048 FLOP per element).
 struct FmaLoopBody {
+  static constexpr const char* kName = "FmaLoopBody";  // its name in the fusion compiler's source
   float* out;
   int64_t n;
   int items_per_block;
@@ -34,6 +35,7 @@ struct FmaLoopBody {
 
 // stream_triad: a = b + s * c on float4s (memory-bound, 12 bytes per element).
 struct StreamTriadBody {
+  static constexpr const char* kName = "StreamTriadBody";  // its name in the fusion compiler's source
   float4* a;
   const float4* b;
   const float4* c;
@@ -55,6 +57,7 @@ struct StreamTriadBody {
 
 // vector_add: c = a + b on float4s.
 struct VectorAddBody {
+  static constexpr const char* kName = "VectorAddBody";  // its name in the fusion compiler's source
   const float4* a;
   const float4* b;
   float4* c;
@@ -75,6 +78,7 @@ struct VectorAddBody {
 
 // hotspot: one step of the Rodinia thermal stencil on an n x n grid (row-major chunks).
 struct HotspotBody {
+  static constexpr const char* kName = "HotspotBody";  // its name in the fusion compiler's source
   const float* temp;
   const float* power;
   float* out;
@@ -104,6 +108,7 @@ struct HotspotBody {
 // matmul: FP32 C = A * B (n x n), one tile x tile output tile per logical block (tile^2 = threads),
 // staged through shared memory.
 struct MatmulBody {
+  static constexpr const char* kName = "MatmulBody";  // its name in the fusion compiler's source
   const float* a;
   const float* b;
   float* c;
@@ -132,6 +137,7 @@ struct MatmulBody {
 
 // kmeans: nearest of k centroids for each point (features stored feature-major, as Rodinia does).
 struct KmeansBody {
+  static constexpr const char* kName = "KmeansBody";  // its name in the fusion compiler's source
   static constexpr int kFeatures = 34;
   static constexpr int kClusters = 5;
   const float* features;   // [kFeatures][points]
@@ -166,6 +172,7 @@ struct KmeansBody {
 // tc_gemm: FP16 C = A * B with FP32 accumulation on tensor cores (WMMA 16x16x16). Each warp of
 // a part computes one 32 x 32 output tile; a logical block is threads/32 consecutive tiles.
 struct TcGemmBody {
+  static constexpr const char* kName = "TcGemmBody";  // its name in the fusion compiler's source
   const __half* a;  // row-major n x n
   const __half* b;  // column-major n x n
   float* c;         // row-major n x n

@@ -10,6 +10,7 @@ namespace concord::kernels {
 
 // srad: diffusion coefficient of speckle-reducing anisotropic diffusion (Rodinia kernel 1).
 struct SradBody {
+  static constexpr const char* kName = "SradBody";  // its name in the fusion compiler's source
   const float* image;
   float* coeff;
   int n;
@@ -41,6 +42,7 @@ struct SradBody {
 
 // cfd_flux: Euler flux of each cell against four neighbours (Rodinia cfd, simplified).
 struct CfdFluxBody {
+  static constexpr const char* kName = "CfdFluxBody";  // its name in the fusion compiler's source
   static constexpr int kNeighbours = 4;
   const float* vars;      // 5 arrays of n: density, momentum x/y/z, energy
   const int* neighbours;  // kNeighbours arrays of n
@@ -81,6 +83,7 @@ struct CfdFluxBody {
 
 // gaussian: the Fan2 update of gaussian elimination for pivot row 0, out of place.
 struct GaussianBody {
+  static constexpr const char* kName = "GaussianBody";  // its name in the fusion compiler's source
   const float* a;
   float* out;
   int n;
@@ -105,6 +108,7 @@ struct GaussianBody {
 
 // hotspot3d: 7-point thermal stencil on n x n x 8 (Rodinia hotspot3D).
 struct Hotspot3dBody {
+  static constexpr const char* kName = "Hotspot3dBody";  // its name in the fusion compiler's source
   static constexpr int kLayers = 8;
   const float* temp;
   const float* power;
@@ -134,6 +138,7 @@ struct Hotspot3dBody {
 // bfs: one level of breadth-first search, pulled: an unvisited node joins the next frontier when
 // any neighbour is in the current one. Degree is fixed at kDegree (random neighbours).
 struct BfsBody {
+  static constexpr const char* kName = "BfsBody";  // its name in the fusion compiler's source
   static constexpr int kDegree = 6;
   const int* edges;       // kDegree per node
   const int* frontier;    // 0/1 per node
@@ -163,6 +168,7 @@ struct BfsBody {
 
 // fft_stage: one radix-2 decimation-in-time stage with half-span `span` over n complex points.
 struct FftStageBody {
+  static constexpr const char* kName = "FftStageBody";  // its name in the fusion compiler's source
   const float2* in;
   float2* out;
   int64_t n;        // points
@@ -189,6 +195,7 @@ struct FftStageBody {
 // pathfinder: kRows rows of the dynamic-programming pyramid over a chunk of columns, with a halo
 // of kRows columns each side staged in shared memory (Rodinia pathfinder).
 struct PathfinderBody {
+  static constexpr const char* kName = "PathfinderBody";  // its name in the fusion compiler's source
   static constexpr int kRows = 20;
   const int* wall;  // kRows x cols
   const int* src;   // cols
@@ -233,6 +240,7 @@ struct PathfinderBody {
 // backprop: layer-forward partial sums: each logical block sums input[i] * w[i][h] over its inputs
 // for the kHidden hidden units (Rodinia backprop; the host adds the partials).
 struct BackpropBody {
+  static constexpr const char* kName = "BackpropBody";  // its name in the fusion compiler's source
   static constexpr int kHidden = 16;
   const float* input;
   const float* weights;  // inputs x kHidden
@@ -266,6 +274,7 @@ struct BackpropBody {
 // sgemm: FP32 C = A * B (n x n), register-tiled: a logical block is a 32 x (threads/8) tile and each
 // thread computes 4 rows of one column, staging 16-wide slabs of A and B in shared memory.
 struct SgemmBody {
+  static constexpr const char* kName = "SgemmBody";  // its name in the fusion compiler's source
   static constexpr int kTileM = 32;
   static constexpr int kTileK = 16;
   const float* a;
@@ -302,6 +311,7 @@ struct SgemmBody {
 
 // stencil: 3D 7-point Jacobi step on an n^3 cube (Parboil stencil, as Aker uses it).
 struct StencilBody {
+  static constexpr const char* kName = "StencilBody";  // its name in the fusion compiler's source
   const float* in;
   float* out;
   int n;
@@ -329,6 +339,7 @@ struct StencilBody {
 // lbm: D3Q19 BGK collision of each cell, written to the cell's streaming destinations (Parboil
 // lbm, simplified: periodic in one index).
 struct LbmBody {
+  static constexpr const char* kName = "LbmBody";  // its name in the fusion compiler's source
   static constexpr int kQ = 19;
   const float* f_in;  // kQ arrays of n
   float* f_out;       // kQ arrays of n
@@ -372,6 +383,7 @@ struct LbmBody {
 
 // mri_q: Q(x) = sum over k-samples of phi(k) * exp(i 2 pi k . x) (Parboil mri-q).
 struct MriQBody {
+  static constexpr const char* kName = "MriQBody";  // its name in the fusion compiler's source
   static constexpr int kSamples = 2048;
   const float4* ksamples;  // kx, ky, kz, |phi|^2
   const float* x;          // 3 arrays of voxels

@@ -16,6 +16,14 @@
 
 namespace concord::kernels {
 
+// One side of a fused kernel (DeviceKernel::fusion_operand).
+struct FusionOperand {
+  std::string body_type;             // "concord::kernels::FmaLoopBody"
+  std::vector<unsigned char> bytes;  // the body object, passed by value to the fused kernel
+  int threads = 0;                   // threads of one part
+  int shared_bytes = 0;              // shared memory of one part
+};
+
 class DeviceKernel {
  public:
   explicit DeviceKernel(KernelSpec spec) : spec_(std::move(spec)) {}
@@ -42,6 +50,12 @@ class DeviceKernel {
     (void)variant;
     return 0;
   }
+  // The body of `variant` as the fusion compiler needs it: its type's name in the device source
+  // and its bytes (the fused kernel's parameter). unsupported for kernels without a body.
+  virtual Result<FusionOperand> fusion_operand(int variant) const {
+    (void)variant;
+    return Status::unsupported("kernel '" + spec_.name + "' has no elastic body to fuse");
+  }
   // Compares the device output with the CPU reference on every element (small outputs) or a
   // seeded sample; returns the relative error ||out - ref|| / ||ref|| (NaN fails).
   virtual Result<double> check(uint64_t sample_seed) const = 0;
@@ -55,13 +69,16 @@ Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec)
 // Suite kernels that have a device body.
 std::vector<std::string> device_kernel_names();
 
-// Launches a fused block of `parts_a` parts of `a` and `parts_b` parts of `b`; unsupported when the
-// pair was not instantiated (see fused_pairs()).
+// Launches a fused block of `parts_a` parts of `a` and `parts_b` parts of `b`, any two elastic
+// bodies: the kernel comes from the fusion compiler (compiled on first use, then cached).
 Status launch_fused(DeviceKernel& a, int variant_a, int parts_a, device::ElasticControl* control_a, DeviceKernel& b,
                     int variant_b, int parts_b, device::ElasticControl* control_b, CachePolicy cache, int grid,
                     cudaStream_t stream);
+// Fused blocks of this shape resident per SM (0: none fits).
 Result<int> fused_occupancy(const DeviceKernel& a, int variant_a, int parts_a, const DeviceKernel& b, int variant_b,
-                            int parts_b);
-std::vector<std::pair<std::string, std::string>> fused_pairs();
+                            int parts_b, CachePolicy cache = CachePolicy::normal);
+// Compiles and loads the fused kernel of this pair and cache policy now (dispatch does it on demand).
+Status prepare_fused(const DeviceKernel& a, int variant_a, int parts_a, const DeviceKernel& b, int variant_b, int parts_b,
+                     CachePolicy cache);
 
 }  // namespace concord::kernels

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -181,6 +182,18 @@ class BodyKernel : public DeviceKernel {
     cudaFuncAttributes attr{};
     if (cudaFuncGetAttributes(&attr, device::elastic_kernel<Body, CacheOp::normal>) != cudaSuccess) return 0;
     return attr.numRegs;
+  }
+
+  Result<FusionOperand> fusion_operand(int variant) const override {
+    static_assert(std::is_trivially_copyable_v<Body>, "a body is passed by value to the fused kernel");
+    const Body b = body(variant);
+    FusionOperand op;
+    op.body_type = std::string("concord::kernels::") + Body::kName;
+    op.bytes.resize(sizeof(Body));
+    std::memcpy(op.bytes.data(), &b, sizeof(Body));
+    op.threads = spec().variant(variant).threads_per_block;
+    op.shared_bytes = shared_bytes(variant);
+    return op;
   }
 
   Result<int> elastic_occupancy(int variant) const override {

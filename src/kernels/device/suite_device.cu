@@ -249,59 +249,6 @@ const std::vector<std::pair<std::string, Factory>>& factories() {
   return f;
 }
 
-// ---- fusion: pairs a policy can ask for are instantiated here (DESIGN.md: bounded compile time).
-template <typename KA, typename KB>
-struct FusedPair {
-  using BodyA = decltype(std::declval<const KA&>().body(0));
-  using BodyB = decltype(std::declval<const KB&>().body(0));
-  static Status launch(DeviceKernel& a, int va, int pa, device::ElasticControl* ca, DeviceKernel& b, int vb, int pb,
-                       device::ElasticControl* cb, CachePolicy cache, int grid, cudaStream_t s) {
-    const auto& ka = static_cast<const KA&>(a);
-    const auto& kb = static_cast<const KB&>(b);
-    const int ta = a.spec().variant(va).threads_per_block, tb = b.spec().variant(vb).threads_per_block;
-    const int sa = a.shared_bytes(va), sb = b.shared_bytes(vb);
-    const int threads = pa * ta + pb * tb;
-    const int smem = pa * sa + pb * sb;
-    with_cache_op(cache, [&](auto op) {
-      device::fused_kernel<BodyA, BodyB, decltype(op)::value>
-          <<<grid, threads, smem, s>>>(ka.body(va), kb.body(vb), ca, cb, pa, pb, ta, tb, sa, sb);
-    });
-    CONCORD_CUDA_LAUNCHED();
-    return Status::ok();
-  }
-  static Result<int> occupancy(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb) {
-    const int threads = pa * a.spec().variant(va).threads_per_block + pb * b.spec().variant(vb).threads_per_block;
-    const int smem = pa * a.shared_bytes(va) + pb * b.shared_bytes(vb);
-    if (threads > 1024) return Status::invalid_argument("fused block of " + std::to_string(threads) + " threads (max 1024)");
-    int blocks = 0;
-    CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, device::fused_kernel<BodyA, BodyB, CacheOp::normal>,
-                                                               threads, smem));
-    return blocks;
-  }
-};
-
-struct PairEntry {
-  std::string a, b;
-  Status (*launch)(DeviceKernel&, int, int, device::ElasticControl*, DeviceKernel&, int, int, device::ElasticControl*,
-                   CachePolicy, int, cudaStream_t);
-  Result<int> (*occupancy)(const DeviceKernel&, int, int, const DeviceKernel&, int, int);
-};
-
-template <typename KA, typename KB>
-PairEntry pair(const char* a, const char* b) {
-  return {a, b, &FusedPair<KA, KB>::launch, &FusedPair<KA, KB>::occupancy};
-}
-
-const std::vector<PairEntry>& pairs() {
-  static const std::vector<PairEntry> p = {
-      pair<FmaLoopKernel, StreamTriadKernel>("fma_loop", "stream_triad"),
-      pair<TcGemmKernel, VectorAddKernel>("tc_gemm", "vector_add"),
-      pair<MatmulKernel, KmeansKernel>("matmul", "kmeans"),
-      pair<HotspotKernel, FmaLoopKernel>("hotspot", "fma_loop"),
-  };
-  return p;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec) {
@@ -318,29 +265,6 @@ std::vector<std::string> device_kernel_names() {
   for (const auto* list : {&factories(), &more_factories(), &library_factories()}) {
     for (const auto& [name, make] : *list) out.push_back(name);
   }
-  return out;
-}
-
-Status launch_fused(DeviceKernel& a, int va, int pa, device::ElasticControl* ca, DeviceKernel& b, int vb, int pb,
-                    device::ElasticControl* cb, CachePolicy cache, int grid, cudaStream_t stream) {
-  for (const PairEntry& e : pairs()) {
-    if (e.a == a.spec().name && e.b == b.spec().name) return e.launch(a, va, pa, ca, b, vb, pb, cb, cache, grid, stream);
-    if (e.b == a.spec().name && e.a == b.spec().name) return e.launch(b, vb, pb, cb, a, va, pa, ca, cache, grid, stream);
-  }
-  return Status::unsupported("no fused instantiation for " + a.spec().name + " + " + b.spec().name);
-}
-
-Result<int> fused_occupancy(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb) {
-  for (const PairEntry& e : pairs()) {
-    if (e.a == a.spec().name && e.b == b.spec().name) return e.occupancy(a, va, pa, b, vb, pb);
-    if (e.b == a.spec().name && e.a == b.spec().name) return e.occupancy(b, vb, pb, a, va, pa);
-  }
-  return Status::unsupported("no fused instantiation for " + a.spec().name + " + " + b.spec().name);
-}
-
-std::vector<std::pair<std::string, std::string>> fused_pairs() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const PairEntry& e : pairs()) out.emplace_back(e.a, e.b);
   return out;
 }
 

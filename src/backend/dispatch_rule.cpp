@@ -1,0 +1,189 @@
+// The placement rule both backends apply (Backend::can_implement): what a placement may ask of
+// the device, from the kernels' declared resources alone, so the simulator and the CUDA backend
+// accept and refuse the same requests.
+#include <algorithm>
+#include <string>
+
+#include "concord/backend.h"
+#include "concord/occupancy.h"
+
+namespace concord {
+namespace {
+
+std::string describe(const DispatchPart& p) {
+  return "tenant " + std::to_string(p.tenant.value) + " kernel '" + p.kernel->name + "'";
+}
+
+std::string footprint_text(int threads, int registers, int shared) {
+  return std::to_string(threads) + " threads, " + std::to_string(registers) + " registers, " + std::to_string(shared) +
+         " bytes of shared memory";
+}
+
+Status check_part(const DeviceSpec& device, const DispatchRequest& request, const DispatchPart& p, const Capabilities& caps) {
+  const std::string who = "dispatch " + std::to_string(request.id.value) + ": " + describe(p);
+  if (p.variant < 0 || p.variant >= p.kernel->variant_count()) {
+    return Status::invalid_argument(who + ": field 'variant': " + std::to_string(p.variant) + " is not one of its " +
+                                    std::to_string(p.kernel->variant_count()) + " variants");
+  }
+  const KernelVariant& v = p.kernel->variant(p.variant);
+  if (p.range.begin < 0 || p.range.end > v.logical_blocks || p.range.begin > p.range.end) {
+    return Status::invalid_argument(who + ": field 'range': [" + std::to_string(p.range.begin) + ", " +
+                                    std::to_string(p.range.end) + ") is not within its logical grid [0, " +
+                                    std::to_string(v.logical_blocks) + ")");
+  }
+  if (!caps.split_range && p.range != BlockRange{0, v.logical_blocks}) {
+    return Status::unsupported(who + ": field 'range': this kernel runs only its whole grid (no split ranges)");
+  }
+  if (p.variant != p.kernel->default_variant && !caps.block_variants) {
+    return Status::unsupported(who + ": field 'variant': this kernel has only its default block size here");
+  }
+  const Placement& pl = request.placement;
+  if (bypasses_l1(pl.cache) && !caps.l1_bypass) {
+    return Status::unsupported(who + ": field 'cache': " + to_string(pl.cache) + " needs L1 bypass, which this kernel cannot do");
+  }
+  if (evicts_l2_first(pl.cache) && !caps.l2_evict_first) {
+    return Status::unsupported(who + ": field 'cache': " + to_string(pl.cache) + " needs L2 evict-first, which this kernel cannot do");
+  }
+  if (pl.form == LaunchForm::persistent && !caps.persistent_form) {
+    return Status::unsupported(who + ": field 'form': the persistent form needs an elastic kernel");
+  }
+  if (v.threads_per_block > device.sm.max_threads_per_block) {
+    return Status::unsupported(who + ": variant '" + v.name + "': " + std::to_string(v.threads_per_block) +
+                               " threads per block exceed the device's " + std::to_string(device.sm.max_threads_per_block));
+  }
+  if (v.shared_bytes_per_block > device.sm.max_shared_bytes_per_block) {
+    return Status::unsupported(who + ": variant '" + v.name + "': " + std::to_string(v.shared_bytes_per_block) +
+                               " bytes of shared memory per block exceed the device's " +
+                               std::to_string(device.sm.max_shared_bytes_per_block));
+  }
+  const BlockFootprint f = footprint_of(device, v);
+  if (max_resident_blocks(device, f) < 1) {
+    return Status::unsupported(who + ": variant '" + v.name + "': one block (" +
+                               footprint_text(f.threads, f.registers, f.shared_bytes) + ") does not fit an SM of " +
+                               device.name);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int fused_register_cap(const DeviceSpec& device, int threads) {
+  const int warps = std::max(1, (threads + 31) / 32);
+  const int unit = std::max(1, device.sm.register_alloc_unit);
+  // Registers are allocated per warp in units of `unit`; the compiler's cap is a multiple of 8.
+  const int per_warp = device.sm.max_registers / warps / unit * unit;
+  return std::min(device.sm.max_registers_per_thread, per_warp / 32 / 8 * 8);
+}
+
+Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest& request, const Capabilities& first,
+                                const Capabilities* second) {
+  const std::string id = "dispatch " + std::to_string(request.id.value);
+  if (request.parts.empty() || request.parts.size() > 2) {
+    return Status::invalid_argument(id + ": field 'parts': a dispatch has one part, or two when fused (has " +
+                                    std::to_string(request.parts.size()) + ")");
+  }
+  for (const DispatchPart& p : request.parts) {
+    if (p.kernel == nullptr) return Status::invalid_argument(id + ": field 'kernel': a part has no kernel");
+  }
+  if (request.parts.size() == 2 && second == nullptr) {
+    return Status::internal(id + ": the capabilities of the second part are missing");
+  }
+  const Placement& pl = request.placement;
+  if (pl.sms.empty()) return Status::invalid_argument(id + ": field 'sms': the SM set is empty");
+  if (!pl.sms.is_subset_of(device.all_sms())) {
+    return Status::invalid_argument(id + ": field 'sms': " + pl.sms.to_string() + " names SMs beyond the device's " +
+                                    std::to_string(device.sm_count));
+  }
+  if (pl.tlp < 0 || pl.tight_tlp < 0) {
+    return Status::invalid_argument(id + ": field 'tlp': limits must be >= 0 (0: as many as fit)");
+  }
+  if (request.parts.size() == 2 && (!first.fusion || !second->fusion)) {
+    const DispatchPart& opaque = first.fusion ? request.parts[1] : request.parts[0];
+    return Status::unsupported(id + ": fusing '" + request.parts[0].kernel->name + "' with '" +
+                               request.parts[1].kernel->name + "': field 'fusion': " + describe(opaque) +
+                               " is not an elastic kernel (fusion needs two)");
+  }
+  CONCORD_RETURN_IF_ERROR(check_part(device, request, request.parts[0], first));
+  if (request.parts.size() == 1) {
+    if (request.parts[0].parts_per_block != 1) {
+      return Status::invalid_argument(id + ": " + describe(request.parts[0]) +
+                                      ": field 'parts_per_block': an unfused dispatch has one part per block");
+    }
+    return Status::ok();
+  }
+
+  // A fused pair: a parts of A and b parts of B in one block, each part on its own named barrier.
+  const DispatchPart& a = request.parts[0];
+  const DispatchPart& b = request.parts[1];
+  CONCORD_RETURN_IF_ERROR(check_part(device, request, b, *second));
+  const std::string who = id + ": fusing " + describe(a) + " with " + describe(b);
+  if (pl.form != LaunchForm::persistent) {
+    return Status::unsupported(who + ": field 'form': fusion runs in the persistent form only");
+  }
+  if (a.parts_per_block < 1 || b.parts_per_block < 1) {
+    return Status::invalid_argument(who + ": field 'parts_per_block': each kernel needs at least one part (ratio " +
+                                    std::to_string(a.parts_per_block) + ":" + std::to_string(b.parts_per_block) + ")");
+  }
+  if (a.parts_per_block + b.parts_per_block > kMaxFusedParts) {
+    return Status::unsupported(who + ": field 'parts_per_block': ratio " + std::to_string(a.parts_per_block) + ":" +
+                               std::to_string(b.parts_per_block) + " needs more than " + std::to_string(kMaxFusedParts) +
+                               " named barriers");
+  }
+  const KernelVariant& va = a.kernel->variant(a.variant);
+  const KernelVariant& vb = b.kernel->variant(b.variant);
+  for (const auto* part : {&a, &b}) {
+    const KernelVariant& v = part->kernel->variant(part->variant);
+    if (v.threads_per_block % 32 != 0) {
+      return Status::unsupported(who + ": " + part->kernel->name + " variant '" + v.name + "' has " +
+                                 std::to_string(v.threads_per_block) +
+                                 " threads per part: a fused part must be a whole number of warps");
+    }
+  }
+  const int threads = a.parts_per_block * va.threads_per_block + b.parts_per_block * vb.threads_per_block;
+  const int shared = a.parts_per_block * va.shared_bytes_per_block + b.parts_per_block * vb.shared_bytes_per_block +
+                     kFusedWrapperSharedBytes;
+  const std::string ratio = " at ratio " + std::to_string(a.parts_per_block) + ":" + std::to_string(b.parts_per_block);
+  if (threads > device.sm.max_threads_per_block) {
+    return Status::unsupported(who + ratio + ": the fused block has " + std::to_string(threads) +
+                               " threads, more than a block may have (" + std::to_string(device.sm.max_threads_per_block) +
+                               ")");
+  }
+  if (shared > device.sm.max_shared_bytes_per_block) {
+    return Status::unsupported(who + ratio + ": the fused block needs " + std::to_string(shared) +
+                               " bytes of shared memory, more than a block may have (" +
+                               std::to_string(device.sm.max_shared_bytes_per_block) + ")");
+  }
+  // One kernel holds both bodies: every thread gets the larger body's registers, capped so that
+  // one block fits (the CUDA backend compiles fused kernels with this cap).
+  const int registers = std::max(va.registers_per_thread, vb.registers_per_thread);
+  const int cap = fused_register_cap(device, threads);
+  if (registers > cap) {
+    return Status::unsupported(who + ratio + ": " + std::to_string(registers) + " registers per thread over " +
+                               std::to_string(threads) + " threads exceed an SM's " +
+                               std::to_string(device.sm.max_registers) + " registers (at most " + std::to_string(cap) +
+                               " per thread)");
+  }
+  KernelVariant fused;
+  fused.threads_per_block = threads;
+  fused.registers_per_thread = registers;
+  fused.shared_bytes_per_block = shared;
+  const BlockFootprint f = footprint_of(device, fused);
+  if (max_resident_blocks(device, f) < 1) {
+    return Status::unsupported(who + ratio + ": the fused block (" + footprint_text(f.threads, f.registers, f.shared_bytes) +
+                               ") does not fit an SM of " + device.name);
+  }
+  return Status::ok();
+}
+
+Status Backend::can_implement(const DispatchRequest& request) const {
+  if (request.parts.empty() || request.parts.size() > 2 || request.parts[0].kernel == nullptr ||
+      (request.parts.size() == 2 && request.parts[1].kernel == nullptr)) {
+    return check_dispatch_resources(device(), request, Capabilities{}, nullptr);
+  }
+  const Capabilities first = capabilities(*request.parts[0].kernel);
+  if (request.parts.size() == 1) return check_dispatch_resources(device(), request, first, nullptr);
+  const Capabilities second = capabilities(*request.parts[1].kernel);
+  return check_dispatch_resources(device(), request, first, &second);
+}
+
+}  // namespace concord

@@ -1,0 +1,96 @@
+// Fused launches of any two elastic bodies through the fusion compiler (fusion_compiler.h).
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "concord/backend.h"
+#include "kernels/device/device_kernel.h"
+#include "kernels/device/fusion_compiler.h"
+
+namespace concord::kernels {
+namespace {
+
+struct FusedShape {
+  FusionOperand a, b;
+  int threads = 0;
+  int shared = 0;
+  int register_cap = 0;
+};
+
+Result<FusedShape> shape_of(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb) {
+  auto oa = a.fusion_operand(va);
+  if (!oa) return oa.status();
+  auto ob = b.fusion_operand(vb);
+  if (!ob) return ob.status();
+  FusedShape s{std::move(*oa), std::move(*ob)};
+  const std::string who = "fusing '" + a.spec().name + "' with '" + b.spec().name + "' at " + std::to_string(pa) + ":" +
+                          std::to_string(pb);
+  if (pa < 1 || pb < 1 || pa + pb > kMaxFusedParts) {
+    return Status::invalid_argument(who + ": parts per block must be >= 1 and at most " + std::to_string(kMaxFusedParts) +
+                                    " in all");
+  }
+  if (s.a.threads % 32 != 0 || s.b.threads % 32 != 0) {
+    return Status::unsupported(who + ": a fused part must be a whole number of warps");
+  }
+  s.threads = pa * s.a.threads + pb * s.b.threads;
+  s.shared = pa * s.a.shared_bytes + pb * s.b.shared_bytes;
+  int device = 0, max_threads = 0, regs_block = 0, regs_sm = 0;
+  CONCORD_CUDA(cudaGetDevice(&device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerBlock, device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&regs_block, cudaDevAttrMaxRegistersPerBlock, device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&regs_sm, cudaDevAttrMaxRegistersPerMultiprocessor, device));
+  if (s.threads > max_threads) {
+    return Status::unsupported(who + ": " + std::to_string(s.threads) + " threads exceed a block's " +
+                               std::to_string(max_threads));
+  }
+  DeviceSpec limits;
+  limits.sm.max_registers = std::min(regs_block, regs_sm);
+  s.register_cap = fused_register_cap(limits, s.threads);
+  return s;
+}
+
+Result<const void*> kernel_for(const FusedShape& s, CachePolicy cache) {
+  auto k = FusionCompiler::shared().kernel({s.a.body_type, s.b.body_type, cache, s.register_cap});
+  if (!k) return k.status();
+  // Above 48 KiB of dynamic shared memory a kernel must opt in.
+  if (s.shared > 48 * 1024) {
+    CONCORD_CUDA(cudaFuncSetAttribute(*k, cudaFuncAttributeMaxDynamicSharedMemorySize, s.shared));
+  }
+  return *k;
+}
+
+}  // namespace
+
+Status prepare_fused(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb, CachePolicy cache) {
+  auto s = shape_of(a, va, pa, b, vb, pb);
+  if (!s) return s.status();
+  auto k = kernel_for(*s, cache);
+  return k.status();
+}
+
+Status launch_fused(DeviceKernel& a, int va, int pa, device::ElasticControl* ca, DeviceKernel& b, int vb, int pb,
+                    device::ElasticControl* cb, CachePolicy cache, int grid, cudaStream_t stream) {
+  auto s = shape_of(a, va, pa, b, vb, pb);
+  if (!s) return s.status();
+  auto k = kernel_for(*s, cache);
+  if (!k) return k.status();
+  int ta = s->a.threads, tb = s->b.threads, sa = s->a.shared_bytes, sb = s->b.shared_bytes;
+  // The fused kernel's parameters, in order: body_a, body_b, ctl_a, ctl_b, parts_a, parts_b,
+  // threads_a, threads_b, shared_a, shared_b (device::fused_kernel).
+  void* args[] = {s->a.bytes.data(), s->b.bytes.data(), &ca, &cb, &pa, &pb, &ta, &tb, &sa, &sb};
+  CONCORD_CUDA(cudaLaunchKernel(*k, dim3(static_cast<unsigned>(grid)), dim3(static_cast<unsigned>(s->threads)), args,
+                                static_cast<size_t>(s->shared), stream));
+  return Status::ok();
+}
+
+Result<int> fused_occupancy(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb,
+                            CachePolicy cache) {
+  auto s = shape_of(a, va, pa, b, vb, pb);
+  if (!s) return s.status();
+  auto k = kernel_for(*s, cache);
+  if (!k) return k.status();
+  int blocks = 0;
+  CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, *k, s->threads, static_cast<size_t>(s->shared)));
+  return blocks;
+}
+
+}  // namespace concord::kernels
