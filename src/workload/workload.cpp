@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "concord/occupancy.h"
@@ -179,6 +180,41 @@ std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
   return r;
 }
 
+// The line (1-based) where a second YAML document in `text` starts, or 0 when there is none.
+// Counted on yaml-cpp's events, two documents at most: YAML::LoadAll never returns on some
+// inputs (a lone ',' as a document makes yaml-cpp 0.7 yield empty documents forever).
+int second_document_line(const std::string& text) {
+  class FirstMark : public YAML::EventHandler {
+   public:
+    int line = -1;
+    void OnDocumentStart(const YAML::Mark&) override {}
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark& m, YAML::anchor_t) override { note(m); }
+    void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { note(m); }
+    void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { note(m); }
+    void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      note(m);
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+      note(m);
+    }
+    void OnMapEnd() override {}
+
+   private:
+    void note(const YAML::Mark& m) {
+      if (line < 0 && !m.is_null()) line = m.line;
+    }
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  FirstMark first;
+  if (!parser.HandleNextDocument(first)) return 0;
+  FirstMark second;
+  if (!parser.HandleNextDocument(second)) return 0;
+  return std::max(second.line, 0) + 1;
+}
+
 class Parser {
  public:
   Parser(std::string source, std::filesystem::path base_dir, const DeviceSpec* device)
@@ -204,21 +240,20 @@ class Parser {
 
  private:
   void parse_into(const std::string& text, Workload& w) {
-    std::vector<YAML::Node> docs;
+    YAML::Node root;
     try {
-      docs = YAML::LoadAll(text);
+      root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
       report_at_line(e.mark.line + 1, "", "bad YAML: " + e.msg);
       return;
     }
-    if (docs.empty()) {
+    if (const int line = second_document_line(text)) {
+      report_at_line(line, "", "a second YAML document ('---'): a spec is one document");
+    }
+    if (root.IsNull()) {
       report_at_line(0, "", "the spec is empty: the top level must be a mapping with 'tenants'");
       return;
     }
-    if (docs.size() > 1) {
-      error(docs[1], "", "a second YAML document ('---'): a spec is one document");
-    }
-    const YAML::Node& root = docs[0];
     if (!root.IsMap()) {
       error(root, "", "the top level must be a mapping with 'tenants'");
       return;

@@ -181,6 +181,9 @@ TEST(SpecCheck, RepeatedKeysNameBothLines) {
 
 TEST(SpecCheck, ASecondDocumentIsRefused) {
   expect_one_error(one_tenant("") + "---\n" + one_tenant(""), 5, "", "second YAML document");
+  // A lone ',' as a document: yaml-cpp's LoadAll would yield empty documents forever.
+  expect_one_error(one_tenant("") + "---\n,\n", 5, "", "second YAML document");
+  EXPECT_FALSE(check_workload(",\n", "comma.yaml").ok());
 }
 
 TEST(SpecCheck, TooManyTenantsAndAnOversizedSpec) {
