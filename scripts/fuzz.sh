@@ -28,18 +28,22 @@ cmake --build "$build_dir" -j "${CONCORD_JOBS:-2}" --target "${targets[@]/#/fuzz
 
 per_target=$(( total / ${#targets[@]} ))
 [ "$per_target" -ge 1 ] || per_target=1
+root=$PWD
+parallel=()
+[ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
 status=0
 for t in "${targets[@]}"; do
-  work="$build_dir/corpus/$t"
-  findings="$build_dir/findings/$t"
-  mkdir -p "$work" "$findings"
-  log="$build_dir/findings/$t.log"
+  work="$root/$build_dir/corpus/$t"
+  findings="$root/$build_dir/findings/$t"
+  scratch="$root/$build_dir/run/$t"
+  log="$root/$build_dir/findings/$t.log"
+  mkdir -p "$work" "$findings" "$scratch"
   echo "fuzz: $t for ${per_target}s"
-  # The spec checker resolves relative timestamps paths against the working directory: run in
-  # the scratch corpus so that nothing outside it is read by a relative name.
-  if (cd "$work" && "$OLDPWD/$build_dir/fuzz/fuzz_$t" -max_total_time="$per_target" -timeout=10 -rss_limit_mb=2048 \
-        -max_len=65536 -print_final_stats=1 -artifact_prefix="$OLDPWD/$findings/" \
-        -jobs="$jobs" -workers="$jobs" . "$OLDPWD/fuzz/corpus/$t") >"$log" 2>&1; then
+  # The spec checker resolves relative timestamps paths against the working directory: run in an
+  # empty scratch directory (which also takes the per-job logs of FUZZ_JOBS > 1).
+  if (cd "$scratch" && "$root/$build_dir/fuzz/fuzz_$t" -max_total_time="$per_target" -timeout=10 -rss_limit_mb=2048 \
+        -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" "${parallel[@]}" \
+        "$work" "$root/fuzz/corpus/$t") >"$log" 2>&1; then
     grep -E "^stat::number_of_executed_units|^Done [0-9]+ runs" "$log" | tail -2 | sed "s/^/fuzz: $t: /"
   else
     status=1
