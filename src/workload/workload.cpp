@@ -235,6 +235,12 @@ class Parser {
     // that names the file.
     std::stable_sort(diags_.begin(), diags_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [line, d] : diags_) out.diagnostics.push_back(std::move(d));
+    if (dropped_errors_ + dropped_warnings_ > 0) {
+      out.diagnostics.push_back({dropped_errors_ ? SpecDiagnostic::Severity::error : SpecDiagnostic::Severity::warning,
+                                 StatusCode::parse_error, source_, 0, "",
+                                 std::to_string(dropped_errors_) + " more errors and " + std::to_string(dropped_warnings_) +
+                                     " more warnings, not listed"});
+    }
     return out;
   }
 
@@ -306,14 +312,12 @@ class Parser {
   // timestamps file the line that names the file).
   void add(SpecDiagnostic::Severity sev, int spec_line, const std::string& file, int line, const std::string& field,
            const std::string& reason) {
-    // Enough to fix a spec by; a spec with more problems than this is reported as such.
-    constexpr size_t kMaxDiagnostics = 1000;
+    const bool is_error = sev == SpecDiagnostic::Severity::error;
+    if (is_error) ++error_count_;
     if (diags_.size() == kMaxDiagnostics) {
-      diags_.push_back({std::numeric_limits<int>::max(),
-                        {SpecDiagnostic::Severity::error, StatusCode::parse_error, source_, 0, "",
-                         "more than " + std::to_string(kMaxDiagnostics) + " problems: the rest are not listed"}});
+      ++(is_error ? dropped_errors_ : dropped_warnings_);
+      return;
     }
-    if (diags_.size() > kMaxDiagnostics) return;
     diags_.push_back({spec_line, {sev, StatusCode::parse_error, file, line, field, reason}});
   }
   void report_at_line(int line, const std::string& field, const std::string& reason) {
@@ -325,11 +329,7 @@ class Parser {
   void warning(const YAML::Node& node, const std::string& field, const std::string& reason) {
     add(SpecDiagnostic::Severity::warning, line_of(node), source_, line_of(node), field, reason);
   }
-  size_t errors() const {
-    return static_cast<size_t>(std::count_if(diags_.begin(), diags_.end(), [](const auto& d) {
-      return d.second.severity == SpecDiagnostic::Severity::error;
-    }));
-  }
+  size_t errors() const { return error_count_; }
 
   // The fields of a mapping by name. Reports keys that are not plain scalars, unknown keys and
   // repeated keys (both lines named); a repeated key keeps its first value.
@@ -638,7 +638,7 @@ class Parser {
                                (dev.name.empty() ? std::string("the device") : dev.name) + ": " + why;
       if (i == k.default_variant) {
         error(node, at + (node.IsMap() ? ".kernel" : ".variant"), what + "; the step could never run");
-      } else {
+      } else if (warned_.insert(k.name + "/" + std::to_string(k.size) + "/" + v.name).second) {
         warning(node, at + ".kernel", what + "; policies that choose variants (raise and its baselines) must not pick it");
       }
     }
@@ -753,7 +753,14 @@ class Parser {
   std::string source_;
   std::filesystem::path base_dir_;
   const DeviceSpec* device_;
+  // Enough to fix a spec by; the count of the rest is reported.
+  static constexpr size_t kMaxDiagnostics = 1000;
   std::vector<std::pair<int, SpecDiagnostic>> diags_;
+  size_t error_count_ = 0;
+  size_t dropped_errors_ = 0;
+  size_t dropped_warnings_ = 0;
+  // Variants already warned about ("kernel/size/variant"): one warning each, however many steps.
+  std::set<std::string> warned_;
 };
 
 }  // namespace

@@ -81,6 +81,18 @@ TEST(SpecCheck, ReportsEveryProblemInLineOrder) {
   EXPECT_EQ(w.status().message().rfind("many.yaml:3: field 'tenants[0].requests'", 0), 0u) << w.status().message();
 }
 
+TEST(SpecCheck, AFloodOfProblemsIsCountedNotDropped) {
+  std::string yaml = "tenants:\n";
+  for (int i = 0; i < 250; ++i) {
+    yaml += "  - {name: t" + std::to_string(i) + ", requests: 0, class: XX, target_ms: x, kernels: [{kernel: nosuch}, {kernel: bfs, size: 0}]}\n";
+  }
+  WorkloadCheck c = check_workload(yaml, "flood.yaml");
+  ASSERT_EQ(c.diagnostics.size(), 1001u);
+  EXPECT_EQ(c.diagnostics.back().severity, SpecDiagnostic::Severity::error);
+  EXPECT_NE(c.diagnostics.back().reason.find("250 more errors"), std::string::npos) << c.diagnostics.back().reason;
+  EXPECT_NE(c.status().message().find("more errors"), std::string::npos);
+}
+
 TEST(SpecCheck, GoodSpecHasNoDiagnostics) {
   WorkloadCheck c = check_workload(one_tenant("    requests: 3\n"), "ok.yaml");
   EXPECT_TRUE(c.ok()) << all_of(c);
@@ -279,6 +291,10 @@ TEST(SpecCheck, BlocksThatDoNotFitAnSmAreRefusedOnTheDevice) {
   EXPECT_EQ(mid.diagnostics[0].severity, SpecDiagnostic::Severity::warning);
   EXPECT_NE(mid.diagnostics[0].reason.find("'max'"), std::string::npos) << all_of(mid);
   EXPECT_NE(mid.diagnostics[0].to_string().find("warning: "), std::string::npos);
+  // One warning per variant, however many steps run it.
+  WorkloadCheck twice = check_workload(one_tenant("", "[{kernel: lbm}, {kernel: lbm, count: 2}]"), "s.yaml", &h200);
+  EXPECT_TRUE(twice.ok());
+  EXPECT_EQ(twice.diagnostics.size(), 1u) << all_of(twice);
   // Without a device, no device check.
   EXPECT_TRUE(check_workload(one_tenant("", "[{kernel: lbm, variant: max}]"), "s.yaml").ok());
   // Shared memory against a device with little of it: sgemm's tiles scale with the block.
