@@ -184,6 +184,9 @@ std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
 // Counted on yaml-cpp's events, two documents at most: YAML::LoadAll never returns on some
 // inputs (a lone ',' as a document makes yaml-cpp 0.7 yield empty documents forever).
 int second_document_line(const std::string& text) {
+  // A second document needs a marker ("---" to start one, "..." to end the first); without one
+  // there is nothing to look for, and the spec is not scanned twice.
+  if (text.find("---") == std::string::npos && text.find("...") == std::string::npos) return 0;
   class FirstMark : public YAML::EventHandler {
    public:
     int line = -1;
