@@ -22,8 +22,15 @@ struct SuiteEntry {
   int64_t min_size = 1;
 };
 
+// The most logical blocks one variant may have: a plain launch's grid is at most 2^31 - 1 blocks.
+inline constexpr int64_t kMaxLogicalBlocks = (int64_t{1} << 31) - 1;
+
+// Each entry's description ends with the sizes the kernel accepts ("(sizes: a multiple of 32, at
+// least 64)"), from the same rule make_suite_kernel checks.
 const std::vector<SuiteEntry>& suite_catalog();
 // The spec of suite kernel `name` at problem size `size` (meaning per kernel: see the catalog).
+// Sizes outside the entry's `sizes`, or that would give a variant more than kMaxLogicalBlocks,
+// are refused with the reason.
 Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size);
 // Block sizes (threads) of the min, mid and max variants in place of the kernel's usual ones
 // (RAISE Table IV gives each task its own three). A variant whose size differs from the usual one

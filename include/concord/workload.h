@@ -48,7 +48,62 @@ struct Workload {
   std::vector<TenantSpec> tenants;
 };
 
-// Parses a workload spec. Errors name the file, line, field and reason.
+// Limits on what a spec may ask for; docs/running.md ("Limits of a workload spec") states them.
+// Counts are per tenant unless said otherwise. Each keeps the arithmetic on sizes and counts far
+// inside 64 bits and the engine's per-request records inside memory.
+namespace spec_limits {
+inline constexpr int64_t kSpecBytes = int64_t{1} << 20;           // the spec file
+inline constexpr int64_t kTimestampFileBytes = int64_t{64} << 20;  // one timestamps file
+inline constexpr int64_t kTenants = 256;                           // per workload
+inline constexpr int64_t kStepsPerTenant = 1024;                   // entries of `kernels`
+inline constexpr int64_t kRequests = 1'000'000;                    // also timestamps per tenant
+inline constexpr int64_t kCount = 1'000'000;                       // one step's `count`
+inline constexpr int64_t kLaunchesPerRequest = 1'000'000;          // sum of the steps' counts
+inline constexpr int64_t kLaunches = 100'000'000;                  // requests x launches, all tenants
+inline constexpr int64_t kSize = int64_t{1} << 40;                 // a kernel's `size`
+inline constexpr double kTargetMs = 3.6e6;                         // `target_ms`: one hour
+inline constexpr double kPoissonRate = 1e7;                        // requests per second
+inline constexpr double kTimestampSeconds = 1e6;                   // latest arrival time
+inline constexpr size_t kNameBytes = 256;                          // workload and tenant names
+}  // namespace spec_limits
+
+// One problem found in a spec: where it is (file, 1-based line or 0 for the file as a whole, the
+// field's path such as "tenants[0].kernels[1].size") and why it is a problem. A warning names
+// something that runs but that some policies cannot use (a variant they might choose that does
+// not fit on an SM).
+struct SpecDiagnostic {
+  enum class Severity : uint8_t { error, warning };
+  Severity severity = Severity::error;
+  StatusCode code = StatusCode::parse_error;  // not_found / io_error when a file cannot be read
+  std::string file;
+  int line = 0;
+  std::string field;
+  std::string reason;
+  // "file:line: field 'f': reason" ("warning: " before the field for a warning).
+  std::string to_string() const;
+};
+
+// Everything a check of a spec found: the workload as far as it parsed (complete when ok()) and
+// every problem, errors and warnings, in file order.
+struct WorkloadCheck {
+  Workload workload;
+  std::vector<SpecDiagnostic> diagnostics;
+  bool ok() const;          // no errors (warnings allowed)
+  size_t error_count() const;
+  // ok, or the first error's code with every error in the message, one per line.
+  Status status() const;
+};
+
+// The one validation path of `concord validate` and `concord run`: parses the spec and checks
+// everything a run would fail on, reporting every problem rather than the first. With a device,
+// also checks that each step's block fits on one of its SMs (registers, shared memory, threads):
+// an error for the variant the step runs, a warning for the step's other variants.
+WorkloadCheck check_workload_file(const std::string& path, const DeviceSpec* device = nullptr);
+WorkloadCheck check_workload(const std::string& yaml_text, const std::string& source_name,
+                             const DeviceSpec* device = nullptr);
+
+// Parses a workload spec (check_workload without a device). An error when the spec has any;
+// the message names every one (file, line, field, reason), one per line.
 Result<Workload> load_workload_file(const std::string& path);
 Result<Workload> parse_workload(const std::string& yaml_text, const std::string& source_name);
 

@@ -6,6 +6,8 @@
 #include <array>
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace concord {
 namespace {
 
@@ -18,6 +20,15 @@ struct Shape {
 
 // Typical Min/Mid/Max block sizes (RAISE's kernel dimensions).
 constexpr Shape kShapes1d[] = {{"min", 64, 32, 0}, {"mid", 256, 32, 0}, {"max", 1024, 32, 0}};
+
+// A constraint of a body on its problem size, stated once for `concord kernels` and the check.
+struct SizeRule {
+  const char* statement;
+  bool (*accepts)(int64_t size);
+};
+constexpr SizeRule kMultipleOf32{"a multiple of 32", [](int64_t n) { return n % 32 == 0; }};
+constexpr SizeRule kMultipleOf128{"a multiple of 128", [](int64_t n) { return n % 128 == 0; }};
+constexpr SizeRule kPowerOfTwo{"a power of two", [](int64_t n) { return n > 0 && (n & (n - 1)) == 0; }};
 
 struct Recipe {
   SuiteEntry entry;
@@ -35,7 +46,14 @@ struct Recipe {
   std::array<int, 3> block_sizes = {64, 256, 1024};
   // Which other block sizes the body accepts: nullptr when `threads` is fine, else why not.
   const char* (*block_rule)(int threads) = nullptr;
+  // Which sizes the body accepts beyond the entry's minimum; nullptr: any.
+  const SizeRule* size_rule = nullptr;
 };
+
+std::string size_statement(const Recipe& r) {
+  std::string s = r.size_rule ? std::string(r.size_rule->statement) + ", " : "";
+  return s + "at least " + std::to_string(r.entry.min_size);
+}
 
 // matmul's tile is sqrt(threads) square and must divide 32 (sizes are multiples of 32).
 const char* square_tile(int t) {
@@ -64,11 +82,11 @@ const std::vector<Recipe>& recipes() {
       {{"vector_add", "c = a + b, size = elements", "RAISE Table IV", true, 1 << 26, 1024},
        ComputeUnit::fp32, 4, 16, 0, 0.0, 0.0, linear, [](int64_t) { return 1.0; },
        [](int64_t) { return 12.0; }},
-      {{"matmul", "FP32 shared-memory tiled matmul, size = N (multiple of 32)", "RAISE Table IV", true, 4096, 64},
+      {{"matmul", "FP32 shared-memory tiled matmul, size = N", "RAISE Table IV", true, 4096, 64},
        ComputeUnit::fp32, 1, 40, 2, 0.05, 0.05, square,
        [](int64_t n) { return 2.0 * static_cast<double>(n); },
        [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 16.0 + 4.0; },
-       {64, 256, 1024}, square_tile},
+       {64, 256, 1024}, square_tile, &kMultipleOf32},
       {{"srad", "speckle-reducing anisotropic diffusion, size = image side", "RAISE Table IV", true, 4096, 64},
        ComputeUnit::fp32, 1, 40, 0, 0.15, 0.05, square, [](int64_t) { return 30.0; },
        [](int64_t) { return 24.0; }},
@@ -88,10 +106,10 @@ const std::vector<Recipe>& recipes() {
       {{"bfs", "breadth-first search frontier step, size = nodes", "RAISE Table IV", true, 1 << 22, 1024},
        ComputeUnit::fp32, 1, 24, 0, 0.10, 0.30, linear, [](int64_t) { return 2.0; },
        [](int64_t) { return 64.0; }},
-      {{"fft_stage", "radix-2 FFT stage, size = complex points (a power of two)", "RAISE Table IV", true, 1 << 24,
+      {{"fft_stage", "radix-2 FFT stage, size = complex points", "RAISE Table IV", true, 1 << 24,
         1024},
        ComputeUnit::fp32, 2, 32, 0, 0.05, 0.10, linear, [](int64_t) { return 5.0; },
-       [](int64_t) { return 16.0; }},
+       [](int64_t) { return 16.0; }, {64, 256, 1024}, nullptr, &kPowerOfTwo},
       {{"pathfinder", "dynamic-programming pyramid (20 rows), size = columns", "RAISE Table IV", true,
         1 << 22, 1024},
        ComputeUnit::fp32, 1, 24, 2, 0.10, 0.0, linear, [](int64_t) { return 40.0; },
@@ -101,25 +119,25 @@ const std::vector<Recipe>& recipes() {
        ComputeUnit::fp32, 1, 32, 0, 0.10, 0.05, linear, [](int64_t) { return 96.0; },
        [](int64_t) { return 72.0; }},
       // Aker's benchmark kernels
-      {{"sgemm", "FP32 register-tiled GEMM, size = N (multiple of 128)", "Aker", true, 4096, 128}, ComputeUnit::fp32, 4,
+      {{"sgemm", "FP32 register-tiled GEMM, size = N", "Aker", true, 4096, 128}, ComputeUnit::fp32, 4,
        64, 2, 0.05, 0.05, square, [](int64_t n) { return 2.0 * static_cast<double>(n); },
        [](int64_t n) { return 2.0 * 4.0 * static_cast<double>(n) / 64.0 + 4.0; },
-       {64, 256, 1024}, sgemm_tile},
+       {64, 256, 1024}, sgemm_tile, &kMultipleOf128},
       {{"stencil", "3D 7-point stencil, size = cube side", "Aker", true, 512, 32}, ComputeUnit::fp32, 1, 32,
        0, 0.20, 0.10, [](int64_t n) { return square(n) * static_cast<double>(n); },
        [](int64_t) { return 8.0; }, [](int64_t) { return 8.5; }},
-      {{"lbm", "lattice-Boltzmann D3Q19 step, size = cells (> 4161)", "Aker", true, 1 << 22, 8192},
+      {{"lbm", "lattice-Boltzmann D3Q19 step, size = cells", "Aker", true, 1 << 22, 8192},
        ComputeUnit::fp32, 1, 80, 0, 0.05, 0.05, linear, [](int64_t) { return 260.0; },
        [](int64_t) { return 152.0; }},
       {{"mri_q", "MRI Q-matrix (2048 k-samples), size = voxels", "Aker", true, 1 << 18, 1024},
        ComputeUnit::fp32, 1, 32, 0, 0.0, 0.0, linear, [](int64_t) { return 2048.0 * 12.0; },
        [](int64_t) { return 24.0; }},
       // Tensor cores
-      {{"tc_gemm", "FP16 tensor-core GEMM (WMMA, FP32 accumulate), size = N (multiple of 32)", "tensor core", true, 8192, 256},
+      {{"tc_gemm", "FP16 tensor-core GEMM (WMMA, FP32 accumulate), size = N", "tensor core", true, 8192, 256},
        ComputeUnit::tensor, 32, 96, 0, 0.0, 0.05, square,
        [](int64_t n) { return 2.0 * static_cast<double>(n); },
        [](int64_t n) { return 2.0 * 2.0 * static_cast<double>(n) / 32.0 + 4.0; },
-       {64, 128, 256}, tc_warps},  // four 16x16 accumulators per warp: 1024 threads would not get the registers
+       {64, 128, 256}, tc_warps, &kMultipleOf32},  // four 16x16 accumulators per warp: 1024 threads would not get the registers
       // DESIGN.md's compute-plus-memory pair: 2.1 and 2.3 ms alone on an H200
       {{"fma_loop", "compute-bound FMA chain (1024 FMA per element), size = elements", "DESIGN.md pair",
         true, 60 * (1 << 20), 1024},
@@ -146,7 +164,10 @@ const std::vector<Recipe>& recipes() {
 const std::vector<SuiteEntry>& suite_catalog() {
   static const std::vector<SuiteEntry> entries = [] {
     std::vector<SuiteEntry> e;
-    for (const Recipe& r : recipes()) e.push_back(r.entry);
+    for (const Recipe& r : recipes()) {
+      e.push_back(r.entry);
+      e.back().description += " (sizes: " + size_statement(r) + ")";
+    }
     return e;
   }();
   return entries;
@@ -181,7 +202,12 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size, cons
   const Recipe& r = *it;
   if (size < r.entry.min_size) {
     return Status::invalid_argument("kernel '" + name + "': size " + std::to_string(size) +
-                                    " is below its minimum " + std::to_string(r.entry.min_size));
+                                    " is below its minimum " + std::to_string(r.entry.min_size) + " (sizes: " +
+                                    size_statement(r) + ")");
+  }
+  if (r.size_rule && !r.size_rule->accepts(size)) {
+    return Status::invalid_argument("kernel '" + name + "': size " + std::to_string(size) + " is not " +
+                                    r.size_rule->statement + " (sizes: " + size_statement(r) + ")");
   }
   if (blocks) {
     if (!r.entry.elastic) return Status::invalid_argument("kernel '" + name + "' is a library kernel: its block size is the library's");
@@ -218,7 +244,13 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size, cons
     v.shared_bytes_per_block = r.shared_bytes_per_thread * shape.threads * 4;
     const double items_per_block = static_cast<double>(shape.threads) * r.items_per_thread;
     v.items_per_block = static_cast<int>(items_per_block);
-    v.logical_blocks = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(items / items_per_block)));
+    const double logical_blocks = std::ceil(items / items_per_block);
+    if (!(logical_blocks <= static_cast<double>(kMaxLogicalBlocks))) {
+      return Status::invalid_argument("kernel '" + name + "': size " + std::to_string(size) + " gives variant '" +
+                                      v.name + "' " + fmt::format("{:.0f}", logical_blocks) + " logical blocks, over the " +
+                                      std::to_string(kMaxLogicalBlocks) + " a launch's grid can hold");
+    }
+    v.logical_blocks = std::max<int64_t>(1, static_cast<int64_t>(logical_blocks));
     v.flops_per_block = flops * items_per_block;
     v.bytes_per_block = bytes * items_per_block;
     k.variants.push_back(v);
