@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <set>
 #include <sstream>
 
@@ -211,11 +213,26 @@ std::string profile_to_json(const KernelProfile& p) {
 namespace {
 
 // Reads j[name] into `out` when present; a value of the wrong type is an error naming the field.
+// Integers must be JSON integers within T's range (a float such as 1e30 converted to int is
+// undefined behaviour), and numbers finite.
 template <typename T>
 void read_field(const nlohmann::json& j, const char* name, T& out, const std::string& prefix = "") {
   if (!j.contains(name)) return;
+  const auto& v = j.at(name);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!v.is_number_integer()) throw std::invalid_argument("field '" + prefix + name + "': not an integer");
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                          : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    if (!fits) throw std::invalid_argument("field '" + prefix + name + "': out of range");
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      throw std::invalid_argument("field '" + prefix + name + "': not a finite number");
+    }
+  }
   try {
-    out = j.at(name).get<T>();
+    out = v.get<T>();
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument("field '" + prefix + name + "': " + e.what());
   }
@@ -261,7 +278,8 @@ Result<KernelProfile> profile_from_json(const std::string& text) {
       if (!c.is_array()) return Status::parse_error("profile JSON: field 'sm_curve': not a list");
       for (size_t i = 0; i < c.size(); ++i) {
         const auto& pt = c[i];
-        if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number_integer() || !pt[1].is_number()) {
+        if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number_integer() || !pt[1].is_number() ||
+            pt[0].get<int64_t>() < 0 || pt[0].get<int64_t>() > std::numeric_limits<int>::max()) {
           return Status::parse_error("profile JSON: field 'sm_curve[" + std::to_string(i) + "]': expected [SM count, seconds]");
         }
         p.sm_curve.push_back({pt[0].get<int>(), pt[1].get<double>()});
