@@ -96,7 +96,7 @@ TEST(CudaBackend, PersistentNativeAndFusedDispatchesComplete) {
   auto b = backend();
   ASSERT_TRUE(b);
   const Workload w = two_kernels();
-  ASSERT_TRUE(prepare_all(*b, w).is_ok());
+  ASSERT_TRUE(testing::prepare_all(*b, w).is_ok());
   Placement persistent;
   persistent.sms = SmSet::range(0, 60);
   persistent.form = LaunchForm::persistent;
@@ -133,7 +133,7 @@ TEST(CudaBackend, OpaqueLibraryKernelRunsInAGreenContext) {
   t.name = "blas";
   t.steps.push_back(KernelStep{*make_suite_kernel("cublas_gemm", 2048), 1});
   w.tenants.push_back(t);
-  ASSERT_TRUE(prepare_all(*b, w).is_ok());
+  ASSERT_TRUE(testing::prepare_all(*b, w).is_ok());
   EXPECT_FALSE(b->capabilities(t.steps[0].kernel).persistent_form);
   Placement p;
   p.sms = b->green_contexts().cover(SmSet::range(0, 20));
@@ -150,7 +150,7 @@ TEST(CudaBackend, PreemptReturnsAPrefixAndResizeKeepsRunning) {
   ASSERT_TRUE(b);
   Workload w = two_kernels();
   w.tenants[0].steps[0].kernel = *make_suite_kernel("fma_loop", 1 << 26);  // ~1 s on a few SMs
-  ASSERT_TRUE(prepare_all(*b, w).is_ok());
+  ASSERT_TRUE(testing::prepare_all(*b, w).is_ok());
   Placement p;
   p.sms = SmSet::range(0, 8);
   p.form = LaunchForm::persistent;
@@ -177,7 +177,7 @@ TEST(CudaBackend, RaisingTheTlpOfARunningLaunchSpeedsItUp) {
   ASSERT_TRUE(b);
   Workload w = two_kernels();
   w.tenants[0].steps[0].kernel = *make_suite_kernel("fma_loop", 1 << 26);  // seconds on 8 SMs at 1 block each
-  ASSERT_TRUE(prepare_all(*b, w).is_ok());
+  ASSERT_TRUE(testing::prepare_all(*b, w).is_ok());
   const KernelSpec& k = w.tenants[0].steps[0].kernel;
   const int occupancy = max_resident_blocks(b->device(), k.variant(k.default_variant));
   ASSERT_GE(occupancy, 4);
@@ -285,7 +285,7 @@ TEST(CudaBackend, QueuedKernelsStartWhenTheirPredecessorEnds) {
   auto b = backend();
   ASSERT_TRUE(b);
   const Workload two = two_kernels();
-  ASSERT_TRUE(prepare_all(*b, two).is_ok());
+  ASSERT_TRUE(testing::prepare_all(*b, two).is_ok());
   Placement native;
   native.sms = b->green_contexts().cover(SmSet::range(60, b->device().sm_count - 60));
   Placement persistent;
@@ -437,7 +437,7 @@ TEST(CudaBackend, ATenantsBuffersComeFromItsAllocator) {
     auto b = backend();
     ASSERT_TRUE(b);
     ASSERT_TRUE(b->set_allocator(TenantId{0}, counting).is_ok());
-    ASSERT_TRUE(prepare_all(*b, w).is_ok());
+    ASSERT_TRUE(testing::prepare_all(*b, w).is_ok());
     // fma_loop (tenant 0) has one output buffer of `size` floats; stream_triad's are not counted.
     EXPECT_EQ(counting->live, 1);
     EXPECT_EQ(counting->total_bytes, static_cast<size_t>(w.tenants[0].steps[0].kernel.size) * sizeof(float));
@@ -471,7 +471,7 @@ TEST(CudaFaultChild, IllegalAddressIsNamedAndEarlierWorkKept) {
   ASSERT_TRUE(b);
   const Workload w = two_kernels();
   ASSERT_TRUE(b->set_allocator(TenantId{0}, std::make_shared<UnmappedAllocator>()).is_ok());
-  ASSERT_TRUE(prepare_all(*b, w).is_ok());
+  ASSERT_TRUE(testing::prepare_all(*b, w).is_ok());
   Placement p;
   p.sms = b->device().all_sms();
   p.form = LaunchForm::persistent;

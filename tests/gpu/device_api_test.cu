@@ -290,7 +290,7 @@ TEST(CudaBackendWatchdog, AbortAllReturnsWithinItsGraceAndNamesWhatStillRuns) {
     t.steps.push_back(KernelStep{*k, 1});
     w.tenants.push_back(t);
   }
-  ASSERT_OK(prepare_all(b, w));
+  ASSERT_OK(testing::prepare_all(b, w));
   int* release = nullptr;
   ASSERT_EQ(cudaHostAlloc(&release, sizeof(int), cudaHostAllocMapped), cudaSuccess);
   *release = 0;
