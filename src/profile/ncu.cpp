@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <tuple>
 #include <sstream>
@@ -10,6 +11,14 @@
 #include "profile/raise_facet.h"
 
 namespace concord::profile {
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::io_error(path + ": cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 namespace {
 
 // Splits one CSV record (double-quoted fields, "" for a quote). False when the line is not a

@@ -21,6 +21,9 @@ struct NcuLaunch {
 
 // The metric names to pass to `ncu --metrics`: the eight of concord/raise.h plus the duration.
 std::vector<std::string> ncu_metric_names();
+
+// The whole of a text file (ncu's CSV, the worker's job list); an error names the path.
+Result<std::string> read_text_file(const std::string& path);
 inline constexpr const char* kNcuDurationMetric = "gpu__time_duration.sum";
 // The marker kernels the worker launches: before each job's measured launch, and before set-up
 // work (input generation, a library's warm-up call) whose launches are not measured.

@@ -16,21 +16,10 @@
 #include "profile/ncu_marker.h"
 
 namespace concord::profile {
-namespace {
-
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::io_error(path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 Status run_ncu_worker(const std::string& jobs_file) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  auto text = read_text(jobs_file);
+  auto text = read_text_file(jobs_file);
   if (!text) return text.status();
   auto jobs = ncu_jobs_from_text(*text, jobs_file);
   if (!jobs) return jobs.status();

@@ -14,14 +14,6 @@
 namespace concord::profile {
 namespace {
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::io_error(path + ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -83,7 +75,7 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
   }
   std::vector<NcuPass> passes;
   for (const std::string& csv : csvs) {
-    auto text = read_text(csv);
+    auto text = read_text_file(csv);
     if (!text) return text.status();
     auto launches = parse_ncu_csv(*text, csv);
     if (!launches) return launches.status();
