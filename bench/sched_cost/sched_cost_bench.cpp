@@ -2,6 +2,10 @@
 // number of dispatches, on the simulator (so backend cost is excluded), for 4- and 12-tenant mixes.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include "backend/sim/sim_backend.h"
 #include "concord/spec_source.h"
 #include "concord/policy.h"
@@ -57,9 +61,30 @@ void BM_DecisionCost(benchmark::State& state, const std::string& policy_name) {
   state.counters["launches"] = static_cast<double>(dispatches) / static_cast<double>(state.iterations());
 }
 
+// `--once POLICY TENANTS`: one run, its decision count printed, for an instruction count under
+// callgrind (bench/sched_cost/instructions.sh), which does not vary with machine load.
+int run_once(const std::string& policy_name, int tenants) {
+  const Workload w = mix(tenants);
+  auto policy = builtin_policies().make(policy_name, {});
+  if (!policy) {
+    std::fprintf(stderr, "%s\n", policy.status().to_string().c_str());
+    return 2;
+  }
+  sim::SimBackend backend(h200_spec());
+  auto run = run_workload(w, backend, **policy, EngineOptions{});
+  if (!run) {
+    std::fprintf(stderr, "%s\n", run.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("policy=%s tenants=%d dispatches=%lld policy_calls=%lld\n", policy_name.c_str(), tenants,
+              static_cast<long long>(run->stats.dispatches), static_cast<long long>(run->stats.policy_calls));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--once") return run_once(argv[2], std::atoi(argv[3]));
   for (const auto& entry : builtin_policies().list()) {
     benchmark::RegisterBenchmark(("decision/" + entry.name).c_str(), BM_DecisionCost, entry.name)
         ->Arg(4)

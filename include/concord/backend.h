@@ -10,6 +10,7 @@
 #include "concord/device.h"
 #include "concord/ids.h"
 #include "concord/kernel.h"
+#include "concord/part_list.h"
 #include "concord/placement.h"
 #include "concord/status.h"
 
@@ -41,7 +42,7 @@ struct DispatchPart {
 
 struct DispatchRequest {
   DispatchId id;
-  std::vector<DispatchPart> parts;     // one, or two for a fused launch
+  PartList<DispatchPart> parts;        // one, or two for a fused launch
   Placement placement;
   // Stream order: when valid and that dispatch is still running, this one starts only after it
   // ends, with no host round trip in between (CUDA: a wait on its end event; the simulator holds
@@ -57,7 +58,7 @@ struct Completion {
   Seconds end = 0;
   bool preempted = false;
   // Per part, the logical blocks it finished (a prefix of its range: work is handed out in order).
-  std::vector<int64_t> blocks_done;
+  PartList<int64_t> blocks_done;
   // Not ok when the dispatch failed on the device (a fault in its kernel, or abandoned by
   // abort_all): the message names the tenant, the kernel and the dispatch. blocks_done then holds
   // what is known to have finished (0 when the counters could not be read).

@@ -20,10 +20,10 @@ namespace concord {
 
 struct DispatchRecord {
   DispatchId id;
-  std::vector<LaunchId> launches;
-  std::vector<TenantId> tenants;
-  std::vector<BlockRange> ranges;
-  std::vector<int64_t> blocks_done;
+  PartList<LaunchId> launches;
+  PartList<TenantId> tenants;
+  PartList<BlockRange> ranges;
+  PartList<int64_t> blocks_done;
   Placement placement;
   Seconds dispatched = 0;  // when the policy dispatched it
   DispatchId after;        // queued behind this dispatch (SchedContext::queue_next), if valid

@@ -4,6 +4,8 @@
 // otherwise. Policies ask the estimator; they never ask which backend runs.
 #pragma once
 
+#include <algorithm>
+
 #include "concord/device.h"
 #include "concord/kernel.h"
 
@@ -17,7 +19,10 @@ class Estimator {
     double sm_bandwidth_share = 3.0;   // one SM pulls at most this many times its even share of DRAM
   };
   explicit Estimator(DeviceSpec device) : Estimator(std::move(device), Roofline{}) {}
-  Estimator(DeviceSpec device, Roofline roofline) : device_(std::move(device)), roofline_(roofline) {}
+  Estimator(DeviceSpec device, Roofline roofline)
+      : device_(std::move(device)),
+        roofline_(roofline),
+        tpc_step_(std::max(1, device_.sm_count / std::max(1, device_.tpc_count()))) {}
 
   // Seconds for the whole logical grid of `variant`, alone on `sms` SMs at full TLP.
   double seconds(const KernelSpec& kernel, int variant, int sms, CachePolicy cache = CachePolicy::normal) const;
@@ -33,6 +38,7 @@ class Estimator {
 
   DeviceSpec device_;
   Roofline roofline_;
+  int tpc_step_;  // SMs per TPC, demand_sms's step
 };
 
 }  // namespace concord

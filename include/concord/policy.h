@@ -60,13 +60,13 @@ struct QueuedLaunch {
 // A dispatch the backend is running.
 struct RunningDispatch {
   DispatchId id;
-  std::vector<LaunchId> launches;  // one, or two when fused
-  std::vector<TenantId> tenants;
-  std::vector<const KernelSpec*> kernels;  // per part
-  std::vector<int> variants;               // per part
-  std::vector<int> parts_per_block;        // per part (fusion ratio)
+  PartList<LaunchId> launches;  // one, or two when fused
+  PartList<TenantId> tenants;
+  PartList<const KernelSpec*> kernels;  // per part
+  PartList<int> variants;               // per part
+  PartList<int> parts_per_block;        // per part (fusion ratio)
   Placement placement;
-  std::vector<BlockRange> ranges;
+  PartList<BlockRange> ranges;
   Seconds dispatched_at = 0;
   DispatchId after;  // stream-ordered behind this dispatch; invalid when not
 };
@@ -88,6 +88,7 @@ class SchedContext {
   virtual std::span<const ReadyLaunch> ready() const = 0;
   // The launches `tenant` has submitted behind its ready or running one, in stream order.
   virtual std::span<const QueuedLaunch> queued(TenantId tenant) const = 0;
+  // Dispatches the backend runs, in the order they were made (a new dispatch is last).
   virtual std::span<const RunningDispatch> running() const = 0;
   virtual std::mt19937_64& rng() = 0;
 

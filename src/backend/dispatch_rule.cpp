@@ -20,45 +20,46 @@ std::string footprint_text(int threads, int registers, int shared) {
 }
 
 Status check_part(const DeviceSpec& device, const DispatchRequest& request, const DispatchPart& p, const Capabilities& caps) {
-  const std::string who = "dispatch " + std::to_string(request.id.value) + ": " + describe(p);
+  // Error text is built only when a check fails (this runs on every dispatch).
+  const auto who = [&] { return "dispatch " + std::to_string(request.id.value) + ": " + describe(p); };
   if (p.variant < 0 || p.variant >= p.kernel->variant_count()) {
-    return Status::invalid_argument(who + ": field 'variant': " + std::to_string(p.variant) + " is not one of its " +
+    return Status::invalid_argument(who() + ": field 'variant': " + std::to_string(p.variant) + " is not one of its " +
                                     std::to_string(p.kernel->variant_count()) + " variants");
   }
   const KernelVariant& v = p.kernel->variant(p.variant);
   if (p.range.begin < 0 || p.range.end > v.logical_blocks || p.range.begin > p.range.end) {
-    return Status::invalid_argument(who + ": field 'range': [" + std::to_string(p.range.begin) + ", " +
+    return Status::invalid_argument(who() + ": field 'range': [" + std::to_string(p.range.begin) + ", " +
                                     std::to_string(p.range.end) + ") is not within its logical grid [0, " +
                                     std::to_string(v.logical_blocks) + ")");
   }
   if (!caps.split_range && p.range != BlockRange{0, v.logical_blocks}) {
-    return Status::unsupported(who + ": field 'range': this kernel runs only its whole grid (no split ranges)");
+    return Status::unsupported(who() + ": field 'range': this kernel runs only its whole grid (no split ranges)");
   }
   if (p.variant != p.kernel->default_variant && !caps.block_variants) {
-    return Status::unsupported(who + ": field 'variant': this kernel has only its default block size here");
+    return Status::unsupported(who() + ": field 'variant': this kernel has only its default block size here");
   }
   const Placement& pl = request.placement;
   if (bypasses_l1(pl.cache) && !caps.l1_bypass) {
-    return Status::unsupported(who + ": field 'cache': " + to_string(pl.cache) + " needs L1 bypass, which this kernel cannot do");
+    return Status::unsupported(who() + ": field 'cache': " + to_string(pl.cache) + " needs L1 bypass, which this kernel cannot do");
   }
   if (evicts_l2_first(pl.cache) && !caps.l2_evict_first) {
-    return Status::unsupported(who + ": field 'cache': " + to_string(pl.cache) + " needs L2 evict-first, which this kernel cannot do");
+    return Status::unsupported(who() + ": field 'cache': " + to_string(pl.cache) + " needs L2 evict-first, which this kernel cannot do");
   }
   if (pl.form == LaunchForm::persistent && !caps.persistent_form) {
-    return Status::unsupported(who + ": field 'form': the persistent form needs an elastic kernel");
+    return Status::unsupported(who() + ": field 'form': the persistent form needs an elastic kernel");
   }
   if (v.threads_per_block > device.sm.max_threads_per_block) {
-    return Status::unsupported(who + ": variant '" + v.name + "': " + std::to_string(v.threads_per_block) +
+    return Status::unsupported(who() + ": variant '" + v.name + "': " + std::to_string(v.threads_per_block) +
                                " threads per block exceed the device's " + std::to_string(device.sm.max_threads_per_block));
   }
   if (v.shared_bytes_per_block > device.sm.max_shared_bytes_per_block) {
-    return Status::unsupported(who + ": variant '" + v.name + "': " + std::to_string(v.shared_bytes_per_block) +
+    return Status::unsupported(who() + ": variant '" + v.name + "': " + std::to_string(v.shared_bytes_per_block) +
                                " bytes of shared memory per block exceed the device's " +
                                std::to_string(device.sm.max_shared_bytes_per_block));
   }
   const BlockFootprint f = footprint_of(device, v);
   if (max_resident_blocks(device, f) < 1) {
-    return Status::unsupported(who + ": variant '" + v.name + "': one block (" +
+    return Status::unsupported(who() + ": variant '" + v.name + "': one block (" +
                                footprint_text(f.threads, f.registers, f.shared_bytes) + ") does not fit an SM of " +
                                device.name);
   }
@@ -77,36 +78,36 @@ int fused_register_cap(const DeviceSpec& device, int threads) {
 
 Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest& request, const Capabilities& first,
                                 const Capabilities* second) {
-  const std::string id = "dispatch " + std::to_string(request.id.value);
+  const auto id = [&] { return "dispatch " + std::to_string(request.id.value); };
   if (request.parts.empty() || request.parts.size() > 2) {
-    return Status::invalid_argument(id + ": field 'parts': a dispatch has one part, or two when fused (has " +
+    return Status::invalid_argument(id() + ": field 'parts': a dispatch has one part, or two when fused (has " +
                                     std::to_string(request.parts.size()) + ")");
   }
   for (const DispatchPart& p : request.parts) {
-    if (p.kernel == nullptr) return Status::invalid_argument(id + ": field 'kernel': a part has no kernel");
+    if (p.kernel == nullptr) return Status::invalid_argument(id() + ": field 'kernel': a part has no kernel");
   }
   if (request.parts.size() == 2 && second == nullptr) {
-    return Status::internal(id + ": the capabilities of the second part are missing");
+    return Status::internal(id() + ": the capabilities of the second part are missing");
   }
   const Placement& pl = request.placement;
-  if (pl.sms.empty()) return Status::invalid_argument(id + ": field 'sms': the SM set is empty");
+  if (pl.sms.empty()) return Status::invalid_argument(id() + ": field 'sms': the SM set is empty");
   if (!pl.sms.is_subset_of(device.all_sms())) {
-    return Status::invalid_argument(id + ": field 'sms': " + pl.sms.to_string() + " names SMs beyond the device's " +
+    return Status::invalid_argument(id() + ": field 'sms': " + pl.sms.to_string() + " names SMs beyond the device's " +
                                     std::to_string(device.sm_count));
   }
   if (pl.tlp < 0 || pl.tight_tlp < 0) {
-    return Status::invalid_argument(id + ": field 'tlp': limits must be >= 0 (0: as many as fit)");
+    return Status::invalid_argument(id() + ": field 'tlp': limits must be >= 0 (0: as many as fit)");
   }
   if (request.parts.size() == 2 && (!first.fusion || !second->fusion)) {
     const DispatchPart& opaque = first.fusion ? request.parts[1] : request.parts[0];
-    return Status::unsupported(id + ": fusing '" + request.parts[0].kernel->name + "' with '" +
+    return Status::unsupported(id() + ": fusing '" + request.parts[0].kernel->name + "' with '" +
                                request.parts[1].kernel->name + "': field 'fusion': " + describe(opaque) +
                                " is not an elastic kernel (fusion needs two)");
   }
   CONCORD_RETURN_IF_ERROR(check_part(device, request, request.parts[0], first));
   if (request.parts.size() == 1) {
     if (request.parts[0].parts_per_block != 1) {
-      return Status::invalid_argument(id + ": " + describe(request.parts[0]) +
+      return Status::invalid_argument(id() + ": " + describe(request.parts[0]) +
                                       ": field 'parts_per_block': an unfused dispatch has one part per block");
     }
     return Status::ok();
@@ -116,16 +117,16 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
   const DispatchPart& a = request.parts[0];
   const DispatchPart& b = request.parts[1];
   CONCORD_RETURN_IF_ERROR(check_part(device, request, b, *second));
-  const std::string who = id + ": fusing " + describe(a) + " with " + describe(b);
+  const auto who = [&] { return id() + ": fusing " + describe(a) + " with " + describe(b); };
   if (pl.form != LaunchForm::persistent) {
-    return Status::unsupported(who + ": field 'form': fusion runs in the persistent form only");
+    return Status::unsupported(who() + ": field 'form': fusion runs in the persistent form only");
   }
   if (a.parts_per_block < 1 || b.parts_per_block < 1) {
-    return Status::invalid_argument(who + ": field 'parts_per_block': each kernel needs at least one part (ratio " +
+    return Status::invalid_argument(who() + ": field 'parts_per_block': each kernel needs at least one part (ratio " +
                                     std::to_string(a.parts_per_block) + ":" + std::to_string(b.parts_per_block) + ")");
   }
   if (a.parts_per_block + b.parts_per_block > kMaxFusedParts) {
-    return Status::unsupported(who + ": field 'parts_per_block': ratio " + std::to_string(a.parts_per_block) + ":" +
+    return Status::unsupported(who() + ": field 'parts_per_block': ratio " + std::to_string(a.parts_per_block) + ":" +
                                std::to_string(b.parts_per_block) + " needs more than " + std::to_string(kMaxFusedParts) +
                                " named barriers");
   }
@@ -134,7 +135,7 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
   for (const auto* part : {&a, &b}) {
     const KernelVariant& v = part->kernel->variant(part->variant);
     if (v.threads_per_block % 32 != 0) {
-      return Status::unsupported(who + ": " + part->kernel->name + " variant '" + v.name + "' has " +
+      return Status::unsupported(who() + ": " + part->kernel->name + " variant '" + v.name + "' has " +
                                  std::to_string(v.threads_per_block) +
                                  " threads per part: a fused part must be a whole number of warps");
     }
@@ -144,12 +145,12 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
                      kFusedWrapperSharedBytes;
   const std::string ratio = " at ratio " + std::to_string(a.parts_per_block) + ":" + std::to_string(b.parts_per_block);
   if (threads > device.sm.max_threads_per_block) {
-    return Status::unsupported(who + ratio + ": the fused block has " + std::to_string(threads) +
+    return Status::unsupported(who() + ratio + ": the fused block has " + std::to_string(threads) +
                                " threads, more than a block may have (" + std::to_string(device.sm.max_threads_per_block) +
                                ")");
   }
   if (shared > device.sm.max_shared_bytes_per_block) {
-    return Status::unsupported(who + ratio + ": the fused block needs " + std::to_string(shared) +
+    return Status::unsupported(who() + ratio + ": the fused block needs " + std::to_string(shared) +
                                " bytes of shared memory, more than a block may have (" +
                                std::to_string(device.sm.max_shared_bytes_per_block) + ")");
   }
@@ -158,7 +159,7 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
   const int registers = std::max(va.registers_per_thread, vb.registers_per_thread);
   const int cap = fused_register_cap(device, threads);
   if (registers > cap) {
-    return Status::unsupported(who + ratio + ": " + std::to_string(registers) + " registers per thread over " +
+    return Status::unsupported(who() + ratio + ": " + std::to_string(registers) + " registers per thread over " +
                                std::to_string(threads) + " threads exceed an SM's " +
                                std::to_string(device.sm.max_registers) + " registers (at most " + std::to_string(cap) +
                                " per thread)");
@@ -169,7 +170,7 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
   fused.shared_bytes_per_block = shared;
   const BlockFootprint f = footprint_of(device, fused);
   if (max_resident_blocks(device, f) < 1) {
-    return Status::unsupported(who + ratio + ": the fused block (" + footprint_text(f.threads, f.registers, f.shared_bytes) +
+    return Status::unsupported(who() + ratio + ": the fused block (" + footprint_text(f.threads, f.registers, f.shared_bytes) +
                                ") does not fit an SM of " + device.name);
   }
   return Status::ok();

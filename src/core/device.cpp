@@ -37,7 +37,15 @@ std::string lower(std::string s) {
   return s;
 }
 
-int count_distinct(const std::vector<int>& v) { return static_cast<int>(std::set<int>(v.begin(), v.end()).size()); }
+int count_distinct(const std::vector<int>& v) {
+  // Ids below kMaxSms (every valid spec's) as bits: estimators ask this on every decision.
+  SmSet seen;
+  for (int x : v) {
+    if (x < 0 || x >= kMaxSms) return static_cast<int>(std::set<int>(v.begin(), v.end()).size());
+    seen.add(x);
+  }
+  return seen.count();
+}
 
 }  // namespace
 
@@ -61,14 +69,14 @@ SmSet DeviceSpec::sms_of_gpc(int gpc) const {
 }
 
 SmSet DeviceSpec::round_up_to_tpcs(const SmSet& sms) const {
-  // On the engine's dispatch path: no allocation, two passes over the SMs.
-  std::bitset<kMaxSms> tpc_hit;
-  for (int sm = 0; sm < sm_count; ++sm) {
-    if (sms.contains(sm)) tpc_hit.set(static_cast<size_t>(tpc_of_sm[static_cast<size_t>(sm)]));
-  }
+  // On the engine's dispatch path: no allocation; the TPCs hit are found from the set's members.
+  SmSet tpc_hit;  // TPC ids as bits
+  sms.for_each([&](int sm) {
+    if (sm < sm_count) tpc_hit.add(tpc_of_sm[static_cast<size_t>(sm)]);
+  });
   SmSet out;
   for (int sm = 0; sm < sm_count; ++sm) {
-    if (tpc_hit.test(static_cast<size_t>(tpc_of_sm[static_cast<size_t>(sm)]))) out.add(sm);
+    if (tpc_hit.contains(tpc_of_sm[static_cast<size_t>(sm)])) out.add(sm);
   }
   return out;
 }

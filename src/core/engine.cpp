@@ -268,22 +268,22 @@ Status Engine::check_dispatchable(const LaunchState& ls, DispatchId after) const
   }
   // Not yet reached: only as the next launch of its stream, behind the dispatch running the whole
   // launch before it.
-  const std::string who = describe(ls, false) + " behind dispatch " + std::to_string(after.value);
+  const auto who = [&] { return describe(ls, false) + " behind dispatch " + std::to_string(after.value); };
   if (!after.valid()) return Status::failed_precondition(describe(ls, false) + ": the launch is queued, not ready");
   auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; });
-  if (it == running_.end()) return Status::not_found(who + ": it is not running");
-  if (it->launches.size() != 1) return Status::unsupported(who + ": a fused dispatch has no single next launch");
+  if (it == running_.end()) return Status::not_found(who() + ": it is not running");
+  if (it->launches.size() != 1) return Status::unsupported(who() + ": a fused dispatch has no single next launch");
   const TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
   const auto pos = std::find(t.stream.begin(), t.stream.end(), ls.record.id.value);
   if (pos == t.stream.begin() || pos == t.stream.end() || *(pos - 1) != it->launches[0].value) {
-    return Status::failed_precondition(who + ": that dispatch does not run the launch before it in its stream");
+    return Status::failed_precondition(who() + ": that dispatch does not run the launch before it in its stream");
   }
   const LaunchState& prev = launches_[static_cast<size_t>(it->launches[0].value)];
   if (!prev.pending.empty() || prev.running != 1) {
-    return Status::failed_precondition(who + ": it runs only part of launch " + std::to_string(prev.record.id.value));
+    return Status::failed_precondition(who() + ": it runs only part of launch " + std::to_string(prev.record.id.value));
   }
   if (prev.successor >= 0) {
-    return Status::failed_precondition(who + ": launch " + std::to_string(prev.successor) + " is already queued behind it");
+    return Status::failed_precondition(who() + ": launch " + std::to_string(prev.successor) + " is already queued behind it");
   }
   return Status::ok();
 }
@@ -534,12 +534,12 @@ Result<int64_t> Engine::arrive(TenantId tenant, Seconds at) {
 Status Engine::submit(TenantId tenant, const LaunchSubmission& launch) {
   TenantState* t = tenant_state(tenant);
   if (!t) return Status::not_found("submit: no tenant " + std::to_string(tenant.value));
-  const std::string who = "submit: tenant '" + t->view.info.name + "'";
-  if (t->view.left) return Status::failed_precondition(who + " has left");
-  if (!launch.kernel) return Status::invalid_argument(who + ": a launch needs a kernel");
-  if (launch.kernel->variants.empty()) return Status::invalid_argument(who + ": kernel '" + launch.kernel->name + "' has no variant");
+  const auto who = [&] { return "submit: tenant '" + t->view.info.name + "'"; };
+  if (t->view.left) return Status::failed_precondition(who() + " has left");
+  if (!launch.kernel) return Status::invalid_argument(who() + ": a launch needs a kernel");
+  if (launch.kernel->variants.empty()) return Status::invalid_argument(who() + ": kernel '" + launch.kernel->name + "' has no variant");
   if (launch.request != t->open_request) {
-    return Status::failed_precondition(who + ": launch for request " + std::to_string(launch.request) +
+    return Status::failed_precondition(who() + ": launch for request " + std::to_string(launch.request) +
                                        ", but the open request is " + std::to_string(t->open_request));
   }
   LaunchState ls;

@@ -32,8 +32,7 @@ double Estimator::seconds(const KernelSpec& kernel, int variant, int sms, CacheP
 
 int Estimator::demand_sms(const KernelSpec& kernel, int variant, double tolerance) const {
   const double all = seconds(kernel, variant, device_.sm_count);
-  const int step = std::max(1, device_.sm_count / std::max(1, device_.tpc_count()));
-  for (int sms = step; sms < device_.sm_count; sms += step) {
+  for (int sms = tpc_step_; sms < device_.sm_count; sms += tpc_step_) {
     if (seconds(kernel, variant, sms) <= all * (1.0 + tolerance)) return sms;
   }
   return device_.sm_count;

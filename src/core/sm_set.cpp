@@ -6,15 +6,19 @@
 namespace concord {
 
 SmSet SmSet::range(int first, int count) {
-  // Whole-word masks rather than one bit at a time: all_sms() is on every decision's path.
   const int lo = std::max(first, 0);
   const int hi = std::min(first + std::max(count, 0), kMaxSms);  // one past the last
-  if (lo >= hi) return SmSet();
-  std::bitset<kMaxSms> b;
-  b.set();
-  b >>= static_cast<size_t>(kMaxSms - (hi - lo));
-  b <<= static_cast<size_t>(lo);
-  return SmSet(b);
+  SmSet s;
+  if (lo >= hi) return s;
+  // Bits below `hi` minus bits below `lo`, word by word.
+  auto below = [](int n, int k) -> uint64_t {  // bits of word k below bit n
+    const int in_word = n - k * 64;
+    if (in_word <= 0) return 0;
+    if (in_word >= 64) return ~uint64_t{0};
+    return (uint64_t{1} << in_word) - 1;
+  };
+  for (int k = lo / 64; k <= (hi - 1) / 64; ++k) s.w_[static_cast<size_t>(k)] = below(hi, k) & ~below(lo, k);
+  return s;
 }
 
 SmSet SmSet::of(const std::vector<int>& ids) {
@@ -27,40 +31,27 @@ SmSet SmSet::of(const std::vector<int>& ids) {
 
 std::vector<int> SmSet::ids() const {
   std::vector<int> out;
-  out.reserve(bits_.count());
+  out.reserve(static_cast<size_t>(count()));
   for_each([&](int sm) { out.push_back(sm); });
   return out;
-}
-
-int SmSet::span() const {
-  for (int i = kMaxSms - 1; i >= 0; --i) {
-    if (bits_.test(static_cast<size_t>(i))) return i + 1;
-  }
-  return 0;
 }
 
 std::string SmSet::to_string() const {
   std::string out;
   int i = 0;
   while (i < kMaxSms) {
-    if (!bits_.test(static_cast<size_t>(i))) {
+    if (!contains(i)) {
       ++i;
       continue;
     }
     int j = i;
-    while (j + 1 < kMaxSms && bits_.test(static_cast<size_t>(j + 1))) ++j;
+    while (j + 1 < kMaxSms && contains(j + 1)) ++j;
     if (!out.empty()) out += ',';
     out += std::to_string(i);
     if (j > i) out += '-' + std::to_string(j);
     i = j + 1;
   }
   return out.empty() ? "{}" : out;
-}
-
-std::vector<uint64_t> SmSet::words() const {
-  std::vector<uint64_t> w(kMaxSms / 64, 0);
-  for_each([&](int i) { w[static_cast<size_t>(i / 64)] |= uint64_t{1} << (i % 64); });
-  return w;
 }
 
 }  // namespace concord

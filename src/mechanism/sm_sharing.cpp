@@ -12,18 +12,73 @@ BlockFootprint SmOccupants::on(int sm) const {
   return BlockFootprint{0, 0, 0};
 }
 
+BlockFootprint dispatch_footprint(const DeviceSpec& device, const RunningDispatch& d) {
+  BlockFootprint f{0, 0, 0};
+  for (size_t k = 0; k < d.kernels.size(); ++k) {
+    const BlockFootprint one = footprint_of(device, d.kernels[k]->variant(d.variants[k]));
+    f.threads += one.threads * d.parts_per_block[k];
+    f.registers += one.registers * d.parts_per_block[k];
+    f.shared_bytes += one.shared_bytes * d.parts_per_block[k];
+  }
+  return f;
+}
+
+void SmLoad::reset(int sm_count) {
+  per_sm_.assign(static_cast<size_t>(std::max(sm_count, 0)), BlockFootprint{0, 0, 0});
+  held_.clear();
+}
+
+void SmLoad::add(DispatchId id, const SmSet& sms, const BlockFootprint& f) {
+  held_.push_back({id, sms, f});
+  sms.for_each([&](int sm) {
+    if (static_cast<size_t>(sm) >= per_sm_.size()) return;
+    BlockFootprint& l = per_sm_[static_cast<size_t>(sm)];
+    l.threads += f.threads;
+    l.registers += f.registers;
+    l.shared_bytes += f.shared_bytes;
+  });
+}
+
+void SmLoad::remove(DispatchId id) {
+  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.id == id; });
+  if (it == held_.end()) return;
+  const BlockFootprint f = it->footprint;
+  it->sms.for_each([&](int sm) {
+    if (static_cast<size_t>(sm) >= per_sm_.size()) return;
+    BlockFootprint& l = per_sm_[static_cast<size_t>(sm)];
+    l.threads -= f.threads;
+    l.registers -= f.registers;
+    l.shared_bytes -= f.shared_bytes;
+  });
+  *it = held_.back();
+  held_.pop_back();
+}
+
+double SmLoad::mean_share(const BlockFootprint& kernel, const SmSet& sms) const {
+  // Neighbouring SMs mostly carry the same load: the last share is reused while it repeats.
+  double u = 0;
+  int n = 0;
+  BlockFootprint last{-1, -1, -1};
+  double last_share = 1.0;
+  sms.for_each([&](int sm) {
+    if (static_cast<size_t>(sm) >= per_sm_.size()) return;
+    const BlockFootprint& l = per_sm_[static_cast<size_t>(sm)];
+    if (l.threads != last.threads || l.registers != last.registers || l.shared_bytes != last.shared_bytes) {
+      last = l;
+      last_share = resource_share(kernel, l);
+    }
+    u += last_share;
+    ++n;
+  });
+  return n > 0 ? u / n : 1.0;
+}
+
 SmOccupants occupants_of(const SchedContext& ctx, std::optional<DispatchId> exclude) {
   SmOccupants o;
   o.groups.push_back({ctx.device().all_sms(), BlockFootprint{0, 0, 0}});
   for (const RunningDispatch& d : ctx.running()) {
     if (exclude && d.id == *exclude) continue;
-    BlockFootprint f{0, 0, 0};
-    for (size_t k = 0; k < d.kernels.size(); ++k) {
-      const BlockFootprint one = footprint_of(ctx.device(), d.kernels[k]->variant(d.variants[k]));
-      f.threads += one.threads * d.parts_per_block[k];
-      f.registers += one.registers * d.parts_per_block[k];
-      f.shared_bytes += one.shared_bytes * d.parts_per_block[k];
-    }
+    const BlockFootprint f = dispatch_footprint(ctx.device(), d);
     // Split every group by the dispatch's set: the part inside carries its footprint too.
     const size_t n = o.groups.size();
     for (size_t g = 0; g < n; ++g) {

@@ -33,6 +33,32 @@ struct SmOccupants {
   // The load on one SM (zero when the SM is in no group).
   BlockFootprint on(int sm) const;
 };
+// The static resources a dispatch holds per SM it runs on: its parts' block footprints, each times
+// its blocks per fused block.
+BlockFootprint dispatch_footprint(const DeviceSpec& device, const RunningDispatch& d);
+
+// The load on every SM kept up to date as dispatches start and end, for policies that decide per
+// launch: a decision then reads per-SM sums instead of rebuilding them from every running
+// dispatch (occupants_of), so its cost does not grow with the number of tenants.
+class SmLoad {
+ public:
+  void reset(int sm_count);
+  void add(DispatchId id, const SmSet& sms, const BlockFootprint& footprint);
+  void remove(DispatchId id);  // a dispatch it does not hold: nothing
+  const BlockFootprint& on(int sm) const { return per_sm_[static_cast<size_t>(sm)]; }
+  // Eq. 1's u for a kernel on `sms`: the mean of U[i,j] over the set (as mean_share).
+  double mean_share(const BlockFootprint& kernel, const SmSet& sms) const;
+
+ private:
+  struct Held {
+    DispatchId id;
+    SmSet sms;
+    BlockFootprint footprint;
+  };
+  std::vector<BlockFootprint> per_sm_;
+  std::vector<Held> held_;  // few: the dispatches running now
+};
+
 // `exclude`: leave that dispatch out (its own share next to the others).
 SmOccupants occupants_of(const SchedContext& ctx, std::optional<DispatchId> exclude = std::nullopt);
 // U[i,j]: the average over shared memory, registers and threads of the share of SM j's demand

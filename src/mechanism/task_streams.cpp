@@ -15,19 +15,22 @@ int max_variant(const KernelSpec& kernel) {
 }
 
 Status TaskStreams::schedule(SchedContext& ctx, TaskChooser& chooser) {
-  // Tasks whose request has neither a ready nor a running launch left are finished.
-  for (auto it = active_.begin(); it != active_.end();) {
-    const TenantId t{it->first};
-    const int64_t req = it->second.request;
-    const bool ready = std::any_of(ctx.ready().begin(), ctx.ready().end(),
-                                   [&](const ReadyLaunch& r) { return r.tenant == t && r.request == req; });
-    const bool running = std::any_of(ctx.running().begin(), ctx.running().end(), [&](const RunningDispatch& d) {
-      return std::find(d.tenants.begin(), d.tenants.end(), t) != d.tenants.end();
-    });
-    if (!ready && !running) {
-      it = active_.erase(it);
-    } else {
-      ++it;
+  // Tasks whose request has neither a ready nor a running launch left are finished. One pass over
+  // the ready and running lists marks the tenants that still have work (not one pass per task).
+  if (running_ > 0) {
+    live_.assign(ctx.tenants().size(), 0);
+    for (const ReadyLaunch& r : ctx.ready()) {
+      const auto* a = active_of(r.tenant);
+      if (a && (*a)->request == r.request) live_[static_cast<size_t>(r.tenant.value)] = 1;
+    }
+    for (const RunningDispatch& d : ctx.running()) {
+      for (TenantId t : d.tenants) live_[static_cast<size_t>(t.value)] = 1;
+    }
+    for (size_t t = 0; t < active_.size(); ++t) {
+      if (active_[t] && live_[t] == 0) {
+        active_[t].reset();
+        --running_;
+      }
     }
   }
   // Running tasks go on: their next launch on their stream, in their variant. What to dispatch is
@@ -36,10 +39,10 @@ Status TaskStreams::schedule(SchedContext& ctx, TaskChooser& chooser) {
   waiting_.clear();
   for (const ReadyLaunch& r : ctx.ready()) {
     if (r.has_running_dispatch) continue;
-    auto it = active_.find(r.tenant.value);
-    if (it != active_.end() && it->second.request == r.request) {
-      continuing_.push_back({r.id, std::min(it->second.variant, r.kernel->variant_count() - 1)});
-    } else if (it == active_.end()) {
+    const auto* a = active_of(r.tenant);
+    if (a && (*a)->request == r.request) {
+      continuing_.push_back({r.id, std::min((*a)->variant, r.kernel->variant_count() - 1)});
+    } else if (!a) {
       waiting_.push_back({r.id, r.tenant, r.request});
     }
   }
@@ -70,23 +73,32 @@ Status TaskStreams::start_task(SchedContext& ctx, std::vector<WaitingTask>& wait
   p.variant = std::min(c.variant, kernel->variant_count() - 1);
   auto d = ctx.dispatch(w.launch, p);
   if (!d) return d.status();
-  active_[w.tenant.value] = {w.request, c.variant};
+  const auto t = static_cast<size_t>(w.tenant.value);
+  if (active_.size() <= t) active_.resize(t + 1);
+  if (!active_[t]) ++running_;
+  active_[t] = Active{w.request, c.variant};
   waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(c.index));
   return Status::ok();
 }
 
 Status TaskStreams::queue_ahead(SchedContext& ctx) {
   if (ahead_ == 0) return Status::ok();
+  // Each running task's dispatches in flight (one running, the rest queued behind it) and the
+  // latest, from one pass over the running list.
+  flight_.assign(ctx.tenants().size(), Flight{});
+  for (const RunningDispatch& d : ctx.running()) {
+    if (d.tenants.size() != 1) continue;
+    Flight& f = flight_[static_cast<size_t>(d.tenants[0].value)];
+    ++f.count;
+    if (!f.last.valid() || d.id > f.last) f.last = d.id;
+  }
   int queued = 0;
-  for (const auto& [tenant, task] : active_) {
-    // The task's dispatches in flight (one running, the rest queued behind it) and the latest.
-    int in_flight = 0;
-    DispatchId last;
-    for (const RunningDispatch& d : ctx.running()) {
-      if (d.tenants.size() != 1 || d.tenants[0].value != tenant) continue;
-      ++in_flight;
-      if (!last.valid() || d.id > last) last = d.id;
-    }
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (!active_[i]) continue;
+    const auto tenant = static_cast<int64_t>(i);
+    const Active& task = *active_[i];
+    int in_flight = flight_[static_cast<size_t>(tenant)].count;
+    DispatchId last = flight_[static_cast<size_t>(tenant)].last;
     if (!last.valid()) continue;  // its next kernel is ready, not yet dispatched
     while (ahead_ < 0 || in_flight < 1 + ahead_) {
       const auto submitted = ctx.queued(TenantId{tenant});

@@ -44,7 +44,10 @@ class TaskStreams {
   // unseen for 200 us).
   TaskStreams(int streams, int ahead, int burst) : streams_(streams), ahead_(ahead), burst_(burst) {}
 
-  void reset() { active_.clear(); }
+  void reset() {
+    active_.clear();
+    running_ = 0;
+  }
   // Retires finished tasks, runs the next launch of every running task, starts new tasks while a
   // stream is free, and queues running tasks' submitted kernels behind them.
   Status schedule(SchedContext& ctx, TaskChooser& chooser);
@@ -54,8 +57,14 @@ class TaskStreams {
     int64_t request = 0;
     int variant = 0;
   };
-  const std::map<int64_t, Active>& active() const { return active_; }
-  int running_tasks() const { return static_cast<int>(active_.size()); }
+  // Calls f(tenant id, Active) for each running task, by tenant id.
+  template <typename F>
+  void for_each_active(F&& f) const {
+    for (size_t t = 0; t < active_.size(); ++t) {
+      if (active_[t]) f(static_cast<int64_t>(t), *active_[t]);
+    }
+  }
+  int running_tasks() const { return running_; }
   int streams() const { return streams_; }
   int ahead() const { return ahead_; }
 
@@ -66,9 +75,21 @@ class TaskStreams {
   int streams_;
   int ahead_ = -1;
   int burst_ = 4;
-  std::map<int64_t, Active> active_;  // tenant -> its running task
+  // Per tenant id: its running task (a vector, not a map: a decision looks tasks up per ready launch).
+  std::vector<std::optional<Active>> active_;
+  int running_ = 0;
+  const std::optional<Active>* active_of(TenantId t) const {
+    const auto i = static_cast<size_t>(t.value);
+    return i < active_.size() && active_[i] ? &active_[i] : nullptr;
+  }
   // Per call, kept to reuse their storage: launches of running tasks to dispatch, tasks waiting.
   std::vector<std::pair<LaunchId, int>> continuing_;
+  std::vector<char> live_;  // per tenant: its task still has a ready or running launch
+  struct Flight {
+    int count = 0;
+    DispatchId last;
+  };
+  std::vector<Flight> flight_;  // per tenant: dispatches in flight and the latest
   std::vector<WaitingTask> waiting_;
 };
 

@@ -86,8 +86,14 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
   const int r = static_cast<int>(ready.tenant.value);
   const SmSet own = masks[static_cast<size_t>(r)].value_or(SmSet());
   std::vector<std::pair<int, SmSet>> bases = {{-1, own}};  // reuse
+  bases.reserve(masks.size() + 1);
   for (size_t i = 0; i < masks.size(); ++i) {
-    if (static_cast<int>(i) != r && masks[i]) bases.emplace_back(static_cast<int>(i), own | *masks[i]);  // merge
+    if (static_cast<int>(i) == r || !masks[i]) continue;
+    // Merge; a union already considered (a partner set inside ours, or equal to an earlier
+    // partner's) is the same candidate and is not scored twice.
+    const SmSet merged = own | *masks[i];
+    if (std::any_of(bases.begin(), bases.end(), [&](const auto& b) { return b.second == merged; })) continue;
+    bases.emplace_back(static_cast<int>(i), merged);
   }
   std::vector<FedcmCandidate> out;
   for (auto& [partner, base] : bases) {
@@ -97,7 +103,7 @@ std::vector<FedcmCandidate> fedcm_candidates(const SchedContext& ctx, const Read
     double share = 0;
     int grouped = 0;
     for (const auto& [g, u] : group_share) {
-      const int n = (g & base).count();
+      const int n = g.count_and(base);
       share += u * n / sms;
       grouped += n;
     }

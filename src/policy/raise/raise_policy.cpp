@@ -1,5 +1,7 @@
 #include "policy/raise/raise_policy.h"
 
+#include <array>
+
 #include <algorithm>
 
 #include "mechanism/params.h"
@@ -12,11 +14,13 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
   // Admissible types in order of preference (raise.md V-B, step 3). Vectors are time-weighted
   // means, so "IPC left > alpha" allows for rounding (10 - 7.0000000001 is not above 3).
   constexpr double kEps = 1e-9;
-  std::vector<RaiseClass> types;
-  if (at(m_g, RaiseMetric::ipc) > alpha + kEps) types.push_back(RaiseClass::com);
-  if (at(m_g, RaiseMetric::du) > beta + kEps) types.push_back(RaiseClass::mem);
-  types.push_back(RaiseClass::lat);
-  for (RaiseClass type : types) {
+  std::array<RaiseClass, 3> types{};
+  size_t type_count = 0;
+  if (at(m_g, RaiseMetric::ipc) > alpha + kEps) types[type_count++] = RaiseClass::com;
+  if (at(m_g, RaiseMetric::du) > beta + kEps) types[type_count++] = RaiseClass::mem;
+  types[type_count++] = RaiseClass::lat;
+  for (size_t k = 0; k < type_count; ++k) {
+    const RaiseClass type = types[k];
     bool any = false;
     std::optional<std::pair<size_t, int>> best;
     double best_score = -1;
@@ -101,22 +105,25 @@ Status RaisePolicy::update_thresholds() {
 }
 
 RaiseVector RaisePolicy::global() const {
-  std::vector<const RaiseVector*> running;
-  for (const auto& [t, a] : streams_.active()) {
-    running.push_back(&types_.known(TenantId{t}).vectors[static_cast<size_t>(a.variant)]);
-  }
-  return raise_remaining(running);
+  // M_g: what the running tasks leave of the GPU (raise_remaining, without building a list).
+  RaiseVector m_g;
+  m_g.fill(10);
+  streams_.for_each_active([&](int64_t t, const TaskStreams::Active& a) {
+    const RaiseVector& m = types_.known(TenantId{t}).vectors[static_cast<size_t>(a.variant)];
+    for (size_t i = 0; i < m_g.size(); ++i) m_g[i] -= m[i];
+  });
+  return m_g;
 }
 
 std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
-  std::vector<const TaskInfo*> infos;
-  infos.reserve(waiting.size());
+  std::vector<const TaskInfo*>& infos = infos_;
+  infos.clear();
   for (const WaitingTask& w : waiting) infos.push_back(&types_.of(ctx, w.tenant, w.launch));
   if (p_.alpha_auto || p_.beta_auto) {
     if (!update_thresholds()) return std::nullopt;
   }
-  std::vector<RaiseCandidate> tasks;
-  tasks.reserve(waiting.size());
+  std::vector<RaiseCandidate>& tasks = candidates_;
+  tasks.clear();
   for (const TaskInfo* info : infos) tasks.push_back({&info->vectors, info->cls});
   auto pick = raise_decide(global(), tasks, alpha_, beta_, p_.fixed_variant, p_.tie);
   if (pick) return TaskChoice{pick->first, pick->second};

@@ -33,6 +33,12 @@ struct RaiseParams {
   double tie = 0.1;        // scores this close to the best count as equal (0: the paper's strict maximum)
 };
 
+// A waiting task as raise_decide sees it.
+struct RaiseCandidate {
+  const std::vector<RaiseVector>* vectors;  // per variant
+  RaiseClass cls;
+};
+
 class RaisePolicy final : public Policy, private TaskChooser {
  public:
   RaisePolicy(RaiseParams p, QueueParams q)
@@ -59,6 +65,8 @@ class RaisePolicy final : public Policy, private TaskChooser {
   int64_t thresholds_for_ = -1;  // TaskTypes::version() the `auto` thresholds were computed at
   double alpha_ = 3;
   double beta_ = 3;
+  std::vector<const TaskInfo*> infos_;      // per decision, kept to reuse their storage
+  std::vector<RaiseCandidate> candidates_;
 };
 
 // The `auto` threshold on `metric` (IPC or DU): the mean over `tasks` (one per tenant) of that
@@ -68,10 +76,6 @@ Result<double> raise_auto_threshold(const std::vector<TaskInfo>& tasks, RaiseMet
 
 // The decision on its own (unit-tested): given M_g and the waiting tasks' vectors per variant and
 // classes, the (task, variant) to start, or nullopt to hold.
-struct RaiseCandidate {
-  const std::vector<RaiseVector>* vectors;  // per variant
-  RaiseClass cls;
-};
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
                                                    double alpha, double beta, int fixed_variant, double tie = 0);
 

@@ -27,7 +27,9 @@ std::optional<TaskChoice> SqPolicy::choose(SchedContext& ctx, const std::vector<
   // The lowest type among waiting and running tasks is the current one.
   int current = 3;
   for (const WaitingTask& w : waiting) current = std::min(current, type_of(ctx, w));
-  for (const auto& [t, a] : streams().active()) current = std::min(current, static_cast<int>(types().known(TenantId{t}).cls));
+  streams().for_each_active([&](int64_t t, const TaskStreams::Active&) {
+    current = std::min(current, static_cast<int>(types().known(TenantId{t}).cls));
+  });
   for (size_t i = 0; i < waiting.size(); ++i) {
     if (type_of(ctx, waiting[i]) == current) return with_random_variant(ctx, waiting, i);
   }
