@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the GPU binaries on a machine without a GPU (nvcc needed) and bundles them with the
-# shared libraries they need into .gpu/ (git-ignored), for scripts/gpu_run.sh on a GPU machine.
+# shared libraries they need into .gpu/ (git-ignored), for scripts/gpu_run.sh on a GPU machine:
+# the bundle is the install tree's gpu_bundle component (cmake/install.cmake), binaries in
+# .gpu/bin, the Debian libraries a plain CUDA image lacks in .gpu/lib.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,12 +14,7 @@ git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON -DCONCORD_GIT_COMMIT="$commit" >/dev/null
 cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench \
   concord_raise_bench concord_fedcm_bench
-rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
-cp "$build/src/concord" "$build/tests/concord_gpu_tests" "$build/bench/gpu/concord_gpu_bench" \
-  "$build/bench/raise/concord_raise_bench" "$build/bench/fedcm/concord_fedcm_bench" .gpu/bin/
-# Debian's shared libraries the binaries use that a plain CUDA image lacks.
-for bin in .gpu/bin/*; do
-  ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'yaml-cpp|libfmt|libspdlog|libbenchmark' || true
-done | sort -u | xargs -r -I{} cp -L {} .gpu/lib/
+rm -rf .gpu
+cmake --install "$build" --prefix "$PWD/.gpu" --component gpu_bundle >/dev/null
 echo "$commit" > .gpu/COMMIT
 du -sh .gpu

@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
           libgtest-dev libgmock-dev libbenchmark-dev
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev
-          python3 python3-yaml
+          python3 python3-yaml python3-matplotlib  # matplotlib: `concord plot`
+          dpkg-dev file  # CPack's Debian package (dpkg-shlibdeps, file)
           clang libclang-rt-14-dev)  # libFuzzer for scripts/fuzz.sh
 
 missing=()

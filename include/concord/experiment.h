@@ -32,6 +32,7 @@ struct ExperimentConfig {
   std::string policy;
   PolicyParams params;
   uint64_t seed = 1;
+  Seconds time_limit = 3600;         // each run (alone, serial, shared) stops past this on its clock
   bool compare_serial = true;        // run `serial` too, for speedup over serial
   EngineObserver* observer = nullptr;// sees the shared run only
   SpecSourceOptions source;          // how the spec reaches the engine (hints, submission); its seed is `seed`

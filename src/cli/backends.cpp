@@ -8,7 +8,7 @@ namespace concord::cli {
 
 Subcommand add_backends_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("backends", "List the backends built into this binary");
-  return {app, [] {
+  return {app, [](const Config&) {
             for (const auto& b : available_backends()) std::cout << b << "\n";
             return kExitOk;
           }};

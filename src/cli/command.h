@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "cli/config.h"
 #include "concord/device.h"
 #include "concord/status.h"
 
@@ -22,11 +24,22 @@ int fail(const Status& status);
 // Logs a usage problem found after parsing (a value CLI11 cannot check) and returns kExitUsage.
 int usage_error(const std::string& message);
 
-// A subcommand: its CLI11 app and what runs when the command line chose it.
+// A subcommand: its CLI11 app and what runs when the command line chose it, given the defaults
+// of the config file and the environment (flags the command line gave win over them).
 struct Subcommand {
   CLI::App* app = nullptr;
-  std::function<int()> run;
+  std::function<int(const Config&)> run;
 };
+
+// Where a value came from, for messages: the flag ("--device") when the command line gave it,
+// else the config file's line or the environment variable ("device from config.yaml:3").
+struct Origin {
+  std::string text;
+};
+// Sets `target` from `config`'s `field` unless `app`'s option `flag` was given; returns where the
+// value came from (the flag's name when it was given or nothing set it).
+Origin apply_setting(const CLI::App& app, const std::string& flag, const Config& config, const std::string& field,
+                     std::string& target);
 
 Subcommand add_run_command(CLI::App& parent);
 Subcommand add_validate_command(CLI::App& parent);
@@ -34,7 +47,10 @@ Subcommand add_policies_command(CLI::App& parent);
 Subcommand add_kernels_command(CLI::App& parent);
 Subcommand add_backends_command(CLI::App& parent);
 Subcommand add_profile_command(CLI::App& parent);
+Subcommand add_plot_command(CLI::App& parent);
 
+// A GPU index ("0", "1"): none when `text` is not a non-negative decimal integer.
+std::optional<int> parse_device_index(const std::string& text);
 // A built-in device name (h100, h200) or a device JSON file.
 Result<DeviceSpec> resolve_device(const std::string& name_or_file);
 

@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <filesystem>
 
 #include "cli/command.h"
@@ -14,6 +15,22 @@ int fail(const Status& status) {
 int usage_error(const std::string& message) {
   spdlog::error("{} (run `concord --help` for usage)", message);
   return kExitUsage;
+}
+
+Origin apply_setting(const CLI::App& app, const std::string& flag, const Config& config, const std::string& field,
+                     std::string& target) {
+  if (app.count(flag) > 0) return {flag};
+  const Setting* s = config.find(field);
+  if (s == nullptr) return {flag};
+  target = s->value;
+  return {s->origin};
+}
+
+std::optional<int> parse_device_index(const std::string& text) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0) return std::nullopt;
+  return v;
 }
 
 Result<DeviceSpec> resolve_device(const std::string& name_or_file) {

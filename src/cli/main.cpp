@@ -1,5 +1,5 @@
-// The `concord` command: global options (-q, -v, --version), the subcommands (one file each),
-// and the exit codes (0 success, 1 failure, 2 bad command line).
+// The `concord` command: global options (-q, -v, --version, --config), the subcommands (one file
+// each), and the exit codes (0 success, 1 failure, 2 bad command line or configuration).
 #include <CLI/CLI.hpp>
 
 #include <spdlog/sinks/stdout_sinks.h>
@@ -13,6 +13,7 @@
 
 #include "cli/build_info.h"
 #include "cli/command.h"
+#include "cli/config.h"
 
 #ifdef CONCORD_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -84,8 +85,10 @@ void set_up_logging() {
   spdlog::set_default_logger(std::move(logger));
 }
 
-void set_log_level(int verbosity, bool quiet) {
+// -q and -v win over the config's log_level (checked when the config was read).
+void set_log_level(int verbosity, bool quiet, const concord::cli::Config& config) {
   spdlog::level::level_enum level = spdlog::level::info;
+  if (const concord::cli::Setting* s = config.find("log_level")) level = spdlog::level::from_str(s->value);
   if (quiet) level = spdlog::level::err;
   else if (verbosity == 1) level = spdlog::level::debug;
   else if (verbosity >= 2) level = spdlog::level::trace;
@@ -105,15 +108,19 @@ int main(int argc, char** argv) {
   bool quiet = false;
   app.add_flag("-v,--verbose", verbosity, "More diagnostics on stderr (-vv: everything)");
   app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "Defaults from this YAML file instead of $XDG_CONFIG_HOME/concord/config.yaml (docs/running.md)");
   app.require_subcommand(1);
 
   const std::vector<Subcommand> subcommands = {
       concord::cli::add_run_command(app),      concord::cli::add_validate_command(app),
       concord::cli::add_policies_command(app), concord::cli::add_kernels_command(app),
       concord::cli::add_backends_command(app), concord::cli::add_profile_command(app),
+      concord::cli::add_plot_command(app),
   };
   fall_through(app);
-  app.footer("Exit status: 0 success, 1 failure (message on stderr), 2 bad command line.");
+  app.footer("Exit status: 0 success, 1 failure (message on stderr), 2 bad command line or configuration.");
 
   set_up_logging();
   if (auto unknown = unknown_subcommand(app, argc, argv)) {
@@ -127,9 +134,16 @@ int main(int argc, char** argv) {
     std::cerr << "concord: " << e.what() << "\nRun `concord --help` for usage.\n";
     return concord::cli::kExitUsage;
   }
-  set_log_level(verbosity, quiet);
+  auto config = concord::cli::Config::load(config_path);
+  if (!config) {
+    spdlog::error("{}", config.status().message());
+    return concord::cli::kExitUsage;
+  }
+  set_log_level(verbosity, quiet, *config);
+  if (!config->path().empty()) spdlog::debug("config: {}", config->path());
+  config->export_to_environment();
   for (const Subcommand& s : subcommands) {
-    if (s.app->parsed()) return s.run();
+    if (s.app->parsed()) return s.run(*config);
   }
   return concord::cli::kExitUsage;  // require_subcommand(1) makes this unreachable
 }

@@ -8,7 +8,7 @@ namespace concord::cli {
 
 Subcommand add_policies_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("policies", "List the policies (name TAB summary)");
-  return {app, [] {
+  return {app, [](const Config&) {
             for (const auto& e : builtin_policies().list()) std::cout << e.name << "\t" << e.summary << "\n";
             return kExitOk;
           }};

@@ -28,7 +28,7 @@ struct ProfileOptions {
   std::string db = "profiles.db";
   std::vector<std::string> kernels, sizes;
   bool facets = false;  // show: the facets table instead of the profiles
-  std::string backend = "cuda", device = "h200";  // run: where to measure
+  std::string backend = "cuda", device;  // run: where to measure (sim: h200 by default; cuda: GPU 0)
   // run
   std::vector<std::string> run_workloads;
   bool full = false, all_variants = false, no_pressure = false;
@@ -121,9 +121,13 @@ int profile_raise(ProfileOptions o) {
 int profile_run(const ProfileOptions& o) {
   BackendConfig config{o.backend, {}, 1};
   if (o.backend == "sim") {
-    auto dev = resolve_device(o.device);
+    auto dev = resolve_device(o.device.empty() ? "h200" : o.device);
     if (!dev) return usage_error(dev.status().message());
     config.device = *dev;
+  } else if (!o.device.empty()) {
+    auto index = parse_device_index(o.device);
+    if (!index) return usage_error("--device '" + o.device + "': the cuda backend takes a GPU index");
+    config.device_index = *index;
   }
   auto store = ProfileStore::open(o.db);
   if (!store) return fail(store.status());
@@ -192,7 +196,9 @@ int profile_show(const ProfileStore& store, const std::string& db, bool facets) 
   return kExitOk;
 }
 
-int run_profile(const ProfileOptions& o, const ProfileApps& apps) {
+int run_profile(ProfileOptions o, const ProfileApps& apps, const Config& config) {
+  CLI::App* profile = apps.run->get_parent();
+  apply_setting(*profile, "--db", config, "store", o.db);
   if (apps.worker->parsed()) {
 #ifdef CONCORD_WITH_CUDA
     if (Status s = profile::run_ncu_worker(o.worker_jobs); !s) return fail(s);
@@ -228,13 +234,14 @@ Subcommand add_profile_command(CLI::App& parent) {
   ProfileApps apps;
   CLI::App* profile = parent.add_subcommand("profile", "Measure kernels on the GPU and manage the profile store");
   profile->require_subcommand(1);
-  profile->add_option("--db", o->db, "Profile store (SQLite)")->capture_default_str();
+  profile->add_option("--db", o->db, "Profile store (SQLite); config: store")->capture_default_str();
 
   apps.run = profile->add_subcommand("run", "Profile suite kernels through a backend (resumable: measured fields are skipped)");
   apps.run->add_option("-b,--backend", o->backend, "Backend: cuda, or sim (the simulator's model, for tests)")
       ->capture_default_str();
-  apps.run->add_option("-d,--device", o->device, "With --backend sim: h100, h200, or a device JSON file")
-      ->capture_default_str();
+  apps.run->add_option("-d,--device", o->device,
+                       "cuda: the GPU's index among those CUDA_VISIBLE_DEVICES leaves (default 0); sim: h100, h200 "
+                       "(default) or a device JSON file");
   apps.run->add_option("--kernels", o->kernels, "Kernels to profile (default: the whole suite)")->delimiter(',');
   apps.run->add_option("--workload", o->run_workloads, "Profile the kernels (and sizes) of these workload specs");
   apps.run->add_option("--size", o->sizes, "NAME=SIZE: profile NAME at SIZE (repeatable)");
@@ -272,7 +279,7 @@ Subcommand add_profile_command(CLI::App& parent) {
   apps.importer = profile->add_subcommand("import", "Add the profiles of a JSON export to the store");
   apps.importer->add_option("file", o->import_path, "JSON file")->required();
 
-  return {profile, [o, apps] { return run_profile(*o, apps); }};
+  return {profile, [o, apps](const Config& config) { return run_profile(*o, apps, config); }};
 }
 
 }  // namespace concord::cli

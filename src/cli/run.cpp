@@ -2,7 +2,6 @@
 // writes the results JSON and a Chrome/Perfetto trace on request.
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -35,6 +34,8 @@ struct RunOptions {
   bool no_hints = false;
   std::string submit = "request";
   std::string profiles_db;
+  std::string time_limit = "3600";  // seconds on the run's clock, for each run (alone, serial, shared)
+  const CLI::App* app = nullptr;    // which flags the command line gave
 };
 
 // --param key=value items; a key given twice is an error, not a silent override.
@@ -52,14 +53,16 @@ Result<PolicyParams> parse_params(const std::vector<std::string>& items) {
   return p;
 }
 
-std::optional<int> parse_index(const std::string& s) {
-  int v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
-}
-
-int run(const RunOptions& o) {
+int run(RunOptions o, const Config& config) {
+  const Origin backend_from = apply_setting(*o.app, "--backend", config, "backend", o.backend);
+  const Origin device_from = apply_setting(*o.app, "--device", config, "device", o.device);
+  const Origin limit_from = apply_setting(*o.app, "--time-limit", config, "time_limit_s", o.time_limit);
+  apply_setting(*o.app, "--profiles", config, "store", o.profiles_db);
+  if (o.backend != "sim" && o.backend != "cuda") {
+    return usage_error(backend_from.text + " '" + o.backend + "': not a backend (sim, cuda)");
+  }
+  const auto time_limit = parse_seconds(o.time_limit);
+  if (!time_limit) return usage_error(limit_from.text + ": " + time_limit.status().message());
   auto params = parse_params(o.params);
   if (!params) return usage_error(params.status().message());
   if (!builtin_policies().contains(o.policy)) return usage_error(builtin_policies().make(o.policy, {}).status().message());
@@ -68,20 +71,20 @@ int run(const RunOptions& o) {
   BackendConfig backend_config;
   backend_config.kind = o.backend;
   backend_config.seed = o.seed;
-  const std::optional<int> index = parse_index(o.device);
+  const std::optional<int> index = parse_device_index(o.device);
   if (o.backend == "cuda") {
     if (!o.device.empty() && !index) {
-      return usage_error("--device '" + o.device +
+      return usage_error(device_from.text + " '" + o.device +
                          "': the cuda backend takes a GPU index (0, 1, ... among the GPUs CUDA_VISIBLE_DEVICES leaves)");
     }
     backend_config.device_index = index.value_or(0);
   } else {
     if (index) {
-      return usage_error("--device " + o.device + ": a GPU index needs --backend cuda; the " + o.backend +
+      return usage_error(device_from.text + " '" + o.device + "': a GPU index needs --backend cuda; the " + o.backend +
                          " backend takes a device name (h100, h200) or a device JSON file");
     }
     auto dev = resolve_device(o.device.empty() ? "h200" : o.device);
-    if (!dev) return fail(dev.status());
+    if (!dev) return fail(Status(dev.status().code(), device_from.text + ": " + dev.status().message()));
     backend_config.device = std::move(*dev);
   }
 
@@ -127,17 +130,18 @@ int run(const RunOptions& o) {
   }
   spdlog::debug("device {}: {} SMs, {} GPCs (backend {})", device.name, device.sm_count, device.gpc_count(), o.backend);
 
-  ExperimentConfig config;
-  config.backend = backend_config;
-  config.policy = o.policy;
-  config.params = *params;
-  config.seed = o.seed;
-  config.compare_serial = !o.no_serial;
-  config.source.hints = !o.no_hints;
-  config.source.submit = o.submit == "launch" ? SpecSourceOptions::Submit::launch : SpecSourceOptions::Submit::request;
+  ExperimentConfig experiment;
+  experiment.backend = backend_config;
+  experiment.policy = o.policy;
+  experiment.params = *params;
+  experiment.seed = o.seed;
+  experiment.time_limit = *time_limit;
+  experiment.compare_serial = !o.no_serial;
+  experiment.source.hints = !o.no_hints;
+  experiment.source.submit = o.submit == "launch" ? SpecSourceOptions::Submit::launch : SpecSourceOptions::Submit::request;
   ReferenceCache cache;
   spdlog::debug("running {} under {}, each tenant alone{}", o.spec, o.policy, o.no_serial ? "" : " and under serial");
-  auto result = run_experiment(*workload, config, cache);
+  auto result = run_experiment(*workload, experiment, cache);
   if (!result) return give_up(result.status());
 
   // Standard output carries the summary unless JSON goes there.
@@ -165,12 +169,12 @@ Subcommand add_run_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("run", "Run a workload spec under a policy and report STP, ANTT, FI, latency");
   app->add_option("spec", o->spec, "Workload spec (YAML)")->required();
   app->add_option("--policy,-p", o->policy, "Policy name (see `concord policies`)")->capture_default_str();
-  app->add_option("--backend,-b", o->backend, "Backend: sim or cuda (see `concord backends`)")
+  app->add_option("--backend,-b", o->backend, "Backend: sim or cuda (see `concord backends`); config: backend")
       ->capture_default_str()
       ->check(CLI::IsMember({"sim", "cuda"}));
   app->add_option("--device,-d", o->device,
                   "cuda: the GPU's index among those CUDA_VISIBLE_DEVICES leaves (default 0); "
-                  "sim: h100, h200 (default) or a device JSON file");
+                  "sim: h100, h200 (default) or a device JSON file; config: device");
   app->add_option("--seed,-s", o->seed, "Random seed (arrivals, random policies)")->capture_default_str();
   app->add_option("--out,-o", o->out_path, "Write the results JSON here (- for standard output)");
   app->add_option("--trace,-t", o->trace_path, "Write a Chrome/Perfetto trace JSON here (- for standard output)");
@@ -182,8 +186,13 @@ Subcommand add_run_command(CLI::App& parent) {
                   "or launch (each when the one before it ended)")
       ->check(CLI::IsMember({"request", "launch"}))
       ->capture_default_str();
-  app->add_option("--profiles", o->profiles_db, "Profile store: measured SM curves replace the simulator's rooflines");
-  return {app, [o] { return run(*o); }};
+  app->add_option("--profiles", o->profiles_db,
+                  "Profile store: measured SM curves replace the simulator's rooflines; config: store");
+  app->add_option("--time-limit", o->time_limit,
+                  "Seconds each run (alone, serial, shared) may take on its clock before it is stopped; config: time_limit_s")
+      ->capture_default_str();
+  o->app = app;
+  return {app, [o](const Config& config) { return run(*o, config); }};
 }
 
 }  // namespace concord::cli

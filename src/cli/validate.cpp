@@ -11,7 +11,7 @@ Subcommand add_validate_command(CLI::App& parent) {
   auto spec = std::make_shared<std::string>();
   CLI::App* app = parent.add_subcommand("validate", "Check a workload spec; errors name file, line, field and reason");
   app->add_option("spec", *spec, "Workload spec (YAML)")->required();
-  return {app, [spec] {
+  return {app, [spec](const Config&) {
             auto w = load_workload_file(*spec);
             if (!w) return fail(w.status());
             int64_t launches = 0;

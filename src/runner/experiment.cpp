@@ -14,7 +14,7 @@ namespace {
 
 std::string key_prefix(const ExperimentConfig& c) {
   std::ostringstream o;
-  o << c.backend.kind << "|" << c.backend.device.name << "|seed=" << c.seed << "|";
+  o << c.backend.kind << "|" << c.backend.device.name << "|index=" << c.backend.device_index << "|seed=" << c.seed << "|";
   return o.str();
 }
 
@@ -26,6 +26,7 @@ Result<RunRecord> reference_run(const Workload& workload, const ExperimentConfig
   if (!p) return p.status();
   EngineOptions opts;
   opts.seed = config.seed;
+  opts.time_limit = config.time_limit;
   return run_workload(workload, **backend, **p, opts, config.source);
 }
 
@@ -70,6 +71,7 @@ Result<ExperimentResult> run_experiment(const Workload& workload, const Experime
   if (!policy) return policy.status();
   EngineOptions opts;
   opts.seed = config.seed;
+  opts.time_limit = config.time_limit;
   opts.observer = config.observer;
   auto run = run_workload(workload, **backend, **policy, opts, config.source);
   if (!run) return run.status();

@@ -1,6 +1,8 @@
 # Runs every example under every baseline through the `concord` command, and checks that bad input
 # gives a clear error and a non-zero exit. Inputs: CONCORD, EXAMPLES, WORK.
 file(MAKE_DIRECTORY ${WORK})
+# No config file or CONCORD_* variable of the machine's user changes what these runs do.
+include(${CMAKE_CURRENT_LIST_DIR}/isolate.cmake)
 file(GLOB specs ${EXAMPLES}/*.yaml)
 list(LENGTH specs count)
 if(count EQUAL 0)

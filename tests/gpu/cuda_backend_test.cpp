@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <string>
 #include <cstdlib>
 #include <unistd.h>
 #include <memory>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gpc_probe.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/sim/sim_backend.h"
 #include "kernels/device/fusion_compiler.h"
@@ -408,6 +412,78 @@ TEST(CudaBackend, DeviceSpecComesFromTheDevicesAttributes) {
   if (prop.major == 9) {
     EXPECT_NEAR(d.fp32_flops, 66.9e12, 8e12);
     EXPECT_GT(d.dram_bytes_per_s, 3.0e12);
+  }
+  // Versions as the driver and the runtime report them (results files carry them).
+  int runtime = 0;
+  ASSERT_EQ(cudaRuntimeGetVersion(&runtime), cudaSuccess);
+  EXPECT_EQ(d.cuda_version, std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10));
+  EXPECT_FALSE(d.driver_version.empty());
+  std::printf("driver %s, CUDA runtime %s\n", d.driver_version.c_str(), d.cuda_version.c_str());
+}
+
+// The backend runs on the GPU its config names, counted among those CUDA_VISIBLE_DEVICES leaves;
+// an index past them is an error that says how many there are.
+TEST(CudaBackend, DeviceIsChosenByIndex) {
+  cuda::register_backend();
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  BackendConfig config;
+  config.kind = "cuda";
+  config.device_index = count - 1;
+  {
+    auto b = make_backend(config);
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    cudaDeviceProp prop{};
+    ASSERT_EQ(cudaGetDeviceProperties(&prop, count - 1), cudaSuccess);
+    EXPECT_EQ((*b)->device().name, prop.name);
+  }
+  config.device_index = count;
+  auto missing = make_backend(config);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::not_found);
+  EXPECT_NE(missing.status().message().find(std::to_string(count) + " visible"), std::string::npos)
+      << missing.status().message();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+}
+
+// GPCs measured with thread-block clusters: every SM in one, each TPC (green-context group) within
+// one, and the backend's topology (the trace's GPC tracks) is the measured one.
+TEST(CudaBackend, GpcProbeGroupsSmsByTheirClusters) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  const DeviceSpec& d = b->device();
+  int cluster_launch = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, 0), cudaSuccess);
+  auto probe = cuda::probe_gpcs(0, d.sm_count);
+  if (!cluster_launch) GTEST_SKIP() << "no cluster launch here: " << probe.status().to_string();
+  ASSERT_TRUE(probe.is_ok()) << probe.status().to_string();
+  ASSERT_EQ(probe->gpc_of_sm.size(), static_cast<size_t>(d.sm_count));
+  EXPECT_EQ(d.gpc_of_sm, probe->gpc_of_sm) << "the backend uses the measured GPCs";
+  std::map<int, int> sms_of_gpc;
+  for (int g : probe->gpc_of_sm) ++sms_of_gpc[g];
+  std::string sizes;
+  for (const auto& [g, n] : sms_of_gpc) sizes += (sizes.empty() ? "" : " ") + std::to_string(n);
+  std::printf("GPC probe: %zu GPCs of %s SMs (largest cluster %d, %d clusters)\n", sms_of_gpc.size(), sizes.c_str(),
+              probe->largest_cluster, probe->clusters);
+  EXPECT_GE(probe->largest_cluster, 2);
+  for (const auto& [g, n] : sms_of_gpc) EXPECT_GE(n, 2) << "GPC " << g;
+  // Numbered in the order of their lowest SM.
+  int next = 0;
+  for (int g : probe->gpc_of_sm) {
+    EXPECT_LE(g, next);
+    next = std::max(next, g + 1);
+  }
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major == 9) {
+    EXPECT_LE(sms_of_gpc.size(), 8u) << "Hopper has at most 8 GPCs";
+  }
+  for (const SmSet& tpc : b->green_contexts().groups()) {
+    std::set<int> gpcs;
+    for (int sm : tpc.ids()) {
+      if (sm < d.sm_count) gpcs.insert(probe->gpc_of_sm[static_cast<size_t>(sm)]);
+    }
+    EXPECT_LE(gpcs.size(), 1u) << "a TPC spans GPCs";
   }
 }
 

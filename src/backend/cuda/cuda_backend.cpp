@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "backend/cuda/gpc_probe.h"
 #include "kernels/device/fusion_compiler.h"
 
 namespace concord::cuda {
@@ -37,6 +38,29 @@ void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms)
 
 void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.allowed, sms); }
 
+// 13000 -> "13.0" (CUDA's version encoding: 1000 x major + 10 x minor).
+std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// The NVIDIA kernel module's version ("580.159.04") from /proc/driver/nvidia/version; empty when
+// that file cannot be read (a container without it).
+std::string kernel_driver_version() {
+  std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r");
+  if (f == nullptr) return "";
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  if (!read) return "";
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..." : the first word of digits and dots.
+  const std::string text(line);
+  const size_t module = text.find("Kernel Module");
+  size_t at = module == std::string::npos ? text.find(':') : module;
+  if (at == std::string::npos) return "";
+  at = text.find_first_of("0123456789", at);
+  if (at == std::string::npos) return "";
+  const size_t end = text.find_first_not_of("0123456789.", at);
+  return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 }  // namespace
 
 Result<DeviceSpec> probe_device_spec(int device) {
@@ -60,6 +84,12 @@ Result<DeviceSpec> probe_device_spec(int device) {
   auto spec = spec_from_attributes(a);
   if (!spec) return spec.status();
   spec->sm.max_registers_per_thread = 255;
+  int driver = 0, runtime = 0;
+  CONCORD_CUDA(cudaDriverGetVersion(&driver));
+  CONCORD_CUDA(cudaRuntimeGetVersion(&runtime));
+  const std::string module = kernel_driver_version();
+  spec->driver_version = module.empty() ? "CUDA " + cuda_version_text(driver) : module;
+  spec->cuda_version = cuda_version_text(runtime);
   return spec;
 }
 
@@ -77,8 +107,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   b->options_ = options;
   int count = 0;
   CONCORD_CUDA(cudaGetDeviceCount(&count));
-  if (device >= count) return Status::not_found("no CUDA device " + std::to_string(device));
+  if (device < 0 || device >= count) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return Status::not_found("no CUDA device " + std::to_string(device) + ": " + std::to_string(count) + " visible" +
+                             (visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string()));
+  }
   CONCORD_CUDA(cudaSetDevice(device));
+  b->device_ = device;
   auto spec = probe_device_spec(device);
   if (!spec) return spec.status();
   b->spec_ = std::move(*spec);
@@ -120,6 +155,11 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
       b->spec_.gpc_of_sm[static_cast<size_t>(sm)] = (sm / 2) * 8 / tpcs;
     }
   }
+  // GPCs measured with thread-block clusters; the nominal layout above when they cannot be.
+  static std::atomic<bool> noted{false};  // said once a process
+  if (Status s = b->use_measured_gpcs(); !s && !noted.exchange(true)) {
+    std::fprintf(stderr, "concord: cuda: GPC topology nominal (8 groups of TPCs in order): %s\n", s.message().c_str());
+  }
   CONCORD_RETURN_IF_ERROR(b->spec_.validate());
   CONCORD_RETURN_IF_ERROR(b->control_stream_.create());
   CONCORD_RETURN_IF_ERROR(b->controls_.allocate(kControlPool));
@@ -140,11 +180,28 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   CONCORD_CUDA(cudaEventRecord(b->origin_.get(), b->control_stream_.get()));
   CONCORD_CUDA(cudaEventSynchronize(b->origin_.get()));
   b->wall_origin_ = std::chrono::steady_clock::now();
-  b->device_ = device;
   CONCORD_RETURN_IF_ERROR(b->completer_stream_.create());
   CONCORD_RETURN_IF_ERROR(b->completer_done_.allocate(1));
   b->completer_ = std::thread([p = b.get()] { p->completion_loop(); });
   return b;
+}
+
+Status CudaBackend::use_measured_gpcs() {
+  auto probe = probe_gpcs(device_, spec_.sm_count);
+  if (!probe) return probe.status();
+  // The two SMs of a TPC are in one GPC: a probe that splits a TPC is not believed.
+  std::map<int, int> gpc_of_tpc;
+  for (int sm = 0; sm < spec_.sm_count; ++sm) {
+    const int tpc = spec_.tpc_of_sm[static_cast<size_t>(sm)];
+    const int gpc = probe->gpc_of_sm[static_cast<size_t>(sm)];
+    const auto [it, fresh] = gpc_of_tpc.emplace(tpc, gpc);
+    if (!fresh && it->second != gpc) {
+      return Status::internal("the GPC probe puts the SMs of TPC " + std::to_string(tpc) + " in GPCs " +
+                              std::to_string(it->second) + " and " + std::to_string(gpc));
+    }
+  }
+  spec_.gpc_of_sm = probe->gpc_of_sm;
+  return Status::ok();
 }
 
 CudaBackend::~CudaBackend() {
@@ -379,6 +436,7 @@ Result<cudaStream_t> CudaBackend::tenant_stream(int tenant, int priority) {
   if (it == tenant_streams_.end()) {
     Stream s;
     CONCORD_RETURN_IF_ERROR(s.create(priority));
+    ranges_.name_tenant_stream(tenant, s.get(), priority < 0);
     it = tenant_streams_.emplace(key, std::move(s)).first;
   }
   return it->second.get();
@@ -391,6 +449,7 @@ Result<cudaStream_t> CudaBackend::helper_stream() {
 }
 
 Status CudaBackend::launch(Running& r, cudaStream_t stream) {
+  const TenantRanges::Scope range(ranges_, r.tenant, r.range_name);
   auto taken = take_event();
   if (!taken) return taken.status();
   Event end = std::move(*taken);
@@ -421,6 +480,10 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
     r.label += " fused with tenant " + std::to_string(req.parts[1].tenant.value) + " kernel '" + req.parts[1].kernel->name + "'";
   }
   r.label += " dispatch " + std::to_string(req.id.value);
+  for (const auto& p : req.parts) {
+    r.range_name += (r.range_name.empty() ? "" : " + ") + std::string("tenant ") + std::to_string(p.tenant.value) + ": " +
+                    p.kernel->name;
+  }
   for (const auto& p : req.parts) {
     auto k = kernel_for(*p.kernel, static_cast<int>(p.tenant.value));
     if (!k) return Status(k.status().code(), "cuda: " + r.label + ": " + k.status().message());
@@ -490,7 +553,9 @@ Status CudaBackend::dispatch(const DispatchRequest& req) {
   r.start = std::move(*start);
   r.stream = *stream;
   CONCORD_CUDA(cudaEventRecord(r.start.get(), *stream));
+  r.range = ranges_.start(r.tenant, r.range_name);
   if (Status launched = launch(r, *stream); !launched) {
+    ranges_.end(r.range);
     return Status(launched.code(), "cuda: " + r.label + ": " + launched.message());
   }
   give_back.r = nullptr;  // the controls now belong to the running dispatch (freed in advance())
@@ -863,6 +928,7 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
             continue;
           }
           out.push_back(std::move(*it->result));
+          ranges_.end(it->range);
           for (const Part& p : it->parts) {
             if (p.control >= 0) free_controls_.push_back(p.control);
           }
@@ -892,7 +958,7 @@ namespace concord::cuda {
 
 void register_backend() {
   register_cuda_backend_factory([](const BackendConfig& config) -> Result<std::unique_ptr<Backend>> {
-    auto b = CudaBackend::create(0, config.seed);
+    auto b = CudaBackend::create(config.device_index, config.seed);
     if (!b) return b.status();
     return std::unique_ptr<Backend>(std::move(*b));
   });

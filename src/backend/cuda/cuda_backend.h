@@ -24,6 +24,7 @@
 #include "backend/cuda/chunk.h"
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
+#include "backend/cuda/nvtx.h"
 #include "concord/backend.h"
 #include "concord/device/control.h"
 #include "kernels/device/device_kernel.h"
@@ -81,6 +82,8 @@ class CudaBackend final : public Backend {
   struct Running {
     DispatchId id;
     std::string label;  // "tenant 2 kernel 'hotspot' dispatch 17": what an error names
+    std::string range_name;  // "tenant 2: hotspot": its NVTX ranges' message
+    TenantRanges::RangeId range = 0;  // the NVTX range from its launch to its completion
     Placement placement;
     std::vector<Part> parts;
     std::vector<Event> ends;      // one per launch of this dispatch (grows add launches)
@@ -99,6 +102,8 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend() = default;
+  // Replaces the nominal GPCs of spec_ with the measured ones (probe_gpcs), or says why not.
+  Status use_measured_gpcs();
   // The device kernel of `spec`, prepared with `tenant`'s allocator the first time.
   Result<kernels::DeviceKernel*> kernel_for(const KernelSpec& spec, int tenant);
   // Waits for `stream` until `seconds` pass; device_error naming `what` if it is still busy.
@@ -159,6 +164,7 @@ class CudaBackend final : public Backend {
   Event origin_;
   std::chrono::steady_clock::time_point wall_origin_;
   std::vector<Event> event_pool_;
+  TenantRanges ranges_;
 };
 
 }  // namespace concord::cuda

@@ -1,0 +1,62 @@
+# What `cmake --install` puts where, and the Debian package CPack makes of it (docs/running.md,
+# "Installing").
+#   runtime     bin/concord, share/concord/plot.py (`concord plot`), share/concord/examples/
+#   dev         the static libraries (lib/) and the public headers (include/concord/)
+#   docs        share/doc/concord/: README.md and docs/ (figures and the results schema included)
+#   gpu_bundle  not installed by default: the GPU machine's bundle (scripts/gpu_build.sh): the CLI,
+#               the GPU tests and benches in bin/, and the Debian shared libraries they use that a
+#               plain CUDA image lacks in lib/
+include(GNUInstallDirs)
+
+install(TARGETS concord_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/src/cli/plot.py DESTINATION ${CMAKE_INSTALL_DATADIR}/concord COMPONENT runtime)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DATADIR}/concord/examples
+        COMPONENT runtime FILES_MATCHING PATTERN "*.yaml")
+
+set(concord_libraries concord_core concord_suite concord_frontend concord_mechanism concord_policies concord_sim
+    concord_backends concord_profile concord_runner)
+if(TARGET concord_cuda)
+  list(APPEND concord_libraries concord_cuda)
+endif()
+install(TARGETS ${concord_libraries} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/concord DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT docs)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT docs)
+
+# The GPU bundle: the binaries gpu_run.sh runs and the Debian libraries they link (yaml-cpp, fmt,
+# spdlog, Google Benchmark), resolved from the binaries themselves at install time.
+set(bundle_targets concord_cli)
+foreach(t concord_gpu_tests concord_gpu_bench concord_raise_bench concord_fedcm_bench)
+  if(TARGET ${t})
+    list(APPEND bundle_targets ${t})
+  endif()
+endforeach()
+install(TARGETS ${bundle_targets} RUNTIME_DEPENDENCY_SET concord_bundle_libraries
+        RUNTIME DESTINATION bin COMPONENT gpu_bundle EXCLUDE_FROM_ALL)
+install(RUNTIME_DEPENDENCY_SET concord_bundle_libraries
+        PRE_INCLUDE_REGEXES "yaml-cpp" "libfmt" "libspdlog" "libbenchmark"
+        PRE_EXCLUDE_REGEXES ".*"
+        LIBRARY DESTINATION lib COMPONENT gpu_bundle EXCLUDE_FROM_ALL)
+
+# The Debian package: runtime, dev and docs in one package, installed under /usr. Depends comes
+# from the binary's shared libraries (dpkg-shlibdeps); `concord plot` needs Python 3 and
+# matplotlib, recommended rather than required (the rest runs without them).
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME concord)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "kernel-level GPU co-location runtime for NVIDIA GPUs")
+set(CPACK_PACKAGE_DESCRIPTION
+    "Concord shares one GPU among tenants kernel by kernel: it chooses each kernel's SMs, resident blocks per SM, cache policy, fusion, split, order and preemption. The package holds the concord command, its static libraries and public headers, examples and documentation.")
+set(CPACK_PACKAGE_CONTACT "Concord developers <concord@invalid>")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_COMPONENTS_ALL runtime dev docs)
+set(CPACK_DEB_COMPONENT_INSTALL OFF)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, python3-matplotlib")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nvidia-driver")
+set(CPACK_OUTPUT_FILE_PREFIX ${PROJECT_BINARY_DIR}/package)
+include(CPack)
