@@ -29,9 +29,7 @@
 #include "concord/profile.h"
 #include "concord/workload.h"
 
-#ifdef CONCORD_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/registration.h"
 
 extern char** environ;
 using namespace concord;
@@ -323,9 +321,7 @@ int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, 
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef CONCORD_WITH_CUDA
-  cuda::register_backend();
-#endif
+  register_builtin_backends();
   CLI::App app{"FEDCM evaluation: serial, streams, MPS, KRISP, FedC, FEDCM on N = 2, 3, 4 tenants"};
   app.require_subcommand(1);
   std::vector<std::string> workloads;

@@ -24,9 +24,7 @@
 #include "policy/raise/raise_policy.h"
 #include "mechanism/task_streams.h"
 
-#ifdef CONCORD_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/registration.h"
 
 using namespace concord;
 
@@ -79,9 +77,7 @@ nlohmann::json dispatch_record(const RunRecord& rec) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef CONCORD_WITH_CUDA
-  cuda::register_backend();
-#endif
+  register_builtin_backends();
   CLI::App app{"RAISE evaluation: raise vs sq, rr, rd over task counts, plus sensitivity"};
   std::string backend = "sim", device = "h200", tasks_path = "bench/raise/tasks.yaml", profiles, out = "raise_bench.json";
   std::vector<int> counts{12, 24, 36, 48, 60, 72, 84, 96, 108, 120};

@@ -36,6 +36,10 @@ class PartList {
     return items_[size_ - 1];
   }
   void clear() { size_ = 0; }
+  void assign(size_t n, const T& value) {
+    clear();
+    for (size_t i = 0; i < n; ++i) push_back(value);
+  }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   T& operator[](size_t i) { return items_[i]; }

@@ -15,9 +15,7 @@
 #include "cli/command.h"
 #include "cli/config.h"
 
-#ifdef CONCORD_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/registration.h"
 
 namespace {
 
@@ -98,9 +96,7 @@ void set_log_level(int verbosity, bool quiet, const concord::cli::Config& config
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef CONCORD_WITH_CUDA
-  concord::cuda::register_backend();
-#endif
+  concord::register_builtin_backends();
   CLI::App app{"Concord: kernel-level GPU co-location runtime"};
   app.set_version_flag("--version", std::string("concord ") + concord::cli::build_version() + " (commit " +
                                         concord::cli::build_commit() + ")");

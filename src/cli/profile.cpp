@@ -16,9 +16,6 @@
 #include "profile/ncu.h"
 #include "profile/profiler.h"
 
-#ifdef CONCORD_WITH_CUDA
-#include "profile/ncu_worker.h"
-#endif
 
 namespace concord::cli {
 
@@ -200,12 +197,8 @@ int run_profile(ProfileOptions o, const ProfileApps& apps, const Config& config)
   CLI::App* profile = apps.run->get_parent();
   apply_setting(*profile, "--db", config, "store", o.db);
   if (apps.worker->parsed()) {
-#ifdef CONCORD_WITH_CUDA
-    if (Status s = profile::run_ncu_worker(o.worker_jobs); !s) return fail(s);
+    if (Status s = profile::run_registered_ncu_worker(o.worker_jobs); !s) return fail(s);
     return kExitOk;
-#else
-    return fail(Status::unsupported("`concord profile raise-worker` needs a CUDA build (configure with CONCORD_CUDA=ON)"));
-#endif
   }
   if (apps.raise->parsed()) return profile_raise(o);
   if (apps.run->parsed()) return profile_run(o);

@@ -245,4 +245,17 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
   return written;
 }
 
+namespace {
+NcuWorker registered_worker = nullptr;
+}  // namespace
+
+void register_ncu_worker(NcuWorker worker) { registered_worker = worker; }
+
+Status run_registered_ncu_worker(const std::string& jobs_file) {
+  if (!registered_worker) {
+    return Status::unsupported("`concord profile raise-worker` needs a CUDA build (configure with CONCORD_CUDA=ON)");
+  }
+  return registered_worker(jobs_file);
+}
+
 }  // namespace concord::profile

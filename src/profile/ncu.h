@@ -68,4 +68,11 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
                                 const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
                                 const std::string& source);
 
+// The worker `concord profile raise` runs under Nsight Compute (`concord profile raise-worker`):
+// one plain launch of each job after a marker kernel. It needs the GPU, so a CUDA build registers
+// it (backend/registration.h); without one, running it is an error that says so.
+using NcuWorker = Status (*)(const std::string& jobs_file);
+void register_ncu_worker(NcuWorker worker);
+Status run_registered_ncu_worker(const std::string& jobs_file);
+
 }  // namespace concord::profile

@@ -676,7 +676,7 @@ Result<std::vector<int64_t>> CudaBackend::progress(DispatchId id) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& x) { return x.id == id; });
     if (it == running_.end()) return Status::not_found("cuda: progress: no running dispatch " + std::to_string(id.value));
-    if (it->result) return it->result->blocks_done;
+    if (it->result) return std::vector<int64_t>(it->result->blocks_done.begin(), it->result->blocks_done.end());
     r = &*it;
   }
   std::vector<int64_t> out;

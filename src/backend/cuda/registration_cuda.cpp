@@ -1,0 +1,15 @@
+#include "backend/registration.h"
+
+#include "backend/cuda/cuda_backend.h"
+#include "profile/ncu.h"
+#include "profile/ncu_worker.h"
+
+namespace concord {
+
+// A CUDA build: the CUDA backend, and the Nsight Compute worker `concord profile raise` runs.
+void register_builtin_backends() {
+  cuda::register_backend();
+  profile::register_ncu_worker(&profile::run_ncu_worker);
+}
+
+}  // namespace concord

@@ -1,0 +1,8 @@
+#include "backend/registration.h"
+
+namespace concord {
+
+// A build without CUDA: the simulator, which make_backend() always knows, is all there is.
+void register_builtin_backends() {}
+
+}  // namespace concord
