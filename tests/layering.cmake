@@ -1,6 +1,10 @@
 # The layers of DESIGN.md, enforced: no folder includes a layer above it. Run as
 #   cmake -DSRC=<repo>/src -P layering.cmake
 # Each rule: a folder, and the include prefixes its files may not use (comma-separated).
+# A policy's facet files (src/policy/<name>/<name>_facet.h, _metrics.h: the profile data it owns)
+# are a layer of their own on core, below the profiler that fills them; only core's headers and
+# each other are open to them, and the profiler may use them.
+set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics)\\.h$")
 set(rules
   "core|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h"
   "mechanism|policy/,backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
@@ -23,12 +27,26 @@ foreach(rule IN LISTS rules)
       string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" inc "${line}")
       foreach(prefix IN LISTS forbidden)
         string(FIND "${inc}" "${prefix}" at)
+        if(at EQUAL 0 AND folder STREQUAL "profile" AND inc MATCHES "${facet_header_regex}")
+          set(at -1)
+        endif()
         if(at EQUAL 0)
           file(RELATIVE_PATH rel "${SRC}" "${f}")
           string(APPEND violations "  src/${rel} includes ${inc} (src/${folder} may not use ${prefix})\n")
         endif()
       endforeach()
     endforeach()
+  endforeach()
+endforeach()
+file(GLOB facet_files "${SRC}/policy/*/*_facet.*" "${SRC}/policy/*/*_metrics.*")
+foreach(f IN LISTS facet_files)
+  file(STRINGS "${f}" includes REGEX "^#include \"")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" inc "${line}")
+    if(NOT inc MATCHES "${facet_header_regex}" AND NOT inc MATCHES "^concord/(status|kernel|device|ids|sm_set)\\.h$")
+      file(RELATIVE_PATH rel "${SRC}" "${f}")
+      string(APPEND violations "  src/${rel} includes ${inc} (a facet file builds on core's types only)\n")
+    endif()
   endforeach()
 endforeach()
 # Build-configuration conditionals on CUDA: only backend registration may differ between a CUDA

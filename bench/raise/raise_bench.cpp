@@ -187,7 +187,10 @@ int main(int argc, char** argv) {
       const Estimator estimator((*b)->device());
       nlohmann::json classes = nlohmann::json::object();
       for (const TenantSpec& t : templates->tenants) {
-        classes[t.name] = {{"class", to_string(policy::task_info(spec_hints(t).request, t.raise_type, estimator).cls)}, {"stated", t.raise_type.has_value()}};
+        const auto label = t.labels.find("raise_type");
+        const std::optional<RaiseClass> stated =
+            label == t.labels.end() ? std::nullopt : raise_class_from_string(label->second);
+        classes[t.name] = {{"class", to_string(policy::task_info(spec_hints(t).request, stated, estimator).cls)}, {"stated", stated.has_value()}};
       }
       results["task_classes"] = classes;
     }

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,9 +40,10 @@ struct KernelVariant {
   int items_per_block = 1;       // work items (elements, points, cells) one logical block covers
   double flops_per_block = 0;    // per logical block
   double bytes_per_block = 0;    // DRAM bytes per logical block
-  // RAISE's eight metrics (0-10, order of concord/raise.h) measured for this variant; empty when
-  // not profiled (policies then estimate them).
-  std::optional<std::array<double, 8>> raise_metrics;
+  // Profile data policies own, measured for this variant and attached from the profile store:
+  // facet name ("raise") -> JSON object, read only by the policy that owns the facet (RAISE's
+  // metric vector: src/policy/raise/raise_facet.h). Empty when not profiled.
+  std::map<std::string, std::string> facets;
 
   int warps_per_block() const { return (threads_per_block + 31) / 32; }
 };

@@ -3,13 +3,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "concord/device.h"
 #include "concord/ids.h"
 #include "concord/kernel.h"
-#include "concord/raise.h"
 #include "concord/status.h"
 #include "concord/tenant_source.h"
 
@@ -36,9 +36,11 @@ struct TenantSpec {
   int requests = 1;                  // repetitions of the request
   ArrivalProcess arrival;
   Seconds latency_target = 0;        // LC only: per-request target, seconds
-  // RAISE's task type as the user states it (`raise_type: COM|MEM|LAT`; raise.md VI-A classifies
-  // its tasks by hand, Table IV). Absent: read from the measured vector (raise_class).
-  std::optional<RaiseClass> raise_type;
+  // Facts the tenant states for policies that know them, passed on as TenantInfo::labels. The spec
+  // writes RAISE's task type as `raise_type: COM|MEM|LAT` (raise.md VI-A classifies its tasks by
+  // hand, Table IV); it becomes the label "raise_type". Absent: the policy reads the type from the
+  // measured vector.
+  std::map<std::string, std::string> labels;
   int64_t launches_per_request() const;
 };
 

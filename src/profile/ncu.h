@@ -7,7 +7,7 @@
 
 #include "concord/kernel.h"
 #include "concord/profile.h"
-#include "concord/raise.h"
+#include "policy/raise/raise_metrics.h"
 #include "concord/status.h"
 
 namespace concord::profile {
@@ -19,7 +19,7 @@ struct NcuLaunch {
   std::map<std::string, double> metrics;  // metric name -> value (base units)
 };
 
-// The metric names to pass to `ncu --metrics`: the eight of concord/raise.h plus the duration.
+// The metric names to pass to `ncu --metrics`: the eight of policy/raise/raise_metrics.h plus the duration.
 std::vector<std::string> ncu_metric_names();
 
 // The whole of a text file (ncu's CSV, the worker's job list); an error names the path.

@@ -19,7 +19,7 @@
 
 #include "concord/profile.h"
 #include "concord/workload.h"
-#include "profile/raise_facet.h"
+#include "policy/raise/raise_facet.h"
 
 namespace concord {
 namespace {
@@ -271,7 +271,7 @@ Status check_facet(const std::string& facet, const std::string& json) {
   const auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::invalid_argument("facet '" + facet + "': not a JSON object");
   if (facet == kRaiseFacet) {
-    if (auto v = profile::raise_facet_from_json(json); !v) return v.status();
+    if (auto v = policy::raise_facet_from_json(json); !v) return v.status();
   }
   return Status::ok();
 }
@@ -734,9 +734,9 @@ Result<int> ProfileStore::import_json(const std::string& path) {
     const auto& entry = j["profiles"][i];
     if (entry.contains("raise")) {
       const nlohmann::json old{{"metrics", entry["raise"]}, {"class", entry.value("raise_class", nlohmann::json("LAT"))}};
-      auto metrics = profile::raise_facet_from_json(old.dump());
+      auto metrics = policy::raise_facet_from_json(old.dump());
       if (!metrics) return Status::parse_error(where + " (" + key_text(p->key) + "): field 'raise': " + metrics.status().message());
-      facets.push_back({p->key, kRaiseFacet, profile::raise_facet_to_json(*metrics), ""});
+      facets.push_back({p->key, kRaiseFacet, policy::raise_facet_to_json(*metrics), ""});
     }
     parsed.push_back(std::move(*p));
   }
@@ -802,12 +802,12 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
         auto facet = store.find_facet(k.name, v.name, k.size, kRaiseFacet, gpu);
         if (!facet) return facet.status();
         if (!*facet) continue;
-        auto metrics = profile::raise_facet_from_json(**facet);
+        auto metrics = policy::raise_facet_from_json(**facet);
         if (!metrics) {
           return Status(metrics.status().code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " +
                                                      metrics.status().message());
         }
-        v.raise_metrics = *metrics;
+        v.facets[kRaiseFacet] = **facet;
         any = true;
       }
       auto p = store.find(k.name, k.variant(k.default_variant).name, k.size, gpu);

@@ -2,11 +2,13 @@
 // file, line, field and reason; the parse goes on after a problem so that one pass finds them all.
 #include "concord/workload.h"
 
+#include <cctype>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -501,8 +503,13 @@ class Parser {
     }
     if (auto type = get(f, "raise_type")) {
       if (auto s = scalar(*type, at + ".raise_type")) {
-        t.raise_type = raise_class_from_string(*s);
-        if (!t.raise_type) error(*type, at + ".raise_type", "must be COM, MEM or LAT, got '" + shown(*s) + "'");
+        std::string upper = *s;
+        for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (upper == "COM" || upper == "MEM" || upper == "LAT") {
+          t.labels["raise_type"] = upper;
+        } else {
+          error(*type, at + ".raise_type", "must be COM, MEM or LAT, got '" + shown(*s) + "'");
+        }
       }
     }
     if (t.cls == TenantClass::latency_critical && !target_given) {

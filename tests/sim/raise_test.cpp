@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "policy/raise/raise_facet.h"
 #include "policy/raise/raise_policy.h"
 #include "policy/raise_baselines/type_order_policy.h"
 #include "test_support.h"
@@ -18,6 +19,13 @@ using testing::run_on_sim;
 using testing::step;
 using testing::tenant;
 using testing::workload;
+
+// The RAISE type a spec states (`raise_type`), as task_info takes it.
+std::optional<RaiseClass> stated(const TenantSpec& t) {
+  auto it = t.labels.find("raise_type");
+  if (it == t.labels.end()) return std::nullopt;
+  return raise_class_from_string(it->second);
+}
 
 RaiseVector vec(double aoc, double sme, double ipc, double isu, double spu, double du, double lsu, double tu) {
   return {aoc, sme, ipc, isu, spu, du, lsu, tu};
@@ -149,9 +157,9 @@ Workload typed_tasks(int per_type) {
     auto c = tenant("com" + std::to_string(i), {step("fma_loop", 1 << 22)});
     auto m = tenant("mem" + std::to_string(i), {step("stream_triad", 1 << 24)});
     auto l = tenant("lat" + std::to_string(i), {step("bfs", 1 << 16, 3)});
-    for (auto& v : c.steps[0].kernel.variants) v.raise_metrics = vec(6, 9, 7, 7, 8, 1, 2, 1);
-    for (auto& v : m.steps[0].kernel.variants) v.raise_metrics = vec(7, 9, 1.5, 1.5, 0.5, 8, 4, 5);
-    for (auto& v : l.steps[0].kernel.variants) v.raise_metrics = vec(1, 2, 0.5, 0.5, 0.1, 1, 1, 1);
+    for (auto& v : c.steps[0].kernel.variants) v.facets["raise"] = policy::raise_facet_to_json(vec(6, 9, 7, 7, 8, 1, 2, 1));
+    for (auto& v : m.steps[0].kernel.variants) v.facets["raise"] = policy::raise_facet_to_json(vec(7, 9, 1.5, 1.5, 0.5, 8, 4, 5));
+    for (auto& v : l.steps[0].kernel.variants) v.facets["raise"] = policy::raise_facet_to_json(vec(1, 2, 0.5, 0.5, 0.1, 1, 1, 1));
     ts.push_back(c);
     ts.push_back(m);
     ts.push_back(l);
@@ -342,10 +350,10 @@ TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
   // Two steps with measured vectors: the task's vector per variant weights each by its estimated
   // time x count (raise.md VI-A); the class is read on the largest-block variant.
   auto t = tenant("t", {step("fma_loop", 1 << 22, 3), step("stream_triad", 1 << 24)});
-  for (auto& v : t.steps[0].kernel.variants) v.raise_metrics = vec(10, 10, 10, 10, 10, 0, 0, 0);
-  for (auto& v : t.steps[1].kernel.variants) v.raise_metrics = vec(0, 0, 0, 0, 0, 10, 10, 10);
+  for (auto& v : t.steps[0].kernel.variants) v.facets["raise"] = policy::raise_facet_to_json(vec(10, 10, 10, 10, 10, 0, 0, 0));
+  for (auto& v : t.steps[1].kernel.variants) v.facets["raise"] = policy::raise_facet_to_json(vec(0, 0, 0, 0, 0, 10, 10, 10));
   const Estimator est(h200_spec());
-  const auto info = policy::task_info(spec_hints(t).request, t.raise_type, est);
+  const auto info = policy::task_info(spec_hints(t).request, stated(t), est);
   ASSERT_EQ(info.vectors.size(), static_cast<size_t>(t.steps[0].kernel.variant_count()));
   EXPECT_TRUE(info.measured);
   for (size_t v = 0; v < info.vectors.size(); ++v) {
@@ -367,9 +375,9 @@ TEST(RaiseTasks, AStatedTypeReplacesTheOneReadFromTheVector) {
   Workload w = typed_tasks(2);
   const Estimator est(h200_spec());
   TenantSpec& com = w.tenants[0];  // vector reads COM (IPC 7, DU 1)
-  EXPECT_EQ(policy::task_info(spec_hints(com).request, com.raise_type, est).cls, RaiseClass::com);
-  com.raise_type = RaiseClass::lat;
-  EXPECT_EQ(policy::task_info(spec_hints(com).request, com.raise_type, est).cls, RaiseClass::lat);
+  EXPECT_EQ(policy::task_info(spec_hints(com).request, stated(com), est).cls, RaiseClass::com);
+  com.labels["raise_type"] = "LAT";
+  EXPECT_EQ(policy::task_info(spec_hints(com).request, stated(com), est).cls, RaiseClass::lat);
   // SQ runs every COM task before any LAT task: the restated com0 now runs with the LAT tasks,
   // after com1 (still COM) and both MEM tasks have finished.
   auto sq = run_on_sim(w, "sq", 3);

@@ -16,9 +16,10 @@
 #include <thread>
 
 #include "concord/profile.h"
+#include "policy/raise/raise_tasks.h"
 #include "concord/suite.h"
 #include "concord/workload.h"
-#include "profile/raise_facet.h"
+#include "policy/raise/raise_facet.h"
 
 namespace concord {
 namespace {
@@ -311,7 +312,7 @@ ProfileKey key_of(const std::string& kernel, int64_t size) { return {"H200", "58
 std::string raise_json(double v) {
   RaiseVector r{};
   r.fill(v);
-  return profile::raise_facet_to_json(r);
+  return policy::raise_facet_to_json(r);
 }
 
 TEST_F(StoreTest, FacetsRoundTripAndStayIndependentOfProfileFields) {
@@ -349,7 +350,7 @@ TEST_F(StoreTest, FacetsRoundTripAndStayIndependentOfProfileFields) {
   auto facets = (*store)->facets_of(key);
   ASSERT_TRUE(facets.is_ok());
   ASSERT_EQ(facets->size(), 2u);
-  EXPECT_EQ(*profile::raise_facet_from_json(facets->at(kRaiseFacet)), (RaiseVector{5, 5, 5, 5, 5, 5, 5, 5}));
+  EXPECT_EQ(*policy::raise_facet_from_json(facets->at(kRaiseFacet)), (RaiseVector{5, 5, 5, 5, 5, 5, 5, 5}));
   EXPECT_EQ(nlohmann::json::parse(facets->at("aker"))["class"], "memory-prefer");
   auto one = (*store)->get_facet(key, "aker");
   ASSERT_TRUE(one.is_ok() && one->has_value());
@@ -435,8 +436,8 @@ TEST_F(StoreTest, MigratesAVersionTwoStoreMovingRaiseMetricsIntoFacets) {
   EXPECT_EQ((*store)->schema_version(), ProfileStore::kSchemaVersion);
   auto facet = (*store)->get_facet(key_of("hotspot", 512), kRaiseFacet);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
-  EXPECT_EQ(*profile::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
-  EXPECT_EQ(*profile::raise_facet_class(**facet), RaiseClass::mem);
+  EXPECT_EQ(*policy::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(*policy::raise_facet_class(**facet), RaiseClass::mem);
   auto srad_facet = (*store)->get_facet(key_of("srad", 512), kRaiseFacet);
   ASSERT_TRUE(srad_facet.is_ok());
   EXPECT_FALSE(srad_facet->has_value());
@@ -465,8 +466,9 @@ TEST_F(StoreTest, MigratesAVersionTwoStoreMovingRaiseMetricsIntoFacets) {
   const KernelSpec& k = w->tenants[0].steps[0].kernel;
   auto mid = k.find_variant("mid");
   ASSERT_TRUE(mid.has_value());
-  ASSERT_TRUE(k.variant(*mid).raise_metrics.has_value());
-  EXPECT_EQ((*k.variant(*mid).raise_metrics)[5], 6.0);
+  const auto measured = policy::measured_raise_vector(k.variant(*mid));
+  ASSERT_TRUE(measured.has_value());
+  EXPECT_EQ((*measured)[5], 6.0);
 }
 
 void exec_sql(const std::string& db_path, const std::string& sql) {
@@ -708,8 +710,8 @@ TEST_F(StoreTest, ImportsAnOlderExportWithRaiseMetricsInItsProfiles) {
   EXPECT_EQ(*n, 3);  // two profiles, one facet
   auto facet = (*store)->get_facet(key_of("hotspot", 512), kRaiseFacet);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
-  EXPECT_EQ(*profile::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
-  EXPECT_EQ(*profile::raise_facet_class(**facet), RaiseClass::mem);
+  EXPECT_EQ(*policy::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(*policy::raise_facet_class(**facet), RaiseClass::mem);
   EXPECT_FALSE((*store)->get_facet(key_of("srad", 512), kRaiseFacet)->has_value());
   // A metric out of range in such an export is refused, naming the entry, kernel and field.
   with["raise"]["DU"] = 40;

@@ -12,7 +12,7 @@
 #include "concord/profile.h"
 #include "concord/suite.h"
 #include "profile/profiler.h"
-#include "profile/raise_facet.h"
+#include "policy/raise/raise_facet.h"
 
 namespace concord {
 namespace {
@@ -152,7 +152,7 @@ TEST_F(ProfilerSim, MeasuresMissingFieldsOfAnExistingRowAndKeepsTheRest) {
   // A RAISE facet and a row that holds only cache times (as an earlier, interrupted run left it).
   RaiseVector v{};
   v.fill(4.0);
-  ASSERT_TRUE((*store)->put_facet(key, kRaiseFacet, profile::raise_facet_to_json(v)).is_ok());
+  ASSERT_TRUE((*store)->put_facet(key, kRaiseFacet, policy::raise_facet_to_json(v)).is_ok());
   KernelProfile partial;
   partial.key = key;
   partial.cache_seconds = {1, 2, 3, 4};
@@ -171,7 +171,7 @@ TEST_F(ProfilerSim, MeasuresMissingFieldsOfAnExistingRowAndKeepsTheRest) {
   EXPECT_EQ(p.cache_seconds, (std::array<double, 4>{1, 2, 3, 4})) << "a stored field is not measured again";
   auto facet = (*store)->get_facet(key, kRaiseFacet);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
-  EXPECT_EQ(*profile::raise_facet_from_json(**facet), v);
+  EXPECT_EQ(*policy::raise_facet_from_json(**facet), v);
 }
 
 TEST_F(ProfilerSim, ARowMigratedFromARaiseOnlyProfileGetsItsCurve) {
@@ -210,7 +210,7 @@ TEST_F(ProfilerSim, ARowMigratedFromARaiseOnlyProfileGetsItsCurve) {
   EXPECT_FALSE(p.sm_curve.empty());
   auto facet = (*store)->get_facet(p.key, kRaiseFacet);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
-  EXPECT_EQ(*profile::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(*policy::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
 }
 
 TEST_F(ProfilerSim, NoBackendMeansNoStoreFile) {

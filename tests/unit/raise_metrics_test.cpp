@@ -6,11 +6,12 @@
 #include <filesystem>
 
 #include "concord/profile.h"
-#include "concord/raise.h"
+#include "policy/raise/raise_metrics.h"
+#include "policy/raise/raise_tasks.h"
 #include "concord/suite.h"
 #include "concord/workload.h"
 #include "profile/ncu.h"
-#include "profile/raise_facet.h"
+#include "policy/raise/raise_facet.h"
 
 namespace concord {
 namespace {
@@ -178,10 +179,10 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
   const ProfileKey fresh_key{"NVIDIA H200", "580", "bfs", bfs->variant(0).name, 4096};
   auto fresh = (*store)->get_facet(fresh_key, kRaiseFacet);
   ASSERT_TRUE(fresh.is_ok() && fresh->has_value());
-  auto fresh_metrics = profile::raise_facet_from_json(**fresh);
+  auto fresh_metrics = policy::raise_facet_from_json(**fresh);
   ASSERT_TRUE(fresh_metrics.is_ok()) << fresh_metrics.status().to_string();
   EXPECT_NEAR(at(*fresh_metrics, RaiseMetric::du), 1.0, 1e-9);  // 10% -> 1
-  EXPECT_EQ(*profile::raise_facet_class(**fresh), RaiseClass::com);  // IPC 10 per cycle clamps to 10, DU 1
+  EXPECT_EQ(*policy::raise_facet_class(**fresh), RaiseClass::com);  // IPC 10 per cycle clamps to 10, DU 1
   auto no_profile = (*store)->get(fresh_key);
   ASSERT_TRUE(no_profile.is_ok());
   EXPECT_FALSE(no_profile->has_value()) << "a facet write makes no profile row";
@@ -189,7 +190,7 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
   auto w = parse_workload("tenants:\n  - {name: a, kernels: [{kernel: bfs, size: 4096}]}\n", "w.yaml");
   ASSERT_TRUE(w.is_ok());
   ASSERT_TRUE(attach_profiles(*w, **store).is_ok());
-  for (const KernelVariant& v : w->tenants[0].steps[0].kernel.variants) EXPECT_TRUE(v.raise_metrics.has_value()) << v.name;
+  for (const KernelVariant& v : w->tenants[0].steps[0].kernel.variants) EXPECT_TRUE(policy::measured_raise_vector(v).has_value()) << v.name;
   // Two passes: each job's vector is the mean of the two (DU 10% and 30% of peak -> 2).
   std::vector<std::vector<NcuLaunch>> second = launches;
   for (auto& job : second) {
@@ -200,7 +201,7 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
   ASSERT_TRUE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
   auto mean = (*store)->get_facet(fresh_key, kRaiseFacet);
   ASSERT_TRUE(mean.is_ok() && mean->has_value());
-  EXPECT_NEAR(at(*profile::raise_facet_from_json(**mean), RaiseMetric::du), 2.0, 1e-9);
+  EXPECT_NEAR(at(*policy::raise_facet_from_json(**mean), RaiseMetric::du), 2.0, 1e-9);
   // Mismatched counts, in any pass, and no pass at all are refused.
   second.pop_back();
   EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());

@@ -40,9 +40,9 @@ tenants:
   EXPECT_EQ(be.cls, TenantClass::best_effort);
   EXPECT_EQ(be.arrival.kind, ArrivalProcess::Kind::closed_loop);
   EXPECT_EQ(be.steps[0].kernel.size, 4096);  // the suite's default size
-  EXPECT_FALSE(lc.raise_type.has_value());    // read from the measured vector
-  ASSERT_TRUE(be.raise_type.has_value());
-  EXPECT_EQ(*be.raise_type, RaiseClass::mem);
+  EXPECT_EQ(lc.labels.count("raise_type"), 0u);  // read from the measured vector
+  ASSERT_EQ(be.labels.count("raise_type"), 1u);
+  EXPECT_EQ(be.labels.at("raise_type"), "MEM");
 }
 
 TEST(Workload, TimestampsInlineAndFromFile) {

@@ -10,15 +10,6 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
-const char* raise_type_label(RaiseClass c) {
-  switch (c) {
-    case RaiseClass::com: return "COM";
-    case RaiseClass::mem: return "MEM";
-    case RaiseClass::lat: return "LAT";
-  }
-  return "LAT";
-}
-
 }  // namespace
 
 TenantHints spec_hints(const TenantSpec& tenant) {
@@ -41,7 +32,7 @@ Status SpecSource::open(TenantSink& sink) {
     info.name = spec.name;
     info.cls = spec.cls;
     info.latency_target = spec.latency_target;
-    if (spec.raise_type) info.labels["raise_type"] = raise_type_label(*spec.raise_type);
+    info.labels = spec.labels;
     std::optional<TenantHints> hints;
     if (options_.hints) hints = spec_hints(spec);
     std::vector<const KernelSpec*> kernels;

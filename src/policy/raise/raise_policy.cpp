@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "mechanism/params.h"
-#include "concord/raise.h"
+#include "policy/raise/raise_metrics.h"
 
 namespace concord::policy {
 

@@ -1,15 +1,32 @@
 #include "policy/raise/raise_tasks.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 
 #include "concord/occupancy.h"
 #include "mechanism/task_streams.h"
+#include "policy/raise/raise_facet.h"
 
 namespace concord::policy {
 
+std::optional<RaiseVector> measured_raise_vector(const KernelVariant& v) {
+  auto it = v.facets.find(kRaiseFacetName);
+  if (it == v.facets.end()) return std::nullopt;
+  // Parsed once per distinct facet text: a task's vectors are rebuilt per task when its source
+  // gives no hints.
+  thread_local std::unordered_map<std::string, std::optional<RaiseVector>> parsed;
+  auto p = parsed.find(it->second);
+  if (p == parsed.end()) {
+    auto m = raise_facet_from_json(it->second);  // the store checked it when it was attached
+    p = parsed.emplace(it->second, m ? std::optional<RaiseVector>(*m) : std::nullopt).first;
+  }
+  return p->second;
+}
+
 RaiseVector kernel_raise_vector(const KernelSpec& kernel, int variant, const Estimator& estimator) {
   const KernelVariant& v = kernel.variant(variant);
-  if (v.raise_metrics) return *v.raise_metrics;
+  if (auto m = measured_raise_vector(v)) return *m;
   // Estimate from the roofline: utilisations of the FP32 (or tensor) pipes and of DRAM over the
   // estimated time; occupancy from the occupancy calculator and the grid; instruction issue
   // follows the arithmetic plus a share of the memory traffic. Only the simulator without
@@ -49,7 +66,7 @@ TaskInfo task_info(const std::vector<TenantHints::Step>& kernels, std::optional<
       const int kv = std::min(v, s.kernel->variant_count() - 1);
       const double w = estimator.seconds(*s.kernel, kv, estimator.device().sm_count) * static_cast<double>(s.count);
       const RaiseVector m = kernel_raise_vector(*s.kernel, kv, estimator);
-      if (!s.kernel->variant(kv).raise_metrics) info.measured = false;
+      if (!measured_raise_vector(s.kernel->variant(kv))) info.measured = false;
       for (size_t i = 0; i < m.size(); ++i) sum[i] += w * m[i];
       total += w;
     }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "concord/policy.h"
-#include "concord/raise.h"
+#include "policy/raise/raise_metrics.h"
 
 namespace concord::policy {
 
@@ -20,6 +20,8 @@ struct TaskInfo {
   bool measured = true;              // false when any kernel's metrics were estimated
 };
 
+// A variant's measured RAISE vector (its "raise" facet), if it has one.
+std::optional<RaiseVector> measured_raise_vector(const KernelVariant& variant);
 // A kernel variant's RAISE vector: measured (profiled with `concord profile raise`) or, when
 // absent, estimated from the roofline (docs/policies.md says how).
 RaiseVector kernel_raise_vector(const KernelSpec& kernel, int variant, const Estimator& estimator);

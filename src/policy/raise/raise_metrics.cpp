@@ -1,4 +1,4 @@
-#include "concord/raise.h"
+#include "policy/raise/raise_metrics.h"
 
 #include <algorithm>
 

@@ -1,6 +1,8 @@
 // RAISE's resource vector (raise.md V-B, Table II): eight utilisation metrics on a 0-10 scale,
 // the task classes COM/MEM/LAT and the type scores of Eq. 1-3. The profiler fills vectors from
-// Nsight Compute; the `raise` policy subtracts and adds them on a global vector M_g.
+// Nsight Compute; the `raise` policy subtracts and adds them on a global vector M_g. With
+// raise_facet.h this is a layer of its own (concord_policy_facets, on core only): the profiler
+// builds on it to measure and store the vectors, the policy to read them.
 #pragma once
 
 #include <array>

@@ -1,10 +1,10 @@
-#include "profile/raise_facet.h"
+#include "policy/raise/raise_facet.h"
 
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
-namespace concord::profile {
+namespace concord::policy {
 
 std::string raise_facet_to_json(const RaiseVector& metrics) {
   nlohmann::json m = nlohmann::json::object();
@@ -55,4 +55,4 @@ Result<RaiseClass> raise_facet_class(const std::string& json) {
   return *c;
 }
 
-}  // namespace concord::profile
+}  // namespace concord::policy
