@@ -71,6 +71,7 @@ Result<double> raise_auto_threshold(const std::vector<TaskInfo>& tasks, RaiseMet
 struct RaiseCandidate {
   const std::vector<RaiseVector>* vectors;  // per variant
   RaiseClass cls;
+  const std::vector<bool>* fits = nullptr;  // per variant, whether it fits on an SM (TaskInfo::fits); null: all do
 };
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
                                                    double alpha, double beta, int fixed_variant, double tie = 0);
