@@ -9,6 +9,7 @@
 
 #include "concord/device.h"
 #include "concord/status.h"
+#include "concord/workload.h"
 
 namespace concord::cli {
 
@@ -34,6 +35,9 @@ Subcommand add_policies_command(CLI::App& parent);
 Subcommand add_kernels_command(CLI::App& parent);
 Subcommand add_backends_command(CLI::App& parent);
 Subcommand add_profile_command(CLI::App& parent);
+
+// Logs the warnings of a spec check ("file:line: field 'f': reason") on stderr.
+void log_spec_warnings(const WorkloadCheck& check);
 
 // A built-in device name (h100, h200) or a device JSON file.
 Result<DeviceSpec> resolve_device(const std::string& name_or_file);
