@@ -842,6 +842,10 @@ void CudaBackend::completion_loop() {
 
 Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
   std::vector<Completion> out;
+  // Returns at least this often, empty if nothing completed, so that the engine can look at its
+  // stop flag while a kernel runs for long (or never ends).
+  constexpr Seconds kSliceS = 0.01;
+  const Seconds slice_end = now() + kSliceS;
   while (true) {
     if (completer_failed_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -876,7 +880,7 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
       if (!out.empty()) return out;
     }
     const bool idle = active_.load() == 0;
-    if (now() >= until || (idle && !std::isfinite(until))) return out;
+    if (now() >= until || now() >= slice_end || (idle && !std::isfinite(until))) return out;
     if (idle) {
       // Nothing to wait for but time (the next arrival).
       std::this_thread::sleep_for(std::chrono::duration<double>(std::min(until - now(), 1e-3)));
