@@ -140,11 +140,11 @@ void print_outcome(std::ostream& out, const ExperimentOutcome& o) {
   const RunRecord& run = o.result.run;
   out << fmt::format("policy {}  backend {}  device {}  seed {}: ended early in the {}\n", run.policy, run.backend, run.device,
                      run.seed, o.stage);
-  out << fmt::format("{:<20} {:>3} {:>18} {:>16}\n", "tenant", "cls", "requests finished", "logical blocks");
+  out << fmt::format("{:<20} {:>3} {:>26} {:>16}\n", "tenant", "cls", "requests finished", "logical blocks");
   for (const TenantRecord& t : run.tenants) {
     const auto finished = std::count_if(t.requests.begin(), t.requests.end(), [](const RequestRecord& q) { return q.end >= 0; });
-    out << fmt::format("{:<20} {:>3} {:>18} {:>16}\n", t.name, to_string(t.cls),
-                       fmt::format("{} of {}", finished, t.requests.size()), t.logical_blocks);
+    out << fmt::format("{:<20} {:>3} {:>26} {:>16}\n", t.name, to_string(t.cls),
+                       fmt::format("{} of {} arrived", finished, t.requests.size()), t.logical_blocks);
   }
 }
 
