@@ -168,6 +168,7 @@ class Engine final : public SchedContext, public TenantSink {
   Seconds latest_end_ = 0;            // the latest completion end seen (device clock)
   EngineStats stats_;
   bool started_ = false;
+  std::vector<DispatchId> failed_;    // dispatches that failed on the device, in the order seen
 };
 
 ReadyLaunch ready_entry(const LaunchState& ls) {
@@ -651,6 +652,7 @@ void Engine::record_late(const Completion& c) {
   rec.preempted = c.preempted;
   rec.blocks_done = c.blocks_done;
   rec.error = c.error ? "" : c.error.message();
+  if (!c.error) failed_.push_back(rec.id);
   latest_end_ = std::max(latest_end_, c.end);
   for (size_t k = 0; k < rec.launches.size() && k < c.blocks_done.size(); ++k) {
     LaunchState& ls = launches_[static_cast<size_t>(rec.launches[k].value)];
@@ -673,6 +675,10 @@ void Engine::record_late(const Completion& c) {
     t.record.logical_blocks += ls.blocks_done;
     t.stream.pop_front();
     if (ls.last_of_request) req.end = c.end;
+    if (t.stream.empty() && t.view.left && !t.finished) {
+      t.finished = true;
+      t.record.finish = c.end;
+    }
   }
 }
 
@@ -807,17 +813,29 @@ RunOutcome Engine::run() {
 }
 
 Status Engine::wind_down(Status why) {
-  if (running_.empty() && backend_.running() == 0) return why;
-  const Status stopped = backend_.abort_all(options_.abort_grace);
-  // What ended comes out of advance(): all of it when abort_all stopped everything (native
-  // launches on the simulator end within the grace of simulated time); else what ends within a
-  // short while (a fault's other dispatches report it too), not waiting on what cannot stop.
-  const Seconds deadline = backend_.now() + (stopped ? options_.abort_grace : std::min(options_.abort_grace, 0.2));
-  for (int sweeps = 0; backend_.running() > 0 && sweeps < 100000; ++sweeps) {
-    auto done = backend_.advance(deadline);
-    if (!done) break;
-    for (const Completion& c : *done) record_late(c);
-    if (done->empty() && backend_.now() >= deadline) break;
+  Status stopped = Status::ok();
+  if (!running_.empty() || backend_.running() > 0) {
+    stopped = backend_.abort_all(options_.abort_grace);
+    // What ended comes out of advance(): all of it when abort_all stopped everything (native
+    // launches on the simulator end within the grace of simulated time); else what ends within
+    // a short while (a fault's other dispatches report it too), not waiting on what cannot stop.
+    const Seconds deadline = backend_.now() + (stopped ? options_.abort_grace : std::min(options_.abort_grace, 0.2));
+    for (int sweeps = 0; backend_.running() > 0 && sweeps < 100000; ++sweeps) {
+      auto done = backend_.advance(deadline);
+      if (!done) break;
+      for (const Completion& c : *done) record_late(c);
+      if (done->empty() && backend_.now() >= deadline) break;
+    }
+  }
+  if (failed_.size() > 1) {
+    // A fault such as an illegal address poisons the whole device: every dispatch running then
+    // fails with it, and the device does not say which one caused it.
+    std::string others;
+    for (size_t i = 1; i < failed_.size(); ++i) {
+      others += (others.empty() ? "" : "; ") + describe_dispatch(dispatch_records_[static_cast<size_t>(failed_[i].value)]);
+    }
+    why = Status(why.code(), why.message() + "; failed with it (a fault that poisons the device fails every dispatch "
+                                             "running then, and the device does not say which one caused it): " + others);
   }
   if (running_.empty()) return why;
   return Status(why.code(), why.message() + "; not ended when the run gave up on them (a native or opaque kernel cannot "

@@ -22,7 +22,8 @@ using testing::tenant;
 using testing::workload;
 
 // The simulator, with every dispatch of one kernel failing as an illegal address would on a GPU:
-// its completion carries a device error naming the tenant, kernel and dispatch.
+// its completion carries a device error naming the tenant, kernel and dispatch, and, as the fault
+// poisons the device, so does every completion after it.
 class FaultingBackend final : public Backend {
  public:
   FaultingBackend(std::string faulty_kernel) : sim_(h200_spec()), faulty_(std::move(faulty_kernel)) {}
@@ -49,8 +50,10 @@ class FaultingBackend final : public Backend {
     auto out = sim_.advance(until);
     if (!out) return out;
     for (Completion& c : *out) {
-      if (!faulty_dispatches_.count(c.dispatch.value)) continue;
-      c.error = Status::device_error("sim: " + label_[c.dispatch.value] + " failed: cudaErrorIllegalAddress (injected)");
+      if (!faulty_dispatches_.count(c.dispatch.value) && !poisoned_) continue;
+      poisoned_ = true;
+      c.error = Status::device_error("sim: dispatch " + std::to_string(c.dispatch.value) +
+                                     " failed: cudaErrorIllegalAddress (injected)");
       std::fill(c.blocks_done.begin(), c.blocks_done.end(), 0);
     }
     return out;
@@ -63,6 +66,7 @@ class FaultingBackend final : public Backend {
   std::string faulty_;
   std::set<int64_t> faulty_dispatches_;
   std::map<int64_t, std::string> label_;
+  bool poisoned_ = false;
 };
 
 // Everything ready on the whole GPU at once, elastic kernels in the persistent form (preemptible).
@@ -137,9 +141,15 @@ TEST(EarlyEnd, AFaultEndsTheRunNamingTheTenantAndKeepsWhatTheOthersFinished) {
     EXPECT_GT(good, 0) << "what `good` finished before the fault is kept";
     EXPECT_LT(good, 400);
     EXPECT_EQ(finished_requests(run.tenants[1]), 0);
+    // The faulty dispatch failed, and with it whatever ran then: each named, the fault first.
     const auto failed = std::count_if(run.dispatches.begin(), run.dispatches.end(),
                                       [](const DispatchRecord& d) { return !d.error.empty(); });
-    EXPECT_EQ(failed, 1);
+    EXPECT_GE(failed, 1);
+    const auto with_it = out.status.message().find("failed with it");
+    EXPECT_EQ(failed > 1, with_it != std::string::npos) << out.status.message();
+    if (with_it != std::string::npos) {
+      EXPECT_NE(out.status.message().find("tenant 'good' kernel 'vector_add'", with_it), std::string::npos) << out.status.message();
+    }
     // `good`'s dispatch in flight at the fault was stopped or ran to its end: nothing left running.
     for (const DispatchRecord& d : run.dispatches) EXPECT_GE(d.end, 0) << "dispatch " << d.id.value;
     expect_consistent(run);
