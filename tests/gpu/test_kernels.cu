@@ -57,7 +57,9 @@ class FaultKernel final : public kernels::BodyKernel<FaultBody> {
   using BodyKernel::BodyKernel;
   Status prepare(uint64_t) override { return Status::ok(); }
   Status poison_output(cudaStream_t) override { return Status::ok(); }
-  FaultBody body(int) const override { return {1'000'000, reinterpret_cast<int*>(uintptr_t{1} << 40)}; }
+  // Just above address 0, which nothing ever maps (an arbitrary high address may lie inside the
+  // process's unified address space).
+  FaultBody body(int) const override { return {1'000'000, reinterpret_cast<int*>(uintptr_t{64})}; }
   Result<double> check(uint64_t) const override { return 0.0; }
 };
 

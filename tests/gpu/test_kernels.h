@@ -15,8 +15,8 @@ KernelSpec spin_kernel();
 // for ever; preemption cannot stop it. Its first launch on a backend (prepare_tenant's warm-up of
 // an opaque kernel) ends at once.
 KernelSpec hang_kernel();
-// "test_fault": elastic; logical block 0 stores through an address nothing maps, after spinning
-// about a millisecond: cudaErrorIllegalAddress, which poisons the process's CUDA context.
+// "test_fault": elastic; logical block 0 stores just above address 0, after spinning about a
+// millisecond: cudaErrorIllegalAddress, which poisons the process's CUDA context.
 KernelSpec fault_kernel();
 
 // Registers the three with the CUDA backend (once; later calls do nothing).

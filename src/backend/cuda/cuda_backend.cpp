@@ -200,9 +200,8 @@ Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
 
 Status CudaBackend::can_implement(const DispatchRequest& request) const {
   CONCORD_RETURN_IF_ERROR(Backend::can_implement(request));
-  const std::vector<std::string> bodies = kernels::device_kernel_names();
   for (const DispatchPart& p : request.parts) {
-    if (std::find(bodies.begin(), bodies.end(), p.kernel->name) == bodies.end()) {
+    if (!kernels::has_device_kernel(p.kernel->name)) {
       return Status::unsupported("dispatch " + std::to_string(request.id.value) + ": tenant " +
                                  std::to_string(p.tenant.value) + " kernel '" + p.kernel->name +
                                  "' has no device body");

@@ -70,6 +70,8 @@ class DeviceKernel {
 Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec);
 // Suite kernels that have a device body.
 std::vector<std::string> device_kernel_names();
+// Whether make_device_kernel knows `name` (a suite kernel with a body, or a registered one).
+bool has_device_kernel(const std::string& name);
 
 // Device kernels beyond the suite, found by make_device_kernel after the suite's own: the GPU
 // tests' kernels that fault or never end (tests/gpu/test_kernels.h), which no spec can name.

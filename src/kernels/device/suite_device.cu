@@ -275,6 +275,19 @@ Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec)
   return Status::not_found("kernel '" + spec.name + "' has no device body yet");
 }
 
+bool has_device_kernel(const std::string& name) {
+  for (const auto* list : {&factories(), &more_factories(), &library_factories()}) {
+    for (const auto& entry : *list) {
+      if (entry.first == name) return true;
+    }
+  }
+  std::lock_guard<std::mutex> lock(registered_mutex());
+  for (const auto& entry : registered()) {
+    if (entry.first == name) return true;
+  }
+  return false;
+}
+
 Status register_device_kernel(const std::string& name, DeviceKernelFactory factory) {
   for (const std::string& taken : device_kernel_names()) {
     if (taken == name) return Status::already_exists("device kernel '" + name + "' is the suite's");
