@@ -166,7 +166,7 @@ int run(const RunOptions& o) {
     if (written) spdlog::info("results{}: {}", partial, o.out_path);
   }
   if (trace) {
-    Status s = trace->write_and_close(chrome_trace_json(outcome.result.run, device));
+    Status s = trace->write_and_close(chrome_trace_json(outcome.result.run, device, outcome.status, outcome.stage));
     if (s) spdlog::info("trace{}: {}", partial, o.trace_path);
     if (written) written = std::move(s);
     else fail(s);

@@ -89,7 +89,7 @@ class TraceBuilder {
 
 }  // namespace
 
-std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
+std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device, const Status& status, const std::string& stage) {
   std::unordered_map<int64_t, const LaunchRecord*> launch_of;
   for (const LaunchRecord& l : run.launches) launch_of[l.id.value] = &l;
   auto tenant_name = [&](TenantId t) {
@@ -215,6 +215,10 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
 
   json other = {{"policy", run.policy}, {"backend", run.backend}, {"device", device.name}, {"sm_count", device.sm_count},
                 {"gpcs", gpc_ids.size()}, {"seed", run.seed}};
+  other["status"] = {{"complete", status.is_ok()},
+                     {"code", to_string(status.code())},
+                     {"stage", status.is_ok() ? json(nullptr) : json(stage)},
+                     {"reason", status.is_ok() ? json(nullptr) : json(status.message())}};
   return json{{"traceEvents", trace.take()}, {"displayTimeUnit", "ms"}, {"otherData", other}}.dump();
 }
 

@@ -141,6 +141,8 @@ class StopTest : public ::testing::Test {
       const json events = read_json("t.json");
       ASSERT_FALSE(events.is_discarded()) << "trace JSON unreadable";
       EXPECT_GT(events.at("traceEvents").size(), 0u);
+      EXPECT_FALSE(events.at("otherData").at("status").at("complete").get<bool>());
+      EXPECT_EQ(events.at("otherData").at("status").at("code"), code);
     }
     EXPECT_NE(c.stderr_text.find("results (partial: the run ended early)"), std::string::npos) << c.stderr_text;
   }
