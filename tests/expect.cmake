@@ -1,5 +1,5 @@
 # Helpers of the CMake-script tests (tests/cli, tests/bench): run a command and fail the test
-# unless it succeeds (expect_ok: its stdout in `last_out`), or unless it fails with `needle` in its
+# unless it succeeds (expect_ok: its stdout in `last_out`, its stderr in `last_err`), or unless it fails with `needle` in its
 # error output (expect_error).
 function(expect_ok)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -7,6 +7,7 @@ function(expect_ok)
     message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
   endif()
   set(last_out "${out}" PARENT_SCOPE)
+  set(last_err "${err}" PARENT_SCOPE)
 endfunction()
 
 function(expect_error needle)

@@ -139,7 +139,8 @@ class Backend {
   virtual Seconds now() const = 0;
   // Advances time until the next completion or `until`, whichever is first, and returns the
   // completions that happened (in time order, possibly several at one instant). A simulator
-  // jumps; a real device waits.
+  // jumps; a real device waits, but returns (possibly with nothing) at least every few
+  // milliseconds of wall time, so that its caller can watch for a stop request.
   virtual Result<std::vector<Completion>> advance(Seconds until) = 0;
   // Number of dispatches started and not yet completed.
   virtual int running() const = 0;

@@ -3,6 +3,7 @@
 // and request with timestamps.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -27,10 +28,13 @@ struct DispatchRecord {
   Placement placement;
   Seconds dispatched = 0;  // when the policy dispatched it
   DispatchId after;        // queued behind this dispatch (SchedContext::queue_next), if valid
-  Seconds start = 0;       // when it began running
+  // When it began running and ended: -1 for a dispatch that had not ended when the run ended
+  // early (a fault, the time limit, a stop) and could not be stopped.
+  Seconds start = 0;
   Seconds end = 0;
   Seconds seen = 0;        // when the engine received its completion (host clock; end to seen: the backend's latency)
   bool preempted = false;
+  std::string error;       // why it failed on the device (the backend's message); empty when it did not
 };
 
 struct LaunchRecord {
@@ -98,18 +102,38 @@ class EngineObserver {
 
 struct EngineOptions {
   uint64_t seed = 1;
-  // Stops a run whose clock passes this (a policy that never finishes the work).
+  // Ends a run whose clock passes this (a policy that never finishes the work, a kernel that
+  // never ends), as deadline_exceeded.
   Seconds time_limit = 3600;
-  // At the time limit, how long running work gets to stop (Backend::abort_all).
+  // When a run ends early (a fault, the time limit, a stop), how long running work gets to stop
+  // (Backend::abort_all) before the run gives up on it.
   Seconds abort_grace = 5;
+  // When set, the engine reads it between steps (at least every few milliseconds of wall time on
+  // a device): true ends the run early, as cancelled. A signal handler may set it.
+  const std::atomic<bool>* stop = nullptr;
   EngineObserver* observer = nullptr;
   // Called after the backend prepared the workload and the policy started, just before the clock
   // starts (a multi-process bench waits for its peers here). An error aborts the run.
   std::function<Status()> before_clock;
 };
 
+// A run as far as it went. `status` is ok when every tenant's work ran. Otherwise it says why the
+// run ended early: a fault (device_error naming the tenant, kernel, launch and dispatch), the time
+// limit (deadline_exceeded, naming what was running), a stop (cancelled), or any other error (a
+// policy's, the source's); running work was stopped first (abort_all with abort_grace), and the
+// message names what could not be stopped. `record` then holds what happened until the end:
+// finished requests and launches (an unfinished one has end -1), every dispatch with what it did
+// (blocks_done; a failed one its error; one that never ended start and end -1), and the tenants.
+struct [[nodiscard]] RunOutcome {
+  RunRecord record;
+  Status status;
+};
+
 // Runs what `source` submits until it is exhausted and every tenant's work has run. The backend
 // must be fresh (time 0, nothing running).
+RunOutcome run_engine_outcome(TenantSource& source, Backend& backend, Policy& policy, const EngineOptions& options);
+// The same, for callers that want a whole run or an error: the record of a run that ended early
+// is dropped.
 Result<RunRecord> run_engine(TenantSource& source, Backend& backend, Policy& policy, const EngineOptions& options);
 
 }  // namespace concord

@@ -2,12 +2,14 @@
 // (each tenant alone, and the whole workload under `serial`), on fresh backends of one kind.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "concord/backend.h"
+#include "concord/engine.h"
 #include "concord/spec_source.h"
 #include "concord/metrics.h"
 #include "concord/policy.h"
@@ -32,10 +34,13 @@ struct ExperimentConfig {
   std::string policy;
   PolicyParams params;
   uint64_t seed = 1;
-  Seconds time_limit = 3600;         // each run (alone, serial, shared) stops past this on its clock
   bool compare_serial = true;        // run `serial` too, for speedup over serial
   EngineObserver* observer = nullptr;// sees the shared run only
   SpecSourceOptions source;          // how the spec reaches the engine (hints, submission); its seed is `seed`
+  // Each run's (the shared run's and each reference run's) limit and stop flag (EngineOptions).
+  Seconds time_limit = EngineOptions{}.time_limit;
+  Seconds abort_grace = EngineOptions{}.abort_grace;
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct ExperimentResult {
@@ -44,6 +49,19 @@ struct ExperimentResult {
   std::vector<Seconds> alone;        // per tenant
 };
 
+// An experiment as far as it went. The shared run goes first, then the reference runs (each
+// tenant alone, then serial): a fault, the time limit or a stop in the shared run ends the
+// experiment with what its tenants finished; one in a reference run leaves the shared run whole,
+// without metrics.
+struct [[nodiscard]] ExperimentOutcome {
+  ExperimentResult result;  // `run` as far as it went; `metrics` and `alone` only when status is ok
+  Status status;            // ok, or why the experiment ended early (the run's message, prefixed by `stage`)
+  std::string stage;        // where it ended: "shared run", "alone run of tenant 'x'", "serial reference run"
+  bool ran = false;         // the shared run was started: `result.run` holds a record worth writing out
+};
+
+ExperimentOutcome run_experiment_outcome(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache);
+// The same, for callers that want a whole experiment or an error.
 Result<ExperimentResult> run_experiment(const Workload& workload, const ExperimentConfig& config,
                                         ReferenceCache& cache);
 

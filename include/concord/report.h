@@ -22,12 +22,18 @@ struct RunContext {
   DeviceSpec device;                          // the device the run used, as its backend states it
 };
 
-// The whole experiment as JSON text: build and device identity, metrics, per-tenant and
-// per-request figures, per-launch and per-dispatch start/end, engine statistics.
+// The whole experiment as JSON text: build and device identity, status (complete), metrics,
+// per-tenant and per-request figures, per-launch and per-dispatch start/end, engine statistics.
 std::string experiment_json(const ExperimentResult& result, const RunContext& context);
+// The same for an experiment that may have ended early: then `status` says where and why,
+// `metrics` and the tenants' metric fields are null, and every time not reached is null.
+std::string experiment_json(const ExperimentOutcome& outcome, const RunContext& context);
 // A fixed-width summary: tenants (NP, latency), then the headline STP over the co-run window
 // (serial execution scores 1), ANTT, FI, HS, makespan, speedup over serial, and the sum of NP
 // over each tenant's whole run, named as such.
 void print_summary(std::ostream& out, const ExperimentResult& result);
+// print_summary for a complete experiment; for one that ended early, where it ended and each
+// tenant's finished requests and logical blocks (the reason is the caller's error message).
+void print_outcome(std::ostream& out, const ExperimentOutcome& outcome);
 
 }  // namespace concord

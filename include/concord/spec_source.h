@@ -68,5 +68,8 @@ TenantHints spec_hints(const TenantSpec& tenant);
 // Runs a workload spec to completion: run_engine over its SpecSource with options.seed and hints.
 Result<RunRecord> run_workload(const Workload& workload, Backend& backend, Policy& policy,
                                const EngineOptions& options, SpecSourceOptions source = {});
+// The same, keeping the record of a run that ended early (run_engine_outcome).
+RunOutcome run_workload_outcome(const Workload& workload, Backend& backend, Policy& policy,
+                                const EngineOptions& options, SpecSourceOptions source = {});
 
 }  // namespace concord

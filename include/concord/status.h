@@ -22,6 +22,8 @@ enum class StatusCode {
   failed_precondition,// the call is valid but not in the current state (dispatch of a busy launch)
   device_error,       // a CUDA or driver call failed
   io_error,           // reading or writing a file or database failed
+  deadline_exceeded,  // a run passed its time limit
+  cancelled,          // a run was asked to stop (SIGINT, SIGTERM, a caller's stop flag)
   internal,           // a broken invariant inside Concord: a bug
 };
 
@@ -43,6 +45,8 @@ class [[nodiscard]] Status {
   }
   static Status device_error(std::string m) { return {StatusCode::device_error, std::move(m)}; }
   static Status io_error(std::string m) { return {StatusCode::io_error, std::move(m)}; }
+  static Status deadline_exceeded(std::string m) { return {StatusCode::deadline_exceeded, std::move(m)}; }
+  static Status cancelled(std::string m) { return {StatusCode::cancelled, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::internal, std::move(m)}; }
 
   bool is_ok() const { return code_ == StatusCode::ok; }

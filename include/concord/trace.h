@@ -17,6 +17,10 @@ namespace concord {
 // Slices that run at the same time on one track go to separate lanes (threads "kernels",
 // "kernels #2", ...), so no two slices of a thread overlap: Chrome and Perfetto draw complete
 // slices of one thread as a stack and misdraw ones that overlap without nesting.
-std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device);
+// otherData.status says whether the run is complete, or where (`stage`) and why (`status`) it
+// ended early (as the results JSON's `status`); a dispatch that never ended has no slice, nor a
+// request that did not finish.
+std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device, const Status& status = Status::ok(),
+                              const std::string& stage = "");
 
 }  // namespace concord

@@ -11,6 +11,7 @@
 #include "cli/config.h"
 #include "concord/device.h"
 #include "concord/status.h"
+#include "concord/workload.h"
 
 namespace concord::cli {
 
@@ -51,6 +52,9 @@ Subcommand add_plot_command(CLI::App& parent);
 
 // A GPU index ("0", "1"): none when `text` is not a non-negative decimal integer.
 std::optional<int> parse_device_index(const std::string& text);
+// Logs the warnings of a spec check ("file:line: field 'f': reason") on stderr.
+void log_spec_warnings(const WorkloadCheck& check);
+
 // A built-in device name (h100, h200) or a device JSON file.
 Result<DeviceSpec> resolve_device(const std::string& name_or_file);
 

@@ -33,6 +33,13 @@ std::optional<int> parse_device_index(const std::string& text) {
   return v;
 }
 
+void log_spec_warnings(const WorkloadCheck& check) {
+  for (const SpecDiagnostic& d : check.diagnostics) {
+    if (d.severity != SpecDiagnostic::Severity::warning) continue;
+    spdlog::warn("{}:{}: field '{}': {}", d.file, d.line, d.field, d.reason);
+  }
+}
+
 Result<DeviceSpec> resolve_device(const std::string& name_or_file) {
   if (std::filesystem::exists(name_or_file)) return load_device_file(name_or_file);
   return builtin_device(name_or_file);

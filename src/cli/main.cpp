@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
       concord::cli::add_plot_command(app),
   };
   fall_through(app);
-  app.footer("Exit status: 0 success, 1 failure (message on stderr), 2 bad command line or configuration.");
+  app.footer("Exit status: 0 success, 1 failure (message on stderr), 2 bad command line or configuration; a run "
+             "stopped by SIGINT or SIGTERM writes what finished and exits with 128 + the signal (130, 143).");
 
   set_up_logging();
   if (auto unknown = unknown_subcommand(app, argc, argv)) {

@@ -2,6 +2,8 @@
 // writes the results JSON and a Chrome/Perfetto trace on request.
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -9,6 +11,7 @@
 #include "cli/build_info.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
+#include "cli/stop_signals.h"
 #include "concord/backend.h"
 #include "concord/experiment.h"
 #include "concord/policy.h"
@@ -34,8 +37,8 @@ struct RunOptions {
   bool no_hints = false;
   std::string submit = "request";
   std::string profiles_db;
-  std::string time_limit = "3600";  // seconds on the run's clock, for each run (alone, serial, shared)
-  const CLI::App* app = nullptr;    // which flags the command line gave
+  std::string time_limit = "600";  // seconds on the run's clock, for each run (the shared run, each reference run)
+  const CLI::App* app = nullptr;   // which flags the command line gave
 };
 
 // --param key=value items; a key given twice is an error, not a silent override.
@@ -65,6 +68,8 @@ int run(RunOptions o, const Config& config) {
   if (!time_limit) return usage_error(limit_from.text + ": " + time_limit.status().message());
   auto params = parse_params(o.params);
   if (!params) return usage_error(params.status().message());
+  // From here a signal stops the run and what finished is written; before the run, nothing is lost.
+  StopSignals signals(spdlog::get_level() > spdlog::level::info);
   if (!builtin_policies().contains(o.policy)) return usage_error(builtin_policies().make(o.policy, {}).status().message());
 
   // The device: a GPU by index for the cuda backend, a device spec for the simulator.
@@ -110,18 +115,9 @@ int run(RunOptions o, const Config& config) {
     return fail(s);
   };
 
-  auto workload = load_workload_file(o.spec);
-  if (!workload) return give_up(workload.status());
-  if (!o.profiles_db.empty()) {
-    auto store = ProfileStore::open(o.profiles_db, /*read_only=*/true);
-    if (!store) return give_up(store.status());
-    auto n = attach_profiles(*workload, **store);
-    if (!n) return give_up(n.status());
-    spdlog::info("profiles: measured curves for {} kernel steps from {}", *n, o.profiles_db);
-  }
-
-  // The device as the backend states it (a GPU's name, topology and versions), for the results
-  // and the trace's GPC tracks; this also fails early on a GPU index that does not exist.
+  // The device as the backend states it (a GPU's name, topology and versions), for the spec's
+  // checks, the results and the trace's GPC tracks; this also fails early on a GPU index that
+  // does not exist.
   DeviceSpec device;
   {
     auto probe = make_backend(backend_config);
@@ -130,34 +126,56 @@ int run(RunOptions o, const Config& config) {
   }
   spdlog::debug("device {}: {} SMs, {} GPCs (backend {})", device.name, device.sm_count, device.gpc_count(), o.backend);
 
+  // The checks of `concord validate`, against this device.
+  WorkloadCheck check = check_workload_file(o.spec, &device);
+  log_spec_warnings(check);
+  if (!check.ok()) return give_up(check.status());
+  Workload& workload = check.workload;
+  if (!o.profiles_db.empty()) {
+    auto store = ProfileStore::open(o.profiles_db, /*read_only=*/true);
+    if (!store) return give_up(store.status());
+    auto n = attach_profiles(workload, **store);
+    if (!n) return give_up(n.status());
+    spdlog::info("profiles: measured curves for {} kernel steps from {}", *n, o.profiles_db);
+  }
+
   ExperimentConfig experiment;
   experiment.backend = backend_config;
   experiment.policy = o.policy;
   experiment.params = *params;
   experiment.seed = o.seed;
-  experiment.time_limit = *time_limit;
   experiment.compare_serial = !o.no_serial;
   experiment.source.hints = !o.no_hints;
   experiment.source.submit = o.submit == "launch" ? SpecSourceOptions::Submit::launch : SpecSourceOptions::Submit::request;
+  experiment.time_limit = *time_limit;
+  experiment.stop = signals.flag();
   ReferenceCache cache;
-  spdlog::debug("running {} under {}, each tenant alone{}", o.spec, o.policy, o.no_serial ? "" : " and under serial");
-  auto result = run_experiment(*workload, experiment, cache);
-  if (!result) return give_up(result.status());
+  spdlog::debug("running {} under {}, then each tenant alone{}", o.spec, o.policy, o.no_serial ? "" : " and under serial");
+  const ExperimentOutcome outcome = run_experiment_outcome(workload, experiment, cache);
+  // Nothing ran (a backend or the policy could not be made): no results to keep.
+  if (!outcome.ran) return give_up(outcome.status);
 
-  // Standard output carries the summary unless JSON goes there.
-  print_summary(o.out_path == "-" || o.trace_path == "-" ? std::cerr : std::cout, *result);
-
+  // Standard output carries the summary unless JSON goes there. A run that ended early still
+  // writes what finished, marked as such (`status` in the JSON).
+  print_outcome(o.out_path == "-" || o.trace_path == "-" ? std::cerr : std::cout, outcome);
+  const char* partial = outcome.status ? "" : " (partial: the run ended early)";
   Status written = Status::ok();
   if (out) {
     const RunContext context{o.spec, *params, build_version(), build_commit(), device};
-    written = out->write_and_close(experiment_json(*result, context) + "\n");
-    if (written) spdlog::info("results: {}", o.out_path);
+    written = out->write_and_close(experiment_json(outcome, context) + "\n");
+    if (written) spdlog::info("results{}: {}", partial, o.out_path);
   }
   if (trace) {
-    Status s = trace->write_and_close(chrome_trace_json(result->run, device));
-    if (s) spdlog::info("trace: {}", o.trace_path);
+    Status s = trace->write_and_close(chrome_trace_json(outcome.result.run, device, outcome.status, outcome.stage));
+    if (s) spdlog::info("trace{}: {}", partial, o.trace_path);
     if (written) written = std::move(s);
     else fail(s);
+  }
+  if (!outcome.status) {
+    fail(outcome.status);
+    if (!written) fail(written);
+    // Stopped by a signal: the shell's convention, 128 + the signal.
+    return signals.signal() != 0 ? 128 + signals.signal() : kExitFailure;
   }
   return written ? kExitOk : fail(written);
 }
@@ -189,7 +207,8 @@ Subcommand add_run_command(CLI::App& parent) {
   app->add_option("--profiles", o->profiles_db,
                   "Profile store: measured SM curves replace the simulator's rooflines; config: store");
   app->add_option("--time-limit", o->time_limit,
-                  "Seconds each run (alone, serial, shared) may take on its clock before it is stopped; config: time_limit_s")
+                  "Seconds of the run's clock after which each run (the shared run, each reference run) ends early, "
+                  "stopping what it can and writing what finished; config: time_limit_s")
       ->capture_default_str();
   o->app = app;
   return {app, [o](const Config& config) { return run(*o, config); }};

@@ -78,7 +78,7 @@ class Engine final : public SchedContext, public TenantSink {
   Engine(TenantSource& s, Backend& b, Policy& p, const EngineOptions& o)
       : source_(s), backend_(b), policy_(p), options_(o), rng_(o.seed), estimator_(b.device()) {}
 
-  Result<RunRecord> run();
+  RunOutcome run();
 
   // SchedContext
   Seconds now() const override { return backend_.now(); }
@@ -123,6 +123,18 @@ class Engine final : public SchedContext, public TenantSink {
   // A queued dispatch whose predecessor still runs: no resize, TLP change or preemption yet.
   Status check_not_queued(const RunningDispatch& r, const char* what) const;
   Status handle_completion(const Completion& c);
+  // A completion that came while the run ends early (or the failed one that ends it): recorded
+  // for the results, with no policy or source called.
+  void record_late(const Completion& c);
+  // The run itself; an error ends it early.
+  Status drive();
+  // After an early end: stops what still runs (abort_all), records what it finished, and names
+  // what could not be stopped.
+  Status wind_down(Status why);
+  RunRecord collect(std::chrono::steady_clock::time_point wall0);
+  // "tenant 'a' kernel 'k' (launch 3, dispatch 7)" for each part of a dispatch.
+  std::string describe_dispatch(const DispatchRecord& rec) const;
+  std::string describe_running() const;
   // The front of `t`'s stream is reached: it becomes ready (or starts running, if dispatched behind).
   void reach_front(TenantState& t, Seconds ready_at);
   Status call(const char* hook, const std::function<Status()>& fn);
@@ -156,6 +168,7 @@ class Engine final : public SchedContext, public TenantSink {
   Seconds latest_end_ = 0;            // the latest completion end seen (device clock)
   EngineStats stats_;
   bool started_ = false;
+  std::vector<DispatchId> failed_;    // dispatches that failed on the device, in the order seen
 };
 
 ReadyLaunch ready_entry(const LaunchState& ls) {
@@ -606,6 +619,69 @@ Status Engine::call(const char* hook, const std::function<Status()>& fn) {
   return s;
 }
 
+std::string Engine::describe_dispatch(const DispatchRecord& rec) const {
+  std::string out;
+  for (size_t k = 0; k < rec.launches.size(); ++k) {
+    const LaunchState& ls = launches_[static_cast<size_t>(rec.launches[k].value)];
+    if (k > 0) out += " fused with ";
+    out += "tenant '" + tenants_[static_cast<size_t>(ls.record.tenant.value)].view.info.name + "' kernel '" +
+           ls.kernel->name + "' (launch " + std::to_string(ls.record.id.value) + ", dispatch " +
+           std::to_string(rec.id.value) + ")";
+  }
+  return out;
+}
+
+std::string Engine::describe_running() const {
+  std::string out;
+  for (const RunningDispatch& r : running_) {
+    out += (out.empty() ? "" : "; ") + describe_dispatch(dispatch_records_[static_cast<size_t>(r.id.value)]);
+  }
+  return out;
+}
+
+void Engine::record_late(const Completion& c) {
+  const auto idx = static_cast<size_t>(c.dispatch.value);
+  if (c.dispatch.value < 0 || idx >= dispatch_records_.size()) return;
+  const auto running = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; });
+  if (running == running_.end()) return;
+  running_.erase(running);
+  DispatchRecord& rec = dispatch_records_[idx];
+  rec.start = c.start;
+  rec.end = c.end;
+  rec.seen = backend_.now();
+  rec.preempted = c.preempted;
+  rec.blocks_done = c.blocks_done;
+  rec.error = c.error ? "" : c.error.message();
+  if (!c.error) failed_.push_back(rec.id);
+  latest_end_ = std::max(latest_end_, c.end);
+  for (size_t k = 0; k < rec.launches.size() && k < c.blocks_done.size(); ++k) {
+    LaunchState& ls = launches_[static_cast<size_t>(rec.launches[k].value)];
+    const int64_t done = std::clamp<int64_t>(c.blocks_done[k], 0, rec.ranges[k].size());
+    ls.blocks_done += done;
+    --ls.running;
+    if (done > 0 && (ls.record.start < 0 || c.start < ls.record.start)) ls.record.start = c.start;
+    TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
+    RequestRecord& req = t.record.requests[static_cast<size_t>(ls.record.request)];
+    if (done > 0 && (req.start < 0 || c.start < req.start)) req.start = c.start;
+    // Finished only in stream order: a launch that ran to its end behind one that was stopped
+    // (queued behind it) does not finish its request.
+    if (ls.running > 0 || ls.blocks_done != ls.record.logical_blocks || t.stream.empty() ||
+        t.stream.front() != ls.record.id.value) {
+      continue;
+    }
+    ls.pending.clear();
+    ls.record.end = c.end;
+    --unfinished_;
+    t.record.logical_blocks += ls.blocks_done;
+    t.stream.pop_front();
+    if (ls.last_of_request) req.end = c.end;
+    if (t.stream.empty() && t.view.left && !t.finished) {
+      t.finished = true;
+      t.record.finish = c.end;
+    }
+  }
+}
+
 Status Engine::handle_completion(const Completion& c) {
   const auto idx = static_cast<size_t>(c.dispatch.value);
   if (c.dispatch.value < 0 || idx >= dispatch_records_.size()) {
@@ -613,8 +689,10 @@ Status Engine::handle_completion(const Completion& c) {
   }
   DispatchRecord& rec = dispatch_records_[idx];
   if (!c.error) {
-    // A fault on the device (the backend's message names the tenant, kernel and dispatch).
-    return Status(c.error.code(), "dispatch " + std::to_string(c.dispatch.value) + " failed: " + c.error.message());
+    // A fault on the device: it ends the run, naming the tenant (the backend's message names the
+    // tenant by id).
+    record_late(c);
+    return Status(c.error.code(), describe_dispatch(rec) + " failed on the device: " + c.error.message());
   }
   if (rec.after.valid() && std::any_of(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == rec.after; })) {
     return Status::internal("completion of dispatch " + std::to_string(c.dispatch.value) + " before that of dispatch " +
@@ -724,9 +802,71 @@ bool Engine::all_done() const {
   return std::all_of(tenants_.begin(), tenants_.end(), [](const TenantState& t) { return t.finished; });
 }
 
-Result<RunRecord> Engine::run() {
-  if (backend_.running() != 0) return Status::failed_precondition("engine: the backend must be fresh (nothing running)");
+RunOutcome Engine::run() {
   const auto wall0 = std::chrono::steady_clock::now();
+  if (backend_.running() != 0) {
+    return {collect(wall0), Status::failed_precondition("engine: the backend must be fresh (nothing running)")};
+  }
+  Status status = drive();
+  if (!status) status = wind_down(std::move(status));
+  return {collect(wall0), std::move(status)};
+}
+
+Status Engine::wind_down(Status why) {
+  Status stopped = Status::ok();
+  if (!running_.empty() || backend_.running() > 0) {
+    stopped = backend_.abort_all(options_.abort_grace);
+    // What ended comes out of advance(): all of it when abort_all stopped everything (native
+    // launches on the simulator end within the grace of simulated time); else what ends within
+    // a short while (a fault's other dispatches report it too), not waiting on what cannot stop.
+    const Seconds deadline = backend_.now() + (stopped ? options_.abort_grace : std::min(options_.abort_grace, 0.2));
+    for (int sweeps = 0; backend_.running() > 0 && sweeps < 100000; ++sweeps) {
+      auto done = backend_.advance(deadline);
+      if (!done) break;
+      for (const Completion& c : *done) record_late(c);
+      if (done->empty() && backend_.now() >= deadline) break;
+    }
+  }
+  if (failed_.size() > 1) {
+    // A fault such as an illegal address poisons the whole device: every dispatch running then
+    // fails with it, and the device does not say which one caused it.
+    std::string others;
+    for (size_t i = 1; i < failed_.size(); ++i) {
+      others += (others.empty() ? "" : "; ") + describe_dispatch(dispatch_records_[static_cast<size_t>(failed_[i].value)]);
+    }
+    why = Status(why.code(), why.message() + "; failed with it (a fault that poisons the device fails every dispatch "
+                                             "running then, and the device does not say which one caused it): " + others);
+  }
+  if (running_.empty()) return why;
+  return Status(why.code(), why.message() + "; not ended when the run gave up on them (a native or opaque kernel cannot "
+                                            "be preempted): " + describe_running() +
+                                (stopped ? "" : " (" + stopped.message() + ")"));
+}
+
+RunRecord Engine::collect(std::chrono::steady_clock::time_point wall0) {
+  RunRecord out;
+  out.policy = policy_.name();
+  out.backend = backend_.name();
+  out.device = backend_.device().name;
+  out.seed = options_.seed;
+  for (auto& t : tenants_) {
+    if (t.record.begin < 0) t.record.begin = t.record.joined;
+    out.makespan = std::max(out.makespan, t.record.finish);
+    out.tenants.push_back(std::move(t.record));
+  }
+  for (auto& l : launches_) out.launches.push_back(std::move(l.record));
+  // Dispatches that never ended (the run ended early and they could not be stopped).
+  for (const RunningDispatch& r : running_) {
+    DispatchRecord& rec = dispatch_records_[static_cast<size_t>(r.id.value)];
+    rec.start = rec.end = rec.seen = -1;
+  }
+  out.dispatches = std::move(dispatch_records_);
+  stats_.engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  out.stats = stats_;
+  return out;
+}
+
+Status Engine::drive() {
   if (Status s = source_.open(*this); !s) return Status(s.code(), "source '" + source_.name() + "': " + s.message());
   CONCORD_RETURN_IF_ERROR(notify_joined());
   CONCORD_RETURN_IF_ERROR(call("on_start", [&] { return policy_.on_start(*this); }));
@@ -737,6 +877,10 @@ Result<RunRecord> Engine::run() {
   CONCORD_RETURN_IF_ERROR(notify_ready());
 
   while (!all_done()) {
+    if (options_.stop && options_.stop->load(std::memory_order_relaxed)) {
+      return Status::cancelled("the run was stopped at " + std::to_string(backend_.now()) + " s, as asked" +
+                               (running_.empty() ? "" : "; running then: " + describe_running()));
+    }
     const Seconds next_tick = ticks_.empty() ? kNever : ticks_.top();
     Seconds until = std::min(source_next_, next_tick);
     if (backend_.running() == 0 && until == kNever) {
@@ -750,11 +894,10 @@ Result<RunRecord> Engine::run() {
                                          " ready launches with nothing running and no tick requested: the run cannot finish");
     }
     if (backend_.now() >= options_.time_limit) {
-      // Stop what still runs (elastic launches at their next logical block) before giving up, so
-      // the process can exit; what does not stop is named.
-      const Status stopped = backend_.abort_all(options_.abort_grace);
-      return Status::failed_precondition("run exceeded its time limit of " + std::to_string(options_.time_limit) + " s" +
-                                         (stopped ? "" : "; " + stopped.message()));
+      // wind_down() stops what still runs (elastic launches at their next logical block), so the
+      // process can exit, and names what does not stop.
+      return Status::deadline_exceeded("the run passed its time limit of " + std::to_string(options_.time_limit) + " s" +
+                                       (running_.empty() ? "" : "; running then: " + describe_running()));
     }
     until = std::min(until, options_.time_limit);
     auto completions = backend_.advance(until);
@@ -766,7 +909,12 @@ Result<RunRecord> Engine::run() {
     std::stable_sort(completions->begin(), completions->end(), [](const Completion& a, const Completion& b) {
       return a.end != b.end ? a.end < b.end : a.dispatch < b.dispatch;
     });
-    for (const Completion& c : *completions) CONCORD_RETURN_IF_ERROR(handle_completion(c));
+    for (size_t i = 0; i < completions->size(); ++i) {
+      if (Status s = handle_completion((*completions)[i]); !s) {
+        for (size_t j = i + 1; j < completions->size(); ++j) record_late((*completions)[j]);
+        return s;
+      }
+    }
     // Tenants that joined in answer to those completions are known to the policy before it hears of them.
     CONCORD_RETURN_IF_ERROR(notify_joined());
     for (const Completion& c : *completions) {
@@ -782,29 +930,20 @@ Result<RunRecord> Engine::run() {
     }
     if (ticked) CONCORD_RETURN_IF_ERROR(call("on_tick", [&] { return policy_.on_tick(*this); }));
   }
-
-  RunRecord out;
-  out.policy = policy_.name();
-  out.backend = backend_.name();
-  out.device = backend_.device().name;
-  out.seed = options_.seed;
-  for (auto& t : tenants_) {
-    if (t.record.begin < 0) t.record.begin = t.record.joined;
-    out.makespan = std::max(out.makespan, t.record.finish);
-    out.tenants.push_back(std::move(t.record));
-  }
-  for (auto& l : launches_) out.launches.push_back(std::move(l.record));
-  out.dispatches = std::move(dispatch_records_);
-  stats_.engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  out.stats = stats_;
-  return out;
+  return Status::ok();
 }
 
 }  // namespace
 
-Result<RunRecord> run_engine(TenantSource& source, Backend& backend, Policy& policy, const EngineOptions& options) {
+RunOutcome run_engine_outcome(TenantSource& source, Backend& backend, Policy& policy, const EngineOptions& options) {
   Engine engine(source, backend, policy, options);
   return engine.run();
+}
+
+Result<RunRecord> run_engine(TenantSource& source, Backend& backend, Policy& policy, const EngineOptions& options) {
+  RunOutcome outcome = run_engine_outcome(source, backend, policy, options);
+  if (!outcome.status) return outcome.status;
+  return std::move(outcome.record);
 }
 
 }  // namespace concord

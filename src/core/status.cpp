@@ -13,6 +13,8 @@ const char* to_string(StatusCode code) {
     case StatusCode::failed_precondition: return "failed precondition";
     case StatusCode::device_error: return "device error";
     case StatusCode::io_error: return "I/O error";
+    case StatusCode::deadline_exceeded: return "deadline exceeded";
+    case StatusCode::cancelled: return "cancelled";
     case StatusCode::internal: return "internal error";
   }
   return "unknown";

@@ -2,9 +2,25 @@
 
 #include <algorithm>
 
+#include "concord/occupancy.h"
 #include "mechanism/params.h"
 
 namespace concord::policy {
+
+namespace {
+
+// The variant a task running variant `task_variant` runs `kernel` in: the same index (the kernel's
+// last when it has fewer); where that block does not fit on an SM (a task whose kernels differ in
+// which variants fit), the largest below it that fits, else the kernel's default.
+int kernel_variant(const DeviceSpec& device, const KernelSpec& kernel, int task_variant) {
+  const int wanted = std::clamp(task_variant, 0, kernel.variant_count() - 1);
+  for (int v = wanted; v >= 0; --v) {
+    if (max_resident_blocks(device, kernel.variant(v)) > 0) return v;
+  }
+  return kernel.default_variant;
+}
+
+}  // namespace
 
 int max_variant(const KernelSpec& kernel) {
   int best = 0;
@@ -41,7 +57,7 @@ Status TaskStreams::schedule(SchedContext& ctx, TaskChooser& chooser) {
     if (r.has_running_dispatch) continue;
     const auto* a = active_of(r.tenant);
     if (a && (*a)->request == r.request) {
-      continuing_.push_back({r.id, std::min((*a)->variant, r.kernel->variant_count() - 1)});
+      continuing_.push_back({r.id, kernel_variant(ctx.device(), *r.kernel, (*a)->variant)});
     } else if (!a) {
       waiting_.push_back({r.id, r.tenant, r.request});
     }
@@ -70,7 +86,7 @@ Status TaskStreams::start_task(SchedContext& ctx, std::vector<WaitingTask>& wait
   }
   if (!kernel) return Status::internal("task streams: waiting launch " + std::to_string(w.launch.value) + " is not ready");
   Placement p = whole_gpu(ctx);
-  p.variant = std::min(c.variant, kernel->variant_count() - 1);
+  p.variant = kernel_variant(ctx.device(), *kernel, c.variant);
   auto d = ctx.dispatch(w.launch, p);
   if (!d) return d.status();
   const auto t = static_cast<size_t>(w.tenant.value);
@@ -110,7 +126,7 @@ Status TaskStreams::queue_ahead(SchedContext& ctx) {
       }
       ++queued;
       Placement p = whole_gpu(ctx);
-      p.variant = std::min(task.variant, submitted.front().kernel->variant_count() - 1);
+      p.variant = kernel_variant(ctx.device(), *submitted.front().kernel, task.variant);
       auto d = ctx.dispatch(submitted.front().id, p, last);
       if (!d) return d.status();
       last = *d;

@@ -18,29 +18,56 @@ std::string key_prefix(const ExperimentConfig& c) {
   return o.str();
 }
 
+EngineOptions engine_options(const ExperimentConfig& c) {
+  EngineOptions opts;
+  opts.seed = c.seed;
+  opts.time_limit = c.time_limit;
+  opts.abort_grace = c.abort_grace;
+  opts.stop = c.stop;
+  return opts;
+}
+
 // Runs `workload` under `policy` on a fresh backend and returns the record.
 Result<RunRecord> reference_run(const Workload& workload, const ExperimentConfig& config, const std::string& policy) {
+  if (config.stop && config.stop->load()) return Status::cancelled("stopped before it started, as asked");
   auto backend = make_backend(config.backend);
   if (!backend) return backend.status();
   auto p = builtin_policies().make(policy, {});
   if (!p) return p.status();
-  EngineOptions opts;
-  opts.seed = config.seed;
-  opts.time_limit = config.time_limit;
-  return run_workload(workload, **backend, **p, opts, config.source);
+  return run_workload(workload, **backend, **p, engine_options(config), config.source);
 }
 
 }  // namespace
 
-Result<ExperimentResult> run_experiment(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache) {
-  ExperimentResult out;
-  const std::string prefix = key_prefix(config);
+ExperimentOutcome run_experiment_outcome(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache) {
+  ExperimentOutcome out;
+  auto end_early = [&](std::string stage, const Status& why) {
+    out.status = Status(why.code(), stage + ": " + why.message());
+    out.stage = std::move(stage);
+    return std::move(out);
+  };
+  // The shared run first: when it ends early (a fault, the time limit, a stop), what its tenants
+  // finished is the experiment's result, and a device a fault left unusable runs nothing more.
+  {
+    auto backend = make_backend(config.backend);
+    if (!backend) return end_early("shared run", backend.status());
+    auto policy = builtin_policies().make(config.policy, config.params);
+    if (!policy) return end_early("shared run", policy.status());
+    EngineOptions opts = engine_options(config);
+    opts.observer = config.observer;
+    out.ran = true;
+    RunOutcome run = run_workload_outcome(workload, **backend, **policy, opts, config.source);
+    out.result.run = std::move(run.record);
+    if (!run.status) return end_early("shared run", run.status);
+  }
   // Alone: each tenant by itself on the whole GPU (one tenant under `serial` runs each kernel
   // on every SM, as it would without Concord).
+  const std::string prefix = key_prefix(config);
+  std::vector<Seconds> alone;
   for (const TenantSpec& t : workload.tenants) {
     const std::string key = prefix + "alone|" + tenant_fingerprint(t);
     if (auto v = cache.find(key)) {
-      out.alone.push_back(*v);
+      alone.push_back(*v);
       continue;
     }
     Workload one;
@@ -48,10 +75,10 @@ Result<ExperimentResult> run_experiment(const Workload& workload, const Experime
     one.source = workload.source;
     one.tenants = {t};
     auto rec = reference_run(one, config, "serial");
-    if (!rec) return Status(rec.status().code(), "alone run of tenant '" + t.name + "': " + rec.status().message());
-    const Seconds alone = rec->tenants.front().elapsed();
-    cache.put(key, alone);
-    out.alone.push_back(alone);
+    if (!rec) return end_early("alone run of tenant '" + t.name + "'", rec.status());
+    const Seconds seconds = rec->tenants.front().elapsed();
+    cache.put(key, seconds);
+    alone.push_back(seconds);
   }
   std::optional<Seconds> serial;
   if (config.compare_serial) {
@@ -60,26 +87,22 @@ Result<ExperimentResult> run_experiment(const Workload& workload, const Experime
     serial = cache.find(key);
     if (!serial) {
       auto rec = reference_run(workload, config, "serial");
-      if (!rec) return Status(rec.status().code(), "serial reference run: " + rec.status().message());
+      if (!rec) return end_early("serial reference run", rec.status());
       serial = rec->makespan;
       cache.put(key, *serial);
     }
   }
-  auto backend = make_backend(config.backend);
-  if (!backend) return backend.status();
-  auto policy = builtin_policies().make(config.policy, config.params);
-  if (!policy) return policy.status();
-  EngineOptions opts;
-  opts.seed = config.seed;
-  opts.time_limit = config.time_limit;
-  opts.observer = config.observer;
-  auto run = run_workload(workload, **backend, **policy, opts, config.source);
-  if (!run) return run.status();
-  out.run = std::move(*run);
-  auto metrics = compute_metrics(out.run, out.alone, serial);
-  if (!metrics) return metrics.status();
-  out.metrics = std::move(*metrics);
+  auto metrics = compute_metrics(out.result.run, alone, serial);
+  if (!metrics) return end_early("metrics", metrics.status());
+  out.result.metrics = std::move(*metrics);
+  out.result.alone = std::move(alone);
   return out;
+}
+
+Result<ExperimentResult> run_experiment(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache) {
+  ExperimentOutcome outcome = run_experiment_outcome(workload, config, cache);
+  if (!outcome.status) return outcome.status;
+  return std::move(outcome.result);
 }
 
 }  // namespace concord

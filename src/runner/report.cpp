@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -27,68 +28,124 @@ json placement_json(const Placement& p) {
 
 }  // namespace
 
-std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
-  const Metrics& m = r.metrics;
+namespace {
+
+// A time the record holds, or null where it has none (-1: not reached when the run ended early).
+json time_or_null(Seconds s) { return s < 0 ? json(nullptr) : json(s); }
+
+// The whole results file: `metrics` is null when the experiment ended before they could be
+// computed; `status` says whether it is complete, and if not where it ended and why.
+std::string results_json(const RunRecord& run, const Metrics* metrics, const json& status, const RunContext& ctx) {
   json j;
   j["schema_version"] = kResultsSchemaVersion;
   j["workload"] = ctx.workload_file;
-  j["policy"] = r.run.policy;
+  j["policy"] = run.policy;
   j["params"] = ctx.params;
-  j["backend"] = r.run.backend;
-  j["device"] = r.run.device;
+  j["backend"] = run.backend;
+  j["device"] = run.device;
   j["commit"] = ctx.commit;
   j["build"] = {{"version", ctx.version}, {"commit", ctx.commit}};
   auto known = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
   j["device_info"] = {{"name", ctx.device.name},
-                      {"simulated", r.run.backend == "sim"},
+                      {"simulated", run.backend == "sim"},
                       {"sm_count", ctx.device.sm_count},
                       {"gpcs", ctx.device.gpc_count()},
                       {"l2_bytes", ctx.device.l2_bytes},
                       {"clock_hz", ctx.device.clock_hz > 0 ? json(ctx.device.clock_hz) : json(nullptr)},
                       {"driver_version", known(ctx.device.driver_version)},
                       {"cuda_version", known(ctx.device.cuda_version)}};
-  j["seed"] = r.run.seed;
-  j["metrics"] = {{"stp", m.stp}, {"stp_window", m.stp_window}, {"window_s", m.window}, {"antt", m.antt}, {"fi", m.fi}, {"hs", m.hs}, {"makespan_s", m.makespan},
-                  {"lc_goodput_per_s", m.lc_goodput}, {"be_throughput_per_s", m.be_throughput},
-                  {"overall_throughput_per_s", m.overall_throughput}};
-  if (m.serial_makespan) {
-    j["metrics"]["serial_makespan_s"] = *m.serial_makespan;
-    j["metrics"]["speedup_over_serial"] = *m.speedup_over_serial;
+  j["seed"] = run.seed;
+  j["status"] = status;
+  if (metrics) {
+    const Metrics& m = *metrics;
+    j["metrics"] = {{"stp", m.stp}, {"stp_window", m.stp_window}, {"window_s", m.window}, {"antt", m.antt}, {"fi", m.fi}, {"hs", m.hs}, {"makespan_s", m.makespan},
+                    {"lc_goodput_per_s", m.lc_goodput}, {"be_throughput_per_s", m.be_throughput},
+                    {"overall_throughput_per_s", m.overall_throughput}};
+    if (m.serial_makespan) {
+      j["metrics"]["serial_makespan_s"] = *m.serial_makespan;
+      j["metrics"]["speedup_over_serial"] = *m.speedup_over_serial;
+    }
+  } else {
+    j["metrics"] = nullptr;
   }
   j["tenants"] = json::array();
-  for (size_t i = 0; i < m.tenants.size(); ++i) {
-    const TenantMetrics& t = m.tenants[i];
-    const TenantRecord& rec = r.run.tenants[i];
+  for (size_t i = 0; i < run.tenants.size(); ++i) {
+    const TenantRecord& rec = run.tenants[i];
     json requests = json::array();
-    for (const auto& q : rec.requests) requests.push_back({{"arrival_s", q.arrival}, {"start_s", q.start}, {"end_s", q.end}});
-    j["tenants"].push_back({{"name", t.name}, {"class", to_string(t.cls)}, {"alone_s", t.alone}, {"shared_s", t.shared},
-                            {"np", t.np}, {"np_window", t.np_window}, {"latency_p50_s", t.latency_p50}, {"latency_p99_s", t.latency_p99},
-                            {"latency_target_s", t.latency_target}, {"slo_attainment", t.slo_attainment},
-                            {"requests_per_s", t.requests_per_s}, {"blocks_per_s", t.blocks_per_s},
-                            {"logical_blocks", rec.logical_blocks}, {"requests", requests}});
+    int64_t finished = 0;
+    for (const auto& q : rec.requests) {
+      requests.push_back({{"arrival_s", time_or_null(q.arrival)}, {"start_s", time_or_null(q.start)}, {"end_s", time_or_null(q.end)}});
+      if (q.end >= 0) ++finished;
+    }
+    json t{{"name", rec.name}, {"class", to_string(rec.cls)}, {"latency_target_s", rec.latency_target},
+           {"logical_blocks", rec.logical_blocks}, {"requests_finished", finished}, {"requests", requests}};
+    if (metrics && i < metrics->tenants.size()) {
+      const TenantMetrics& m = metrics->tenants[i];
+      t.update({{"alone_s", m.alone}, {"shared_s", m.shared}, {"np", m.np}, {"np_window", m.np_window},
+                {"latency_p50_s", m.latency_p50}, {"latency_p99_s", m.latency_p99}, {"slo_attainment", m.slo_attainment},
+                {"requests_per_s", m.requests_per_s}, {"blocks_per_s", m.blocks_per_s}});
+    } else {
+      for (const char* field : {"alone_s", "shared_s", "np", "np_window", "latency_p50_s", "latency_p99_s", "slo_attainment",
+                                "requests_per_s", "blocks_per_s"}) {
+        t[field] = nullptr;
+      }
+      if (rec.finish >= 0) t["shared_s"] = rec.elapsed();
+    }
+    j["tenants"].push_back(std::move(t));
   }
   j["launches"] = json::array();
-  for (const auto& l : r.run.launches) {
+  for (const auto& l : run.launches) {
     j["launches"].push_back({{"id", l.id.value}, {"tenant", l.tenant.value}, {"kernel", l.kernel}, {"request", l.request},
-                             {"index", l.index}, {"logical_blocks", l.logical_blocks}, {"ready_s", l.ready},
-                             {"start_s", l.start}, {"end_s", l.end}});
+                             {"index", l.index}, {"logical_blocks", l.logical_blocks}, {"ready_s", time_or_null(l.ready)},
+                             {"start_s", time_or_null(l.start)}, {"end_s", time_or_null(l.end)}});
   }
   j["dispatches"] = json::array();
-  for (const auto& d : r.run.dispatches) {
+  for (const auto& d : run.dispatches) {
     json launches = json::array(), ranges = json::array();
     for (size_t k = 0; k < d.launches.size(); ++k) {
       launches.push_back(d.launches[k].value);
       ranges.push_back({d.ranges[k].begin, d.ranges[k].end});
     }
-    j["dispatches"].push_back({{"id", d.id.value}, {"launches", launches}, {"ranges", ranges}, {"blocks_done", d.blocks_done},
-                               {"dispatched_s", d.dispatched}, {"start_s", d.start}, {"end_s", d.end}, {"seen_s", d.seen},
-                               {"after", d.after.valid() ? json(d.after.value) : json(nullptr)},
-                               {"preempted", d.preempted}, {"placement", placement_json(d.placement)}});
+    json entry{{"id", d.id.value}, {"launches", launches}, {"ranges", ranges}, {"blocks_done", d.blocks_done},
+               {"dispatched_s", d.dispatched}, {"start_s", time_or_null(d.start)}, {"end_s", time_or_null(d.end)},
+               {"seen_s", time_or_null(d.seen)}, {"after", d.after.valid() ? json(d.after.value) : json(nullptr)},
+               {"preempted", d.preempted}, {"placement", placement_json(d.placement)}};
+    if (!d.error.empty()) entry["error"] = d.error;
+    j["dispatches"].push_back(std::move(entry));
   }
-  j["engine"] = {{"policy_calls", r.run.stats.policy_calls}, {"dispatches", r.run.stats.dispatches},
-                 {"policy_seconds", r.run.stats.policy_seconds},
-                 {"backend_dispatch_seconds", r.run.stats.backend_seconds}, {"engine_seconds", r.run.stats.engine_seconds}};
+  j["engine"] = {{"policy_calls", run.stats.policy_calls}, {"dispatches", run.stats.dispatches},
+                 {"policy_seconds", run.stats.policy_seconds},
+                 {"backend_dispatch_seconds", run.stats.backend_seconds}, {"engine_seconds", run.stats.engine_seconds}};
   return j.dump(1);
+}
+
+}  // namespace
+
+std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
+  const json status{{"complete", true}, {"code", to_string(StatusCode::ok)}, {"stage", nullptr}, {"reason", nullptr}};
+  return results_json(r.run, &r.metrics, status, ctx);
+}
+
+std::string experiment_json(const ExperimentOutcome& o, const RunContext& ctx) {
+  if (o.status) return experiment_json(o.result, ctx);
+  const json status{{"complete", false}, {"code", to_string(o.status.code())}, {"stage", o.stage}, {"reason", o.status.message()}};
+  return results_json(o.result.run, nullptr, status, ctx);
+}
+
+void print_outcome(std::ostream& out, const ExperimentOutcome& o) {
+  if (o.status) {
+    print_summary(out, o.result);
+    return;
+  }
+  const RunRecord& run = o.result.run;
+  out << fmt::format("policy {}  backend {}  device {}  seed {}: ended early in the {}\n", run.policy, run.backend, run.device,
+                     run.seed, o.stage);
+  out << fmt::format("{:<20} {:>3} {:>26} {:>16}\n", "tenant", "cls", "requests finished", "logical blocks");
+  for (const TenantRecord& t : run.tenants) {
+    const auto finished = std::count_if(t.requests.begin(), t.requests.end(), [](const RequestRecord& q) { return q.end >= 0; });
+    out << fmt::format("{:<20} {:>3} {:>26} {:>16}\n", t.name, to_string(t.cls),
+                       fmt::format("{} of {} arrived", finished, t.requests.size()), t.logical_blocks);
+  }
 }
 
 void print_summary(std::ostream& out, const ExperimentResult& r) {

@@ -89,7 +89,7 @@ class TraceBuilder {
 
 }  // namespace
 
-std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
+std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device, const Status& status, const std::string& stage) {
   std::unordered_map<int64_t, const LaunchRecord*> launch_of;
   for (const LaunchRecord& l : run.launches) launch_of[l.id.value] = &l;
   auto tenant_name = [&](TenantId t) {
@@ -97,7 +97,9 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
                                                                            : "tenant " + std::to_string(t.value);
   };
 
-  // One slice per dispatch, named by its parts' tenants and kernels.
+  // One slice per dispatch, named by its parts' tenants and kernels. A dispatch that never ended
+  // (a run that ended early and could not stop it) has no slice.
+  auto ended = [&](size_t i) { return run.dispatches[i].start >= 0 && run.dispatches[i].end >= 0; };
   std::vector<Slice> dispatches;
   dispatches.reserve(run.dispatches.size());
   for (const DispatchRecord& d : run.dispatches) {
@@ -131,6 +133,7 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
               {"form", to_string(d.placement.form)},
               {"preempted", d.preempted},
               {"after", d.after.valid() ? json(d.after.value) : json(nullptr)}};
+    if (!d.error.empty()) s.args["error"] = d.error;
     dispatches.push_back(std::move(s));
   }
 
@@ -145,7 +148,7 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
     std::vector<size_t> held;  // dispatches of this tenant, for its SM counter
     for (size_t i = 0; i < run.dispatches.size(); ++i) {
       const auto& ts = run.dispatches[i].tenants;
-      if (std::find(ts.begin(), ts.end(), TenantId{static_cast<int64_t>(t)}) == ts.end()) continue;
+      if (!ended(i) || std::find(ts.begin(), ts.end(), TenantId{static_cast<int64_t>(t)}) == ts.end()) continue;
       kernels.push_back(dispatches[i]);
       held.push_back(i);
     }
@@ -154,6 +157,7 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
     std::vector<Slice> requests;
     for (size_t q = 0; q < rec.requests.size(); ++q) {
       const RequestRecord& r = rec.requests[q];
+      if (r.end < 0) continue;  // unfinished when the run ended early
       Slice s;
       s.begin = to_ns(r.arrival);
       s.end = std::max(s.begin, to_ns(r.end));
@@ -201,7 +205,7 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
     std::vector<Slice> on_gpc;
     for (size_t i = 0; i < run.dispatches.size(); ++i) {
       const int here = (run.dispatches[i].placement.sms & gpc).count();
-      if (here == 0) continue;
+      if (here == 0 || !ended(i)) continue;
       Slice s = dispatches[i];
       s.args["sms_in_gpc"] = here;
       on_gpc.push_back(std::move(s));
@@ -211,6 +215,10 @@ std::string chrome_trace_json(const RunRecord& run, const DeviceSpec& device) {
 
   json other = {{"policy", run.policy}, {"backend", run.backend}, {"device", device.name}, {"sm_count", device.sm_count},
                 {"gpcs", gpc_ids.size()}, {"seed", run.seed}};
+  other["status"] = {{"complete", status.is_ok()},
+                     {"code", to_string(status.code())},
+                     {"stage", status.is_ok() ? json(nullptr) : json(stage)},
+                     {"reason", status.is_ok() ? json(nullptr) : json(status.message())}};
   return json{{"traceEvents", trace.take()}, {"displayTimeUnit", "ms"}, {"otherData", other}}.dump();
 }
 

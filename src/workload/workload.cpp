@@ -649,7 +649,7 @@ class Parser {
       if (i == k.default_variant) {
         error(node, at + (node.IsMap() ? ".kernel" : ".variant"), what + "; the step could never run");
       } else if (warned_.insert(k.name + "/" + std::to_string(k.size) + "/" + v.name).second) {
-        warning(node, at + ".kernel", what + "; policies that choose variants (raise and its baselines) must not pick it");
+        warning(node, at + ".kernel", what + "; policies that choose variants (raise and its baselines) do not pick it");
       }
     }
   }

@@ -120,6 +120,15 @@ if(NOT untabbed STREQUAL "")
   message(FATAL_ERROR "`concord policies` has a line that is not NAME<TAB>SUMMARY: '${untabbed}'")
 endif()
 
+# A variant that does not fit on the device's SMs: a warning from validate, and no policy picks it.
+expect_ok(${CONCORD} validate ${EXAMPLES}/dnn.yaml --device h100)
+string(FIND "${last_err}" "kernel 'lbm' variant 'max': one block does not fit on an SM" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "`validate dnn.yaml` does not warn of lbm's max variant:\n${last_err}")
+endif()
+expect_ok(${CONCORD} run ${EXAMPLES}/dnn.yaml --policy raise --no-serial)
+expect_exit(2 "--device" ${CONCORD} validate ${EXAMPLES}/dnn.yaml --device)
+
 file(WRITE ${WORK}/bad.yaml "tenants:\n  - name: a\n    kernels:\n      - {kernel: nosuch}\n")
 expect_error("bad.yaml:4: field 'tenants[0].kernels[0].kernel': unknown kernel 'nosuch'" ${CONCORD} validate ${WORK}/bad.yaml)
 expect_error("unknown kernel" ${CONCORD} run ${WORK}/bad.yaml --policy serial)

@@ -5,6 +5,7 @@
 // keywords nobody checks.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <set>
 #include <string>
@@ -145,14 +146,64 @@ TEST(ResultsSchema, TheCheckCatchesMissingFieldsAndWrongTypes) {
   missing.erase("schema_version");
   EXPECT_EQ(validate(schema, missing), std::vector<std::string>{"$: missing required field 'schema_version'"});
   json wrong = results;
-  wrong["tenants"][1]["np"] = "0.5";
-  EXPECT_EQ(validate(schema, wrong), std::vector<std::string>{"$.tenants[1].np: string where the schema wants \"number\""});
+  wrong["tenants"][1]["logical_blocks"] = "5";
+  EXPECT_EQ(validate(schema, wrong),
+            std::vector<std::string>{"$.tenants[1].logical_blocks: string where the schema wants \"integer\""});
   json later = results;
   later["schema_version"] = 2;
   EXPECT_EQ(validate(schema, later), std::vector<std::string>{"$.schema_version: not 1"});
   json bad_class = results;
   bad_class["tenants"][0]["class"] = "batch";
   EXPECT_EQ(validate(schema, bad_class).size(), 1u);
+}
+
+// Stops the run once `after` requests have ended, as SIGINT does through `concord run`.
+class StopAfter final : public EngineObserver {
+ public:
+  StopAfter(std::atomic<bool>& stop, int after) : stop_(stop), after_(after) {}
+  void on_request_end(TenantId, const RequestRecord&) override {
+    if (++ended_ == after_) stop_.store(true);
+  }
+
+ private:
+  std::atomic<bool>& stop_;
+  int after_;
+  int ended_ = 0;
+};
+
+TEST(ResultsSchema, ResultsOfARunThatEndedEarlyMatchTheSchemaAndSaySo) {
+  const json schema = load_schema();
+  auto workload = load_workload_file(std::string(CONCORD_EXAMPLES_DIR) + "/mix4.yaml");
+  ASSERT_TRUE(workload.is_ok()) << workload.status().to_string();
+  std::atomic<bool> stop{false};
+  StopAfter observer(stop, 5);
+  ExperimentConfig config;
+  config.backend = BackendConfig{"sim", h200_spec(), 1};
+  config.policy = "streams";
+  config.observer = &observer;
+  config.stop = &stop;
+  ReferenceCache cache;
+  const ExperimentOutcome outcome = run_experiment_outcome(*workload, config, cache);
+  ASSERT_EQ(outcome.status.code(), StatusCode::cancelled) << outcome.status.to_string();
+  const RunContext context{"mix4.yaml", {}, "0.1.0", "abc123", h200_spec()};
+  const json results = json::parse(experiment_json(outcome, context));
+  EXPECT_EQ(validate(schema, results), std::vector<std::string>{});
+  EXPECT_FALSE(results.at("status").at("complete").get<bool>());
+  EXPECT_EQ(results.at("status").at("code"), "cancelled");
+  EXPECT_EQ(results.at("status").at("stage"), "shared run");
+  EXPECT_TRUE(results.at("metrics").is_null());
+  int64_t finished = 0, unfinished_times = 0;
+  for (const json& t : results.at("tenants")) {
+    finished += t.at("requests_finished").get<int64_t>();
+    EXPECT_TRUE(t.at("np").is_null());
+    for (const json& q : t.at("requests")) unfinished_times += q.at("end_s").is_null();
+  }
+  EXPECT_GE(finished, 5);
+  EXPECT_GT(unfinished_times, 0) << "requests in flight at the stop have no end";
+  // A complete run says so too.
+  const json whole = results_of("pair.yaml", "streams", false);
+  EXPECT_TRUE(whole.at("status").at("complete").get<bool>());
+  EXPECT_TRUE(whole.at("status").at("reason").is_null());
 }
 
 }  // namespace

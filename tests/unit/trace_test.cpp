@@ -205,6 +205,7 @@ TEST_P(ExampleTrace, NoSlicesOverlapOnATrackAndEverySliceNamesItsTenant) {
     const auto tracks = tracks_of(trace);
     ASSERT_FALSE(tracks.empty());
     EXPECT_EQ(first_improper_overlap(tracks), "");
+    EXPECT_TRUE(trace.at("otherData").at("status").at("complete").get<bool>());
 
     std::set<std::string> tenants, kernels;
     for (const auto& t : workload->tenants) {

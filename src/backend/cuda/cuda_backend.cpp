@@ -257,9 +257,8 @@ Capabilities CudaBackend::capabilities(const KernelSpec& kernel) const {
 
 Status CudaBackend::can_implement(const DispatchRequest& request) const {
   CONCORD_RETURN_IF_ERROR(Backend::can_implement(request));
-  const std::vector<std::string> bodies = kernels::device_kernel_names();
   for (const DispatchPart& p : request.parts) {
-    if (std::find(bodies.begin(), bodies.end(), p.kernel->name) == bodies.end()) {
+    if (!kernels::has_device_kernel(p.kernel->name)) {
       return Status::unsupported("dispatch " + std::to_string(request.id.value) + ": tenant " +
                                  std::to_string(p.tenant.value) + " kernel '" + p.kernel->name +
                                  "' has no device body");
@@ -907,6 +906,10 @@ void CudaBackend::completion_loop() {
 
 Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
   std::vector<Completion> out;
+  // Returns at least this often, empty if nothing completed, so that the engine can look at its
+  // stop flag while a kernel runs for long (or never ends).
+  constexpr Seconds kSliceS = 0.01;
+  const Seconds slice_end = now() + kSliceS;
   while (true) {
     if (completer_failed_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -942,7 +945,7 @@ Result<std::vector<Completion>> CudaBackend::advance(Seconds until) {
       if (!out.empty()) return out;
     }
     const bool idle = active_.load() == 0;
-    if (now() >= until || (idle && !std::isfinite(until))) return out;
+    if (now() >= until || now() >= slice_end || (idle && !std::isfinite(until))) return out;
     if (idle) {
       // Nothing to wait for but time (the next arrival).
       std::this_thread::sleep_for(std::chrono::duration<double>(std::min(until - now(), 1e-3)));

@@ -163,11 +163,18 @@ bool SpecSource::exhausted() const {
   return std::all_of(tenants_.begin(), tenants_.end(), [](const Tenant& t) { return t.left; });
 }
 
-Result<RunRecord> run_workload(const Workload& workload, Backend& backend, Policy& policy, const EngineOptions& options,
-                               SpecSourceOptions source) {
+RunOutcome run_workload_outcome(const Workload& workload, Backend& backend, Policy& policy, const EngineOptions& options,
+                                SpecSourceOptions source) {
   source.seed = options.seed;
   SpecSource spec(workload, source);
-  return run_engine(spec, backend, policy, options);
+  return run_engine_outcome(spec, backend, policy, options);
+}
+
+Result<RunRecord> run_workload(const Workload& workload, Backend& backend, Policy& policy, const EngineOptions& options,
+                               SpecSourceOptions source) {
+  RunOutcome outcome = run_workload_outcome(workload, backend, policy, options, source);
+  if (!outcome.status) return outcome.status;
+  return std::move(outcome.record);
 }
 
 }  // namespace concord

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,10 +65,19 @@ class DeviceKernel {
   KernelSpec spec_;
 };
 
-// The device kernel for a suite spec; not_found when the kernel has no device body yet.
+// The device kernel for a suite spec (or one registered below); not_found when the kernel has no
+// device body yet.
 Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec);
 // Suite kernels that have a device body.
 std::vector<std::string> device_kernel_names();
+// Whether make_device_kernel knows `name` (a suite kernel with a body, or a registered one).
+bool has_device_kernel(const std::string& name);
+
+// Device kernels beyond the suite, found by make_device_kernel after the suite's own: the GPU
+// tests' kernels that fault or never end (tests/gpu/test_kernels.h), which no spec can name.
+// already_exists when the name is taken by the suite or an earlier registration.
+using DeviceKernelFactory = std::function<std::unique_ptr<DeviceKernel>(const KernelSpec&)>;
+Status register_device_kernel(const std::string& name, DeviceKernelFactory factory);
 
 // Launches a fused block of `parts_a` parts of `a` and `parts_b` parts of `b`, any two elastic
 // bodies: the kernel comes from the fusion compiler (compiled on first use, then cached).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <type_traits>
 
@@ -249,6 +250,16 @@ const std::vector<std::pair<std::string, Factory>>& factories() {
   return f;
 }
 
+// Kernels registered from outside the suite (register_device_kernel), under their lock.
+std::mutex& registered_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<std::pair<std::string, Factory>>& registered() {
+  static std::vector<std::pair<std::string, Factory>> f;
+  return f;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec) {
@@ -257,7 +268,36 @@ Result<std::unique_ptr<DeviceKernel>> make_device_kernel(const KernelSpec& spec)
       if (name == spec.name) return make(spec);
     }
   }
+  std::lock_guard<std::mutex> lock(registered_mutex());
+  for (const auto& [name, make] : registered()) {
+    if (name == spec.name) return make(spec);
+  }
   return Status::not_found("kernel '" + spec.name + "' has no device body yet");
+}
+
+bool has_device_kernel(const std::string& name) {
+  for (const auto* list : {&factories(), &more_factories(), &library_factories()}) {
+    for (const auto& entry : *list) {
+      if (entry.first == name) return true;
+    }
+  }
+  std::lock_guard<std::mutex> lock(registered_mutex());
+  for (const auto& entry : registered()) {
+    if (entry.first == name) return true;
+  }
+  return false;
+}
+
+Status register_device_kernel(const std::string& name, DeviceKernelFactory factory) {
+  for (const std::string& taken : device_kernel_names()) {
+    if (taken == name) return Status::already_exists("device kernel '" + name + "' is the suite's");
+  }
+  std::lock_guard<std::mutex> lock(registered_mutex());
+  for (const auto& [taken, make] : registered()) {
+    if (taken == name) return Status::already_exists("device kernel '" + name + "' is already registered");
+  }
+  registered().emplace_back(name, std::move(factory));
+  return Status::ok();
 }
 
 std::vector<std::string> device_kernel_names() {

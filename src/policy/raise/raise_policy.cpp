@@ -9,6 +9,18 @@
 
 namespace concord::policy {
 
+namespace {
+
+// Whether variant `v` of a candidate fits on an SM; a task none of whose variants fits keeps all
+// of them (the engine's refusal then names the tenant and kernel).
+bool fits(const RaiseCandidate& c, int v) {
+  if (!c.fits) return true;
+  const auto& f = *c.fits;
+  return f[static_cast<size_t>(v)] || std::none_of(f.begin(), f.end(), [](bool x) { return x; });
+}
+
+}  // namespace
+
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
                                                    double alpha, double beta, int fixed_variant, double tie) {
   // Admissible types in order of preference (raise.md V-B, step 3). Vectors are time-weighted
@@ -29,8 +41,12 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
       if (tasks[i].cls != type) continue;
       any = true;
       const int n = static_cast<int>(tasks[i].vectors->size());
+      const int fixed = fixed_variant < 0         ? -1
+                        : tasks[i].fits ? fitting_variant(*tasks[i].fits, std::min(fixed_variant, n - 1))
+                                        : std::min(fixed_variant, n - 1);
       for (int v = 0; v < n; ++v) {
-        if (fixed_variant >= 0 && v != std::min(fixed_variant, n - 1)) continue;
+        if (fixed >= 0 && v != fixed) continue;
+        if (fixed < 0 && !fits(tasks[i], v)) continue;  // a variant that can never run
         // Step 5: the largest S_t below S_g; the first waiting task wins ties.
         const double s_t = raise_score((*tasks[i].vectors)[static_cast<size_t>(v)], type);
         if (s_t < s_g - kEps && s_t > best_score) {
@@ -43,6 +59,7 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
       // The chosen task's largest variant whose score is within `tie` of the best (and fits).
       const auto& vecs = *tasks[best->first].vectors;
       for (int v = static_cast<int>(vecs.size()) - 1; v > best->second; --v) {
+        if (!fits(tasks[best->first], v)) continue;
         const double s_t = raise_score(vecs[static_cast<size_t>(v)], type);
         if (s_t < s_g - kEps && s_t >= best_score - tie) {
           best->second = v;
@@ -124,19 +141,27 @@ std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vect
   }
   std::vector<RaiseCandidate>& tasks = candidates_;
   tasks.clear();
-  for (const TaskInfo* info : infos) tasks.push_back({&info->vectors, info->cls});
+  for (const TaskInfo* info : infos) tasks.push_back({&info->vectors, info->cls, &info->fits});
   auto pick = raise_decide(global(), tasks, alpha_, beta_, p_.fixed_variant, p_.tie);
   if (pick) return TaskChoice{pick->first, pick->second};
   if (streams_.running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back
   // An idle GPU that fits nothing (a task heavier than the whole GPU on every variant): start the
   // first waiting task in its lightest variant rather than wait forever.
-  const auto& vecs = infos.front()->vectors;
-  int lightest = 0;
-  const RaiseClass cls = infos.front()->cls;
-  for (int v = 1; v < static_cast<int>(vecs.size()); ++v) {
-    if (raise_score(vecs[static_cast<size_t>(v)], cls) < raise_score(vecs[static_cast<size_t>(lightest)], cls)) lightest = v;
+  const TaskInfo& first = *infos.front();
+  const auto& vecs = first.vectors;
+  const RaiseCandidate candidate{&vecs, first.cls, &first.fits};
+  int lightest = -1;
+  for (int v = 0; v < static_cast<int>(vecs.size()); ++v) {
+    if (!fits(candidate, v)) continue;
+    if (lightest < 0 ||
+        raise_score(vecs[static_cast<size_t>(v)], first.cls) < raise_score(vecs[static_cast<size_t>(lightest)], first.cls)) {
+      lightest = v;
+    }
   }
-  return TaskChoice{0, p_.fixed_variant >= 0 ? std::min<int>(p_.fixed_variant, static_cast<int>(vecs.size()) - 1) : lightest};
+  if (p_.fixed_variant >= 0) {
+    return TaskChoice{0, fitting_variant(first.fits, std::min<int>(p_.fixed_variant, static_cast<int>(vecs.size()) - 1))};
+  }
+  return TaskChoice{0, std::max(lightest, 0)};
 }
 
 Result<std::unique_ptr<Policy>> make_raise(const PolicyParams& params) {

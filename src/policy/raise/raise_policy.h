@@ -37,6 +37,7 @@ struct RaiseParams {
 struct RaiseCandidate {
   const std::vector<RaiseVector>* vectors;  // per variant
   RaiseClass cls;
+  const std::vector<bool>* fits = nullptr;  // per variant, whether it fits on an SM (TaskInfo::fits); null: all do
 };
 
 class RaisePolicy final : public Policy, private TaskChooser {

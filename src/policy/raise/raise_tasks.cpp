@@ -74,6 +74,10 @@ TaskInfo task_info(const std::vector<TenantHints::Step>& kernels, std::optional<
       for (double& x : sum) x /= total;
     }
     info.vectors.push_back(sum);
+    const bool fits = std::all_of(kernels.begin(), kernels.end(), [&](const TenantHints::Step& s) {
+      return max_resident_blocks(estimator.device(), s.kernel->variant(std::min(v, s.kernel->variant_count() - 1))) > 0;
+    });
+    info.fits.push_back(fits);
   }
   // The class of the task's largest-block variant (Table IV's types are read on Max), unless the
   // tenant states it (`raise_type`, as the paper's Table IV does by hand).
@@ -81,6 +85,26 @@ TaskInfo task_info(const std::vector<TenantHints::Step>& kernels, std::optional<
   info.class_variant = static_cast<size_t>(std::min<int>(max_variant(first), variants - 1));
   info.cls = stated ? *stated : raise_class(info.vectors[info.class_variant]);
   return info;
+}
+
+int fitting_variant(const std::vector<bool>& fits, int wanted) {
+  const int n = static_cast<int>(fits.size());
+  if (wanted < 0 || wanted >= n || fits[static_cast<size_t>(wanted)]) return wanted;
+  for (int v = wanted - 1; v >= 0; --v) {
+    if (fits[static_cast<size_t>(v)]) return v;
+  }
+  for (int v = wanted + 1; v < n; ++v) {
+    if (fits[static_cast<size_t>(v)]) return v;
+  }
+  return wanted;
+}
+
+std::vector<int> fitting_variants(const TaskInfo& info) {
+  std::vector<int> out;
+  for (size_t v = 0; v < info.fits.size(); ++v) {
+    if (info.fits[v]) out.push_back(static_cast<int>(v));
+  }
+  return out;
 }
 
 Result<std::optional<RaiseClass>> stated_raise_type(const TenantView& tenant) {
@@ -121,7 +145,7 @@ const TaskInfo& TaskTypes::of(const SchedContext& ctx, TenantId tenant, LaunchId
   }
   if (!first) {
     if (infos_[t]) return *infos_[t];
-    static const TaskInfo kUnknown{{RaiseVector{}}, RaiseClass::lat, 0, false};
+    static const TaskInfo kUnknown{{RaiseVector{}}, RaiseClass::lat, 0, false, {true}};
     return kUnknown;
   }
   // No hint: the task's kernels as its tenant has submitted them by now.

@@ -18,10 +18,20 @@ struct TaskInfo {
   RaiseClass cls = RaiseClass::lat;  // the tenant's stated raise_type, else by its largest-block variant's vector
   size_t class_variant = 0;          // that variant: the vector `cls` was read from
   bool measured = true;              // false when any kernel's metrics were estimated
+  // Per variant: one block of each of its kernels (at that variant) fits on an SM of the device.
+  // A variant that does not could never run; the policies never choose one.
+  std::vector<bool> fits;
 };
 
 // A variant's measured RAISE vector (its "raise" facet), if it has one.
 std::optional<RaiseVector> measured_raise_vector(const KernelVariant& variant);
+// The variant to run in place of `wanted`: `wanted` when it fits, else the largest fitting one
+// below it, else the smallest fitting one above it, else `wanted` (nothing fits: the engine's
+// refusal names the tenant and kernel).
+int fitting_variant(const std::vector<bool>& fits, int wanted);
+// The variants of the task that fit, ascending.
+std::vector<int> fitting_variants(const TaskInfo& info);
+
 // A kernel variant's RAISE vector: measured (profiled with `concord profile raise`) or, when
 // absent, estimated from the roofline (docs/policies.md says how).
 RaiseVector kernel_raise_vector(const KernelSpec& kernel, int variant, const Estimator& estimator);

@@ -18,9 +18,14 @@ const TaskInfo& TypeOrderPolicy::info_of(SchedContext& ctx, const WaitingTask& w
 }
 
 TaskChoice TypeOrderPolicy::with_random_variant(SchedContext& ctx, const std::vector<WaitingTask>& waiting, size_t index) {
-  const int n = static_cast<int>(info_of(ctx, waiting[index]).vectors.size());
-  if (fixed_variant_ >= 0) return TaskChoice{index, std::min(fixed_variant_, n - 1)};
-  return TaskChoice{index, std::uniform_int_distribution<int>(0, n - 1)(ctx.rng())};
+  const TaskInfo& info = info_of(ctx, waiting[index]);
+  const int n = static_cast<int>(info.vectors.size());
+  if (fixed_variant_ >= 0) return TaskChoice{index, fitting_variant(info.fits, std::min(fixed_variant_, n - 1))};
+  // Among the variants that fit on an SM (every one, usually: then the draw is the same as over 0..n-1).
+  const std::vector<int> fitting = fitting_variants(info);
+  if (fitting.empty()) return TaskChoice{index, std::uniform_int_distribution<int>(0, n - 1)(ctx.rng())};
+  const int pick = std::uniform_int_distribution<int>(0, static_cast<int>(fitting.size()) - 1)(ctx.rng());
+  return TaskChoice{index, fitting[static_cast<size_t>(pick)]};
 }
 
 std::optional<TaskChoice> SqPolicy::choose(SchedContext& ctx, const std::vector<WaitingTask>& waiting) {
