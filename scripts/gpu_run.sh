@@ -34,7 +34,7 @@ step() {  # step NAME TIMEOUT COMMAND...: runs a step with a time limit, logs it
 cat "$out/device.txt"
 stages=" ${STAGES:-tests sanitize bench runs} "
 has() { [[ "$stages" == *" $1 "* ]]; }
-has tests && step gpu_tests 300 "$bin/concord_gpu_tests" --gtest_output="json:$out/gpu_tests.json"
+has tests && step gpu_tests 420 "$bin/concord_gpu_tests" --gtest_output="json:$out/gpu_tests.json"
 # Under the sanitizers: every device-API test, on the kernels with shared memory and barriers
 # (and both members of every fused pair), and the counting kernels of preempt/shrink/grow.
 export CONCORD_GPU_TEST_KERNELS=matmul,pathfinder,backprop,sgemm,srad,fma_loop,stream_triad

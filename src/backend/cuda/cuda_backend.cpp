@@ -242,6 +242,12 @@ Status CudaBackend::prepare_dispatch(const DispatchRequest& request) {
                                 request.placement.cache);
 }
 
+Result<kernels::DeviceKernel*> CudaBackend::prepared_kernel(const KernelSpec& spec) const {
+  const auto it = kernels_.find(std::to_string(reinterpret_cast<uintptr_t>(&spec)));
+  if (it == kernels_.end()) return Status::not_found("cuda: kernel '" + spec.name + "' has not been prepared on this backend");
+  return it->second.get();
+}
+
 Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec, int tenant) {
   const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&spec));
   if (auto it = kernels_.find(key); it != kernels_.end()) return it->second.get();
