@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <unordered_set>
 
@@ -37,6 +39,27 @@ void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms)
 
 void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.allowed, sms); }
 
+// A CUDA version as cudaDriverGetVersion and cudaRuntimeGetVersion give it (1000 x major + 10 x
+// minor) in the usual form, "13.0".
+std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// The NVIDIA driver's version, from the kernel module's own line ("NVRM version: NVIDIA UNIX ...
+// Kernel Module  580.95.05  Release Build ..."): the first word of digits and dots with a dot in it.
+// Empty where the file is not there (another OS, a container without it).
+std::string nvidia_driver_version() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  std::istringstream words(line);
+  std::string w;
+  while (words >> w) {
+    const bool version = w.find('.') != std::string::npos &&
+                         std::all_of(w.begin(), w.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); });
+    if (version) return w;
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<DeviceSpec> probe_device_spec(int device) {
@@ -60,6 +83,12 @@ Result<DeviceSpec> probe_device_spec(int device) {
   auto spec = spec_from_attributes(a);
   if (!spec) return spec.status();
   spec->sm.max_registers_per_thread = 255;
+  int driver_api = 0, runtime = 0;
+  CONCORD_CUDA(cudaDriverGetVersion(&driver_api));
+  CONCORD_CUDA(cudaRuntimeGetVersion(&runtime));
+  spec->cuda_driver_version = cuda_version_string(driver_api);
+  spec->cuda_version = cuda_version_string(runtime);
+  spec->driver_version = nvidia_driver_version();
   return spec;
 }
 
