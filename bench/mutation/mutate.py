@@ -7,9 +7,11 @@ through (survivors). A bench, not a test: about a minute a mutant on two cores.
 
 mutations.tsv: one mutant a line, tab-separated: file, the exact text to replace (it must occur
 exactly once), the replacement, and what the bug is. Lines starting with '#' are comments.
-A mutant is killed when a test fails or the tests run past a time limit (a hang is a failure);
-each test binary stops at its first failure (--gtest_fail_fast), so the report names the first
-failing test of each. Sources are restored after every mutant, also on Ctrl-C."""
+A mutant is killed when a test fails, and fails again when run alone, or the tests crash or run
+past a time limit (a hang is a failure); a failure that does not repeat is the test's own
+flakiness: the report names it and the mutant is judged by the other tests. Each test binary stops
+at its first failure (--gtest_fail_fast), so the report names the first failing test of each.
+Sources are restored after every mutant, also on Ctrl-C or SIGTERM."""
 import argparse
 import datetime
 import json
@@ -47,10 +49,12 @@ def first_failures(stdout):
             if l.startswith("[  FAILED  ]") and "listed below" not in l and "FAILED TEST" not in l]
 
 
-def run_tests(build_dir, timeout):
-    """Runs the test binaries side by side; returns (failed test names, seconds)."""
+def run_tests(build_dir, timeout, exclude=()):
+    """Runs the test binaries side by side (without the tests in `exclude`); returns (failed test
+    names, seconds)."""
     t0 = time.time()
-    procs = {t: subprocess.Popen([str(build_dir / "tests" / t), "--gtest_brief=1", "--gtest_fail_fast"],
+    args = ["--gtest_brief=1", "--gtest_fail_fast"] + (["--gtest_filter=-" + ":".join(exclude)] if exclude else [])
+    procs = {t: subprocess.Popen([str(build_dir / "tests" / t), *args],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True) for t in TARGETS}
     failed = []
@@ -66,6 +70,35 @@ def run_tests(build_dir, timeout):
             names = sorted(set(first_failures(out)))
             failed += names if names else [f"{t} (exit {p.returncode})"]
     return failed, time.time() - t0
+
+
+def fails_again(build_dir, test, timeout):
+    """Whether `test` fails when run again alone (a failure that does not repeat is the test's
+    flakiness, not the mutant's doing)."""
+    for t in TARGETS:
+        try:
+            r = subprocess.run([str(build_dir / "tests" / t), "--gtest_brief=1", "--gtest_filter=" + test],
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return True
+        if r.returncode != 0:
+            return True
+    return False
+
+
+def judge(build_dir, timeout):
+    """Runs the tests on a mutant: (result, failed tests, tests whose failure did not repeat)."""
+    flaky = []
+    while True:
+        failed, _ = run_tests(build_dir, timeout, flaky)
+        if not failed:
+            return "SURVIVED", [], flaky
+        if any("(" in f for f in failed):  # a crash or a hang: no test to run again
+            return "killed", failed, flaky
+        repeated = [f for f in failed if fails_again(build_dir, f, timeout)]
+        if repeated:
+            return "killed", repeated, flaky
+        flaky += failed
 
 
 def git(*args):
@@ -117,8 +150,8 @@ def main():
             if not ok:
                 rows.append((m, "does not build", [log.strip().splitlines()[-1] if log.strip() else "?"], time.time() - t0))
             else:
-                failed, _ = run_tests(build_dir, timeout)
-                rows.append((m, "killed" if failed else "SURVIVED", failed, time.time() - t0))
+                result, failed, flaky = judge(build_dir, timeout)
+                rows.append((m, result, failed + [f"{f} (flaky: passed when run again)" for f in flaky], time.time() - t0))
         finally:
             path.write_text(original)
         print(f"{rows[-1][1]:>14}  {m['file']}: {m['what']}  ({rows[-1][3]:.0f} s)", flush=True)

@@ -197,7 +197,7 @@ TEST(BackendOutputs, EveryFormMatchesTheReferenceOnItsSmsAndRunsEachBlockOnce) {
 TEST(BackendOutputs, PreemptedThenResumedRunsEveryBlockOnce) {
   auto b = make_backend();
   ASSERT_TRUE(b);
-  const KernelSpec spec = reference_kernel("fma_loop", 1 << 24);  // minutes of work on 4 SMs at TLP 1
+  const KernelSpec spec = reference_kernel("fma_loop", 1 << 24);  // tens of ms on 4 SMs at TLP 1
   ASSERT_OK(b->prepare_tenant(TenantId{0}, {&spec}));
   ASSERT_OK(b->start_clock());
   auto k = b->prepared_kernel(spec);
