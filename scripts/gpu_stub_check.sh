@@ -17,6 +17,9 @@ bin=${BIN:-.gpu/bin/concord_gpu_tests}
 filter=${FILTER:-'BackendOutputs.*:EngineOutputs.*'}
 kernels=${KERNELS:-stream_triad fma_loop hotspot}
 status=0
+failures() {  # failures LOG: how many tests failed (gtest names each twice: when it fails, and in the summary)
+  grep -o '^\[  FAILED  \] [A-Za-z0-9_]*\.[A-Za-z0-9_]*' "$1" | sort -u | wc -l
+}
 run() {  # run NAME [ENV=VALUE]: one pass of the tests; its exit status
   local name=$1
   shift
@@ -26,7 +29,7 @@ echo "| run | exit | tests failed | output mismatches reported |" | tee "$out/su
 echo "|---|---:|---:|---:|" | tee -a "$out/summary.md"
 run plain
 rc=$?
-failed=$(grep -c '^\[  FAILED  \] [A-Za-z]*\.' "$out/plain.log")
+failed=$(failures "$out/plain.log")
 echo "| as built | $rc | $failed | - |" | tee -a "$out/summary.md"
 if [ "$rc" -ne 0 ]; then
   echo "the tests fail without a stub: fix that first (see $out/plain.log)"
@@ -35,7 +38,7 @@ fi
 for k in $kernels; do
   run "stub-$k" CONCORD_TEST_STUB_KERNEL="$k"
   rc=$?
-  failed=$(grep -c '^\[  FAILED  \] [A-Za-z]*\.' "$out/stub-$k.log")
+  failed=$(failures "$out/stub-$k.log")
   named=$(grep -c "against the CPU reference" "$out/stub-$k.log")
   echo "| $k stubbed | $rc | $failed | $named |" | tee -a "$out/summary.md"
   if [ "$rc" -eq 0 ] || [ "$failed" -eq 0 ] || [ "$named" -eq 0 ]; then
