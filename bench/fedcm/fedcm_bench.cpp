@@ -21,12 +21,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/build_info.h"
 #include "concord/backend.h"
 #include "concord/device.h"
 #include "concord/spec_source.h"
 #include "concord/experiment.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
+#include "concord/report.h"
 #include "concord/workload.h"
 
 #include "backend/registration.h"
@@ -139,7 +141,13 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
         if (Status s = write_json(out, results); !s) std::cerr << "fedcm_bench: " << s.to_string() << "\n";
         return fail(failure);
       }
-      if (!results.contains("device")) results["device"] = r->run.device;
+      if (!results.contains("device")) {
+        results["device"] = r->run.device;
+        // The device as a backend of this configuration states it (a GPU: name, clocks, versions).
+        auto probe = make_backend(cfg);
+        if (!probe) return fail(probe.status());
+        results.update(nlohmann::json::parse(provenance_json((*probe)->device(), (*probe)->name(), cli::build_version(), cli::build_commit())));
+      }
       nlohmann::json tenants = nlohmann::json::array();
       for (size_t i = 0; i < r->run.tenants.size(); ++i) {
         nlohmann::json requests = nlohmann::json::array();
@@ -211,6 +219,8 @@ int cmd_peer(const std::string& workload, int index, const std::string& dir, int
   nlohmann::json requests = nlohmann::json::array();  // [start, end] on this process's clock (0 = wall_start)
   for (const auto& q : rec->tenants[0].requests) requests.push_back({q.start, q.end});
   if (Status s = write_json(out, {{"tenant", rec->tenants[0].name},
+                                   {"provenance", nlohmann::json::parse(provenance_json((*b)->device(), (*b)->name(),
+                                                                                        cli::build_version(), cli::build_commit()))},
                                    {"begin_s", rec->tenants[0].begin},
                                    {"requests", requests},
                                    {"elapsed_s", rec->tenants[0].elapsed()},
@@ -291,6 +301,8 @@ int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, 
           ok = false;
           break;
         }
+        // Build and device as the peers' backends stated them (the first peer's).
+        if (!results.contains("device_info") && p.contains("provenance")) results.update(p["provenance"]);
         first = std::min(first, p["wall_start"].get<double>());
         last = std::max(last, p["wall_end"].get<double>());
         run["tenants"].push_back({{"name", p["tenant"]}, {"shared_s", p["elapsed_s"]}, {"wall_start", p["wall_start"]},

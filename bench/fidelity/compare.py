@@ -1,7 +1,8 @@
 """Simulator fidelity: the same mixes and policies on the GPU and on the simulator (fed the GPU's
 stored profiles). Reads the GPU results (fid-<mix>-<policy>.json, in a folder or fidelity.tar.gz),
 runs `concord run --backend sim --profiles DB` for each, and reports makespan and per-tenant time
-errors. Usage: python3 bench/fidelity/compare.py GPU_RESULTS PROFILES_DB OUT.json [CONCORD]
+errors: each run's, their median and maximum, and per policy the median, maximum and spread over the
+mixes, with the GPU's identity (name, driver, CUDA, clocks) and both builds' commits. Usage: python3 bench/fidelity/compare.py GPU_RESULTS PROFILES_DB OUT.json [CONCORD]
 """
 import argparse
 import io
@@ -54,19 +55,41 @@ with tempfile.TemporaryDirectory() as tmp:
                      "makespan_error": abs(sm - gm) / gm, "tenant_time_errors": tenant_errors,
                      "gpu_stp": g["metrics"]["stp"], "sim_stp": s["metrics"]["stp"]})
 
+def spread(errors):
+    """Median, maximum and spread (max - min) of a list of relative errors."""
+    return {"runs": len(errors), "median": statistics.median(errors), "max": max(errors), "min": min(errors),
+            "spread": max(errors) - min(errors)}
+
+
+if not rows:
+    sys.exit(f"compare.py: no fid-<mix>-<policy>.json in {gpu_dir}")
 mk = [r["makespan_error"] for r in rows]
 tt = [e for r in rows for e in r["tenant_time_errors"]]
 summary = {"runs": len(rows), "mixes": len({r["mix"] for r in rows}),
            "makespan_error_median": statistics.median(mk), "makespan_error_max": max(mk),
            "tenant_time_error_median": statistics.median(tt), "tenant_time_error_max": max(tt)}
+# Per policy: the makespan error's median, maximum and spread over the mixes.
+per_policy = {p: spread([r["makespan_error"] for r in rows if r["policy"] == p]) for p in sorted({r["policy"] for r in rows})}
 first = next(iter(gpu.values()))
-out_path.write_text(json.dumps({"device": first["device"], "gpu_commit": first["commit"], "summary": summary, "rows": rows},
+# Provenance: the GPU runs' build and device (name, driver, CUDA, clocks), as their results state them.
+out_path.write_text(json.dumps({"device": first["device"], "gpu_commit": first["commit"],
+                                "gpu_device_info": first.get("device_info"), "gpu_build": first.get("build"),
+                                "sim_build": s.get("build"), "summary": summary, "per_policy": per_policy, "rows": rows},
                                indent=1))
 print("| mix | policy | GPU makespan ms | sim makespan ms | error | GPU STP | sim STP | worst tenant error |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r['mix']} | {r['policy']} | {r['gpu_makespan_s'] * 1e3:.3f} | {r['sim_makespan_s'] * 1e3:.3f} | "
           f"{r['makespan_error'] * 100:.1f}% | {r['gpu_stp']:.3f} | {r['sim_stp']:.3f} | {max(r['tenant_time_errors']) * 100:.1f}% |")
+print("\n| policy | runs | makespan error median | max | spread (max - min) |")
+print("|---|---:|---:|---:|---:|")
+for p, v in per_policy.items():
+    print(f"| {p} | {v['runs']} | {v['median'] * 100:.1f}% | {v['max'] * 100:.1f}% | {v['spread'] * 100:.1f} points |")
+info = first.get("device_info") or {}
+said = lambda key: info.get(key) if info.get(key) is not None else "not recorded"
+print(f"\nGPU: {info.get('name', first['device'])}, driver {said('driver_version')}, CUDA {said('cuda_version')}, "
+      f"SM clock {said('clock_hz')} Hz, memory clock {said('memory_clock_hz')} Hz; GPU runs' commit {first['commit']}, "
+      f"simulator's {(s.get('build') or {}).get('commit')}")
 print(f"\n{summary['runs']} runs over {summary['mixes']} mixes: makespan error median {summary['makespan_error_median'] * 100:.1f}%, "
       f"max {summary['makespan_error_max'] * 100:.1f}%; per-tenant time error median "
       f"{summary['tenant_time_error_median'] * 100:.1f}%, max {summary['tenant_time_error_max'] * 100:.1f}%")

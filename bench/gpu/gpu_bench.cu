@@ -20,6 +20,8 @@
 #include "backend/cuda/green_contexts.h"
 #include "backend/cuda/handles.h"
 #include "backend/cuda/timing.h"
+#include "cli/build_info.h"
+#include "concord/report.h"
 #include "concord/suite.h"
 #include "kernels/device/device_kernel.h"
 
@@ -271,7 +273,9 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs, driver API %d, runtime %d\n", prop.name, g_sms, driver, runtime);
   cuda::Stream s;
   CHECK_OK(s.create());
-  json out;
+  auto spec = cuda::probe_device_spec(0);
+  CHECK_OK(spec.status());
+  json out = json::parse(provenance_json(*spec, "cuda", cli::build_version(), cli::build_commit()));
   out["device"] = prop.name;
   out["sm_count"] = g_sms;
   out["cuda_driver_api"] = driver;

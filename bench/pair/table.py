@@ -25,6 +25,7 @@ rows.append({"scheme": "ideal (longer alone)", "makespan_ms": max(alone) * 1e3,
              "speedup_over_serial": serial / max(alone), "stp": None, "antt": None})
 first = next(iter(runs.values()))
 dst.write_text(json.dumps({"device": first["device"], "backend": first["backend"], "commit": first["commit"],
+                           "build": first.get("build"), "device_info": first.get("device_info"),
                            "alone_ms": [a * 1e3 for a in alone], "rows": rows, "runs": runs}, indent=1))
 print(f"device {first['device']} ({first['backend']}), commit {first['commit']}; alone "
       + ", ".join(f"{a * 1e3:.2f} ms" for a in alone))

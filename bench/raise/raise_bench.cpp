@@ -14,12 +14,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/build_info.h"
 #include "concord/backend.h"
 #include "concord/device.h"
 #include "concord/spec_source.h"
 #include "concord/estimator.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
+#include "concord/report.h"
 #include "concord/workload.h"
 #include "policy/raise/raise_policy.h"
 #include "mechanism/task_streams.h"
@@ -183,6 +185,7 @@ int main(int argc, char** argv) {
     if (!b) return fail(b.status());
     if (!results.contains("device")) {
       results["device"] = (*b)->device().name;
+      results.update(nlohmann::json::parse(provenance_json((*b)->device(), (*b)->name(), cli::build_version(), cli::build_commit())));
       // Each task type's RAISE class as the policies read it (`stated`: the tasks file's raise_type).
       const Estimator estimator((*b)->device());
       nlohmann::json classes = nlohmann::json::object();

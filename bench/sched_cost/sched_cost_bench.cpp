@@ -2,11 +2,14 @@
 // number of dispatches, on the simulator (so backend cost is excluded), for 4- and 12-tenant mixes.
 #include <benchmark/benchmark.h>
 
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "backend/sim/sim_backend.h"
+#include "cli/build_info.h"
+#include "concord/report.h"
 #include "concord/spec_source.h"
 #include "concord/policy.h"
 #include "concord/suite.h"
@@ -95,6 +98,15 @@ int main(int argc, char** argv) {
         ->Iterations(20)
         ->Repetitions(5)
         ->ReportAggregatesOnly(true);
+  }
+  // Google Benchmark's context (in its JSON output, --benchmark_out) carries the build and the
+  // simulated device, as every results file does.
+  const auto provenance = nlohmann::json::parse(provenance_json(sim::SimBackend(h200_spec()).device(), "sim",
+                                                                cli::build_version(), cli::build_commit()));
+  for (const auto& [group, fields] : provenance.items()) {
+    for (const auto& [key, value] : fields.items()) {
+      benchmark::AddCustomContext(group + "." + key, value.is_string() ? value.get<std::string>() : value.dump());
+    }
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -30,11 +30,13 @@ struct DeviceSpec {
   double dram_bytes_per_s = 0;  // peak DRAM bandwidth
   double fp32_flops = 0;        // peak FP32 FLOP/s (non-tensor)
   double tensor_flops = 0;      // peak dense FP16/BF16 tensor FLOP/s
-  double clock_hz = 0;
-  // As the backend reports them (results files carry them); empty where it does not know (the
-  // simulator).
-  std::string driver_version;   // "580.95.05"
-  std::string cuda_version;     // the CUDA runtime the backend was built with, "13.0"
+  double clock_hz = 0;          // peak SM clock
+  double memory_clock_hz = 0;   // peak memory clock; 0 where not known (built-in specs)
+  // As the backend reports them (every results file carries them): "sim" on the simulator, empty
+  // where a backend cannot tell.
+  std::string driver_version;       // the NVIDIA driver, "580.95.05"
+  std::string cuda_version;         // the CUDA runtime the backend was built with, "13.0"
+  std::string cuda_driver_version;  // the newest CUDA the driver supports, "13.0"
   // Topology: tpc_of_sm[s] and gpc_of_sm[s] for each SM id s. Two SMs per TPC on Hopper.
   std::vector<int> tpc_of_sm;
   std::vector<int> gpc_of_sm;

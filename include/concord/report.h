@@ -22,8 +22,16 @@ struct RunContext {
   DeviceSpec device;                          // the device the run used, as its backend states it
 };
 
-// The whole experiment as JSON text: build and device identity, status (complete), metrics,
-// per-tenant and per-request figures, per-launch and per-dispatch start/end, engine statistics.
+// Where a results file's figures come from, as a JSON object's text: {"build": {"version",
+// "commit"}, "device_info": {"name", "simulated", "sm_count", "gpcs", "l2_bytes", "clock_hz",
+// "memory_clock_hz", "driver_version", "cuda_version", "cuda_driver_version"}} (null where the
+// backend does not know a figure). The CLI's results and every bench's carry both objects.
+std::string provenance_json(const DeviceSpec& device, const std::string& backend, const std::string& version,
+                            const std::string& commit);
+
+// The whole experiment as JSON text: build and device identity, status (complete or where and why
+// it ended early), metrics, per-tenant and
+// per-request figures, per-launch and per-dispatch start/end, engine statistics.
 std::string experiment_json(const ExperimentResult& result, const RunContext& context);
 // The same for an experiment that may have ended early: then `status` says where and why,
 // `metrics` and the tenants' metric fields are null, and every time not reached is null.

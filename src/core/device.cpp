@@ -173,6 +173,7 @@ Result<DeviceSpec> spec_from_attributes(const DeviceAttributes& a) {
   d.sm.max_shared_bytes_per_block = a.max_shared_bytes_per_block_optin;
   d.l2_bytes = a.l2_bytes;
   d.clock_hz = a.clock_khz * 1e3;
+  d.memory_clock_hz = a.memory_clock_khz * 1e3;
   d.dram_bytes_per_s = 2.0 * a.memory_clock_khz * 1e3 * (a.memory_bus_bits / 8.0);
   d.fp32_flops = static_cast<double>(a.sm_count) * rates.fp32_lanes * 2.0 * d.clock_hz;
   d.tensor_flops = static_cast<double>(a.sm_count) * rates.tensor_flop_per_clock * d.clock_hz;

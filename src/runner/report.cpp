@@ -26,7 +26,27 @@ json placement_json(const Placement& p) {
   return j;
 }
 
+json device_info_json(const DeviceSpec& d, const std::string& backend) {
+  auto known = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
+  auto positive = [](double v) { return v > 0 ? json(v) : json(nullptr); };
+  return {{"name", d.name},
+          {"simulated", backend == "sim"},
+          {"sm_count", d.sm_count},
+          {"gpcs", d.gpc_count()},
+          {"l2_bytes", d.l2_bytes},
+          {"clock_hz", positive(d.clock_hz)},
+          {"memory_clock_hz", positive(d.memory_clock_hz)},
+          {"driver_version", known(d.driver_version)},
+          {"cuda_version", known(d.cuda_version)},
+          {"cuda_driver_version", known(d.cuda_driver_version)}};
+}
+
 }  // namespace
+
+std::string provenance_json(const DeviceSpec& device, const std::string& backend, const std::string& version,
+                            const std::string& commit) {
+  return json{{"build", {{"version", version}, {"commit", commit}}}, {"device_info", device_info_json(device, backend)}}.dump();
+}
 
 namespace {
 
@@ -45,15 +65,7 @@ std::string results_json(const RunRecord& run, const Metrics* metrics, const jso
   j["device"] = run.device;
   j["commit"] = ctx.commit;
   j["build"] = {{"version", ctx.version}, {"commit", ctx.commit}};
-  auto known = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
-  j["device_info"] = {{"name", ctx.device.name},
-                      {"simulated", run.backend == "sim"},
-                      {"sm_count", ctx.device.sm_count},
-                      {"gpcs", ctx.device.gpc_count()},
-                      {"l2_bytes", ctx.device.l2_bytes},
-                      {"clock_hz", ctx.device.clock_hz > 0 ? json(ctx.device.clock_hz) : json(nullptr)},
-                      {"driver_version", known(ctx.device.driver_version)},
-                      {"cuda_version", known(ctx.device.cuda_version)}};
+  j["device_info"] = device_info_json(ctx.device, run.backend);
   j["seed"] = run.seed;
   j["status"] = status;
   if (metrics) {

@@ -27,25 +27,8 @@ namespace {
 using testing::DeviceControl;
 using testing::sm_count;
 
-// Small sizes: references run on the CPU.
-const std::map<std::string, std::pair<int64_t, double>> kCases = {
-    {"fma_loop", {1 << 16, 1e-6}}, {"stream_triad", {1 << 20, 1e-6}}, {"vector_add", {1 << 20, 1e-6}},
-    {"hotspot", {512, 1e-6}},      {"matmul", {256, 1e-5}},         {"kmeans", {1 << 15, 1e-3}},
-    {"tc_gemm", {256, 1e-3}},      {"srad", {512, 1e-5}},          {"cfd_flux", {1 << 16, 1e-5}},
-    {"gaussian", {512, 1e-6}},     {"hotspot3d", {128, 1e-6}},     {"bfs", {1 << 16, 0}},
-    {"fft_stage", {1 << 16, 1e-5}}, {"pathfinder", {1 << 16, 0}},  {"backprop", {1 << 16, 1e-5}},
-    {"sgemm", {256, 1e-5}},        {"stencil", {64, 1e-6}},        {"lbm", {1 << 16, 1e-5}},
-    {"mri_q", {1 << 12, 1e-4}},
-};
-
-// CONCORD_GPU_TEST_KERNELS=a,b,c limits the per-kernel tests to those kernels (the sanitizer runs
-// use the kernels with shared memory and barriers; every kernel runs in the plain test run).
-bool selected(const std::string& name) {
-  const char* env = std::getenv("CONCORD_GPU_TEST_KERNELS");
-  if (!env || !*env) return true;
-  const std::string list = std::string(",") + env + ",";
-  return list.find("," + name + ",") != std::string::npos;
-}
+const auto& kCases = testing::kReferenceCases;
+using testing::selected;
 
 std::unique_ptr<kernels::DeviceKernel> make(const std::string& name) {
   auto spec = make_suite_kernel(name, kCases.at(name).first);
@@ -410,7 +393,7 @@ TEST(DeviceApi, PreemptThenResumeRunsEveryLogicalBlockExactlyOnce) {
   DeviceControl first;
   ASSERT_OK(first.init({0, run.blocks}, SmSet::all(sms), 2));
   // About 400000 blocks x 10000 cycles / (2 x SMs) = about 7 ms: long enough to preempt midway.
-  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(run.body(10000), first.get());
+  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(run.body(10000), first.get(), device::BlockAudit{});
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_OK(first.write(offsetof(device::ElasticControl, preempt), one, sizeof(int32_t), control.get()));
@@ -423,7 +406,7 @@ TEST(DeviceApi, PreemptThenResumeRunsEveryLogicalBlockExactlyOnce) {
   // Resume the unfinished suffix on a fresh control block.
   DeviceControl second;
   ASSERT_OK(second.init({done, run.blocks}, SmSet::all(sms), 2));
-  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(run.body(100), second.get());
+  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(run.body(100), second.get(), device::BlockAudit{});
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto resumed = second.read();
   ASSERT_TRUE(resumed.is_ok());
@@ -453,7 +436,7 @@ TEST(DeviceApi, ShrinkThenGrowKeepsWorkOnAllowedSmsAndRunsEveryBlockOnce) {
   DeviceControl ctl;
   ASSERT_OK(ctl.init({0, run.blocks}, SmSet::all(sms), kTlp));
   const CountBody body = run.body(10000);
-  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(body, ctl.get());
+  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, work.get()>>>(body, ctl.get(), device::BlockAudit{});
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   // Shrink to the first 16 SMs, then mark phase 1.
@@ -471,7 +454,7 @@ TEST(DeviceApi, ShrinkThenGrowKeepsWorkOnAllowedSmsAndRunsEveryBlockOnce) {
   ASSERT_EQ(cudaMemcpyAsync(run.phase.get(), &grown->phase, sizeof(int32_t), cudaMemcpyHostToDevice, control.get()), cudaSuccess);
   ASSERT_OK(ctl.write(offsetof(device::ElasticControl, allowed), grown->words, sizeof(grown->words), control.get()));
   ASSERT_EQ(cudaStreamSynchronize(control.get()), cudaSuccess);
-  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, grow.get()>>>(body, ctl.get());
+  device::elastic_kernel<CountBody, device::CacheOp::normal><<<4 * sms, 64, 0, grow.get()>>>(body, ctl.get(), device::BlockAudit{});
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 

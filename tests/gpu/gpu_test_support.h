@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/handles.h"
@@ -14,6 +18,27 @@
 #include "concord/workload.h"
 
 namespace concord::testing {
+
+// Every elastic suite kernel at a size whose CPU reference is quick, with the relative error its
+// output may have against that reference.
+inline const std::map<std::string, std::pair<int64_t, double>> kReferenceCases = {
+    {"fma_loop", {1 << 16, 1e-6}}, {"stream_triad", {1 << 20, 1e-6}}, {"vector_add", {1 << 20, 1e-6}},
+    {"hotspot", {512, 1e-6}},      {"matmul", {256, 1e-5}},         {"kmeans", {1 << 15, 1e-3}},
+    {"tc_gemm", {256, 1e-3}},      {"srad", {512, 1e-5}},          {"cfd_flux", {1 << 16, 1e-5}},
+    {"gaussian", {512, 1e-6}},     {"hotspot3d", {128, 1e-6}},     {"bfs", {1 << 16, 0}},
+    {"fft_stage", {1 << 16, 1e-5}}, {"pathfinder", {1 << 16, 0}},  {"backprop", {1 << 16, 1e-5}},
+    {"sgemm", {256, 1e-5}},        {"stencil", {64, 1e-6}},        {"lbm", {1 << 16, 1e-5}},
+    {"mri_q", {1 << 12, 1e-4}},
+};
+
+// CONCORD_GPU_TEST_KERNELS=a,b,c limits the per-kernel tests to those kernels (the sanitizer runs
+// use the kernels with shared memory and barriers; every kernel runs in the plain test run).
+inline bool selected(const std::string& name) {
+  const char* env = std::getenv("CONCORD_GPU_TEST_KERNELS");
+  if (!env || !*env) return true;
+  const std::string list = std::string(",") + env + ",";
+  return list.find("," + name + ",") != std::string::npos;
+}
 
 // Prepares every tenant of a workload on a backend, as the engine does when they join.
 inline Status prepare_all(Backend& backend, const Workload& w) {

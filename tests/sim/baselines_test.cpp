@@ -107,5 +107,17 @@ TEST(Baselines, StreamsParamAllowsConcurrency) {
   EXPECT_EQ(at_zero, 3);
 }
 
+
+// Serial runs one launch at a time in the order they became ready: three tenants ready at once
+// go in tenant order.
+TEST(Baselines, SerialRunsLaunchesInReadyOrder) {
+  const Workload w = workload({tenant("a", {step("vector_add", 1 << 20)}), tenant("b", {step("bfs", 1 << 18)}),
+                               tenant("c", {step("hotspot", 512)})});
+  auto run = run_on_sim(w, "serial");
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  std::vector<int64_t> order;
+  for (const auto& d : run->dispatches) order.push_back(d.tenants.front().value);
+  EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 2}));
+}
 }  // namespace
 }  // namespace concord

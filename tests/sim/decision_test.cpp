@@ -174,5 +174,49 @@ TEST(FedcmDecisions, CriticalKernelsTakeAlgorithmOnesBestSetAndOthersReuseTheLas
   }
 }
 
+
+// Without a hint, FEDCM ranks a tenant's kernels from the last whole request it saw: until then
+// (the first request) every kernel is decided afresh by Algorithm 1, none reuses the last set.
+TEST(FedcmDecisions, WithoutAHintTheFirstRequestIsDecidedKernelByKernel) {
+  const Workload w = workload(
+      {tenant("compute", {step("fma_loop", 1 << 24), step("fma_loop", 1 << 20, 3), step("fma_loop", 1 << 24)}),
+       tenant("memory", {step("stream_triad", 1 << 26), step("stream_triad", 1 << 22, 3), step("stream_triad", 1 << 26)})});
+  const std::vector<std::vector<bool>> all(2, std::vector<bool>(5, true));
+  for (uint64_t seed : {1, 2}) {
+    SCOPED_TRACE(seed);
+    auto inner = builtin_policies().make("fedcm", {{"sigma", "0.2"}});
+    ASSERT_TRUE(inner.is_ok());
+    FedcmSpy spy(std::move(*inner), all);
+    sim::SimBackend backend(h200_spec());
+    EngineOptions o;
+    o.seed = seed;
+    SpecSourceOptions no_hints;
+    no_hints.hints = false;
+    auto r = run_workload(w, backend, spy, o, no_hints);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    for (const auto& m : spy.mismatches) ADD_FAILURE() << m;
+    EXPECT_GE(spy.critical_checked, 6);
+  }
+}
+
+// A non-critical kernel takes its tenant's last critical decision whole: SM set and cache policy.
+// Here the critical kernel's set spans every GPC, so it runs with L2 evict-first (no slowdown
+// alone for this compute-bound kernel), and so do the three small kernels after it.
+TEST(FedcmDecisions, NonCriticalKernelsKeepTheLastCriticalCachePolicy) {
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 24), step("fma_loop", 1 << 16, 3)}, 2)});
+  auto r = testing::run_on_sim(w, "fedcm", 1, {{"sigma", "0.25"}});  // 1 of 4 launches is critical
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->dispatches.size(), 8u);
+  for (size_t q = 0; q < 2; ++q) {
+    const DispatchRecord& critical = r->dispatches[4 * q];
+    ASSERT_TRUE(h200_spec().spans_all_gpcs(critical.placement.sms)) << critical.placement.sms.to_string();
+    EXPECT_EQ(critical.placement.cache, CachePolicy::l2_evict_first);
+    for (size_t i = 1; i < 4; ++i) {
+      const DispatchRecord& d = r->dispatches[4 * q + i];
+      EXPECT_EQ(d.placement.sms, critical.placement.sms) << "request " << q << " launch " << i;
+      EXPECT_EQ(d.placement.cache, critical.placement.cache) << "request " << q << " launch " << i;
+    }
+  }
+}
 }  // namespace
 }  // namespace concord

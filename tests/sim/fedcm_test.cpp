@@ -278,5 +278,87 @@ TEST(Fedcm, CriticalKernelsAreTheTopSigmaOfLaunchInstances) {
   EXPECT_EQ(c[1], (std::vector<bool>{true}));
 }
 
+
+// A fused dispatch holds each of its parts in every block: a 2:1 fusion of a and b loads an SM
+// with 2 x a's footprint + b's (what U divides against), not one of each.
+TEST(Fedcm, FusedDispatchesLoadTheirSmsWithEveryPart) {
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 24)}), tenant("b", {step("stream_triad", 1 << 26)})});
+  const KernelSpec& ka = w.tenants[0].steps[0].kernel;
+  const KernelSpec& kb = w.tenants[1].steps[0].kernel;
+  const BlockFootprint fa = footprint_of(h200_spec(), ka.variant(ka.default_variant));
+  const BlockFootprint fb = footprint_of(h200_spec(), kb.variant(kb.default_variant));
+  bool checked = false;
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    if (ready.size() == 2 && ctx.running().empty()) {
+      Placement pl;
+      pl.form = LaunchForm::persistent;
+      pl.sms = SmSet::range(0, 40);
+      pl.fusion = Fusion{ready[1].id, {}, 2, 1};
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(ready[0].id, pl).status());
+      const policy::SmOccupants occ = policy::occupants_of(ctx);
+      EXPECT_EQ(occ.on(10).threads, 2 * fa.threads + fb.threads);
+      EXPECT_EQ(occ.on(10).registers, 2 * fa.registers + fb.registers);
+      EXPECT_EQ(occ.on(10).shared_bytes, 2 * fa.shared_bytes + fb.shared_bytes);
+      EXPECT_EQ(occ.on(50).threads, 0);
+      checked = true;
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(run_on_sim(w, p).is_ok());
+  EXPECT_TRUE(checked);
+}
+
+// The cap is ceil(U x resident blocks per SM): a kernel expected to hold 30% of an SM that fits 8
+// of its blocks may keep 3 there (2.4 rounded up), never fewer than 1.
+TEST(Fedcm, TlpCapRoundsTheShareUp) {
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 20)})});
+  std::vector<Placement> seen;
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    for (const auto& r : ready) {
+      if (r.has_running_dispatch) continue;
+      for (double share : {0.3, 0.5, 0.01, 0.99}) {
+        seen.push_back(policy::sm_set_placement(ctx, *r.kernel, SmSet::range(0, 40), CachePolicy::normal, share));
+      }
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, seen.back()).status());
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(run_on_sim(w, p).is_ok());
+  const KernelSpec& k = w.tenants[0].steps[0].kernel;
+  ASSERT_EQ(max_resident_blocks(h200_spec(), k.variant(k.default_variant)), 8);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].tlp, 3);  // 2.4
+  EXPECT_EQ(seen[1].tlp, 4);  // 4.0
+  EXPECT_EQ(seen[2].tlp, 1);  // 0.08: at least one
+  EXPECT_EQ(seen[3].tlp, 8);  // 7.92
+}
+
+// KRISP gives a kernel its demand in whole TPCs, no more: 10 SMs are 5 TPCs, 11 take 6.
+TEST(Fedcm, KrispTakesTheFewestTpcsThatCoverTheDemand) {
+  const DeviceSpec d = h200_spec();
+  EXPECT_EQ(policy::krisp_sms(d, 10, {}).count(), 10);
+  EXPECT_EQ(policy::krisp_sms(d, 11, {}).count(), 12);
+  EXPECT_EQ(policy::krisp_sms(d, 2, {SmSet::range(0, 4)}), SmSet::range(4, 2));  // the first free TPC
+}
+
+// A kernel KRISP has to place partly on SMs a running kernel holds shares them as FEDCM does: a
+// TLP cap below what fits, so the kernel already there keeps room.
+TEST(Fedcm, KrispCapsTheTlpOfAKernelOnSharedSms) {
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 24)}), tenant("b", {step("stream_triad", 1 << 26)})});
+  auto r = run_on_sim(w, "krisp");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->dispatches.size(), 2u);
+  const DispatchRecord& first = r->dispatches[0];
+  const DispatchRecord& second = r->dispatches[1];
+  ASSERT_EQ(second.dispatched, first.dispatched) << "both placed at the start, the second beside the first";
+  ASSERT_TRUE(second.placement.sms.intersects(first.placement.sms)) << "the demands overlap: some SMs are shared";
+  const KernelSpec& k = w.tenants[static_cast<size_t>(second.tenants[0].value)].steps[0].kernel;
+  const int resident = max_resident_blocks(h200_spec(), k.variant(k.default_variant));
+  EXPECT_EQ(second.placement.form, LaunchForm::persistent);
+  EXPECT_GT(second.placement.tlp, 0);
+  EXPECT_LT(second.placement.tlp, resident);
+}
 }  // namespace
 }  // namespace concord

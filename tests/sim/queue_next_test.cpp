@@ -3,6 +3,7 @@
 // simulator; the errors it gives; the task-stream policies' `ahead` parameter that uses it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "test_support.h"
@@ -188,6 +189,65 @@ TEST(QueueNext, TaskStreamPoliciesQueueAsFarAsAheadSays) {
   EXPECT_TRUE(builtin_policies().make("rd", {{"ahead", "2"}}).is_ok());
 }
 
+// Counts the dispatches each hook call of the wrapped policy makes.
+class PerCall final : public Policy {
+ public:
+  explicit PerCall(std::unique_ptr<Policy> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  Status on_start(SchedContext& ctx) override { return inner_->on_start(ctx); }
+  Status on_tenant_joined(SchedContext& ctx, TenantId t) override { return inner_->on_tenant_joined(ctx, t); }
+  Status on_ready(SchedContext& ctx, LaunchId l) override { return count(ctx, [&] { return inner_->on_ready(ctx, l); }); }
+  Status on_complete(SchedContext& ctx, const Completion& c) override {
+    return count(ctx, [&] { return inner_->on_complete(ctx, c); });
+  }
+  Status on_tick(SchedContext& ctx) override { return count(ctx, [&] { return inner_->on_tick(ctx); }); }
+  std::vector<int> per_call;
+
+ private:
+  template <typename F>
+  Status count(SchedContext& ctx, F&& hook) {
+    DispatchId last;
+    for (const RunningDispatch& d : ctx.running()) {
+      if (d.id.value > last.value) last = d.id;
+    }
+    CONCORD_RETURN_IF_ERROR(hook());
+    int n = 0;
+    for (const RunningDispatch& d : ctx.running()) n += d.id.value > last.value;
+    per_call.push_back(n);
+    return Status::ok();
+  }
+  std::unique_ptr<Policy> inner_;
+};
+
+// A task's later kernels go behind it at most `burst` per scheduling call (the rest on a tick),
+// and only its own request's: the tenant's next request is a new task, started by the chooser.
+TEST(QueueNext, TaskStreamsQueueOnlyTheTasksOwnKernelsAtMostBurstPerCall) {
+  Workload w = workload({tenant("a", {step("vector_add", 1 << 20, 6)}, 2)});
+  w.tenants[0].arrival.kind = ArrivalProcess::Kind::timestamps;
+  w.tenants[0].arrival.timestamps = {0, 0};  // both requests submitted at once
+  for (const char* policy : {"raise", "rd"}) {
+    auto inner = builtin_policies().make(policy, {{"burst", "2"}, {"streams", "1"}});
+    ASSERT_TRUE(inner.is_ok());
+    PerCall p(std::move(*inner));
+    auto r = run_on_sim(w, p);
+    ASSERT_TRUE(r.is_ok()) << policy << ": " << r.status().to_string();
+    ASSERT_EQ(r->dispatches.size(), 12u);
+    // The first call starts the task and queues two behind it: three dispatches, never more.
+    ASSERT_FALSE(p.per_call.empty());
+    EXPECT_EQ(*std::max_element(p.per_call.begin(), p.per_call.end()), 3) << policy;
+    int queued = 0;
+    for (const DispatchRecord& d : r->dispatches) {
+      if (!d.after.valid()) continue;
+      ++queued;
+      const DispatchRecord& before = r->dispatches[static_cast<size_t>(d.after.value)];
+      EXPECT_EQ(r->launches[static_cast<size_t>(d.launches[0].value)].request,
+                r->launches[static_cast<size_t>(before.launches[0].value)].request)
+          << policy << ": dispatch " << d.id.value << " queued behind another request's kernel";
+    }
+    EXPECT_EQ(queued, 10) << policy << ": all but the first kernel of each of the two tasks";
+  }
+}
+
 TEST(QueueNext, StreamsQueuesWholeRequests) {
   // Two tenants of six kernels a request, three requests each.
   auto w = workload({tenant("a", {step("vector_add", 1 << 20, 3), step("sgemm", 512), step("stream_triad", 1 << 22, 2)}, 3),
@@ -204,6 +264,20 @@ TEST(QueueNext, StreamsQueuesWholeRequests) {
   EXPECT_EQ(queued(*ahead), 2 * 3 * 5);  // all but the first kernel of each request
   EXPECT_EQ(ahead->launches.size(), plain->launches.size());
   EXPECT_FALSE(builtin_policies().make("streams", {{"ahead", "2"}}).is_ok());
+  // Requests submitted together: each request's first kernel is dispatched on its own, never
+  // queued behind the request before it.
+  Workload together = w;
+  for (TenantSpec& t : together.tenants) {
+    t.arrival.kind = ArrivalProcess::Kind::timestamps;
+    t.arrival.timestamps = {0, 0, 0};
+  }
+  auto at_once = run_on_sim(together, "streams", 1, {{"ahead", "task"}});
+  ASSERT_TRUE(at_once.is_ok()) << at_once.status().to_string();
+  EXPECT_EQ(queued(*at_once), 2 * 3 * 5);
+  for (const DispatchRecord& d : at_once->dispatches) {
+    const LaunchRecord& l = at_once->launches[static_cast<size_t>(d.launches[0].value)];
+    EXPECT_EQ(d.after.valid(), l.index > 0) << "tenant " << l.tenant.value << " request " << l.request << " launch " << l.index;
+  }
   EXPECT_FALSE(builtin_policies().make("fedcm", {{"ahead", "task"}}).is_ok());
 }
 

@@ -395,5 +395,72 @@ TEST(RaiseTasks, AStatedTypeReplacesTheOneReadFromTheVector) {
   EXPECT_LE(plain_by_name["com0"].end, plain_by_name["mem0"].start + 1e-12);
 }
 
+
+// An idle GPU where no variant of the waiting task fits (every score at or above the idle GPU's
+// 10): RAISE starts it anyway, in its lightest variant, rather than wait forever.
+TEST(RaisePolicy, AnIdleGpuThatFitsNoVariantStartsTheLightest) {
+  Workload w = workload({tenant("heavy", {step("vector_add", 1 << 22)})});
+  KernelSpec& k = w.tenants[0].steps[0].kernel;
+  ASSERT_EQ(k.variant_count(), 3);
+  // LAT scores (the means) at the top of the 0-10 scale a measured facet allows: none is below
+  // an idle GPU's S_g = 10, and variant 1 is the lightest.
+  const double level[3] = {10, 10 - 5e-10, 10};
+  for (int v = 0; v < 3; ++v) {
+    RaiseVector m;
+    m.fill(level[v]);
+    k.variants[static_cast<size_t>(v)].facets["raise"] = policy::raise_facet_to_json(m);
+  }
+  w.tenants[0].labels["raise_type"] = "LAT";
+  auto r = run_on_sim(w, "raise");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->dispatches.size(), 1u);
+  EXPECT_EQ(r->dispatches[0].placement.variant, 1);
+}
+
+// A task's kernels all run the variant its first one started in, also those the host launches one
+// by one (ahead=0: each dispatched when the one before it ended).
+TEST(TaskStreams, ATasksLaterKernelsRunItsVariant) {
+  const Workload w = workload({tenant("a", {step("vector_add", 1 << 20, 3), step("stream_triad", 1 << 20, 2)}, 2),
+                               tenant("b", {step("hotspot", 1024, 4)}, 2)});
+  for (const char* policy : {"raise", "sq", "rd"}) {
+    auto r = run_on_sim(w, policy, 1, {{"ahead", "0"}, {"dims", "max"}});
+    ASSERT_TRUE(r.is_ok()) << policy << ": " << r.status().to_string();
+    ASSERT_EQ(r->dispatches.size(), 18u);
+    for (const DispatchRecord& d : r->dispatches) {
+      EXPECT_EQ(d.placement.variant, 2) << policy << ": dispatch " << d.id.value;
+    }
+  }
+}
+
+// RAISE's "Max" is the variant with the largest block, wherever it sits in the kernel's list.
+TEST(TaskStreams, MaxIsTheLargestBlock) {
+  KernelSpec k = *make_suite_kernel("vector_add", 1 << 20);
+  ASSERT_EQ(k.variant_count(), 3);
+  EXPECT_EQ(policy::max_variant(k), 2);
+  std::swap(k.variants[0], k.variants[2]);
+  EXPECT_EQ(policy::max_variant(k), 0);
+  std::swap(k.variants[0], k.variants[1]);
+  EXPECT_EQ(policy::max_variant(k), 1);
+}
+
+// rd picks the next task at random among those waiting: over seeds, tasks do not always start in
+// the order they arrived.
+TEST(RaiseBaselines, RdStartsTasksInARandomOrder) {
+  int reordered = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    auto r = run_on_sim(typed_tasks(2), "rd", seed, {{"streams", "1"}, {"dims", "mid"}});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    std::vector<std::pair<Seconds, int64_t>> starts;
+    for (const auto& [t, s] : spans(*r)) starts.push_back({s.start, t});
+    std::sort(starts.begin(), starts.end());
+    for (size_t i = 1; i < starts.size(); ++i) {
+      if (starts[i].second < starts[i - 1].second) {
+        ++reordered;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(reordered, 0) << "six seeds, every time in arrival order";
+}
 }  // namespace
 }  // namespace concord

@@ -141,6 +141,18 @@ TEST(Occupancy, LimitedByEachResource) {
   EXPECT_EQ(max_resident_blocks(d, v), 0);   // does not fit at all
 }
 
+// Registers are allocated per warp in units of 256: 33 a thread takes 1056 a warp, rounded to 1280.
+TEST(Occupancy, RegistersAreAllocatedPerWarpInWholeUnits) {
+  const DeviceSpec d = h200_spec();
+  KernelVariant v;
+  v.threads_per_block = 256;  // 8 warps
+  v.registers_per_thread = 33;
+  EXPECT_EQ(footprint_of(d, v).registers, 1280 * 8);
+  EXPECT_EQ(max_resident_blocks(d, v), 6);  // 65536 / 10240; unrounded (8448 a block) it would be 7
+  v.registers_per_thread = 40;               // 1280 a warp exactly
+  EXPECT_EQ(footprint_of(d, v).registers, 1280 * 8);
+}
+
 }  // namespace
 }  // namespace concord
 

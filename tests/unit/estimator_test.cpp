@@ -21,6 +21,20 @@ TEST(Estimator, RooflineScalesComputeAndSaturatesMemory) {
   EXPECT_FALSE(e.measured(compute, v));
 }
 
+// Without a measured curve, each cache policy costs the roofline time its own sensitivity: L1
+// bypass 1 + l1_sensitivity, L2 evict-first 1 + l2_sensitivity, both the product.
+TEST(Estimator, RooflineCachePoliciesCostTheirOwnSensitivity) {
+  const Estimator e(h200_spec());
+  KernelSpec k = *make_suite_kernel("stream_triad", 1 << 24);
+  k.l1_sensitivity = 0.2;
+  k.l2_sensitivity = 0.5;
+  const int v = k.default_variant;
+  const double base = e.seconds(k, v, 66);
+  EXPECT_DOUBLE_EQ(e.seconds(k, v, 66, CachePolicy::l1_bypass), base * 1.2);
+  EXPECT_DOUBLE_EQ(e.seconds(k, v, 66, CachePolicy::l2_evict_first), base * 1.5);
+  EXPECT_DOUBLE_EQ(e.seconds(k, v, 66, CachePolicy::both), base * 1.2 * 1.5);
+}
+
 TEST(Estimator, UsesMeasuredCurvesAndCacheSlowdowns) {
   const Estimator e(h200_spec());
   KernelSpec k = *make_suite_kernel("bfs", 1 << 20);

@@ -64,5 +64,26 @@ TEST(StaticPartition, WeightedSharesAreDisjointAndCoverTheGpu) {
   EXPECT_EQ(two_to_one[1].count(), 44);
 }
 
+
+// Largest remainder, worked by hand on the H200's 66 TPCs: weights 1, 1, 5 ask 9.43, 9.43 and
+// 47.14 TPCs; the floors give 65 and the one left over goes to the largest fraction (0.43, the
+// first share): 10, 9 and 47 TPCs.
+TEST(StaticPartition, LeftoverTpcsGoToTheLargestRemainders) {
+  const auto shares = policy::weighted_tpc_shares(h200_spec(), {1, 1, 5});
+  ASSERT_EQ(shares.size(), 3u);
+  EXPECT_EQ(shares[0].count(), 20);
+  EXPECT_EQ(shares[1].count(), 18);
+  EXPECT_EQ(shares[2].count(), 94);
+}
+
+// A tiny weight still gets a TPC while another share can spare one: weights 1 and 1000 ask 0.07
+// and 65.93 TPCs, which round to 0 and 66; the first then takes one from the second.
+TEST(StaticPartition, NoShareIsEmptyWhileAnotherCanSpareATpc) {
+  const auto shares = policy::weighted_tpc_shares(h200_spec(), {1, 1000});
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(shares[0].count(), 2);
+  EXPECT_EQ(shares[1].count(), 130);
+  EXPECT_FALSE(shares[0].intersects(shares[1]));
+}
 }  // namespace
 }  // namespace concord

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/sim/sim_backend.h"
 #include "concord/device.h"
 #include "concord/experiment.h"
 #include "concord/report.h"
@@ -101,7 +102,8 @@ json results_of(const std::string& example, const std::string& policy, bool comp
   auto result = run_experiment(*workload, config, cache);
   EXPECT_TRUE(result.is_ok()) << result.status().to_string();
   if (!result.is_ok()) return json();
-  const RunContext context{example, {}, "0.1.0", "abc123", h200_spec()};
+  // The device as the backend states it, as `concord run` takes it.
+  const RunContext context{example, {}, "0.1.0", "abc123", sim::SimBackend(h200_spec()).device()};
   return json::parse(experiment_json(*result, context));
 }
 
@@ -134,7 +136,10 @@ TEST(ResultsSchema, RunsOfTheExamplesMatchTheSchema) {
     EXPECT_EQ(results.at("build").at("commit"), "abc123");
     EXPECT_EQ(results.at("device_info").at("name"), h200_spec().name);
     EXPECT_TRUE(results.at("device_info").at("simulated").get<bool>());
-    EXPECT_TRUE(results.at("device_info").at("driver_version").is_null()) << "the simulator has no driver";
+    for (const char* field : {"driver_version", "cuda_version", "cuda_driver_version"}) {
+      EXPECT_EQ(results.at("device_info").at(field), "sim") << field << ": the simulator names itself in place of a driver";
+    }
+    EXPECT_GT(results.at("device_info").at("clock_hz").get<double>(), 0);
   }
 }
 

@@ -26,4 +26,13 @@ struct alignas(128) ElasticControl {
   uint32_t sm_done[kMaxControlSms];       // logical blocks finished per SM (histogram)
 };
 
+// A test's own record of what ran, kept apart from the control block's counters (which the
+// backend caps at the range): for each logical block, how many times a body was called for it and
+// on which SM (%smid, the last time). Every launch form takes one; null pointers (the default)
+// switch it off; DeviceKernel::audit_block_runs switches it on for one kernel.
+struct BlockAudit {
+  uint32_t* runs = nullptr;  // indexed by logical block id
+  uint32_t* sm = nullptr;
+};
+
 }  // namespace concord::device

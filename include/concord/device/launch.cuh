@@ -91,16 +91,25 @@ __device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm, const Ra
   return true;
 }
 
+// The leader of a block or part records a logical block in the audit (control.h) just before
+// calling the body for it.
+__device__ __forceinline__ void audit_block(const BlockAudit& audit, int64_t block, unsigned sm) {
+  if (audit.runs == nullptr) return;
+  atomicAdd(&audit.runs[block], 1u);
+  audit.sm[block] = sm;
+}
+
 template <typename Body, CacheOp Op>
-__global__ void standalone_kernel(Body body, int64_t range_begin) {
+__global__ void standalone_kernel(Body body, int64_t range_begin, BlockAudit audit) {
   extern __shared__ __align__(16) char dynamic_shared[];
   PartContext<Op> ctx{range_begin + static_cast<int64_t>(blockIdx.x), static_cast<int>(threadIdx.x),
                       static_cast<int>(blockDim.x), 1, dynamic_shared};
+  if (threadIdx.x == 0) audit_block(audit, ctx.block, sm_id());
   body(ctx);
 }
 
 template <typename Body, CacheOp Op>
-__global__ void elastic_kernel(Body body, ElasticControl* ctl) {
+__global__ void elastic_kernel(Body body, ElasticControl* ctl, BlockAudit audit) {
   extern __shared__ __align__(16) char dynamic_shared[];
   __shared__ Chunk chunk;
   __shared__ Range range;  // the leader's; in shared memory so that no register stays live across the body
@@ -120,6 +129,7 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
     const Chunk mine = chunk;
     if (mine.begin < 0) break;
     for (ctx.block = mine.begin; ctx.block < mine.end; ++ctx.block) {
+      if (threadIdx.x == 0) audit_block(audit, ctx.block, sm);
       body(ctx);
       ctx.sync();  // the body's shared memory is free before the next logical block uses it
     }
@@ -139,7 +149,8 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl) {
 // control. Shared memory: a slices of shared_a bytes, then b slices of shared_b bytes.
 template <typename BodyA, typename BodyB, CacheOp Op>
 __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, ElasticControl* ctl_b, int parts_a,
-                             int parts_b, int threads_a, int threads_b, int shared_a, int shared_b) {
+                             int parts_b, int threads_a, int threads_b, int shared_a, int shared_b, BlockAudit audit_a,
+                             BlockAudit audit_b) {
   extern __shared__ __align__(16) char dynamic_shared[];
   __shared__ Chunk chunks[15];
   __shared__ int admitted;
@@ -163,6 +174,7 @@ __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, 
     const Chunk mine = chunks[part];
     if (mine.begin < 0) break;
     for (ctx.block = mine.begin; ctx.block < mine.end; ++ctx.block) {
+      if (local == 0) audit_block(in_a ? audit_a : audit_b, ctx.block, sm);
       if (in_a) body_a(ctx);
       else body_b(ctx);
       ctx.sync();

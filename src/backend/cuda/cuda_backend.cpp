@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <unordered_set>
 
@@ -38,27 +40,25 @@ void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms)
 
 void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.allowed, sms); }
 
-// 13000 -> "13.0" (CUDA's version encoding: 1000 x major + 10 x minor).
-std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+// A CUDA version as cudaDriverGetVersion and cudaRuntimeGetVersion give it (1000 x major + 10 x
+// minor) in the usual form, "13.0".
+std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
-// The NVIDIA kernel module's version ("580.159.04") from /proc/driver/nvidia/version; empty when
-// that file cannot be read (a container without it).
-std::string kernel_driver_version() {
-  std::FILE* f = std::fopen("/proc/driver/nvidia/version", "r");
-  if (f == nullptr) return "";
-  char line[512] = {};
-  const bool read = std::fgets(line, sizeof line, f) != nullptr;
-  std::fclose(f);
-  if (!read) return "";
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..." : the first word of digits and dots.
-  const std::string text(line);
-  const size_t module = text.find("Kernel Module");
-  size_t at = module == std::string::npos ? text.find(':') : module;
-  if (at == std::string::npos) return "";
-  at = text.find_first_of("0123456789", at);
-  if (at == std::string::npos) return "";
-  const size_t end = text.find_first_not_of("0123456789.", at);
-  return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+// The NVIDIA driver's version, from the kernel module's own line ("NVRM version: NVIDIA UNIX ...
+// Kernel Module  580.95.05  Release Build ..."): the first word of digits and dots with a dot in it.
+// Empty where the file is not there (another OS, a container without it).
+std::string nvidia_driver_version() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  std::istringstream words(line);
+  std::string w;
+  while (words >> w) {
+    const bool version = w.find('.') != std::string::npos &&
+                         std::all_of(w.begin(), w.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); });
+    if (version) return w;
+  }
+  return "";
 }
 
 }  // namespace
@@ -84,12 +84,12 @@ Result<DeviceSpec> probe_device_spec(int device) {
   auto spec = spec_from_attributes(a);
   if (!spec) return spec.status();
   spec->sm.max_registers_per_thread = 255;
-  int driver = 0, runtime = 0;
-  CONCORD_CUDA(cudaDriverGetVersion(&driver));
+  int driver_api = 0, runtime = 0;
+  CONCORD_CUDA(cudaDriverGetVersion(&driver_api));
   CONCORD_CUDA(cudaRuntimeGetVersion(&runtime));
-  const std::string module = kernel_driver_version();
-  spec->driver_version = module.empty() ? "CUDA " + cuda_version_text(driver) : module;
-  spec->cuda_version = cuda_version_text(runtime);
+  spec->cuda_driver_version = cuda_version_string(driver_api);
+  spec->cuda_version = cuda_version_string(runtime);
+  spec->driver_version = nvidia_driver_version();
   return spec;
 }
 
@@ -296,6 +296,12 @@ Status CudaBackend::prepare_dispatch(const DispatchRequest& request) {
   if (!kb) return kb.status();
   return kernels::prepare_fused(**ka, a.variant, a.parts_per_block, **kb, b.variant, b.parts_per_block,
                                 request.placement.cache);
+}
+
+Result<kernels::DeviceKernel*> CudaBackend::prepared_kernel(const KernelSpec& spec) const {
+  const auto it = kernels_.find(std::to_string(reinterpret_cast<uintptr_t>(&spec)));
+  if (it == kernels_.end()) return Status::not_found("cuda: kernel '" + spec.name + "' has not been prepared on this backend");
+  return it->second.get();
 }
 
 Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec, int tenant) {

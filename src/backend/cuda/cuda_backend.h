@@ -70,6 +70,9 @@ class CudaBackend final : public Backend {
   int running() const override { return active_.load(); }
 
   GreenContextPool& green_contexts() { return *green_; }
+  // The device instance that runs `spec`'s launches (made by prepare_tenant or the first dispatch
+  // naming that spec); not_found before. Tests read its output and its block audit through it.
+  Result<kernels::DeviceKernel*> prepared_kernel(const KernelSpec& spec) const;
 
  private:
   struct Part {

@@ -24,6 +24,8 @@ BlockFootprint fused_footprint(const DeviceSpec& device, const DispatchRequest& 
 
 SimBackend::SimBackend(DeviceSpec device, SimOptions options)
     : device_(std::move(device)), options_(options), model_(device_, options.model) {
+  // No driver and no CUDA: results files name the simulator in their place.
+  device_.driver_version = device_.cuda_version = device_.cuda_driver_version = "sim";
   free_.assign(static_cast<size_t>(device_.sm_count), SmResources::empty_sm(device_));
 }
 

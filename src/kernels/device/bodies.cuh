@@ -11,6 +11,14 @@
 
 namespace concord::kernels {
 
+// What a kernel named by CONCORD_TEST_STUB_KERNEL runs in place of its body (device_kernel.h):
+// nothing, so its output keeps whatever was there.
+struct StubBody {
+  static constexpr const char* kName = "StubBody";  // its name in the fusion compiler's source
+  template <class Ctx>
+  __device__ void operator()(const Ctx&) const {}
+};
+
 // fma_loop: out[i] = 1024 dependent FMAs seeded by i (compute-bound, 2048 FLOP per element).
 struct FmaLoopBody {
   static constexpr const char* kName = "FmaLoopBody";  // its name in the fusion compiler's source

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/handles.h"
 #include "concord/device/control.h"
 #include "concord/kernel.h"
 #include "concord/placement.h"
@@ -25,9 +26,15 @@ struct FusionOperand {
   int shared_bytes = 0;              // shared memory of one part
 };
 
+// The environment variable that turns one elastic kernel's body into a no-op in every launch
+// form (the wrappers still hand out, count and report its logical blocks): how the GPU tests show
+// that they notice a kernel that does no work (scripts/gpu_stub_check.sh). Never set in a run
+// whose results count; a kernel so stubbed says so on stderr when it is made.
+inline constexpr const char* kStubKernelEnv = "CONCORD_TEST_STUB_KERNEL";
+
 class DeviceKernel {
  public:
-  explicit DeviceKernel(KernelSpec spec) : spec_(std::move(spec)) {}
+  explicit DeviceKernel(KernelSpec spec);
   virtual ~DeviceKernel() = default;
   DeviceKernel(const DeviceKernel&) = delete;
   DeviceKernel& operator=(const DeviceKernel&) = delete;
@@ -61,8 +68,26 @@ class DeviceKernel {
   // seeded sample; returns the relative error ||out - ref|| / ||ref|| (NaN fails).
   virtual Result<double> check(uint64_t sample_seed) const = 0;
 
+  // For tests: from now on every launch of this elastic kernel, in any form, records per logical
+  // block how many times its body ran and on which SM (device::BlockAudit), zeroed here.
+  // unsupported for library kernels (no logical blocks of their own).
+  Status audit_block_runs();
+  struct BlockRuns {
+    std::vector<uint32_t> runs;  // per logical block id, up to the largest variant's grid
+    std::vector<uint32_t> sm;    // the SM of its last run (meaningful where runs > 0)
+  };
+  // What the audit recorded so far (after the launches finished: the caller synchronizes).
+  Result<BlockRuns> block_runs() const;
+  // The audit every launch of this kernel passes to the device: null pointers unless
+  // audit_block_runs() was called.
+  device::BlockAudit audit() const { return {audit_runs_.get(), audit_sm_.get()}; }
+  // True when kStubKernelEnv names this kernel: its body does nothing.
+  bool stubbed() const { return stubbed_; }
+
  private:
   KernelSpec spec_;
+  bool stubbed_ = false;
+  cuda::DeviceBuffer<uint32_t> audit_runs_, audit_sm_;
 };
 
 // The device kernel for a suite spec (or one registered below); not_found when the kernel has no

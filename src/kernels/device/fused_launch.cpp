@@ -74,9 +74,10 @@ Status launch_fused(DeviceKernel& a, int va, int pa, device::ElasticControl* ca,
   auto k = kernel_for(*s, cache);
   if (!k) return k.status();
   int ta = s->a.threads, tb = s->b.threads, sa = s->a.shared_bytes, sb = s->b.shared_bytes;
+  device::BlockAudit audit_a = a.audit(), audit_b = b.audit();
   // The fused kernel's parameters, in order: body_a, body_b, ctl_a, ctl_b, parts_a, parts_b,
-  // threads_a, threads_b, shared_a, shared_b (device::fused_kernel).
-  void* args[] = {s->a.bytes.data(), s->b.bytes.data(), &ca, &cb, &pa, &pb, &ta, &tb, &sa, &sb};
+  // threads_a, threads_b, shared_a, shared_b, audit_a, audit_b (device::fused_kernel).
+  void* args[] = {s->a.bytes.data(), s->b.bytes.data(), &ca, &cb, &pa, &pb, &ta, &tb, &sa, &sb, &audit_a, &audit_b};
   CONCORD_CUDA(cudaLaunchKernel(*k, dim3(static_cast<unsigned>(grid)), dim3(static_cast<unsigned>(s->threads)), args,
                                 static_cast<size_t>(s->shared), stream));
   return Status::ok();
