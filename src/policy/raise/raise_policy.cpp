@@ -19,6 +19,13 @@ bool fits(const RaiseCandidate& c, int v) {
   return f[static_cast<size_t>(v)] || std::none_of(f.begin(), f.end(), [](bool x) { return x; });
 }
 
+// S_t of variant `v` under `type`: precomputed with the task (TaskInfo::scores, its own class)
+// where the candidate has them.
+double score_of(const RaiseCandidate& c, int v, RaiseClass type) {
+  if (c.scores && type == c.cls) return (*c.scores)[static_cast<size_t>(v)];
+  return raise_score((*c.vectors)[static_cast<size_t>(v)], type);
+}
+
 }  // namespace
 
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
@@ -48,7 +55,7 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
         if (fixed >= 0 && v != fixed) continue;
         if (fixed < 0 && !fits(tasks[i], v)) continue;  // a variant that can never run
         // Step 5: the largest S_t below S_g; the first waiting task wins ties.
-        const double s_t = raise_score((*tasks[i].vectors)[static_cast<size_t>(v)], type);
+        const double s_t = score_of(tasks[i], v, type);
         if (s_t < s_g - kEps && s_t > best_score) {
           best_score = s_t;
           best = std::make_pair(i, v);
@@ -60,7 +67,7 @@ std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const
       const auto& vecs = *tasks[best->first].vectors;
       for (int v = static_cast<int>(vecs.size()) - 1; v > best->second; --v) {
         if (!fits(tasks[best->first], v)) continue;
-        const double s_t = raise_score(vecs[static_cast<size_t>(v)], type);
+        const double s_t = score_of(tasks[best->first], v, type);
         if (s_t < s_g - kEps && s_t >= best_score - tie) {
           best->second = v;
           break;
@@ -141,7 +148,9 @@ std::optional<TaskChoice> RaisePolicy::choose(SchedContext& ctx, const std::vect
   }
   std::vector<RaiseCandidate>& tasks = candidates_;
   tasks.clear();
-  for (const TaskInfo* info : infos) tasks.push_back({&info->vectors, info->cls, &info->fits});
+  for (const TaskInfo* info : infos) {
+    tasks.push_back({&info->vectors, info->cls, &info->fits, info->scores.size() == info->vectors.size() ? &info->scores : nullptr});
+  }
   auto pick = raise_decide(global(), tasks, alpha_, beta_, p_.fixed_variant, p_.tie);
   if (pick) return TaskChoice{pick->first, pick->second};
   if (streams_.running_tasks() > 0) return std::nullopt;  // hold until a task gives resources back

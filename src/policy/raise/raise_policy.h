@@ -38,6 +38,7 @@ struct RaiseCandidate {
   const std::vector<RaiseVector>* vectors;  // per variant
   RaiseClass cls;
   const std::vector<bool>* fits = nullptr;  // per variant, whether it fits on an SM (TaskInfo::fits); null: all do
+  const std::vector<double>* scores = nullptr;  // per variant, S_t under `cls` (TaskInfo::scores); null: computed
 };
 
 class RaisePolicy final : public Policy, private TaskChooser {

@@ -84,6 +84,7 @@ TaskInfo task_info(const std::vector<TenantHints::Step>& kernels, std::optional<
   const KernelSpec& first = *kernels.front().kernel;
   info.class_variant = static_cast<size_t>(std::min<int>(max_variant(first), variants - 1));
   info.cls = stated ? *stated : raise_class(info.vectors[info.class_variant]);
+  for (const RaiseVector& v : info.vectors) info.scores.push_back(raise_score(v, info.cls));
   return info;
 }
 

@@ -21,6 +21,8 @@ struct TaskInfo {
   // Per variant: one block of each of its kernels (at that variant) fits on an SM of the device.
   // A variant that does not could never run; the policies never choose one.
   std::vector<bool> fits;
+  // Per variant: its type score S_t under `cls` (Eq. 1-3), what every decision compares.
+  std::vector<double> scores;
 };
 
 // A variant's measured RAISE vector (its "raise" facet), if it has one.
