@@ -309,7 +309,7 @@ TEST(BackendOutputs, FusedPairMatchesBothReferencesAndRunsEachBlockOnce) {
       ASSERT_TRUE(done.is_ok()) << done.status().to_string();
       ASSERT_EQ(done->size(), 1u);
       EXPECT_FALSE(done->front().preempted);
-      EXPECT_EQ(done->front().blocks_done, (std::vector<int64_t>{whole_grid(a).size(), whole_grid(c).size()}));
+      EXPECT_EQ(done->front().blocks_done, (PartList<int64_t>{whole_grid(a).size(), whole_grid(c).size()}));
       EXPECT_EQ(output_mismatch(**ka, tolerance_of("hotspot")), "");
       EXPECT_EQ(output_mismatch(**kc, tolerance_of("stream_triad")), "");
       EXPECT_EQ(audit_mismatch(**ka, once(a), [&](int64_t) { return &sms; }), "");
