@@ -146,7 +146,7 @@ const TaskInfo& TaskTypes::of(const SchedContext& ctx, TenantId tenant, LaunchId
   }
   if (!first) {
     if (infos_[t]) return *infos_[t];
-    static const TaskInfo kUnknown{{RaiseVector{}}, RaiseClass::lat, 0, false, {true}};
+    static const TaskInfo kUnknown{{RaiseVector{}}, RaiseClass::lat, 0, false, {true}, {0.0}};
     return kUnknown;
   }
   // No hint: the task's kernels as its tenant has submitted them by now.
