@@ -609,7 +609,7 @@ TEST(EngineOutputs, PreemptResumeResizeTlpAndFusionKeepOutputsAndRunEachBlockOnc
     EXPECT_FALSE(grown[0]->preempted);
     EXPECT_EQ(grown[0]->blocks_done[0], grown[0]->ranges[0].size());
     ASSERT_EQ(fused.size(), 1u);
-    EXPECT_EQ(fused[0]->blocks_done, (std::vector<int64_t>{fused[0]->ranges[0].size(), fused[0]->ranges[1].size()}));
+    EXPECT_EQ(fused[0]->blocks_done, (PartList<int64_t>{fused[0]->ranges[0].size(), fused[0]->ranges[1].size()}));
   });
 }
 
