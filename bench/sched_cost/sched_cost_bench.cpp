@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kNanosecond)
         ->Iterations(20)
-        ->Repetitions(5)
+        ->Repetitions(3)
         ->ReportAggregatesOnly(true);
   }
   // Google Benchmark's context (in its JSON output, --benchmark_out) carries the build and the

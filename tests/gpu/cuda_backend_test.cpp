@@ -458,9 +458,18 @@ TEST(CudaBackend, GpcProbeGroupsSmsByTheirClusters) {
   if (!cluster_launch) GTEST_SKIP() << "no cluster launch here: " << probe.status().to_string();
   ASSERT_TRUE(probe.is_ok()) << probe.status().to_string();
   ASSERT_EQ(probe->gpc_of_sm.size(), static_cast<size_t>(d.sm_count));
-  EXPECT_EQ(d.gpc_of_sm, probe->gpc_of_sm) << "the backend uses the measured GPCs";
   std::map<int, int> sms_of_gpc;
   for (int g : probe->gpc_of_sm) ++sms_of_gpc[g];
+  int cc_major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  // More groups than Hopper has GPCs: SMs that never shared a cluster although one GPC holds them
+  // (seen on an H100: 12 groups, four of 2 SMs). The backend must then keep the nominal layout.
+  const bool plausible = cc_major != 9 || sms_of_gpc.size() <= 8u;
+  if (plausible) {
+    EXPECT_EQ(d.gpc_of_sm, probe->gpc_of_sm) << "the backend uses the measured GPCs";
+  } else {
+    EXPECT_NE(d.gpc_of_sm, probe->gpc_of_sm) << "the backend must not use an implausible probe";
+  }
   std::string sizes;
   for (const auto& [g, n] : sms_of_gpc) sizes += (sizes.empty() ? "" : " ") + std::to_string(n);
   std::printf("GPC probe: %zu GPCs of %s SMs (largest cluster %d, %d clusters)\n", sms_of_gpc.size(), sizes.c_str(),
@@ -472,11 +481,6 @@ TEST(CudaBackend, GpcProbeGroupsSmsByTheirClusters) {
   for (int g : probe->gpc_of_sm) {
     EXPECT_LE(g, next);
     next = std::max(next, g + 1);
-  }
-  int major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (major == 9) {
-    EXPECT_LE(sms_of_gpc.size(), 8u) << "Hopper has at most 8 GPCs";
   }
   for (const SmSet& tpc : b->green_contexts().groups()) {
     std::set<int> gpcs;

@@ -189,6 +189,14 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
 Status CudaBackend::use_measured_gpcs() {
   auto probe = probe_gpcs(device_, spec_.sm_count);
   if (!probe) return probe.status();
+  // Hopper has at most 8 GPCs: more groups are SMs that never shared a cluster though one GPC
+  // holds them (an H100 gave 12, four of 2 SMs), so such a probe is not believed either.
+  int cc_major = 0;
+  CONCORD_CUDA(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device_));
+  const int groups = probe->gpc_of_sm.empty() ? 0 : *std::max_element(probe->gpc_of_sm.begin(), probe->gpc_of_sm.end()) + 1;
+  if (cc_major == 9 && groups > 8) {
+    return Status::internal("the GPC probe found " + std::to_string(groups) + " groups, more than Hopper's 8 GPCs");
+  }
   // The two SMs of a TPC are in one GPC: a probe that splits a TPC is not believed.
   std::map<int, int> gpc_of_tpc;
   for (int sm = 0; sm < spec_.sm_count; ++sm) {
