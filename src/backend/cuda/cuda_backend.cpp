@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include "backend/cuda/driver_api.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -361,6 +363,7 @@ Status CudaBackend::prepare_tenant(TenantId tenant, const std::vector<const Kern
   for (const KernelSpec* spec : kernels) {
     auto k = kernel_for(*spec, static_cast<int>(tenant.value));
     if (!k) return k.status();
+    CONCORD_RETURN_IF_ERROR(load_functions(**k));
     // A library's first call loads its kernels (cuBLAS: about 0.1 s): pay that now, not mid-run.
     if (!spec->elastic) {
       const BlockRange whole{0, spec->variant(0).logical_blocks};
@@ -368,6 +371,21 @@ Status CudaBackend::prepare_tenant(TenantId tenant, const std::vector<const Kern
     }
   }
   CONCORD_CUDA(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Status CudaBackend::load_functions(const kernels::DeviceKernel& kernel) {
+  // CUDA loads a function at its first launch (lazy loading, the default since 12.2), and that
+  // launch waits for the module load, which waits for kernels already running: a persistent
+  // dispatch queued behind a long kernel then starts after a preempt flag written meanwhile
+  // should have stopped it (the watchdog test saw every block run). Load every form now.
+  auto api = driver_api();
+  if (!api) return api.status();
+  for (const void* symbol : kernel.device_functions()) {
+    cudaFunction_t f = nullptr;
+    CONCORD_CUDA(cudaGetFuncBySymbol(&f, symbol));
+    CONCORD_CU((*api)->func_load(reinterpret_cast<CUfunction>(f)));
+  }
   return Status::ok();
 }
 

@@ -119,6 +119,8 @@ class CudaBackend final : public Backend {
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);
   Result<device::ElasticControl> read_control(int control, const Event& after) const;
   Result<cudaStream_t> stream_for(const Running& r);
+  // Loads every kernel function `kernel` may launch, so that no launch mid-run loads a module.
+  Status load_functions(const kernels::DeviceKernel& kernel);
   // A tenant's own stream (created on first use; prepare_tenant() creates its normal-priority one).
   Result<cudaStream_t> tenant_stream(int tenant, int priority);
   Result<cudaStream_t> helper_stream();

@@ -30,6 +30,7 @@ Result<DriverApi> load_all() {
   CONCORD_RETURN_IF_ERROR(load(api.green_ctx_stream_create, "cuGreenCtxStreamCreate"));
   CONCORD_RETURN_IF_ERROR(load(api.stream_destroy, "cuStreamDestroy"));
   CONCORD_RETURN_IF_ERROR(load(api.get_error_name, "cuGetErrorName"));
+  CONCORD_RETURN_IF_ERROR(load(api.func_load, "cuFuncLoad"));
   return api;
 }
 

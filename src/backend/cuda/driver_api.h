@@ -1,4 +1,4 @@
-// The few driver-API functions Concord needs (green contexts), found at run time through the
+// The few driver-API functions Concord needs (green contexts, loading functions), found at run time through the
 // runtime's cudaGetDriverEntryPointByVersion. Nothing links libcuda.so, so binaries built with
 // CUDA still start (and run on the simulator) on machines without a GPU driver.
 #pragma once
@@ -19,6 +19,7 @@ struct DriverApi {
   decltype(&::cuGreenCtxStreamCreate) green_ctx_stream_create = nullptr;
   decltype(&::cuStreamDestroy) stream_destroy = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;
+  decltype(&::cuFuncLoad) func_load = nullptr;  // loads a lazily loaded function now
 };
 
 // Loads the table once; an error names the function that could not be found.

@@ -80,8 +80,10 @@ Result<GpcProbe> measure(int device, int sm_count) {
   Stream stream;
   CONCORD_RETURN_IF_ERROR(stream.create());
   const long long spin = static_cast<long long>(clock_khz * 1e3 * kSpinSeconds);
-  // The largest size bridges most SMs of a GPC at once; halving it reaches GPCs with fewer free SMs.
-  for (int size = largest; size >= 2; size /= 2) {
+  // The largest size bridges most SMs of a GPC at once; every smaller size too, since a GPC whose
+  // free SMs a size does not tile leaves some of them to clusters of other sizes only (halving
+  // the size, an H100 gave 12 groups: a GPC of 16 SMs came out as 8 + 2 + 2 + 2 + 2).
+  for (int size = largest; size >= 2; --size) {
     const int clusters = std::max(1, kWavesPerLaunch * sm_count / size);
     const int blocks = clusters * size;
     DeviceBuffer<int> smids;

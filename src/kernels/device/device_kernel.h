@@ -64,6 +64,11 @@ class DeviceKernel {
     (void)variant;
     return Status::unsupported("kernel '" + spec_.name + "' has no elastic body to fuse");
   }
+  // The kernel functions this kernel's launches may run (every launch form and cache policy), as
+  // host symbols: the backend loads them before a run (CUDA loads functions lazily, at their first
+  // launch; a first launch behind a running kernel waits for it, and a preempt flag written
+  // meanwhile can land after the launch starts). Empty for library kernels.
+  virtual std::vector<const void*> device_functions() const { return {}; }
   // Compares the device output with the CPU reference on every element (small outputs) or a
   // seeded sample; returns the relative error ||out - ref|| / ||ref|| (NaN fails).
   virtual Result<double> check(uint64_t sample_seed) const = 0;

@@ -177,6 +177,22 @@ class BodyKernel : public DeviceKernel {
     return Status::ok();
   }
 
+  std::vector<const void*> device_functions() const override {
+    std::vector<const void*> f;
+    for (CachePolicy cache : {CachePolicy::normal, CachePolicy::l1_bypass, CachePolicy::l2_evict_first, CachePolicy::both}) {
+      with_cache_op(cache, [&](auto op) {
+        if (stubbed()) {
+          f.push_back(reinterpret_cast<const void*>(&device::standalone_kernel<StubBody, decltype(op)::value>));
+          f.push_back(reinterpret_cast<const void*>(&device::elastic_kernel<StubBody, decltype(op)::value>));
+        } else {
+          f.push_back(reinterpret_cast<const void*>(&device::standalone_kernel<Body, decltype(op)::value>));
+          f.push_back(reinterpret_cast<const void*>(&device::elastic_kernel<Body, decltype(op)::value>));
+        }
+      });
+    }
+    return f;
+  }
+
   Result<int> standalone_occupancy(int variant) const override {
     int blocks = 0;
     CONCORD_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
