@@ -49,6 +49,10 @@ struct Placement {
   LaunchForm form = LaunchForm::native;
   std::optional<Fusion> fusion;
   int priority = 0;                // stream priority: higher runs first when both are queued
+  // Keep this launch's data in L2's persisting part: an access-policy window over its buffers with
+  // persisting hits (SGDRC's memory isolation where VRAM channels cannot be coloured; docs/policies.md).
+  // Not with a cache policy that evicts L2 first.
+  bool l2_persist = false;
 
   std::string to_string() const;
 };

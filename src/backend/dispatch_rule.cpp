@@ -98,6 +98,10 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
   if (pl.tlp < 0 || pl.tight_tlp < 0) {
     return Status::invalid_argument(id() + ": field 'tlp': limits must be >= 0 (0: as many as fit)");
   }
+  if (pl.l2_persist && evicts_l2_first(pl.cache)) {
+    return Status::invalid_argument(id() + ": field 'l2_persist': keeping data in L2 contradicts cache policy '" +
+                                    std::string(to_string(pl.cache)) + "', which evicts it first");
+  }
   if (request.parts.size() == 2 && (!first.fusion || !second->fusion)) {
     const DispatchPart& opaque = first.fusion ? request.parts[1] : request.parts[0];
     return Status::unsupported(id() + ": fusing '" + request.parts[0].kernel->name + "' with '" +

@@ -73,6 +73,7 @@ std::string Placement::to_string() const {
   if (range) o << " range=[" << range->begin << "," << range->end << ")";
   if (fusion) o << " fused-with=" << fusion->partner.value << " ratio=" << fusion->self_parts << ":" << fusion->partner_parts;
   if (priority != 0) o << " priority=" << priority;
+  if (l2_persist) o << " l2-persist";
   return o.str();
 }
 

@@ -15,6 +15,7 @@ namespace {
 json placement_json(const Placement& p) {
   json j{{"sms", p.sms.to_string()}, {"sm_count", p.sms.count()}, {"tlp", p.tlp},
          {"cache", to_string(p.cache)}, {"form", to_string(p.form)}, {"variant", p.variant}, {"priority", p.priority}};
+  if (p.l2_persist) j["l2_persist"] = true;
   if (p.tight_tlp > 0) {
     j["tight_sms"] = p.tight_sms.to_string();
     j["tight_tlp"] = p.tight_tlp;

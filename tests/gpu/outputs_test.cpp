@@ -130,7 +130,7 @@ std::vector<uint32_t> once(const KernelSpec& k) { return std::vector<uint32_t>(s
 
 // Every elastic suite kernel in each launch form: native on the whole GPU and on a green context,
 // persistent on an odd-numbered SM set at one block per SM and on every SM with its cache policy
-// at "both" where it has one. Each run's output matches the reference, each logical block ran
+// at "both" where it has one, and the green-context and every-SM forms with the L2 persisting window. Each run's output matches the reference, each logical block ran
 // once, on an SM of the form's set.
 TEST(BackendOutputs, EveryFormMatchesTheReferenceOnItsSmsAndRunsEachBlockOnce) {
   auto b = make_backend();
@@ -144,7 +144,7 @@ TEST(BackendOutputs, EveryFormMatchesTheReferenceOnItsSmsAndRunsEachBlockOnce) {
     Placement placement;
     SmSet ran_on;  // where every block must have run
   };
-  std::vector<Form> forms(4);
+  std::vector<Form> forms(6);
   forms[0].name = "native, whole GPU";
   forms[0].placement.sms = b->device().all_sms();
   forms[1].name = "native, green context";
@@ -156,6 +156,13 @@ TEST(BackendOutputs, EveryFormMatchesTheReferenceOnItsSmsAndRunsEachBlockOnce) {
   forms[3].name = "persistent, every SM";
   forms[3].placement.sms = b->device().all_sms();
   forms[3].placement.form = LaunchForm::persistent;
+  // The L2 persisting window (the backend's access-policy window over the kernel's buffers).
+  forms[4] = forms[1];
+  forms[4].name = "native, green context, L2 persisting";
+  forms[4].placement.l2_persist = true;
+  forms[5] = forms[3];
+  forms[5].name = "persistent, every SM, L2 persisting";
+  forms[5].placement.l2_persist = true;
   for (Form& f : forms) f.ran_on = f.placement.sms;
 
   std::vector<KernelSpec> kernels;
@@ -173,7 +180,8 @@ TEST(BackendOutputs, EveryFormMatchesTheReferenceOnItsSmsAndRunsEachBlockOnce) {
     const Capabilities caps = b->capabilities(spec);
     for (Form f : forms) {
       SCOPED_TRACE(spec.name + ", " + f.name);
-      if (f.placement.form == LaunchForm::persistent && caps.l1_bypass && caps.l2_evict_first && f.placement.tlp == 0) {
+      if (f.placement.form == LaunchForm::persistent && caps.l1_bypass && caps.l2_evict_first && f.placement.tlp == 0 &&
+          !f.placement.l2_persist) {
         f.placement.cache = CachePolicy::both;
       }
       ASSERT_OK(reset_kernel(**k));

@@ -161,6 +161,21 @@ TEST(CanImplement, RefusesWhatNoBackendCanRunAndNamesTheField) {
   r = fused(d, *fma, 1, *fma, 1);
   r.placement.form = LaunchForm::native;
   EXPECT_TRUE(mentions(sim.can_implement(r), "persistent form only"));
+  // Keeping data in L2 and evicting it first contradict each other; persisting alone is fine.
+  r = fused(d, *fma, 1, *fma, 1);
+  r.placement.l2_persist = true;
+  EXPECT_TRUE(sim.can_implement(r).is_ok()) << sim.can_implement(r).to_string();
+  one.placement.form = LaunchForm::native;
+  one.placement.l2_persist = true;
+  EXPECT_TRUE(sim.can_implement(one).is_ok()) << sim.can_implement(one).to_string();
+  for (CachePolicy c : {CachePolicy::l2_evict_first, CachePolicy::both}) {
+    r.placement.cache = c;
+    s = sim.can_implement(r);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_TRUE(mentions(s, "'l2_persist'") && mentions(s, to_string(c))) << s.message();
+  }
+  r.placement.cache = CachePolicy::l1_bypass;
+  EXPECT_TRUE(sim.can_implement(r).is_ok()) << sim.can_implement(r).to_string();
 
   // One block that no SM holds: named with its kernel and variant.
   KernelSpec fat = *fma;

@@ -77,5 +77,26 @@ TEST(RateModel, L1PollutionHurtsASensitiveNeighbourUnlessTheOtherBypasses) {
   EXPECT_GT(protected_rate, polluted * 1.05);
 }
 
+// L2: a sensitive kernel beside a streaming neighbour loses part of its reuse to the neighbour's
+// traffic (more DRAM bytes per block); placed with l2_persist it loses none and runs as it would
+// beside a neighbour that evicts first, while the neighbour is not sped up by it.
+TEST(RateModel, L2PersistingKeepsASensitiveKernelsReuseAgainstItsNeighbour) {
+  const DeviceSpec d = h200_spec();
+  const RateModel m(d, ModelParams{});
+  const KernelSpec lc = *make_suite_kernel("vector_add", 1 << 24);
+  const KernelSpec be = *make_suite_kernel("stream_triad", 1 << 26);
+  std::vector<Entity> e = {entity_of(m, lc), entity_of(m, be)};
+  e[0].l2_sensitivity = 0.5;
+  const std::vector<SmGroup> g = {{66, {{0, 2}}}, {66, {{1, 2}}}};
+  const auto shared = m.solve(e, g);
+  e[0].l2_persist = true;
+  const auto persisting = m.solve(e, g);
+  EXPECT_GT(persisting[0], shared[0] * 1.05);
+  e[0].l2_persist = false;
+  e[1].cache = CachePolicy::l2_evict_first;
+  const auto neighbour_streams = m.solve(e, g);
+  EXPECT_NEAR(persisting[0], neighbour_streams[0], persisting[0] * 1e-6);
+}
+
 }  // namespace
 }  // namespace concord::sim

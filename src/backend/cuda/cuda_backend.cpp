@@ -42,6 +42,35 @@ void set_bitmap(uint64_t (&bits)[device::kMaxControlSms / 64], const SmSet& sms)
 
 void set_allowed(device::ElasticControl& c, const SmSet& sms) { set_bitmap(c.allowed, sms); }
 
+// Forwards to a tenant's allocator (or cudaMalloc) and keeps the span of what it gave out.
+class SpanRecorder final : public DeviceAllocator {
+ public:
+  explicit SpanRecorder(std::shared_ptr<DeviceAllocator> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_ ? inner_->name() : "cudaMalloc"; }
+  Result<void*> allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (inner_) {
+      auto r = inner_->allocate(bytes);
+      if (!r) return r.status();
+      p = *r;
+    } else {
+      CONCORD_CUDA(cudaMalloc(&p, bytes));
+    }
+    const auto b = reinterpret_cast<uintptr_t>(p);
+    span.begin = span.end == 0 ? b : std::min(span.begin, b);
+    span.end = std::max(span.end, b + bytes);
+    return p;
+  }
+  void release(void* p, size_t bytes) override {
+    if (inner_) inner_->release(p, bytes);
+    else (void)cudaFree(p);  // nothing to report to: the buffer is going away
+  }
+  CudaBackend::Span span;
+
+ private:
+  std::shared_ptr<DeviceAllocator> inner_;
+};
+
 // A CUDA version as cudaDriverGetVersion and cudaRuntimeGetVersion give it (1000 x major + 10 x
 // minor) in the usual form, "13.0".
 std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
@@ -320,10 +349,13 @@ Result<kernels::DeviceKernel*> CudaBackend::kernel_for(const KernelSpec& spec, i
   auto k = kernels::make_device_kernel(spec);
   if (!k) return k.status();
   {
-    // The tenant's buffers come from its allocator (none set: cudaMalloc).
+    // The tenant's buffers come from its allocator (none set: cudaMalloc), through a recorder of
+    // their span.
     auto a = allocators_.find(tenant);
-    AllocationScope scope(a != allocators_.end() ? a->second : nullptr);
+    auto recorder = std::make_shared<SpanRecorder>(a != allocators_.end() ? a->second : nullptr);
+    AllocationScope scope(recorder);
     CONCORD_RETURN_IF_ERROR((*k)->prepare(seed_ + kernels_.size()));
+    spans_[k->get()] = recorder->span;
   }
   CONCORD_CUDA(cudaDeviceSynchronize());
   auto* raw = k->get();
@@ -479,12 +511,48 @@ Result<cudaStream_t> CudaBackend::helper_stream() {
   return s;
 }
 
+Status CudaBackend::set_persist_window(cudaStream_t stream, const kernels::DeviceKernel* kernel) {
+  cudaStreamAttrValue attr{};
+  if (kernel != nullptr) {
+    const auto it = spans_.find(kernel);
+    if (it == spans_.end() || it->second.end <= it->second.begin) return Status::ok();  // no buffers of its own
+    if (persisting_l2_bytes_ == 0) {
+      int most = 0;
+      CONCORD_CUDA(cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, device_));
+      if (most <= 0) return Status::unsupported("cuda: l2_persist: this GPU has no persisting L2 carve-out");
+      // The whole carve-out the device allows (an H100: 75% of L2). Under MPS the limit is the
+      // server's (CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT) and this call fails.
+      if (const cudaError_t e = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, static_cast<size_t>(most)); e != cudaSuccess) {
+        return Status::unsupported(std::string("cuda: l2_persist: cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize): ") +
+                                   cudaGetErrorName(e) + " (under MPS the server sets the carve-out)");
+      }
+      persisting_l2_bytes_ = static_cast<size_t>(most);
+    }
+    int max_window = 0;
+    CONCORD_CUDA(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
+    const size_t bytes = std::min<size_t>(it->second.end - it->second.begin, static_cast<size_t>(std::max(0, max_window)));
+    if (bytes == 0) return Status::ok();
+    attr.accessPolicyWindow.base_ptr = reinterpret_cast<void*>(it->second.begin);
+    attr.accessPolicyWindow.num_bytes = bytes;
+    // More bytes than the carve-out: a random share of them persists, so that they do not evict
+    // each other (CUDA programming guide, L2 access management).
+    attr.accessPolicyWindow.hitRatio = std::min(1.0f, static_cast<float>(persisting_l2_bytes_) / static_cast<float>(bytes));
+    attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  }
+  CONCORD_CUDA(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &attr));
+  return Status::ok();
+}
+
 Status CudaBackend::launch(Running& r, cudaStream_t stream) {
   const TenantRanges::Scope range(ranges_, r.tenant, r.range_name);
   auto taken = take_event();
   if (!taken) return taken.status();
   Event end = std::move(*taken);
   const Part& a = r.parts[0];
+  // The window is the stream's: set for this launch, cleared after it (a launch takes the
+  // stream's attributes as they are when it is made).
+  if (r.placement.l2_persist) CONCORD_RETURN_IF_ERROR(set_persist_window(stream, a.kernel));
   if (r.placement.form == LaunchForm::native) {
     CONCORD_RETURN_IF_ERROR(a.kernel->launch_standalone(a.variant, a.range, r.placement.cache, stream));
   } else if (r.parts.size() == 1) {
@@ -495,6 +563,7 @@ Status CudaBackend::launch(Running& r, cudaStream_t stream) {
                                                   *b.kernel, b.variant, b.parts_per_block, controls_.get() + b.control,
                                                   r.placement.cache, r.grid, stream));
   }
+  if (r.placement.l2_persist) CONCORD_RETURN_IF_ERROR(set_persist_window(stream, nullptr));
   CONCORD_CUDA(cudaEventRecord(end.get(), stream));
   r.ends.push_back(std::move(end));
   return Status::ok();

@@ -138,6 +138,19 @@ class CudaBackend final : public Backend {
   DeviceSpec spec_;
   CudaBackendOptions options_;
   std::map<int, std::shared_ptr<DeviceAllocator>> allocators_;  // by tenant
+ public:
+  // The device memory a kernel's buffers take, from its lowest byte to one past its highest, as
+  // they were allocated (kernel_for): an l2_persist placement's access-policy window.
+  struct Span {
+    uintptr_t begin = 0;
+    uintptr_t end = 0;
+  };
+
+ private:
+  std::map<const kernels::DeviceKernel*, Span> spans_;
+  size_t persisting_l2_bytes_ = 0;  // L2's persisting carve-out once set (0: not yet)
+  // Sets `stream`'s access-policy window to persisting hits over `kernel`'s span, or none (null).
+  Status set_persist_window(cudaStream_t stream, const kernels::DeviceKernel* kernel);
   HostBuffer<int32_t> preempt_one_;  // pinned 1: the preempt flag's source for abort_all's writes
   std::vector<Stream> abort_streams_;  // abort_all's writes behind a dispatch's start
   uint64_t seed_ = 1;

@@ -170,6 +170,7 @@ std::vector<double> RateModel::solve(std::span<const Entity> entities, std::span
       l2_loss[i] = 1.0;
       continue;
     }
+    if (entities[i].l2_persist) continue;  // kept in the persisting part: loses nothing to others
     const double own = rates[i] * entities[i].bytes_per_block;
     l2_loss[i] = total > 0 ? (polluting - own) / total : 0.0;
   }

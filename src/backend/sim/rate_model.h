@@ -29,6 +29,7 @@ struct Entity {
   double bytes_per_block = 0;
   int warps_per_block = 1;
   CachePolicy cache = CachePolicy::normal;
+  bool l2_persist = false;  // its data held in L2's persisting part: others' traffic does not evict it
   double l1_sensitivity = 0;
   double l2_sensitivity = 0;
 };

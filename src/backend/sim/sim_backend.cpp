@@ -285,6 +285,7 @@ void SimBackend::recompute_rates() {
       e.bytes_per_block = p.variant->bytes_per_block;
       e.warps_per_block = p.variant->warps_per_block();
       e.cache = r.placement.cache;
+      e.l2_persist = r.placement.l2_persist;
       e.l1_sensitivity = p.kernel->l1_sensitivity;
       e.l2_sensitivity = p.kernel->l2_sensitivity;
       entities.push_back(e);

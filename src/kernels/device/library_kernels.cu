@@ -58,9 +58,11 @@ class LibraryKernel : public DeviceKernel {
       return Status::unsupported(spec().name + " is a library kernel: it runs whole");
     }
     if (bypasses_l1(cache)) return Status::unsupported(spec().name + " is a library kernel: no L1 bypass");
-    CONCORD_RETURN_IF_ERROR(set_window(stream, window_base(), window_bytes(), evicts_l2_first(cache)));
+    // Evict-first only: otherwise the stream's window is the backend's (an l2_persist placement).
+    const bool streaming = evicts_l2_first(cache);
+    if (streaming) CONCORD_RETURN_IF_ERROR(set_window(stream, window_base(), window_bytes(), true));
     CONCORD_RETURN_IF_ERROR(run(stream));
-    return set_window(stream, nullptr, 0, false);
+    return streaming ? set_window(stream, nullptr, 0, false) : Status::ok();
   }
 
  protected:
