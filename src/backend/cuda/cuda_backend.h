@@ -119,8 +119,11 @@ class CudaBackend final : public Backend {
   Status write_control_field(int control, size_t offset, const void* data, size_t bytes, const Event& after);
   Result<device::ElasticControl> read_control(int control, const Event& after) const;
   Result<cudaStream_t> stream_for(const Running& r);
-  // A tenant's own stream (created on first use; prepare_tenant() creates its normal-priority one).
-  Result<cudaStream_t> tenant_stream(int tenant, int priority);
+  // The CUDA stream priority of a Placement::priority: the device's greatest for > 0, its least
+  // otherwise.
+  int cuda_priority(int placement_priority) const;
+  // A tenant's own stream at a Placement::priority level (prepare_tenant() creates both levels').
+  Result<cudaStream_t> tenant_stream(int tenant, int placement_priority);
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);
   Seconds event_time(const Event& e) const;
@@ -142,6 +145,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<GreenContextPool> green_;  // the process's pool (GreenContextPool::shared)
   std::map<std::string, std::unique_ptr<kernels::DeviceKernel>> kernels_;  // by name:size
   std::map<int, Stream> tenant_streams_;
+  int least_priority_ = 0;     // cudaDeviceGetStreamPriorityRange: the device's least stream priority
+  int greatest_priority_ = 0;  // and its greatest (a lower number)
   std::vector<Stream> helper_streams_;
   size_t next_helper_ = 0;
   Stream control_stream_;
