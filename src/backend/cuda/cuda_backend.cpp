@@ -161,8 +161,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
     std::fprintf(stderr, "concord: cuda: GPC topology nominal (8 groups of TPCs in order): %s\n", s.message().c_str());
   }
   CONCORD_RETURN_IF_ERROR(b->spec_.validate());
-  // The device's stream priorities (Hopper: 0 least, -5 greatest): Placement::priority's two
-  // levels use its two ends.
+  // The device's stream priorities (a lower number is a greater priority): Placement::priority's
+  // two levels use the two ends of the range.
   CONCORD_CUDA(cudaDeviceGetStreamPriorityRange(&b->least_priority_, &b->greatest_priority_));
   CONCORD_RETURN_IF_ERROR(b->control_stream_.create());
   CONCORD_RETURN_IF_ERROR(b->controls_.allocate(kControlPool));
