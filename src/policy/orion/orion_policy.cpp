@@ -1,7 +1,6 @@
 #include "policy/orion/orion_policy.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "mechanism/params.h"
