@@ -51,7 +51,7 @@ unset CONCORD_GPU_TEST_KERNELS
 has bench && step gpu_bench 300 "$bin/concord_gpu_bench" "$out/gpu_bench.json"
 has runs && for spec in examples/pair.yaml examples/gpu4.yaml examples/dnn.yaml; do
   name=$(basename "$spec" .yaml)
-  for policy in serial streams static-partition round-robin random; do
+  for policy in serial streams static-partition round-robin random priority-streams orion; do
     step "run-$name-$policy" 120 "$bin/concord" run "$spec" --backend cuda --policy "$policy" --out "$out/run-$name-$policy.json"
   done
 done

@@ -36,6 +36,9 @@ struct Fusion {
   int partner_parts = 1;
 };
 
+inline constexpr int kNormalStreamPriority = 0;
+inline constexpr int kHighStreamPriority = 1;
+
 struct Placement {
   SmSet sms;                       // allowed SMs; must be non-empty
   int tlp = 0;                     // resident blocks per SM; 0 = as many as fit
@@ -48,7 +51,10 @@ struct Placement {
   std::optional<BlockRange> range; // logical blocks to run; nullopt = all pending blocks
   LaunchForm form = LaunchForm::native;
   std::optional<Fusion> fusion;
-  int priority = 0;                // stream priority: higher runs first when both are queued
+  // Stream priority, two levels: > 0 (kHighStreamPriority) runs on the device's greatest CUDA
+  // stream priority, <= 0 on its least (the default). Blocks of a high-priority launch are placed
+  // before those of a normal one when both wait.
+  int priority = kNormalStreamPriority;
   // Keep this launch's data in L2's persisting part: an access-policy window over its buffers with
   // persisting hits (SGDRC's memory isolation where VRAM channels cannot be coloured; docs/policies.md).
   // Not with a cache policy that evicts L2 first.

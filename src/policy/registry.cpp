@@ -3,6 +3,8 @@
 #include "policy/fedcm/fedcm_policy.h"
 #include "policy/krisp/krisp_policy.h"
 #include "policy/manual/manual_policy.h"
+#include "policy/orion/orion_policy.h"
+#include "policy/priority_streams/priority_streams_policy.h"
 #include "policy/raise/raise_policy.h"
 #include "policy/raise_baselines/type_order_policy.h"
 #include "policy/random/random_policy.h"
@@ -69,6 +71,10 @@ const PolicyRegistry& builtin_policies() {
     must(r.add("serial", "one launch at a time on the whole GPU (baseline)", policy::make_serial));
     must(r.add("streams", "everything concurrent, one stream per tenant; the hardware decides (baseline)",
                policy::make_streams));
+    must(r.add("priority-streams", "streams with LC tenants on a high-priority CUDA stream, BE on the lowest (baseline); param ahead",
+               policy::make_priority_streams));
+    must(r.add("orion", "Orion (LC baseline, as its public code behaves): LC at once on a high-priority stream; BE only when no LC request is active, or within the SM threshold with a profile unlike the LC kernel's; BE waits once its outstanding duration passes a share of the LC request's latency; params sm_threshold, dur_fraction, ahead",
+               policy::make_orion));
     must(r.add("static-partition", "MPS-like: each tenant a fixed even TPC-granular share of SMs (baseline)",
                policy::make_static_partition));
     must(r.add("round-robin", "tenants take turns, one launch at a time on the whole GPU; param streams=N (baseline)",

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <unistd.h>
 #include <memory>
+#include <utility>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gpc_probe.h"
@@ -223,6 +224,48 @@ TEST(CudaBackend, RaisingTheTlpOfARunningLaunchSpeedsItUp) {
   ASSERT_TRUE(b->dispatch(n).is_ok());
   EXPECT_EQ(b->set_tlp(n.id, 2, SmSet(), 0).code(), StatusCode::unsupported);
   ASSERT_TRUE(drain(*b).is_ok());
+}
+
+// Placement::priority on the GPU: a small launch made just after a long one that fills every SM
+// ends within the long one's first half when it is on the high-priority stream (its blocks go
+// before the long launch's waiting ones as SMs free up), and only near the long one's end when both
+// are normal (the block scheduler serves the older launch first: DESIGN.md's streams ~ serial).
+TEST(CudaBackend, HighPriorityBlocksGoBeforeAnOlderLaunchsWaitingBlocks) {
+  Workload w;
+  w.name = "priority";
+  for (const auto& [name, size] : {std::pair{"stream_triad", int64_t{1} << 28}, std::pair{"vector_add", int64_t{1} << 20}}) {
+    TenantSpec t;
+    t.name = name;
+    t.steps.push_back(KernelStep{*make_suite_kernel(name, size), 1});
+    w.tenants.push_back(t);
+  }
+  for (const int priority : {kNormalStreamPriority, kHighStreamPriority}) {
+    SCOPED_TRACE(priority);
+    auto b = backend();
+    ASSERT_TRUE(b);
+    ASSERT_OK(testing::prepare_all(*b, w));
+    ASSERT_OK(b->start_clock());
+    Placement normal;
+    normal.sms = b->device().all_sms();
+    Placement small = normal;
+    small.priority = priority;
+    ASSERT_TRUE(b->dispatch(request(w, 0, 0, normal)).is_ok());
+    ASSERT_TRUE(b->dispatch(request(w, 1, 1, small)).is_ok());
+    auto done = drain(*b);
+    ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+    ASSERT_EQ(done->size(), 2u);
+    const auto of = [&](int64_t id) {
+      return *std::find_if(done->begin(), done->end(), [&](const Completion& c) { return c.dispatch.value == id; });
+    };
+    const Completion big = of(0);
+    const Completion little = of(1);
+    const Seconds half = big.start + 0.5 * (big.end - big.start);
+    if (priority == kHighStreamPriority) {
+      EXPECT_LT(little.end, half) << "long " << big.start << "-" << big.end << ", small ended " << little.end;
+    } else {
+      EXPECT_GT(little.end, half) << "long " << big.start << "-" << big.end << ", small ended " << little.end;
+    }
+  }
 }
 
 TEST(CudaBackend, EngineRunsEveryBaselineOnTheGpu) {

@@ -192,6 +192,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
     std::fprintf(stderr, "concord: cuda: GPC topology nominal (8 groups of TPCs in order): %s\n", s.message().c_str());
   }
   CONCORD_RETURN_IF_ERROR(b->spec_.validate());
+  // The device's stream priorities (a lower number is a greater priority): Placement::priority's
+  // two levels use the two ends of the range.
+  CONCORD_CUDA(cudaDeviceGetStreamPriorityRange(&b->least_priority_, &b->greatest_priority_));
   CONCORD_RETURN_IF_ERROR(b->control_stream_.create());
   CONCORD_RETURN_IF_ERROR(b->controls_.allocate(kControlPool));
   for (int i = kControlPool - 1; i >= 0; --i) b->free_controls_.push_back(i);
@@ -390,8 +393,10 @@ Status CudaBackend::prepare_tenant(TenantId tenant, const std::vector<const Kern
   // The tenant's stream now: created at its first dispatch (every task's, in bench/raise), it held
   // that dispatch back; on the H200 a second task started in one scheduling call went from
   // 50-116 us after the first to 11-20 us (docs/cuda_backend.md).
-  auto stream = tenant_stream(static_cast<int>(tenant.value), 0);
+  auto stream = tenant_stream(static_cast<int>(tenant.value), kNormalStreamPriority);
   if (!stream) return stream.status();
+  // Its high-priority stream too, for the policies that give some tenants priority.
+  if (auto high = tenant_stream(static_cast<int>(tenant.value), kHighStreamPriority); !high) return high.status();
   for (const KernelSpec* spec : kernels) {
     auto k = kernel_for(*spec, static_cast<int>(tenant.value));
     if (!k) return k.status();
@@ -485,21 +490,25 @@ Result<device::ElasticControl> CudaBackend::read_control(int control, const Even
 }
 
 Result<cudaStream_t> CudaBackend::stream_for(const Running& r) {
-  const int priority = r.placement.priority > 0 ? -5 : 0;  // lower number = higher CUDA priority
   if (r.placement.form == LaunchForm::native && r.placement.sms.count() < spec_.sm_count) {
     if (!green_) return Status::unsupported("cuda: a native launch on part of the GPU needs green contexts, unavailable here (MPS?)");
-    return green_->stream_for(r.placement.sms, r.tenant, priority);
+    return green_->stream_for(r.placement.sms, r.tenant, cuda_priority(r.placement.priority));
   }
-  return tenant_stream(r.tenant, priority);
+  return tenant_stream(r.tenant, r.placement.priority);
 }
 
-Result<cudaStream_t> CudaBackend::tenant_stream(int tenant, int priority) {
-  const int key = tenant * 2 + (priority < 0 ? 1 : 0);
+int CudaBackend::cuda_priority(int placement_priority) const {
+  return placement_priority > kNormalStreamPriority ? greatest_priority_ : least_priority_;
+}
+
+Result<cudaStream_t> CudaBackend::tenant_stream(int tenant, int placement_priority) {
+  const bool high = placement_priority > kNormalStreamPriority;
+  const int key = tenant * 2 + (high ? 1 : 0);
   auto it = tenant_streams_.find(key);
   if (it == tenant_streams_.end()) {
     Stream s;
-    CONCORD_RETURN_IF_ERROR(s.create(priority));
-    ranges_.name_tenant_stream(tenant, s.get(), priority < 0);
+    CONCORD_RETURN_IF_ERROR(s.create(cuda_priority(placement_priority)));
+    ranges_.name_tenant_stream(tenant, s.get(), high);
     it = tenant_streams_.emplace(key, std::move(s)).first;
   }
   return it->second.get();

@@ -121,8 +121,11 @@ class CudaBackend final : public Backend {
   Result<cudaStream_t> stream_for(const Running& r);
   // Loads every kernel function `kernel` may launch, so that no launch mid-run loads a module.
   Status load_functions(const kernels::DeviceKernel& kernel);
-  // A tenant's own stream (created on first use; prepare_tenant() creates its normal-priority one).
-  Result<cudaStream_t> tenant_stream(int tenant, int priority);
+  // The CUDA stream priority of a Placement::priority: the device's greatest for > 0, its least
+  // otherwise.
+  int cuda_priority(int placement_priority) const;
+  // A tenant's own stream at a Placement::priority level (prepare_tenant() creates both levels').
+  Result<cudaStream_t> tenant_stream(int tenant, int placement_priority);
   Result<cudaStream_t> helper_stream();
   Status launch(Running& r, cudaStream_t stream);
   Seconds event_time(const Event& e) const;
@@ -157,6 +160,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<GreenContextPool> green_;  // the process's pool (GreenContextPool::shared)
   std::map<std::string, std::unique_ptr<kernels::DeviceKernel>> kernels_;  // by name:size
   std::map<int, Stream> tenant_streams_;
+  int least_priority_ = 0;     // cudaDeviceGetStreamPriorityRange: the device's least stream priority
+  int greatest_priority_ = 0;  // and its greatest (a lower number)
   std::vector<Stream> helper_streams_;
   size_t next_helper_ = 0;
   Stream control_stream_;

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,8 @@ class GreenContextPool {
   const std::vector<SmSet>& groups() const { return group_sms_; }
   // The union of the groups that `sms` touches: what a green context can give.
   SmSet cover(const SmSet& sms) const;
-  // A stream whose kernels run only on cover(sms); one per (cover, owner), cached.
+  // A stream whose kernels run only on cover(sms), at CUDA stream priority `priority`; one per
+  // (cover, owner, priority), cached.
   Result<cudaStream_t> stream_for(const SmSet& sms, int owner, int priority);
   int contexts_created() const;
 
@@ -54,7 +56,7 @@ class GreenContextPool {
   std::vector<CUdevResource> resources_;  // one per group
   std::vector<SmSet> group_sms_;
   std::map<std::vector<uint64_t>, CUgreenCtx> contexts_;
-  std::map<std::pair<std::vector<uint64_t>, int>, CUstream> streams_;
+  std::map<std::tuple<std::vector<uint64_t>, int, int>, CUstream> streams_;  // by (cover, owner, priority)
   mutable std::mutex mu_;  // guards contexts_ and streams_
 };
 

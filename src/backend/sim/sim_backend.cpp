@@ -218,10 +218,13 @@ std::vector<double> SimBackend::rates_of(DispatchId id) const {
 void SimBackend::allocate_blocks() {
   std::vector<Running*> order;
   for (auto& r : dispatches_) order.push_back(&r);
-  // The block scheduler serves higher stream priority first, then older launches, and gives a
-  // launch every slot it can take before the next launch gets any.
+  // The block scheduler serves the high stream priority first, then older launches, and gives a
+  // launch every slot it can take before the next launch gets any. Two levels, as the CUDA backend
+  // has them (Placement::priority): > 0 and the rest.
   std::stable_sort(order.begin(), order.end(), [](const Running* a, const Running* b) {
-    if (a->placement.priority != b->placement.priority) return a->placement.priority > b->placement.priority;
+    const bool high_a = a->placement.priority > kNormalStreamPriority;
+    const bool high_b = b->placement.priority > kNormalStreamPriority;
+    if (high_a != high_b) return high_a;
     return a->order < b->order;
   });
   const std::vector<int> sms_all = device_.all_sms().ids();

@@ -6,27 +6,30 @@
 
 namespace concord::policy {
 
+Status dispatch_with_request(SchedContext& ctx, const ReadyLaunch& r, const Placement& placement, bool ahead) {
+  auto d = ctx.dispatch(r.id, placement);
+  if (!d) return d.status();
+  if (!ahead || r.last_of_request) return Status::ok();
+  // The rest of its request, as its tenant has submitted it, on its stream behind it.
+  DispatchId last = *d;
+  while (true) {
+    const auto queued = ctx.queued(r.tenant);
+    if (queued.empty() || queued.front().request != r.request) break;
+    const bool last_of_request = queued.front().last_of_request;
+    auto q = ctx.dispatch(queued.front().id, placement, last);
+    if (!q) return q.status();
+    last = *q;
+    if (last_of_request) break;
+  }
+  return Status::ok();
+}
+
 Status StreamsPolicy::schedule(SchedContext& ctx) {
   std::vector<ReadyLaunch> waiting;
   for (const ReadyLaunch& r : ctx.ready()) {
     if (!r.has_running_dispatch) waiting.push_back(r);
   }
-  for (const ReadyLaunch& r : waiting) {
-    auto d = ctx.dispatch(r.id, whole_gpu(ctx));
-    if (!d) return d.status();
-    if (!ahead_ || r.last_of_request) continue;
-    // The rest of its request, as its tenant has submitted it, on its stream behind it.
-    DispatchId last = *d;
-    while (true) {
-      const auto queued = ctx.queued(r.tenant);
-      if (queued.empty() || queued.front().request != r.request) break;
-      const bool last_of_request = queued.front().last_of_request;
-      auto q = ctx.dispatch(queued.front().id, whole_gpu(ctx), last);
-      if (!q) return q.status();
-      last = *q;
-      if (last_of_request) break;
-    }
-  }
+  for (const ReadyLaunch& r : waiting) CONCORD_RETURN_IF_ERROR(dispatch_with_request(ctx, r, whole_gpu(ctx), ahead_));
   return Status::ok();
 }
 

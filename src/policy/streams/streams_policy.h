@@ -21,6 +21,10 @@ class StreamsPolicy final : public Policy {
   bool ahead_ = false;
 };
 
+// Dispatches `r` with `placement`; with `ahead`, also the rest of its request as its tenant has
+// submitted it, each launch behind the one before on its stream (the same placement).
+Status dispatch_with_request(SchedContext& ctx, const ReadyLaunch& r, const Placement& placement, bool ahead);
+
 // streams' `ahead`: "0" (default) or "task"; an error names the value.
 Result<bool> ahead_flag(const std::string& policy, const PolicyParams& params);
 

@@ -1,0 +1,63 @@
+// orion: Orion's scheduling policy as its public code behaves (eth-easl/orion,
+// src/scheduler/scheduler_eval.cpp; SGDRC's §3.1 describes its constraints). Every LC kernel
+// launches at once, on every SM, on a high-priority stream. A BE kernel launches on a normal
+// stream when no LC request is active; while one is, only when the SM needs of the BE kernels
+// launched in the same pass stay within SM_THRESHOLD (the SM count: the inference setting) and
+// its compute/memory profile differs from the LC kernel's. Once the BE durations launched since
+// BE work last drained pass DUR_THRESHOLD (a fraction of the LC request's alone latency), further
+// BE kernels wait for BE work to drain. The rule itself is orion_rule.h.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "concord/policy.h"
+#include "policy/orion/orion_rule.h"
+
+namespace concord::policy {
+
+struct OrionOptions {
+  int64_t sm_threshold = 0;    // 0: the device's SM count
+  double dur_fraction = 0.025;  // DUR_THRESHOLD over the LC request's alone latency
+  bool ahead = false;           // LC: queue the rest of the request as submitted (streams' ahead=task)
+};
+
+class OrionPolicy final : public Policy {
+ public:
+  explicit OrionPolicy(OrionOptions options) : options_(options) {}
+  std::string name() const override { return "orion"; }
+  Status on_start(SchedContext& ctx) override;
+  Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
+
+ protected:
+  Status schedule(SchedContext& ctx) override;
+
+ private:
+  // An LC tenant's request latency alone: from its hint, else from the kernels of the last whole
+  // request it launched (until one has ended, those of its first request launched so far).
+  struct LcRequest {
+    Seconds seconds = 0;  // 0: not known yet
+    bool hinted = false;
+    bool whole = false;
+    int64_t current = -1;  // the request being summed
+    Seconds current_seconds = 0;
+  };
+  const OrionOp& op_of(const SchedContext& ctx, const KernelSpec& kernel);
+  void note_lc_launch(const SchedContext& ctx, TenantId tenant, const KernelSpec& kernel, int64_t request, bool last);
+  Status launch_lc(SchedContext& ctx, const ReadyLaunch& r);
+
+  OrionOptions options_;
+  int64_t sm_threshold_ = 0;
+  std::unordered_map<const KernelSpec*, OrionOp> ops_;  // the estimator's answer does not change
+  std::vector<LcRequest> lc_;                           // by tenant
+  OrionBeState be_;
+  int64_t last_be_tenant_ = -1;  // BE tenants take turns from the one after it
+  // Reused between decisions.
+  std::vector<ReadyLaunch> waiting_;
+  std::vector<OrionProfile> lc_kernels_;
+  std::vector<char> lc_running_;
+};
+
+Result<std::unique_ptr<Policy>> make_orion(const PolicyParams& params);
+
+}  // namespace concord::policy
