@@ -128,7 +128,7 @@ Result<CUgreenCtx> GreenContextPool::context_for(const SmSet& cover_set) {
 Result<cudaStream_t> GreenContextPool::stream_for(const SmSet& sms, int owner, int priority) {
   const SmSet c = cover(sms);
   std::lock_guard<std::mutex> lock(mu_);
-  const auto key = std::make_pair(c.words(), owner);
+  const auto key = std::make_tuple(c.words(), owner, priority);
   if (auto it = streams_.find(key); it != streams_.end()) return static_cast<cudaStream_t>(it->second);
   auto ctx = context_for(c);
   if (!ctx) return ctx.status();
