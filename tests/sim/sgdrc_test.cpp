@@ -10,6 +10,7 @@
 #include "concord/metrics.h"
 #include "mechanism/tidal.h"
 #include "policy/sgdrc/sgdrc_policy.h"
+#include "sgdrc_log.h"
 #include "test_support.h"
 
 namespace concord {
@@ -490,69 +491,6 @@ TEST(SgdrcParams, BadValuesAreRefusedByName) {
 
 // ---- the simulator: one LC tenant beside two BE tenants ----
 
-// Forwards every call to the engine's context and logs the policy's resizes and dispatches.
-class LoggingContext final : public SchedContext {
- public:
-  explicit LoggingContext(SchedContext& inner) : in_(inner) {}
-  struct Event {
-    Seconds at;
-    DispatchId id;
-    TenantId tenant;  // dispatches only
-    SmSet sms;
-    bool resize;
-  };
-  std::vector<Event>* log = nullptr;
-
-  Seconds now() const override { return in_.now(); }
-  const DeviceSpec& device() const override { return in_.device(); }
-  std::span<const TenantView> tenants() const override { return in_.tenants(); }
-  const Estimator& estimator() const override { return in_.estimator(); }
-  Capabilities capabilities(const KernelSpec& k) const override { return in_.capabilities(k); }
-  std::span<const ReadyLaunch> ready() const override { return in_.ready(); }
-  std::span<const QueuedLaunch> queued(TenantId t) const override { return in_.queued(t); }
-  std::span<const RunningDispatch> running() const override { return in_.running(); }
-  std::mt19937_64& rng() override { return in_.rng(); }
-  Result<DispatchId> dispatch(LaunchId launch, const Placement& p, DispatchId after) override {
-    auto d = in_.dispatch(launch, p, after);
-    if (d) log->push_back({now(), *d, in_.running().back().tenants.front(), in_.running().back().placement.sms, false});
-    return d;
-  }
-  Status resize(DispatchId id, const SmSet& sms) override {
-    log->push_back({now(), id, TenantId{}, sms, true});
-    return in_.resize(id, sms);
-  }
-  Status set_tlp(DispatchId id, int tlp, const SmSet& s, int t) override { return in_.set_tlp(id, tlp, s, t); }
-  Status preempt(DispatchId id) override { return in_.preempt(id); }
-  Result<std::vector<int64_t>> progress(DispatchId id) const override { return in_.progress(id); }
-  void request_tick(Seconds at) override { in_.request_tick(at); }
-  Status prepare_sm_set(const SmSet& sms, TenantId t) override { return in_.prepare_sm_set(sms, t); }
-
- private:
-  SchedContext& in_;
-};
-
-class LoggedSgdrc final : public Policy {
- public:
-  explicit LoggedSgdrc(SgdrcOptions o) : inner_(o) {}
-  std::string name() const override { return "sgdrc"; }
-  Status on_start(SchedContext& c) override { return with(c, [&](SchedContext& x) { return inner_.on_start(x); }); }
-  Status on_ready(SchedContext& c, LaunchId l) override { return with(c, [&](SchedContext& x) { return inner_.on_ready(x, l); }); }
-  Status on_complete(SchedContext& c, const Completion& d) override {
-    return with(c, [&](SchedContext& x) { return inner_.on_complete(x, d); });
-  }
-  Status on_tick(SchedContext& c) override { return with(c, [&](SchedContext& x) { return inner_.on_tick(x); }); }
-  std::vector<LoggingContext::Event> log;
-
- private:
-  template <typename F>
-  Status with(SchedContext& c, F f) {
-    LoggingContext x(c);
-    x.log = &log;
-    return f(x);
-  }
-  SgdrcPolicy inner_;
-};
-
 // An inference-like LC tenant (tensor-core GEMMs and small kernels, Poisson arrivals) beside two
 // compute-heavy BE tenants (examples/lsbe.yaml's shape, smaller).
 Workload lc_beside_be(bool with_be) {
@@ -601,7 +539,7 @@ TEST(SgdrcScenario, LcTailNearAloneAndBeAboveStaticPartition) {
     ASSERT_TRUE(run.is_ok()) << run.status().to_string();
     got[name] = measure(*run);
   }
-  LoggedSgdrc sgdrc{SgdrcOptions{}};
+  testing::LoggedSgdrc sgdrc{SgdrcOptions{}};
   auto run = testing::run_on_sim(lc_beside_be(true), sgdrc);
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   const LcBe s = measure(*run);
@@ -612,28 +550,19 @@ TEST(SgdrcScenario, LcTailNearAloneAndBeAboveStaticPartition) {
   // BE gets what LC leaves: more than a fixed third each.
   EXPECT_GT(s.be_per_s, got["static-partition"].be_per_s);
 
-  // The tidal sets, from the policy's own calls: LC on a prefix of the TPCs, BE never on a
-  // running LC kernel's SMs, every resize a change, BE back on every SM once LC work ends.
+  // The tidal sets, from the policy's own calls: LC on a prefix of the TPCs, every resize a
+  // change, BE shrunk when LC work came and back on every SM when it ended.
   const DeviceSpec dev = h200_spec();
-  std::map<int64_t, SmSet> be_sms;  // running BE dispatches' sets, as resized
-  SmSet lc_sms;
-  int grows = 0, shrinks = 0;
   for (const auto& e : sgdrc.log) {
-    if (e.resize) {
-      ASSERT_TRUE(be_sms.count(e.id.value));
-      EXPECT_NE(be_sms[e.id.value], e.sms) << "a resize to the set the dispatch already has";
-      be_sms[e.id.value] = e.sms;
-      (e.sms == dev.all_sms() ? grows : shrinks) += 1;
-    } else if (run->tenants[static_cast<size_t>(e.tenant.value)].cls == TenantClass::latency_critical) {
-      lc_sms = e.sms;
-      EXPECT_EQ(lc_sms, dev.round_up_to_tpcs(lc_sms));
-      EXPECT_TRUE(lc_sms.contains(0));
-    } else {
-      be_sms[e.id.value] = e.sms;
-    }
+    if (e.resize || run->tenants[static_cast<size_t>(e.tenant.value)].cls != TenantClass::latency_critical) continue;
+    EXPECT_EQ(e.sms, dev.round_up_to_tpcs(e.sms));
+    EXPECT_TRUE(e.sms.contains(0));
   }
-  EXPECT_GT(shrinks, 0);
-  EXPECT_GT(grows, 0);
+  const testing::TidalResizes resizes = testing::tidal_resizes(sgdrc.log, dev.all_sms());
+  EXPECT_EQ(resizes.repeats, 0);
+  EXPECT_EQ(resizes.unknown, 0);
+  EXPECT_GT(resizes.shrinks, 0);
+  EXPECT_GT(resizes.grows, 0);
   // Disjoint while both run: check each BE set against the LC dispatch that ran beside it.
   for (const auto& lc_d : run->dispatches) {
     if (lc_d.placement.priority != 1) continue;
