@@ -20,6 +20,8 @@ namespace {
 
 constexpr int kControlPool = 1024;
 constexpr int kHelperStreams = 8;
+constexpr int kHighStreamPriority = -5;  // placement priority > 0; a lower number is a higher CUDA priority
+
 // A non-negative integer from the environment, or `fallback` (a bad value is reported).
 int env_int(const char* name, int fallback, int max) {
   const char* v = std::getenv(name);
@@ -376,6 +378,9 @@ Status CudaBackend::prepare_sm_set(const SmSet& sms, TenantId tenant) {
   if (!green_) return Status::unsupported("cuda: SM partitions for native launches need green contexts, unavailable here (MPS?)");
   auto stream = green_->stream_for(sms, static_cast<int>(tenant.value), 0);
   if (!stream) return stream.status();
+  // Its high-priority stream too (cheap once the context exists): a stream made at a dispatch
+  // delays that dispatch on the host, and a policy may launch at either priority on the set.
+  if (auto high = green_->stream_for(sms, static_cast<int>(tenant.value), kHighStreamPriority); !high) return high.status();
   // One launch of each prepared kernel loads its module into the new context now, not mid-run:
   // one logical block of an elastic kernel, the whole call of a library kernel.
   for (auto& [key, k] : kernels_) {
@@ -435,7 +440,7 @@ Result<device::ElasticControl> CudaBackend::read_control(int control, const Even
 }
 
 Result<cudaStream_t> CudaBackend::stream_for(const Running& r) {
-  const int priority = r.placement.priority > 0 ? -5 : 0;  // lower number = higher CUDA priority
+  const int priority = r.placement.priority > 0 ? kHighStreamPriority : 0;
   if (r.placement.form == LaunchForm::native && r.placement.sms.count() < spec_.sm_count) {
     if (!green_) return Status::unsupported("cuda: a native launch on part of the GPU needs green contexts, unavailable here (MPS?)");
     return green_->stream_for(r.placement.sms, r.tenant, priority);
