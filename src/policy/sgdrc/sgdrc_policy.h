@@ -4,9 +4,9 @@
 // the device, as many as the largest minimum-TPC need in the sliding window; the BE kernel runs on
 // the other TPCs, and on every SM while no LC work is queued. A running elastic BE kernel shrinks
 // in place when LC work arrives and grows back when it ends (one resize per change of the split);
-// an opaque one keeps its SMs and the next BE launch gets the current BE side. Optionally BE's
-// resident blocks per SM are lowered while LC work runs (`be_tlp`), a stand-in for the paper's
-// VRAM channel partitioning (Section 7.2), which Concord does not have.
+// an opaque one keeps its SMs and the next BE launch gets the current BE side. While LC work is
+// queued, BE's resident blocks per SM are lowered (`be_tlp`; 0 turns it off), a stand-in for the
+// paper's VRAM channel partitioning (Section 7.2), which Concord does not have.
 #pragma once
 
 #include <map>
