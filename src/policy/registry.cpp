@@ -10,6 +10,7 @@
 #include "policy/random/random_policy.h"
 #include "policy/round_robin/round_robin_policy.h"
 #include "policy/serial/serial_policy.h"
+#include "policy/sgdrc/sgdrc_policy.h"
 #include "policy/static_partition/static_partition_policy.h"
 #include "policy/streams/streams_policy.h"
 
@@ -94,6 +95,8 @@ const PolicyRegistry& builtin_policies() {
                policy::make_sq));
     must(r.add("rr", "RAISE baseline: task streams, types COM, MEM, LAT in turn; random dims; params streams, dims (random|min|mid|max)", policy::make_rr));
     must(r.add("rd", "RAISE baseline: task streams, random task order; random dims; params streams, dims (random|min|mid|max)", policy::make_rd));
+    must(r.add("sgdrc", "SGDRC: one LC + one BE kernel, tidal SM masking of elastic BE (sgdrc.md 4, 7.1); params window, tolerance, steps, reserve, be_tlp",
+               policy::make_sgdrc));
     return r;
   }();
   return registry;

@@ -24,6 +24,7 @@
 #include "concord/policy.h"
 #include "concord/suite.h"
 #include "gpu_test_support.h"
+#include "../sim/sgdrc_log.h"
 
 namespace concord {
 namespace {
@@ -280,6 +281,46 @@ TEST(CudaBackend, EngineRunsEveryBaselineOnTheGpu) {
     ASSERT_TRUE(run.is_ok()) << entry.name << ": " << run.status().to_string();
     EXPECT_GT(run->makespan, 0);
     for (const auto& l : run->launches) EXPECT_GT(l.end, l.start) << entry.name;
+  }
+}
+
+// SGDRC's tidal masking under load on the GPU: a long elastic BE kernel runs while three LC
+// requests come and go; each request shrinks it once (off the LC side) and grows it back once (to
+// every SM) through the backend's resize, never to the set it already has, and every launch ends
+// with all its blocks (the engine checks the counts).
+TEST(CudaBackend, SgdrcShrinksAndGrowsARunningBeKernelOncePerLcRequest) {
+  auto b = backend();
+  ASSERT_TRUE(b);
+  Workload w;
+  w.name = "sgdrc-gpu";
+  TenantSpec lc;
+  lc.name = "infer";
+  lc.cls = TenantClass::latency_critical;
+  lc.latency_target = 0.01;
+  lc.steps.push_back(KernelStep{*make_suite_kernel("tc_gemm", 1024), 1});
+  lc.steps.push_back(KernelStep{*make_suite_kernel("vector_add", 1 << 20), 1});
+  lc.arrival.kind = ArrivalProcess::Kind::timestamps;
+  lc.arrival.timestamps = {0.01, 0.03, 0.05};
+  lc.requests = 3;
+  TenantSpec be;
+  be.name = "train";
+  be.steps.push_back(KernelStep{*make_suite_kernel("fma_loop", 1 << 28), 1});  // a few hundred ms on the whole GPU
+  w.tenants = {lc, be};
+  testing::LoggedSgdrc sgdrc{policy::SgdrcOptions{}};
+  auto run = run_workload(w, *b, sgdrc, EngineOptions{});
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const auto be_launch = std::find_if(run->launches.begin(), run->launches.end(), [](const LaunchRecord& l) { return l.tenant == TenantId{1}; });
+  ASSERT_NE(be_launch, run->launches.end());
+  ASSERT_GT(be_launch->end, run->tenants[0].requests.back().end) << "the BE kernel ended before the LC requests did: make it longer";
+  const testing::TidalResizes r = testing::tidal_resizes(sgdrc.log, b->device().all_sms());
+  EXPECT_EQ(r.shrinks, 3);
+  EXPECT_EQ(r.grows, 3);
+  EXPECT_EQ(r.repeats, 0);
+  EXPECT_EQ(r.unknown, 0);
+  for (const auto& d : run->dispatches) {
+    if (d.tenants.front() != TenantId{0}) continue;
+    EXPECT_EQ(d.placement.priority, 1);
+    EXPECT_TRUE(d.placement.sms.contains(b->device().sms_of_tpc(0).ids().front()));
   }
 }
 

@@ -22,6 +22,7 @@ namespace {
 
 constexpr int kControlPool = 1024;
 constexpr int kHelperStreams = 8;
+
 // A non-negative integer from the environment, or `fallback` (a bad value is reported).
 int env_int(const char* name, int fallback, int max) {
   const char* v = std::getenv(name);
@@ -429,8 +430,13 @@ Status CudaBackend::load_functions(const kernels::DeviceKernel& kernel) {
 Status CudaBackend::prepare_sm_set(const SmSet& sms, TenantId tenant) {
   if (sms.count() >= spec_.sm_count) return Status::ok();  // the whole GPU needs no context
   if (!green_) return Status::unsupported("cuda: SM partitions for native launches need green contexts, unavailable here (MPS?)");
-  auto stream = green_->stream_for(sms, static_cast<int>(tenant.value), 0);
+  auto stream = green_->stream_for(sms, static_cast<int>(tenant.value), cuda_priority(kNormalStreamPriority));
   if (!stream) return stream.status();
+  // Its high-priority stream too (cheap once the context exists): a stream made at a dispatch
+  // delays that dispatch on the host, and a policy may launch at either priority on the set.
+  if (auto high = green_->stream_for(sms, static_cast<int>(tenant.value), cuda_priority(kHighStreamPriority)); !high) {
+    return high.status();
+  }
   // One launch of each prepared kernel loads its module into the new context now, not mid-run:
   // one logical block of an elastic kernel, the whole call of a library kernel.
   for (auto& [key, k] : kernels_) {

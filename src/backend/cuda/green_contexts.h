@@ -2,7 +2,7 @@
 // into TPC-sized groups (CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, two SMs a group, plus
 // what is left over); a probe kernel on each group reads %smid, which gives the SM -> group map.
 // A context for an SM set is the union of the groups it touches, created on first use (about
-// 1.5 ms each on an H200) and cached; streams are made per (set, owner).
+// 1.5 ms each on an H200) and cached; streams are made per (set, owner, priority).
 //
 // One pool per device serves the whole process (`shared`): the driver does not give back all of a
 // destroyed green context's memory (about 277 MB per backend with its 66 probe contexts on an H200,
@@ -42,8 +42,8 @@ class GreenContextPool {
   const std::vector<SmSet>& groups() const { return group_sms_; }
   // The union of the groups that `sms` touches: what a green context can give.
   SmSet cover(const SmSet& sms) const;
-  // A stream whose kernels run only on cover(sms), at CUDA stream priority `priority`; one per
-  // (cover, owner, priority), cached.
+  // A stream whose kernels run only on cover(sms); one per (cover, owner, priority), cached (a
+  // launch asking for a high priority must not get a normal stream made earlier for the same set).
   Result<cudaStream_t> stream_for(const SmSet& sms, int owner, int priority);
   int contexts_created() const;
 

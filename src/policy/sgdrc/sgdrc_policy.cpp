@@ -1,0 +1,193 @@
+#include "policy/sgdrc/sgdrc_policy.h"
+
+#include <algorithm>
+
+#include "mechanism/params.h"
+
+namespace concord::policy {
+namespace {
+
+bool is_lc(const SchedContext& ctx, TenantId t) { return ctx.tenant(t).info.cls == TenantClass::latency_critical; }
+
+}  // namespace
+
+int SgdrcPolicy::need_of(const SchedContext& ctx, const KernelSpec& kernel, int variant) {
+  const auto key = std::make_pair(&kernel, variant);
+  auto it = needs_.find(key);
+  if (it == needs_.end()) {
+    if (tpcs_.empty()) tpcs_ = tpcs_in_order(ctx.device());
+    it = needs_.emplace(key, kernel_min_tpcs(ctx.estimator(), kernel, variant, tpcs_, o_.tolerance)).first;
+  }
+  return it->second;
+}
+
+Status SgdrcPolicy::on_start(SchedContext& ctx) {
+  tpcs_ = tpcs_in_order(ctx.device());
+  needs_.clear();
+  lc_.reset();
+  be_.reset();
+  lc_cursor_ = be_cursor_ = -1;
+  const int tpc_count = static_cast<int>(tpcs_.size());
+  const std::vector<int> sizes = lc_share_sizes(tpc_count, o_.steps, o_.be_reserve);
+  for (const TenantView& t : ctx.tenants()) {
+    // The offline phase: each LC kernel's need, where the tenant says what it will run.
+    bool native = !t.hints.has_value();  // without hints, any launch may be opaque
+    if (t.hints) {
+      for (const auto& step : t.hints->request) {
+        if (t.info.cls == TenantClass::latency_critical) need_of(ctx, *step.kernel, step.kernel->default_variant);
+        native = native || !ctx.capabilities(*step.kernel).persistent_form;
+      }
+    }
+    if (!native) continue;
+    // Native launches run on green contexts: make the few this tenant's side can get now.
+    for (int size : sizes) {
+      const TidalSplit split = tidal_split(tpcs_, size);
+      const SmSet& sms = t.info.cls == TenantClass::latency_critical ? split.lc : split.be;
+      if (!sms.empty()) CONCORD_RETURN_IF_ERROR(ctx.prepare_sm_set(sms, t.id));
+    }
+  }
+  return Status::ok();
+}
+
+Status SgdrcPolicy::on_complete(SchedContext& ctx, const Completion& completion) {
+  if (lc_ && lc_->id == completion.dispatch) lc_.reset();
+  if (be_ && be_->id == completion.dispatch) be_.reset();
+  return schedule(ctx);
+}
+
+std::optional<ReadyLaunch> SgdrcPolicy::next_of(const SchedContext& ctx, TenantClass cls, int64_t cursor) const {
+  const auto n = static_cast<int64_t>(ctx.tenants().size());
+  const ReadyLaunch* best = nullptr;
+  int64_t best_turn = n;
+  for (const ReadyLaunch& r : ctx.ready()) {
+    if (r.has_running_dispatch || ctx.tenant(r.tenant).info.cls != cls) continue;
+    const int64_t turn = ((r.tenant.value - cursor - 1) % n + n) % n;  // 0: the tenant right after the cursor
+    if (turn < best_turn) {
+      best_turn = turn;
+      best = &r;
+    }
+  }
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+int SgdrcPolicy::lc_need(SchedContext& ctx, TenantId head_tenant, const KernelSpec& head_kernel) {
+  const auto n = static_cast<int64_t>(ctx.tenants().size());
+  const size_t per_tenant = static_cast<size_t>(o_.window) + 1;  // no tenant contributes more than the window holds
+  streams_.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const TenantId t{(head_tenant.value + i) % n};
+    if (!is_lc(ctx, t)) continue;
+    std::vector<int> s;
+    if (t == head_tenant) {
+      s.push_back(need_of(ctx, head_kernel, head_kernel.default_variant));
+    } else {
+      for (const ReadyLaunch& r : ctx.ready()) {
+        if (r.tenant == t) {
+          s.push_back(need_of(ctx, *r.kernel, r.kernel->default_variant));
+          break;
+        }
+      }
+    }
+    // What the tenant has submitted behind its ready or running launch (a tenant with nothing
+    // ready has nothing queued).
+    if (!s.empty()) {
+      for (const QueuedLaunch& q : ctx.queued(t)) {
+        if (s.size() >= per_tenant) break;
+        s.push_back(need_of(ctx, *q.kernel, q.kernel->default_variant));
+      }
+    }
+    streams_.push_back(std::move(s));
+  }
+  return window_need(streams_, o_.window);
+}
+
+Placement SgdrcPolicy::placement_on(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, int tlp) const {
+  const Capabilities caps = ctx.capabilities(kernel);
+  Placement p;
+  p.sms = sms;
+  if (caps.persistent_form) {
+    // Elastic kernels run persistent (Section 7.1's persistent-thread style): their SM set and
+    // resident blocks can change while they run.
+    p.form = LaunchForm::persistent;
+    if (caps.tlp) p.tlp = tlp;
+  }
+  return p;
+}
+
+Status SgdrcPolicy::apply_to_be(SchedContext& ctx, const TidalSplit& split) {
+  if (!be_ || !be_->resizable) return Status::ok();
+  if (be_->sms != split.be) {
+    CONCORD_RETURN_IF_ERROR(ctx.resize(be_->id, split.be));
+    be_->sms = split.be;
+  }
+  const int tlp = split.lc_tpcs > 0 ? o_.be_tlp : 0;
+  if (be_->tlp != tlp && ctx.capabilities(*be_->kernel).tlp) {
+    CONCORD_RETURN_IF_ERROR(ctx.set_tlp(be_->id, tlp));
+    be_->tlp = tlp;
+  }
+  return Status::ok();
+}
+
+Status SgdrcPolicy::schedule(SchedContext& ctx) {
+  if (tpcs_.empty()) tpcs_ = tpcs_in_order(ctx.device());
+  std::optional<ReadyLaunch> lc_next;
+  if (!lc_) lc_next = next_of(ctx, TenantClass::latency_critical, lc_cursor_);
+  int need = 0;
+  if (lc_) need = lc_need(ctx, lc_->tenant, *lc_->kernel);
+  else if (lc_next) need = lc_need(ctx, lc_next->tenant, *lc_next->kernel);
+  const int tpc_count = static_cast<int>(tpcs_.size());
+  TidalSplit split = tidal_split(tpcs_, round_lc_need(need, tpc_count, o_.steps, o_.be_reserve));
+  if (split.be.empty()) split.be = ctx.device().all_sms();  // a one-TPC device: nothing to split
+
+  // The LC kernel is launched first, so the host's wait for the BE resize is not on its path;
+  // with the higher stream priority its blocks take the LC side's slots as BE's blocks leave them
+  // (resize is SGDRC's eviction: blocks on SMs leaving the set exit within one logical block).
+  if (lc_next) {
+    Placement p = placement_on(ctx, *lc_next->kernel, split.lc, 0);
+    p.priority = 1;
+    auto d = ctx.dispatch(lc_next->id, p);
+    if (!d) return d.status();
+    lc_ = Flight{*d, lc_next->tenant, lc_next->kernel, p.form == LaunchForm::persistent, p.sms, 0};
+    lc_cursor_ = lc_next->tenant.value;
+  }
+  CONCORD_RETURN_IF_ERROR(apply_to_be(ctx, split));
+  if (!be_) {
+    const std::optional<ReadyLaunch> be_next = next_of(ctx, TenantClass::best_effort, be_cursor_);
+    if (be_next) {
+      const Placement p = placement_on(ctx, *be_next->kernel, split.be, split.lc_tpcs > 0 ? o_.be_tlp : 0);
+      auto d = ctx.dispatch(be_next->id, p);
+      if (!d) return d.status();
+      const bool resizable = p.form == LaunchForm::persistent && ctx.capabilities(*be_next->kernel).resize;
+      be_ = Flight{*d, be_next->tenant, be_next->kernel, resizable, p.sms, p.tlp};
+      be_cursor_ = be_next->tenant.value;
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
+  CONCORD_RETURN_IF_ERROR(only_params("sgdrc", params, {"window", "tolerance", "steps", "reserve", "be_tlp"}));
+  SgdrcOptions o;
+  auto window = int_param(params, "window", o.window, 0);
+  if (!window) return window.status();
+  auto tolerance = double_param(params, "tolerance", o.tolerance);
+  if (!tolerance) return tolerance.status();
+  if (!(*tolerance >= 0 && *tolerance < 1)) {
+    return Status::invalid_argument("parameter 'tolerance': must be in [0, 1) (a share of the minimum latency)");
+  }
+  auto steps = int_param(params, "steps", o.steps, 1);
+  if (!steps) return steps.status();
+  auto reserve = int_param(params, "reserve", o.be_reserve, 1);
+  if (!reserve) return reserve.status();
+  auto be_tlp = int_param(params, "be_tlp", o.be_tlp, 0);
+  if (!be_tlp) return be_tlp.status();
+  o.window = *window;
+  o.tolerance = *tolerance;
+  o.steps = *steps;
+  o.be_reserve = *reserve;
+  o.be_tlp = *be_tlp;
+  return std::unique_ptr<Policy>(std::make_unique<SgdrcPolicy>(o));
+}
+
+}  // namespace concord::policy

@@ -1,0 +1,580 @@
+// SGDRC (sgdrc.md Sections 4, 7.1): tidal SM masking as pure functions, the policy's decisions on
+// hand-built queues (a SchedContext of the test's own), and a simulator scenario of one LC tenant
+// beside two BE tenants against streams and static-partition.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "concord/metrics.h"
+#include "mechanism/tidal.h"
+#include "policy/sgdrc/sgdrc_policy.h"
+#include "sgdrc_log.h"
+#include "test_support.h"
+
+namespace concord {
+namespace {
+
+using policy::SgdrcOptions;
+using policy::SgdrcPolicy;
+using testing::step;
+using testing::tenant;
+using testing::workload;
+
+// ---- tidal SM masking: pure functions ----
+
+TEST(Tidal, LcTakesTheFirstTpcsAndBeTheRest) {
+  const DeviceSpec dev = h200_spec();
+  const auto tpcs = policy::tpcs_in_order(dev);
+  ASSERT_EQ(tpcs.size(), 66u);
+  const auto split = policy::tidal_split(tpcs, 10);
+  EXPECT_EQ(split.lc_tpcs, 10);
+  EXPECT_EQ(split.lc, tpcs[0] | tpcs[1] | tpcs[2] | tpcs[3] | tpcs[4] | tpcs[5] | tpcs[6] | tpcs[7] | tpcs[8] | tpcs[9]);
+  EXPECT_EQ(split.lc.count(), 20);
+  EXPECT_FALSE(split.lc.intersects(split.be));
+  EXPECT_EQ(split.lc | split.be, dev.all_sms());
+  // The same need gives the same sets (green contexts are cached per set).
+  EXPECT_EQ(policy::tidal_split(tpcs, 10).be, split.be);
+  // No LC work: BE on every SM.
+  const auto idle = policy::tidal_split(tpcs, 0);
+  EXPECT_TRUE(idle.lc.empty());
+  EXPECT_EQ(idle.be, dev.all_sms());
+}
+
+TEST(Tidal, NeedsRoundUpToAFewSharesAndLeaveBeItsReserve) {
+  // 66 TPCs in 8 steps: shares ceil(k * 66 / 8) = 9, 17, 25, 33, 42, 50, 58, 66 (66 capped to 65).
+  EXPECT_EQ(policy::round_lc_need(0, 66, 8, 1), 0);
+  EXPECT_EQ(policy::round_lc_need(1, 66, 8, 1), 9);
+  EXPECT_EQ(policy::round_lc_need(9, 66, 8, 1), 9);
+  EXPECT_EQ(policy::round_lc_need(10, 66, 8, 1), 17);
+  EXPECT_EQ(policy::round_lc_need(58, 66, 8, 1), 58);
+  EXPECT_EQ(policy::round_lc_need(59, 66, 8, 1), 65);
+  EXPECT_EQ(policy::round_lc_need(66, 66, 8, 1), 65);
+  EXPECT_EQ(policy::round_lc_need(66, 66, 8, 3), 63);
+  EXPECT_EQ(policy::round_lc_need(200, 66, 8, 1), 65);
+  // As many steps as TPCs: every need as it is.
+  for (int n = 1; n < 66; ++n) EXPECT_EQ(policy::round_lc_need(n, 66, 66, 1), n);
+  EXPECT_EQ(policy::lc_share_sizes(66, 8, 1), (std::vector<int>{9, 17, 25, 33, 42, 50, 58, 65}));
+  EXPECT_EQ(policy::lc_share_sizes(66, 2, 1), (std::vector<int>{33, 65}));
+}
+
+TEST(Tidal, WindowNeedIsTheLargestNeedOfTheHeadAndTheNextW) {
+  // One LC tenant: the head (3) and its queued launches.
+  const std::vector<std::vector<int>> one{{3, 5, 9, 2}};
+  EXPECT_EQ(policy::window_need(one, 0), 3);
+  EXPECT_EQ(policy::window_need(one, 1), 5);
+  EXPECT_EQ(policy::window_need(one, 2), 9);
+  EXPECT_EQ(policy::window_need(one, 10), 9);
+  // Two tenants served round robin from the head's: 4, 6, then 20, 1.
+  const std::vector<std::vector<int>> two{{4, 20}, {6, 1}};
+  EXPECT_EQ(policy::window_need(two, 0), 4);
+  EXPECT_EQ(policy::window_need(two, 1), 6);
+  EXPECT_EQ(policy::window_need(two, 2), 20);
+  // A tenant with a shorter queue drops out of later rounds.
+  const std::vector<std::vector<int>> uneven{{2}, {3, 4, 30}};
+  EXPECT_EQ(policy::window_need(uneven, 2), 4);
+  EXPECT_EQ(policy::window_need(uneven, 3), 30);
+  EXPECT_EQ(policy::window_need({}, 4), 0);
+  EXPECT_EQ(policy::window_need({{}, {}}, 4), 0);
+}
+
+TEST(Tidal, MinTpcsIsTheFewestWithinToleranceOfTheMinimum) {
+  // Perfect scaling up to 24 TPCs, flat after.
+  auto knee = [](int t) { return 1.0 / std::min(t, 24); };
+  EXPECT_EQ(policy::min_tpcs(knee, 66, 0.0), 24);
+  // Within 5%: 1/t <= 1.05/24, t >= 22.86.
+  EXPECT_EQ(policy::min_tpcs(knee, 66, 0.05), 23);
+  EXPECT_EQ(policy::min_tpcs(knee, 66, 0.5), 16);
+  // The minimum in the middle: time rises again past 30 TPCs (more SMs cost more, e.g. a tail).
+  auto dip = [](int t) { return t <= 30 ? 1.0 / t : 1.0 / 30 + (t - 30) * 0.001; };
+  EXPECT_EQ(policy::min_tpcs(dip, 66, 0.0), 30);
+  // A flat curve: one TPC is as fast as any.
+  EXPECT_EQ(policy::min_tpcs([](int) { return 1.0; }, 66, 0.03), 1);
+  // Binary search: after the scan for the minimum, about log2(66) probes, not another scan.
+  int probes = 0;
+  EXPECT_EQ(policy::min_tpcs([&](int t) { ++probes; return knee(t); }, 66, 0.0), 24);
+  EXPECT_LE(probes, 66 + 6);
+}
+
+KernelSpec curve_kernel(const std::string& name, int knee_sms, int64_t blocks = 4096, bool elastic = true) {
+  KernelSpec k;
+  k.name = name;
+  k.elastic = elastic;
+  KernelVariant v;
+  v.name = "mid";
+  v.logical_blocks = blocks;
+  v.flops_per_block = 1e6;
+  v.bytes_per_block = 1e4;
+  k.variants = {v};
+  // Measured: perfect scaling to `knee_sms`, flat after (as `concord run --profiles` attaches).
+  for (int sms = 2; sms <= 132; sms += 2) k.sm_curve.push_back({sms, 1e-3 * 132.0 / std::min(sms, knee_sms)});
+  return k;
+}
+
+TEST(Tidal, KernelMinTpcsReadsTheEstimatorAndStopsAtTheGrid) {
+  const DeviceSpec dev = h200_spec();
+  const Estimator est(dev);
+  const auto tpcs = policy::tpcs_in_order(dev);
+  EXPECT_EQ(policy::kernel_min_tpcs(est, curve_kernel("k40", 40), 0, tpcs, 0.0), 20);
+  EXPECT_EQ(policy::kernel_min_tpcs(est, curve_kernel("k132", 132), 0, tpcs, 0.0), 66);
+  // The roofline keeps getting faster with SMs; a grid of 16 blocks fills at most 16 SMs.
+  KernelSpec small = make_suite_kernel("tc_gemm", 1024).value();
+  small.variants[static_cast<size_t>(small.default_variant)].logical_blocks = 16;
+  EXPECT_LE(policy::kernel_min_tpcs(est, small, small.default_variant, tpcs, 0.0), 8);
+}
+
+// ---- the policy's decisions on hand-built queues ----
+
+// A SchedContext whose state the test sets: tenants, ready and queued launches; it records what
+// the policy does (dispatches, resizes, TLP changes) and keeps running() up to date.
+class HandContext final : public SchedContext {
+ public:
+  HandContext() : device_(h200_spec()), estimator_(device_) {}
+
+  TenantId add_tenant(TenantClass cls) {
+    TenantView v;
+    v.id = TenantId{static_cast<int64_t>(tenants_.size())};
+    v.info.name = "t" + std::to_string(v.id.value);
+    v.info.cls = cls;
+    tenants_.push_back(v);
+    queued_.emplace_back();
+    return v.id;
+  }
+  LaunchId make_ready(TenantId t, const KernelSpec& k) {
+    ReadyLaunch r;
+    r.id = LaunchId{next_launch_++};
+    r.tenant = t;
+    r.kernel = &k;
+    r.pending = {0, k.variant(0).logical_blocks};
+    r.pending_blocks = r.pending.size();
+    ready_.push_back(r);
+    return r.id;
+  }
+  void queue(TenantId t, const KernelSpec& k) {
+    queued_[static_cast<size_t>(t.value)].push_back(QueuedLaunch{LaunchId{next_launch_++}, &k, 0, false});
+  }
+  // Ends a running dispatch (the whole of its launch): it leaves running(), its tenant's next
+  // queued launch becomes ready (stream order), then the policy hears of it, as from the engine.
+  Status finish(Policy& p, DispatchId id) {
+    auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; });
+    if (it == running_.end()) return Status::not_found("finish: not running");
+    const TenantId t = it->tenants.front();
+    running_.erase(it);
+    auto& q = queued_[static_cast<size_t>(t.value)];
+    if (!q.empty()) {
+      const KernelSpec& next = *q.front().kernel;
+      q.erase(q.begin());
+      make_ready(t, next);
+    }
+    Completion c;
+    c.dispatch = id;
+    return p.on_complete(*this, c);
+  }
+  const RunningDispatch* running_of(TenantId t) const {
+    for (const auto& r : running_) {
+      if (r.tenants.front() == t) return &r;
+    }
+    return nullptr;
+  }
+
+  struct Resize {
+    DispatchId id;
+    SmSet sms;
+  };
+  struct Tlp {
+    DispatchId id;
+    int tlp;
+  };
+  std::vector<Resize> resizes;
+  std::vector<Tlp> tlps;
+  std::vector<std::pair<TenantId, Placement>> dispatched;
+
+  Seconds now() const override { return 0; }
+  const DeviceSpec& device() const override { return device_; }
+  std::span<const TenantView> tenants() const override { return tenants_; }
+  const Estimator& estimator() const override { return estimator_; }
+  Capabilities capabilities(const KernelSpec& k) const override {
+    Capabilities c;
+    if (!k.elastic) return c;
+    c.persistent_form = c.exact_sm_sets = c.tlp = c.split_range = c.resize = c.preempt = true;
+    return c;
+  }
+  std::span<const ReadyLaunch> ready() const override { return ready_; }
+  std::span<const QueuedLaunch> queued(TenantId t) const override { return queued_[static_cast<size_t>(t.value)]; }
+  std::span<const RunningDispatch> running() const override { return running_; }
+  std::mt19937_64& rng() override { return rng_; }
+  Result<DispatchId> dispatch(LaunchId launch, const Placement& p, DispatchId after) override {
+    if (after.valid()) return Status::unsupported("hand context: no stream order");
+    auto it = std::find_if(ready_.begin(), ready_.end(), [&](const ReadyLaunch& r) { return r.id == launch; });
+    if (it == ready_.end()) return Status::failed_precondition("launch not ready");
+    RunningDispatch d;
+    d.id = DispatchId{next_dispatch_++};
+    d.launches = {launch};
+    d.tenants = {it->tenant};
+    d.kernels = {it->kernel};
+    d.placement = p;
+    running_.push_back(d);
+    dispatched.emplace_back(it->tenant, p);
+    ready_.erase(it);  // all its blocks are dispatched
+    return d.id;
+  }
+  Status resize(DispatchId id, const SmSet& sms) override {
+    for (auto& r : running_) {
+      if (r.id != id) continue;
+      if (r.placement.form != LaunchForm::persistent) return Status::unsupported("not persistent");
+      r.placement.sms = sms;
+      resizes.push_back({id, sms});
+      return Status::ok();
+    }
+    return Status::not_found("resize: not running");
+  }
+  Status set_tlp(DispatchId id, int tlp, const SmSet&, int) override {
+    for (auto& r : running_) {
+      if (r.id != id) continue;
+      r.placement.tlp = tlp;
+      tlps.push_back({id, tlp});
+      return Status::ok();
+    }
+    return Status::not_found("set_tlp: not running");
+  }
+  Status preempt(DispatchId) override { return Status::unsupported("sgdrc does not preempt"); }
+  Result<std::vector<int64_t>> progress(DispatchId) const override { return std::vector<int64_t>{0}; }
+  void request_tick(Seconds) override {}
+  Status prepare_sm_set(const SmSet& sms, TenantId t) override {
+    prepared.emplace_back(t, sms);
+    return Status::ok();
+  }
+  std::vector<std::pair<TenantId, SmSet>> prepared;
+
+ private:
+  DeviceSpec device_;
+  Estimator estimator_;
+  std::vector<TenantView> tenants_;
+  std::vector<ReadyLaunch> ready_;
+  std::vector<std::vector<QueuedLaunch>> queued_;
+  std::vector<RunningDispatch> running_;
+  std::mt19937_64 rng_{1};
+  int64_t next_launch_ = 0;
+  int64_t next_dispatch_ = 0;
+};
+
+SgdrcOptions exact(int window = 4) {
+  SgdrcOptions o;
+  o.window = window;
+  o.tolerance = 0.0;
+  o.steps = 66;  // no rounding: the sets follow the needs exactly
+  o.be_tlp = 0;
+  return o;
+}
+
+SmSet first_tpcs(int n) { return policy::tidal_split(policy::tpcs_in_order(h200_spec()), n).lc; }
+
+TEST(SgdrcDecisions, WithoutLcWorkBeRunsOnEverySmPersistent) {
+  HandContext ctx;
+  const TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec k = curve_kernel("be", 132);
+  SgdrcPolicy p(exact());
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be, k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  ASSERT_EQ(ctx.dispatched.size(), 1u);
+  EXPECT_EQ(ctx.dispatched[0].second.sms, ctx.device().all_sms());
+  EXPECT_EQ(ctx.dispatched[0].second.form, LaunchForm::persistent);
+  EXPECT_EQ(ctx.dispatched[0].second.priority, 0);
+}
+
+TEST(SgdrcDecisions, LcArrivalShrinksRunningBeOnceToTheComplementOfTheWindowNeed) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec be_k = curve_kernel("be", 132);
+  const KernelSpec small = curve_kernel("small", 10);  // 5 TPCs
+  const KernelSpec mid = curve_kernel("mid", 24);      // 12 TPCs
+  const KernelSpec big = curve_kernel("big", 60);      // 30 TPCs
+  SgdrcPolicy p(exact(/*window=*/1));
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be, be_k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  const DispatchId be_d = ctx.running_of(be)->id;
+
+  // A request: small, then mid, then big. With W = 1 the window holds small and mid: 12 TPCs.
+  ctx.make_ready(lc, small);
+  ctx.queue(lc, mid);
+  ctx.queue(lc, big);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  const RunningDispatch* lc_d = ctx.running_of(lc);
+  ASSERT_NE(lc_d, nullptr);
+  EXPECT_EQ(lc_d->placement.sms, first_tpcs(12));
+  EXPECT_EQ(lc_d->placement.priority, 1);
+  ASSERT_EQ(ctx.resizes.size(), 1u);
+  EXPECT_EQ(ctx.resizes[0].id, be_d);
+  EXPECT_EQ(ctx.resizes[0].sms, ctx.device().all_sms().minus(first_tpcs(12)));
+  // Nothing changed: no second resize to the same set.
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.resizes.size(), 1u);
+
+  // small ends: mid is the head and big enters the window: 30 TPCs, one more resize.
+  ASSERT_TRUE(ctx.finish(p, lc_d->id).is_ok());
+  lc_d = ctx.running_of(lc);
+  ASSERT_NE(lc_d, nullptr);
+  EXPECT_EQ(lc_d->placement.sms, first_tpcs(30));
+  ASSERT_EQ(ctx.resizes.size(), 2u);
+  EXPECT_EQ(ctx.resizes[1].sms, ctx.device().all_sms().minus(first_tpcs(30)));
+  EXPECT_FALSE(ctx.running_of(be)->placement.sms.intersects(lc_d->placement.sms));
+
+  // mid ends: big is the head, alone in the window: still 30, no resize.
+  ASSERT_TRUE(ctx.finish(p, lc_d->id).is_ok());
+  lc_d = ctx.running_of(lc);
+  ASSERT_NE(lc_d, nullptr);
+  EXPECT_EQ(ctx.resizes.size(), 2u);
+
+  // big ends, the LC queue is empty: BE grows back to every SM, once.
+  ASSERT_TRUE(ctx.finish(p, lc_d->id).is_ok());
+  ASSERT_EQ(ctx.resizes.size(), 3u);
+  EXPECT_EQ(ctx.resizes[2].sms, ctx.device().all_sms());
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.resizes.size(), 3u);
+  EXPECT_TRUE(ctx.tlps.empty());  // be_tlp = 0: not throttled
+}
+
+TEST(SgdrcDecisions, WindowZeroFollowsEachKernelsOwnNeed) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const KernelSpec small = curve_kernel("small", 10), big = curve_kernel("big", 60);
+  SgdrcPolicy p(exact(/*window=*/0));
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(lc, small);
+  ctx.queue(lc, big);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.running_of(lc)->placement.sms, first_tpcs(5));
+  ASSERT_TRUE(ctx.finish(p, ctx.running_of(lc)->id).is_ok());
+  EXPECT_EQ(ctx.running_of(lc)->placement.sms, first_tpcs(30));
+}
+
+TEST(SgdrcDecisions, RoundedNeedsUseTheStepSizes) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const KernelSpec k = curve_kernel("k", 24);  // 12 TPCs -> the 17-TPC share of 8 steps
+  SgdrcOptions o = exact();
+  o.steps = 8;
+  SgdrcPolicy p(o);
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(lc, k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.running_of(lc)->placement.sms, first_tpcs(17));
+}
+
+TEST(SgdrcDecisions, OneLcAndOneBeInFlightRoundRobinWithinEachClass) {
+  HandContext ctx;
+  const TenantId lc0 = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be0 = ctx.add_tenant(TenantClass::best_effort);
+  const TenantId lc1 = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be1 = ctx.add_tenant(TenantClass::best_effort);
+  const TenantId be2 = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec k = curve_kernel("k", 20), be_k = curve_kernel("be", 132);
+  SgdrcPolicy p(exact());
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  for (TenantId t : {lc0, lc1}) {
+    ctx.make_ready(t, k);
+    ctx.queue(t, k);
+  }
+  for (TenantId t : {be0, be1, be2}) {
+    ctx.make_ready(t, be_k);
+    ctx.queue(t, be_k);
+  }
+  std::vector<TenantId> lc_order, be_order;
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  for (int i = 0; i < 4; ++i) {
+    // Exactly one of each class runs.
+    int lc_running = 0, be_running = 0;
+    const RunningDispatch *lc_d = nullptr, *be_d = nullptr;
+    for (const auto& r : ctx.running()) {
+      if (ctx.tenant(r.tenants.front()).info.cls == TenantClass::latency_critical) {
+        ++lc_running;
+        lc_d = &r;
+      } else {
+        ++be_running;
+        be_d = &r;
+      }
+    }
+    ASSERT_EQ(lc_running, 1);
+    ASSERT_EQ(be_running, 1);
+    lc_order.push_back(lc_d->tenants.front());
+    be_order.push_back(be_d->tenants.front());
+    const DispatchId lc_id = lc_d->id, be_id = be_d->id;
+    ASSERT_TRUE(ctx.finish(p, lc_id).is_ok());
+    ASSERT_TRUE(ctx.finish(p, be_id).is_ok());
+  }
+  EXPECT_EQ(lc_order, (std::vector<TenantId>{lc0, lc1, lc0, lc1}));
+  EXPECT_EQ(be_order, (std::vector<TenantId>{be0, be1, be2, be0}));
+}
+
+TEST(SgdrcDecisions, OpaqueBeKeepsItsSmsAndTheNextBeLaunchGetsTheBeSide) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec opaque = curve_kernel("blas", 132, 4096, /*elastic=*/false);
+  const KernelSpec k = curve_kernel("k", 20);
+  SgdrcPolicy p(exact());
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be, opaque);
+  ctx.queue(be, opaque);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.running_of(be)->placement.form, LaunchForm::native);
+  ctx.make_ready(lc, k);
+  ctx.queue(lc, k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_TRUE(ctx.resizes.empty());
+  EXPECT_EQ(ctx.running_of(be)->placement.sms, ctx.device().all_sms());
+  EXPECT_EQ(ctx.running_of(lc)->placement.sms, first_tpcs(10));
+  // The opaque launch ends while LC work is queued: the next one runs on the BE side.
+  ASSERT_TRUE(ctx.finish(p, ctx.running_of(be)->id).is_ok());
+  EXPECT_EQ(ctx.running_of(be)->placement.sms, ctx.device().all_sms().minus(first_tpcs(10)));
+}
+
+TEST(SgdrcDecisions, BeTlpThrottlesBeWhileLcWorkIsQueuedAndRestoresIt) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec k = curve_kernel("k", 20), be_k = curve_kernel("be", 132);
+  SgdrcOptions o = exact();
+  o.be_tlp = 2;
+  SgdrcPolicy p(o);
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be, be_k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.running_of(be)->placement.tlp, 0);
+  ctx.make_ready(lc, k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  ASSERT_EQ(ctx.tlps.size(), 1u);
+  EXPECT_EQ(ctx.tlps[0].tlp, 2);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.tlps.size(), 1u);
+  // A BE launch dispatched while LC work is queued starts throttled.
+  ASSERT_TRUE(ctx.finish(p, ctx.running_of(be)->id).is_ok());
+  ctx.make_ready(be, be_k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.running_of(be)->placement.tlp, 2);
+  // LC ends: full TLP again, once.
+  ASSERT_TRUE(ctx.finish(p, ctx.running_of(lc)->id).is_ok());
+  ASSERT_EQ(ctx.tlps.size(), 2u);
+  EXPECT_EQ(ctx.tlps[1].tlp, 0);
+  EXPECT_EQ(ctx.running_of(be)->placement.sms, ctx.device().all_sms());
+}
+
+TEST(SgdrcDecisions, PreparesTheFewSetsOfTenantsWithNativeLaunches) {
+  HandContext ctx;
+  ctx.add_tenant(TenantClass::latency_critical);  // no hints: may launch opaque kernels
+  ctx.add_tenant(TenantClass::best_effort);
+  SgdrcOptions o;
+  o.steps = 4;
+  SgdrcPolicy p(o);
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  const auto sizes = policy::lc_share_sizes(66, 4, 1);
+  ASSERT_EQ(ctx.prepared.size(), 2 * sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(ctx.prepared[i].second, first_tpcs(sizes[i]));
+    EXPECT_EQ(ctx.prepared[sizes.size() + i].second, ctx.device().all_sms().minus(first_tpcs(sizes[i])));
+  }
+}
+
+TEST(SgdrcParams, BadValuesAreRefusedByName) {
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"window", "-1"}, {"tolerance", "1.5"}, {"tolerance", "x"}, {"steps", "0"}, {"reserve", "0"}, {"be_tlp", "-2"}, {"nope", "1"}}) {
+    auto p = builtin_policies().make("sgdrc", {{k, v}});
+    ASSERT_FALSE(p.is_ok()) << k << "=" << v;
+    EXPECT_NE(p.status().message().find(k), std::string::npos) << p.status().to_string();
+  }
+  EXPECT_TRUE(builtin_policies().make("sgdrc", {{"window", "0"}, {"be_tlp", "1"}, {"steps", "66"}}).is_ok());
+}
+
+// ---- the simulator: one LC tenant beside two BE tenants ----
+
+// An inference-like LC tenant (tensor-core GEMMs and small kernels, Poisson arrivals) beside two
+// compute-heavy BE tenants (examples/lsbe.yaml's shape, smaller).
+Workload lc_beside_be(bool with_be) {
+  TenantSpec lc = tenant("infer",
+                         {step("tc_gemm", 1024), step("vector_add", 1 << 20), step("tc_gemm", 2048), step("vector_add", 1 << 22),
+                          step("tc_gemm", 1024, 2), step("kmeans", 1 << 16)},
+                         80);
+  lc.cls = TenantClass::latency_critical;
+  lc.latency_target = 2e-3;
+  lc.arrival.kind = ArrivalProcess::Kind::poisson;
+  lc.arrival.rate_per_s = 500;
+  std::vector<TenantSpec> ts{lc};
+  if (with_be) {
+    ts.push_back(tenant("train", {step("sgemm", 2048, 2), step("lbm", 1 << 22)}, 600));
+    ts.push_back(tenant("science", {step("mri_q", 1 << 18), step("fma_loop", 1 << 23)}, 600));
+  }
+  return workload(ts);
+}
+
+struct LcBe {
+  Seconds p99 = 0;
+  double be_per_s = 0;  // BE requests finished while the LC tenant was active, per second of it
+};
+LcBe measure(const RunRecord& run) {
+  const TenantRecord& lc = run.tenants[0];
+  std::vector<double> lat;
+  Seconds first = lc.requests.front().arrival, last = 0;
+  for (const auto& r : lc.requests) {
+    lat.push_back(r.latency());
+    last = std::max(last, r.end);
+  }
+  int64_t be = 0;
+  for (size_t i = 1; i < run.tenants.size(); ++i) {
+    for (const auto& r : run.tenants[i].requests) be += (r.end >= 0 && r.end <= last) ? 1 : 0;
+  }
+  return {percentile(lat, 99), static_cast<double>(be) / (last - first)};
+}
+
+TEST(SgdrcScenario, LcTailNearAloneAndBeAboveStaticPartition) {
+  auto alone = testing::run_on_sim(lc_beside_be(false), "streams");
+  ASSERT_TRUE(alone.is_ok()) << alone.status().to_string();
+  const LcBe a = measure(*alone);
+  std::map<std::string, LcBe> got;
+  for (const char* name : {"streams", "static-partition"}) {
+    auto run = testing::run_on_sim(lc_beside_be(true), name);
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    got[name] = measure(*run);
+  }
+  testing::LoggedSgdrc sgdrc{SgdrcOptions{}};
+  auto run = testing::run_on_sim(lc_beside_be(true), sgdrc);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  const LcBe s = measure(*run);
+
+  // The LC tail: near its alone tail, far below streams'.
+  EXPECT_LT(std::abs(s.p99 - a.p99), std::abs(got["streams"].p99 - a.p99));
+  EXPECT_LT(s.p99, 2.0 * a.p99) << "alone " << a.p99 << " sgdrc " << s.p99;
+  // BE gets what LC leaves: more than a fixed third each.
+  EXPECT_GT(s.be_per_s, got["static-partition"].be_per_s);
+
+  // The tidal sets, from the policy's own calls: LC on a prefix of the TPCs, every resize a
+  // change, BE shrunk when LC work came and back on every SM when it ended.
+  const DeviceSpec dev = h200_spec();
+  for (const auto& e : sgdrc.log) {
+    if (e.resize || run->tenants[static_cast<size_t>(e.tenant.value)].cls != TenantClass::latency_critical) continue;
+    EXPECT_EQ(e.sms, dev.round_up_to_tpcs(e.sms));
+    EXPECT_TRUE(e.sms.contains(0));
+  }
+  const testing::TidalResizes resizes = testing::tidal_resizes(sgdrc.log, dev.all_sms());
+  EXPECT_EQ(resizes.repeats, 0);
+  EXPECT_EQ(resizes.unknown, 0);
+  EXPECT_GT(resizes.shrinks, 0);
+  EXPECT_GT(resizes.grows, 0);
+  // Disjoint while both run: check each BE set against the LC dispatch that ran beside it.
+  for (const auto& lc_d : run->dispatches) {
+    if (lc_d.placement.priority != 1) continue;
+    for (const auto& be_d : run->dispatches) {
+      if (be_d.placement.priority == 1 || be_d.start >= lc_d.end || be_d.end <= lc_d.start) continue;
+      // BE dispatched while this LC kernel ran: on the other side from the start.
+      if (be_d.dispatched >= lc_d.dispatched && be_d.dispatched < lc_d.end) {
+        EXPECT_FALSE(be_d.placement.sms.intersects(lc_d.placement.sms));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace concord
