@@ -307,6 +307,7 @@ TEST(SgdrcDecisions, LcArrivalShrinksRunningBeOnceToTheComplementOfTheWindowNeed
   ASSERT_NE(lc_d, nullptr);
   EXPECT_EQ(lc_d->placement.sms, first_tpcs(12));
   EXPECT_EQ(lc_d->placement.priority, 1);
+  EXPECT_FALSE(lc_d->placement.l2_persist);  // off unless asked for
   ASSERT_EQ(ctx.resizes.size(), 1u);
   EXPECT_EQ(ctx.resizes[0].id, be_d);
   EXPECT_EQ(ctx.resizes[0].sms, ctx.device().all_sms().minus(first_tpcs(12)));
@@ -481,12 +482,32 @@ TEST(SgdrcDecisions, PreparesTheFewSetsOfTenantsWithNativeLaunches) {
 
 TEST(SgdrcParams, BadValuesAreRefusedByName) {
   for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"window", "-1"}, {"tolerance", "1.5"}, {"tolerance", "x"}, {"steps", "0"}, {"reserve", "0"}, {"be_tlp", "-2"}, {"nope", "1"}}) {
+           {"window", "-1"}, {"tolerance", "1.5"}, {"tolerance", "x"}, {"steps", "0"}, {"reserve", "0"}, {"be_tlp", "-2"}, {"l2_persist", "2"}, {"nope", "1"}}) {
     auto p = builtin_policies().make("sgdrc", {{k, v}});
     ASSERT_FALSE(p.is_ok()) << k << "=" << v;
     EXPECT_NE(p.status().message().find(k), std::string::npos) << p.status().to_string();
   }
   EXPECT_TRUE(builtin_policies().make("sgdrc", {{"window", "0"}, {"be_tlp", "1"}, {"steps", "66"}}).is_ok());
+}
+
+// l2_persist=1: LC launches carry the L2 persisting window, BE launches never do.
+TEST(SgdrcDecisions, L2PersistMarksLcLaunchesOnly) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec be_k = curve_kernel("be", 132);
+  const KernelSpec small = curve_kernel("small", 10);
+  SgdrcOptions o = exact(/*window=*/1);
+  o.lc_l2_persist = true;
+  SgdrcPolicy p(o);
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be, be_k);
+  ctx.make_ready(lc, small);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  ASSERT_NE(ctx.running_of(lc), nullptr);
+  ASSERT_NE(ctx.running_of(be), nullptr);
+  EXPECT_TRUE(ctx.running_of(lc)->placement.l2_persist);
+  EXPECT_FALSE(ctx.running_of(be)->placement.l2_persist);
 }
 
 // ---- the simulator: one LC tenant beside two BE tenants ----

@@ -145,7 +145,8 @@ Status SgdrcPolicy::schedule(SchedContext& ctx) {
   // (resize is SGDRC's eviction: blocks on SMs leaving the set exit within one logical block).
   if (lc_next) {
     Placement p = placement_on(ctx, *lc_next->kernel, split.lc, 0);
-    p.priority = 1;
+    p.priority = kHighStreamPriority;
+    p.l2_persist = o_.lc_l2_persist;  // the memory substitute for channel colouring (docs/policies.md)
     auto d = ctx.dispatch(lc_next->id, p);
     if (!d) return d.status();
     lc_ = Flight{*d, lc_next->tenant, lc_next->kernel, p.form == LaunchForm::persistent, p.sms, 0};
@@ -167,7 +168,7 @@ Status SgdrcPolicy::schedule(SchedContext& ctx) {
 }
 
 Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("sgdrc", params, {"window", "tolerance", "steps", "reserve", "be_tlp"}));
+  CONCORD_RETURN_IF_ERROR(only_params("sgdrc", params, {"window", "tolerance", "steps", "reserve", "be_tlp", "l2_persist"}));
   SgdrcOptions o;
   auto window = int_param(params, "window", o.window, 0);
   if (!window) return window.status();
@@ -182,6 +183,10 @@ Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
   if (!reserve) return reserve.status();
   auto be_tlp = int_param(params, "be_tlp", o.be_tlp, 0);
   if (!be_tlp) return be_tlp.status();
+  auto l2 = int_param(params, "l2_persist", o.lc_l2_persist ? 1 : 0, 0);
+  if (!l2) return l2.status();
+  if (*l2 > 1) return Status::invalid_argument("parameter 'l2_persist': must be 0 or 1");
+  o.lc_l2_persist = *l2 == 1;
   o.window = *window;
   o.tolerance = *tolerance;
   o.steps = *steps;

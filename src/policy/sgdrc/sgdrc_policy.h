@@ -26,6 +26,7 @@ struct SgdrcOptions {
   int steps = 8;             // LC shares are rounded up to one of this many sizes
   int be_reserve = 1;        // TPCs always left to BE
   int be_tlp = 1;            // resident BE blocks per SM while LC work is queued; 0: not throttled
+  bool lc_l2_persist = false;  // LC launches keep their data in L2's persisting carve-out (Placement::l2_persist)
 };
 
 class SgdrcPolicy final : public Policy {
