@@ -3,7 +3,8 @@
 // start together (the system clock places their runs against each other). The LC process serves
 // its Poisson requests at the rate of the `run` results it is given and then creates a stop file;
 // each BE process runs closed loop until that file exists. BE gets no thread limit, 50%, and the
-// share of the SMs the sgdrc scheme gave BE on average in the same `run` (or --be-share).
+// share of the SMs the sgdrc scheme gave BE on average in the same `run` (or --be-share); with
+// several BE tenants each process gets an equal part of the limit. The LC process has no limit.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -99,8 +100,14 @@ json run_variant(const std::string& self, const MpsOptions& opt, const LoadPlan&
     return run;
   }
   std::vector<pid_t> be_pids;
+  // The BE tenants share the limit: each of their processes gets an equal part of it (MPS limits
+  // each client's SMs, not which SMs; the parts together hold BE to the limit at most).
   std::map<std::string, std::string> be_env;
-  if (v.be_percentage > 0) be_env[kThreadPercentage] = std::to_string(v.be_percentage);
+  const int per_process = v.be_percentage > 0 ? std::max(1, static_cast<int>(std::lround(
+                                                                 static_cast<double>(v.be_percentage) / static_cast<double>(mix.be_count()))))
+                                              : 0;
+  if (per_process > 0) be_env[kThreadPercentage] = std::to_string(per_process);
+  run["be_thread_percentage_per_process"] = per_process > 0 ? json(per_process) : json(nullptr);
   std::string spawn_error;
   for (size_t i = 0; i < mix.be_count(); ++i) {
     auto pid = spawn_process(common(mix.be(i).name, plan.be_requests[i], static_cast<int>(i + 1)), be_env, {kThreadPercentage});

@@ -13,11 +13,13 @@
 #   SCHEMES  comma-separated (default sgdrc,orion,priority-streams,streams,static-partition,serial;
 #            those without a policy in the build are left out and named in the results)
 #   LOADS    comma-separated LC loads (default 0.3,0.5,0.7)
-#   MPS=0    no MPS step;  BE_SHARE=X  the third MPS variant's BE share when sgdrc did not run
-#   RUN_S, MPS_S  the steps' time limits in seconds (default 420 and 300)
+#   STEPS    "run mps" (default), "run" or "mps" (the MPS step reads OUTDIR/lsbe.json: the steps may
+#            go in two calls);  BE_SHARE=X  the third MPS variant's BE share when sgdrc did not run
+#   RUN_S, MPS_S  the steps' time limits in seconds (default 330 and 240: both within 10 minutes;
+#            each step writes its results after every mix, so a step cut short keeps those)
 #   ARGS     more options for `run` (e.g. "--profiles DB --target-factor 2")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 out=${1:?usage: bench/lsbe/run.sh OUTDIR}
 mkdir -p "$out"
 if [ -n "${BUILD:-}" ]; then
@@ -25,7 +27,10 @@ if [ -n "${BUILD:-}" ]; then
 else
   bin=${BIN:-.gpu/bin}
   bench=$bin/concord_lsbe_bench
-  [ -d "$bin/../lib" ] && export LD_LIBRARY_PATH="$(cd "$bin/../lib" && pwd):${LD_LIBRARY_PATH:-}"
+  if [ -d "$bin/../lib" ]; then
+    lib=$(cd "$bin/../lib" && pwd)
+    export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+  fi
 fi
 [ -x "$bench" ] || { echo "run.sh: no $bench (build it, or set BIN or BUILD)" >&2; exit 2; }
 backend=${BACKEND:-cuda}
@@ -60,11 +65,12 @@ fi
 [ -n "${BE_SHARE:-}" ] && mps_args+=(--be-share "$BE_SHARE")
 # shellcheck disable=SC2206
 [ -n "${ARGS:-}" ] && run_args+=(${ARGS})
-step lsbe_run "${RUN_S:-420}" "$bench" run "${mixes[@]}" "${run_args[@]}"
-if [ "$backend" = cuda ] && [ "${MPS:-1}" != 0 ] && [ -f "$out/lsbe.json" ]; then
+steps=" ${STEPS:-run mps} "
+[[ "$steps" == *" run "* ]] && step lsbe_run "${RUN_S:-330}" "$bench" run "${mixes[@]}" "${run_args[@]}"
+if [ "$backend" = cuda ] && [[ "$steps" == *" mps "* ]] && [ -f "$out/lsbe.json" ]; then
   # Should the step be killed, the daemon it started is told to quit here.
   trap 'echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/concord-lsbe-mps/mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
-  step lsbe_mps "${MPS_S:-300}" "$bench" mps "${mps_args[@]}"
+  step lsbe_mps "${MPS_S:-240}" "$bench" mps "${mps_args[@]}"
 fi
 if [ -f "$out/lsbe.json" ] && command -v python3 >/dev/null 2>&1; then
   extra=()

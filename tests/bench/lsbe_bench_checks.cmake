@@ -142,6 +142,12 @@ foreach(m RANGE 1)
     expect_number("${k}" "mps.json mix ${m} variant ${r} SLO" mixes ${m} loads 0 runs ${r} lc slo_attainment)
   endforeach()
 endforeach()
+# The limits reach the processes: the LC's none, each of small-train-hpc's two BE processes half of 50%.
+string(JSON lc_pct GET "${k}" mixes 1 loads 0 runs 1 peers 0 thread_percentage)
+string(JSON be_pct GET "${k}" mixes 1 loads 0 runs 1 peers 2 thread_percentage)
+if(NOT lc_pct STREQUAL "none" OR NOT be_pct STREQUAL "25")
+  message(FATAL_ERROR "mps.json: the LC process ran with thread percentage ${lc_pct}, a BE process with ${be_pct}")
+endif()
 
 if(PYTHON)
   expect_ok(${PYTHON} ${SRC}/bench/lsbe/summarize.py ${WORK}/run.json ${WORK}/mps.json --out ${WORK}/tables.md)
