@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr const char* kThreadPercentage = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+constexpr int kBarrierSeconds = 120;  // how long a peer waits for the others to be ready
 
 Result<json> read_json(const std::string& path) {
   std::ifstream f(path);
@@ -332,7 +333,14 @@ int cmd_peer(const PeerOptions& opt) {
   o.seed = opt.seed;
   o.time_limit = opt.time_limit;
   o.before_clock = [&]() -> Status {
-    CONCORD_RETURN_IF_ERROR(wait_at_barrier(opt.barrier, opt.index, opt.n));
+    // In steps of a second, so that a BE process gives up at once when the LC process ended
+    // (failed) before the start: the bench then creates the stop file.
+    for (int waited = 0;; ++waited) {
+      const Status s = wait_at_barrier(opt.barrier, opt.index, opt.n, 1.0);
+      if (s) break;
+      if (!stop.owner && fs::exists(opt.stop_file)) return Status::cancelled("the LC process ended before the peers started");
+      if (waited >= kBarrierSeconds) return s;
+    }
     wall_start = wall_clock_seconds();
     return Status::ok();
   };
