@@ -14,9 +14,9 @@
 // bench/lsbe/summarize.py makes the tables from both JSON files.
 #include <CLI/CLI.hpp>
 
-#include <cmath>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "backend/registration.h"
