@@ -7,7 +7,7 @@
 # runs bench/fidelity's mixes under four baselines into OUT/fidelity.tar.gz; "raise" measures
 # RAISE's metrics with ncu (the suite, and bench/raise's tasks) into OUT/profiles.db and runs
 # bench/raise; "fedcm" runs bench/fedcm in one process and then as MPS peers (it starts and
-# stops the MPS daemon itself, so it goes last).
+# stops the MPS daemon itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -158,6 +158,9 @@ if has fedcm; then
     fi
   fi
 fi
+# The LC/BE bench (bench/lsbe/run.sh, its own MPS daemon last) into OUT/lsbe; LSBE_QUICK=1 for its
+# quick mode, and its other variables (SCHEMES, MIXES, LOADS, STEPS, BE_SHARE, ARGS) pass through.
+has lsbe && step lsbe "${LSBE_S:-600}" env QUICK="${LSBE_QUICK:-0}" bash bench/lsbe/run.sh "$out/lsbe"
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then
   python3 bench/gpu/summarize.py "$out" >"$out/tables.md" 2>>"$out/summary.txt" || status=1

@@ -9,17 +9,13 @@
 // bench/fedcm/summarize.py turns both JSON files into the tables of docs/results.md.
 #include <CLI/CLI.hpp>
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "cli/build_info.h"
 #include "concord/backend.h"
@@ -32,8 +28,8 @@
 #include "concord/workload.h"
 
 #include "backend/registration.h"
+#include "runner/processes.h"
 
-extern char** environ;
 using namespace concord;
 namespace fs = std::filesystem;
 
@@ -44,40 +40,7 @@ int fail(const Status& s) {
   return 1;
 }
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Writes `j` to a temporary file beside `path` and renames it over `path`: a reader (or a run
-// killed mid-write) sees the previous complete file or the new one, never half of one.
-Status write_json(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << j.dump(1) << "\n";
-    f.flush();
-    if (!f) return Status::io_error(tmp + ": cannot write");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::io_error(path + ": cannot replace with " + tmp + ": " + ec.message());
-  return Status::ok();
-}
-
-// Waits until `n` peers (this one included) have written their ready file into `dir`.
-Status barrier(const std::string& dir, int index, int n) {
-  { std::ofstream(dir + "/ready." + std::to_string(index)) << getpid() << "\n"; }
-  const auto t0 = std::chrono::steady_clock::now();
-  while (true) {
-    int ready = 0;
-    for (const auto& e : fs::directory_iterator(dir)) ready += e.path().filename().string().rfind("ready.", 0) == 0;
-    if (ready >= n) return Status::ok();
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120)) {
-      return Status::failed_precondition("barrier " + dir + ": " + std::to_string(ready) + " of " + std::to_string(n) + " peers after 120 s");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-}
+Status write_json(const std::string& path, const nlohmann::json& j) { return write_file_atomically(path, j.dump(1) + "\n"); }
 
 int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::string>& schemes,
             const std::vector<double>& sigmas, const std::vector<double>& gammas, const std::string& backend, const std::string& device,
@@ -208,13 +171,13 @@ int cmd_peer(const std::string& workload, int index, const std::string& dir, int
   double start = 0;
   EngineOptions o;
   o.before_clock = [&]() -> Status {
-    CONCORD_RETURN_IF_ERROR(barrier(dir, index, n));
-    start = wall_now();
+    CONCORD_RETURN_IF_ERROR(wait_at_barrier(dir, index, n));
+    start = wall_clock_seconds();
     return Status::ok();
   };
   auto rec = run_workload(one, **b, **policy, o);
   if (!rec) return fail(rec.status());
-  const double end = wall_now();
+  const double end = wall_clock_seconds();
   const char* pct = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
   nlohmann::json requests = nlohmann::json::array();  // [start, end] on this process's clock (0 = wall_start)
   for (const auto& q : rec->tenants[0].requests) requests.push_back({q.start, q.end});
@@ -233,23 +196,16 @@ int cmd_peer(const std::string& workload, int index, const std::string& dir, int
   return 0;
 }
 
-// Runs a shell command; its exit status.
-int sh(const std::string& cmd) { return std::system(cmd.c_str()); }
-
 int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, bool start_daemon, const std::string& out) {
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (len <= 0) return fail(Status::io_error("cannot find this program (/proc/self/exe)"));
-  self[len] = '\0';
+  auto self = this_executable();
+  if (!self) return fail(self.status());
   fs::create_directories(work);
+  std::unique_ptr<MpsDaemon> daemon;
   if (start_daemon) {
-    const std::string pipe = work + "/mps-pipe", log = work + "/mps-log";
-    fs::create_directories(pipe);
-    fs::create_directories(log);
-    setenv("CUDA_MPS_PIPE_DIRECTORY", pipe.c_str(), 1);
-    setenv("CUDA_MPS_LOG_DIRECTORY", log.c_str(), 1);
-    if (sh("nvidia-cuda-mps-control -d") != 0) return fail(Status::device_error("could not start the MPS daemon (nvidia-cuda-mps-control -d)"));
-    std::cerr << "MPS daemon started (pipe " << pipe << ")\n";
+    auto d = MpsDaemon::start(work);
+    if (!d) return fail(d.status());
+    daemon = std::move(*d);
+    std::cerr << "MPS daemon started (pipe " << daemon->pipe_dir() << ")\n";
   }
   nlohmann::json results{{"mode", "mps"}, {"complete", false}, {"runs", nlohmann::json::array()}};
   int rc = 0;
@@ -266,31 +222,16 @@ int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, 
       fs::create_directories(dir);
       std::vector<pid_t> pids;
       for (int i = 0; i < n; ++i) {
-        std::vector<std::string> args{self, "peer", "--workload", path, "--tenant", std::to_string(i), "--barrier", dir,
-                                      "--n", std::to_string(n), "--out", dir + "/peer." + std::to_string(i) + ".json"};
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        std::vector<std::string> env_s;
-        for (char** e = environ; *e; ++e) {
-          if (std::string(*e).rfind("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 0) != 0) env_s.emplace_back(*e);
-        }
-        if (limited) env_s.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(100 / n));
-        std::vector<char*> envp;
-        for (auto& e : env_s) envp.push_back(e.data());
-        envp.push_back(nullptr);
-        pid_t pid = 0;
-        if (posix_spawn(&pid, self, nullptr, nullptr, argv.data(), envp.data()) != 0) {
-          return fail(Status::internal("posix_spawn of a peer failed"));
-        }
-        pids.push_back(pid);
+        std::map<std::string, std::string> set;
+        if (limited) set["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(100 / n);
+        auto pid = spawn_process({*self, "peer", "--workload", path, "--tenant", std::to_string(i), "--barrier", dir, "--n",
+                                  std::to_string(n), "--out", dir + "/peer." + std::to_string(i) + ".json"},
+                                 set, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"});
+        if (!pid) return fail(pid.status());
+        pids.push_back(*pid);
       }
       bool ok = true;
-      for (pid_t pid : pids) {
-        int status = 0;
-        waitpid(pid, &status, 0);
-        ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      }
+      for (bool peer_ok : wait_processes(pids)) ok = ok && peer_ok;
       nlohmann::json run{{"workload", w->name}, {"tenants_n", n}, {"scheme", limited ? "mps-limited" : "mps"},
                          {"thread_percentage", limited ? 100 / n : 100}, {"ok", ok}, {"tenants", nlohmann::json::array()}};
       double first = 1e300, last = 0;
@@ -319,13 +260,7 @@ int cmd_mps(const std::vector<std::string>& workloads, const std::string& work, 
     if (Status s = write_json(out, results); !s) return fail(s);
   }
   results["complete"] = rc == 0;
-  if (start_daemon) {
-    sh("echo quit | nvidia-cuda-mps-control");
-    std::ifstream log(work + "/mps-log/control.log");
-    std::string line, tail;
-    while (std::getline(log, line)) tail += line + "\n";
-    results["mps_control_log"] = tail.size() > 4000 ? tail.substr(tail.size() - 4000) : tail;
-  }
+  if (daemon) results["mps_control_log"] = daemon->quit();
   if (Status s = write_json(out, results); !s) return fail(s);
   return rc;
 }

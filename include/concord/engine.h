@@ -94,6 +94,13 @@ class EngineObserver {
   virtual ~EngineObserver() = default;
   virtual void on_dispatch(const DispatchRecord& dispatch) { (void)dispatch; }
   virtual void on_dispatch_end(const DispatchRecord& dispatch) { (void)dispatch; }
+  // A running dispatch's SM set changed to `sms` at `at` (a policy's resize). DispatchRecord keeps
+  // the set a dispatch started with; this is where the later ones show.
+  virtual void on_resize(DispatchId dispatch, const SmSet& sms, Seconds at) {
+    (void)dispatch;
+    (void)sms;
+    (void)at;
+  }
   virtual void on_request_end(TenantId tenant, const RequestRecord& request) {
     (void)tenant;
     (void)request;

@@ -454,6 +454,7 @@ Status Engine::resize(DispatchId id, const SmSet& sms) {
     CONCORD_RETURN_IF_ERROR(st);
   }
   it->placement.sms = sms;
+  if (options_.observer) options_.observer->on_resize(id, sms, backend_.now());
   return Status::ok();
 }
 

@@ -166,6 +166,42 @@ TEST(EngineChecks, AResizeBeyondTheDeviceIsRefused) {
   EXPECT_EQ(codes, (std::vector<StatusCode>{StatusCode::invalid_argument, StatusCode::invalid_argument, StatusCode::ok}));
 }
 
+// An observer hears of each accepted resize, with the new SM set and the time, and of no refused one.
+TEST(EngineChecks, AnObserverSeesEachResize) {
+  const Workload w = workload({tenant("a", {step("vector_add", 1 << 24)})});
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    for (const ReadyLaunch& r : ready) {
+      if (r.has_running_dispatch) continue;
+      Placement pl;
+      pl.sms = SmSet::range(0, 8);
+      pl.form = LaunchForm::persistent;
+      auto d = ctx.dispatch(r.id, pl);
+      if (!d) return d.status();
+      (void)ctx.resize(*d, SmSet());  // refused: not heard of
+      CONCORD_RETURN_IF_ERROR(ctx.resize(*d, SmSet::range(0, 16)));
+      CONCORD_RETURN_IF_ERROR(ctx.resize(*d, SmSet::range(8, 12)));
+    }
+    return Status::ok();
+  });
+  struct Resizes final : EngineObserver {
+    std::vector<std::pair<int64_t, int>> seen;  // dispatch, SM count
+    void on_resize(DispatchId dispatch, const SmSet& sms, Seconds at) override {
+      EXPECT_GE(at, 0);
+      seen.emplace_back(dispatch.value, sms.count());
+    }
+  } observer;
+  sim::SimBackend backend(h200_spec());
+  EngineOptions o;
+  o.observer = &observer;
+  auto run = run_workload(w, backend, p, o);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_EQ(run->dispatches.size(), 1u);
+  const int64_t id = run->dispatches[0].id.value;
+  EXPECT_EQ(observer.seen, (std::vector<std::pair<int64_t, int>>{{id, 16}, {id, 12}}));
+  EXPECT_EQ(run->dispatches[0].placement.sms.count(), 8);  // the record keeps the first set
+}
+
 // Part of a tenant's next launch queued behind the dispatch running its whole launch before it:
 // that launch is not ready (its predecessor still runs), and a second part may not be queued
 // behind the same dispatch (one successor per dispatch: it runs when the dispatch ends). Once the

@@ -1,0 +1,348 @@
+// The LC/BE bench (docs/running.md, "The LC/BE bench"): mixes of one latency-critical tenant
+// (inference-like request chains) and best-effort tenants (HPC, training-like; closed loop), on
+// the simulator or the GPU:
+//   run   per mix: the LC alone in a closed loop (its capacity in requests per second and its
+//         isolated p99), each BE tenant alone (kernels per second); then per load (a share of the
+//         LC's capacity, Poisson arrivals, one seed for every run) the LC alone at that rate and
+//         every scheme with the BE tenants running while the LC has requests; SLO attainment
+//         (target: a multiple of the isolated p99), LC p99 over the isolated p99, BE throughput
+//         over BE alone, overall throughput, and the SMs the BE tenants held on average;
+//   mps   the MPS peer (GPU): the LC tenant and each BE tenant in its own process under the MPS
+//         daemon (started and stopped here) at the rates and targets of a `run` results file, BE
+//         without a thread limit, at 50%, and at the share the sgdrc scheme gave BE in that run;
+//   peer  one such process (internal).
+// bench/lsbe/summarize.py makes the tables from both JSON files.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "backend/registration.h"
+#include "cli/build_info.h"
+#include "concord/backend.h"
+#include "concord/device.h"
+#include "concord/policy.h"
+#include "concord/profile.h"
+#include "concord/report.h"
+#include "lsbe_bench.h"
+#include "runner/processes.h"
+
+using namespace concord;
+using namespace concord::lsbe;
+
+namespace {
+
+struct RunOptions {
+  std::vector<std::string> mixes;
+  std::vector<std::string> schemes{"sgdrc", "orion", "priority-streams", "streams", "static-partition", "serial"};
+  std::vector<double> loads{0.3, 0.5, 0.7};
+  double target_factor = 1.5;
+  int lc_requests = 0;  // 0: the mix's own
+  int be_alone_requests = 30;
+  uint64_t seed = 1;
+  std::string backend = "sim";
+  std::string device = "h100";
+  std::string profiles;
+  Seconds time_limit = 120;
+  std::string out = "lsbe.json";
+  bool skip_unknown = false;  // leave out schemes no policy is registered for (named in the results)
+};
+
+struct Scheme {
+  std::string spec;  // as given: "name" or "name:key=value;..."
+  PolicySpec policy;
+};
+
+// One run through the bench's source (BE while the LC runs) on a fresh backend.
+struct Ran {
+  RunRecord record;
+  Status status;
+  bool be_stopped = false;
+};
+
+Ran run_one(const Workload& w, const BackendConfig& cfg, const PolicySpec& policy, uint64_t seed, Seconds time_limit,
+            EngineObserver* observer = nullptr) {
+  Ran out;
+  auto backend = make_backend(cfg);
+  if (!backend) {
+    out.status = backend.status();
+    return out;
+  }
+  auto p = builtin_policies().make(policy.name, policy.params);
+  if (!p) {
+    out.status = p.status();
+    return out;
+  }
+  SpecSourceOptions source;
+  source.seed = seed;
+  BeWhileLc src(w, source);
+  EngineOptions o;
+  o.seed = seed;
+  o.time_limit = time_limit;
+  o.observer = observer;
+  RunOutcome r = run_engine_outcome(src, **backend, **p, o);
+  out.record = std::move(r.record);
+  out.status = r.status;
+  out.be_stopped = src.be_stopped();
+  return out;
+}
+
+const PolicySpec kSerial{"serial", {}};
+
+nlohmann::json engine_json(const RunRecord& r) {
+  return {{"makespan_s", r.makespan},
+          {"policy_s", r.stats.policy_seconds},
+          {"backend_s", r.stats.backend_seconds},
+          {"engine_s", r.stats.engine_seconds},
+          {"policy_calls", r.stats.policy_calls},
+          {"dispatches", r.stats.dispatches}};
+}
+
+int cmd_run(const RunOptions& opt) {
+  // Every input checked before the first run: a bad one fails at once, not after minutes on the GPU.
+  if (opt.mixes.empty()) return fail(Status::invalid_argument("run: no mix given"));
+  if (opt.schemes.empty()) return fail(Status::invalid_argument("--schemes: no scheme given"));
+  if (opt.loads.empty()) return fail(Status::invalid_argument("--loads: no load given"));
+  for (double l : opt.loads) {
+    if (!(l > 0 && l <= 1)) return fail(Status::invalid_argument("--loads: " + std::to_string(l) + " is not in (0, 1]"));
+  }
+  if (!(opt.target_factor > 0)) return fail(Status::invalid_argument("--target-factor must be > 0"));
+  if (opt.lc_requests < 0) return fail(Status::invalid_argument("--lc-requests must be >= 0 (0: the mix's own)"));
+  if (opt.be_alone_requests < 1) return fail(Status::invalid_argument("--be-alone-requests must be >= 1"));
+  if (!(opt.time_limit > 0)) return fail(Status::invalid_argument("--time-limit must be > 0"));
+  std::vector<Scheme> schemes;
+  std::vector<std::string> skipped;
+  for (const std::string& s : opt.schemes) {
+    auto spec = parse_policy_spec(s);
+    if (!spec) return fail(Status::invalid_argument("--schemes: " + spec.status().message()));
+    if (opt.skip_unknown && !builtin_policies().contains(spec->name)) {
+      std::cerr << "lsbe_bench: no policy '" << spec->name << "' in this build: scheme '" << s << "' left out\n";
+      skipped.push_back(s);
+      continue;
+    }
+    auto made = builtin_policies().make(spec->name, spec->params);
+    if (!made) return fail(Status(made.status().code(), "--schemes: '" + s + "': " + made.status().message()));
+    schemes.push_back({s, *spec});
+  }
+  if (schemes.empty()) return fail(Status::invalid_argument("--schemes: none of them is registered in this build"));
+  std::vector<Mix> mixes;
+  for (const std::string& path : opt.mixes) {
+    auto m = load_mix(path);
+    if (!m) return fail(m.status());
+    mixes.push_back(std::move(*m));
+  }
+  std::unique_ptr<ProfileStore> store;
+  if (!opt.profiles.empty()) {
+    auto s = ProfileStore::open(opt.profiles, /*read_only=*/true);
+    if (!s) return fail(s.status());
+    store = std::move(*s);
+  }
+  BackendConfig cfg;
+  cfg.kind = opt.backend;
+  if (opt.backend == "sim") {
+    auto d = builtin_device(opt.device);
+    if (!d) return fail(d.status());
+    cfg.device = *d;
+  }
+  auto probe = make_backend(cfg);
+  if (!probe) return fail(probe.status());
+  const DeviceSpec device = (*probe)->device();
+  nlohmann::json results = nlohmann::json::parse(provenance_json(device, (*probe)->name(), cli::build_version(), cli::build_commit()));
+  probe->reset();
+  results["bench"] = "lsbe";
+  results["backend"] = opt.backend;
+  results["device"] = device.name;
+  results["complete"] = false;
+  results["config"] = {{"schemes", opt.schemes},         {"loads", opt.loads},     {"target_factor", opt.target_factor},
+                       {"lc_requests", opt.lc_requests}, {"be_alone_requests", opt.be_alone_requests},
+                       {"seed", opt.seed},               {"time_limit_s", opt.time_limit}, {"profiles", opt.profiles},
+                       {"skipped_schemes", skipped}};
+  results["mixes"] = nlohmann::json::array();
+
+  int rc = 0;
+  // Keeps what was measured: the file is rewritten after every mix and at a failure.
+  auto save = [&]() -> bool {
+    if (Status s = write_file_atomically(opt.out, results.dump(1) + "\n"); !s) {
+      rc = fail(s);
+      return false;
+    }
+    return true;
+  };
+  for (Mix& mix : mixes) {
+    int profiled = 0;
+    if (store) {
+      auto n = attach_profiles(mix.workload, *store);
+      if (!n) return fail(n.status());
+      profiled = *n;
+    }
+    const int n = opt.lc_requests > 0 ? opt.lc_requests : mix.lc().requests;
+    nlohmann::json mj{{"mix", mix.workload.name}, {"file", mix.file}, {"lc_tenant", mix.lc().name},
+                      {"lc_requests", n},         {"profiled_kernels", profiled}};
+    mj["be_tenants"] = nlohmann::json::array();
+    for (size_t i = 0; i < mix.be_count(); ++i) mj["be_tenants"].push_back(mix.be(i).name);
+    auto failed = [&](const std::string& what, const Status& s) {
+      const Status e(s.code(), mix.workload.name + " " + what + ": " + s.message());
+      mj["error"] = e.to_string();
+      results["mixes"].push_back(mj);
+      save();
+      return fail(e);
+    };
+
+    // The LC alone in a closed loop: its capacity and its isolated latency.
+    Reference ref;
+    {
+      const Workload w = lc_closed(mix, n);
+      Ran r = run_one(w, cfg, kSerial, opt.seed, opt.time_limit);
+      if (!r.status) return failed("LC alone (closed loop)", r.status);
+      const TenantRecord& t = r.record.tenants.front();
+      ref.lc_capacity_rps = static_cast<double>(t.requests.size()) / t.elapsed();
+      const LcFigures f = lc_figures(t.requests, std::numeric_limits<double>::infinity(), request_window(t.requests));
+      ref.lc_alone_p99 = f.p99;
+      mj["lc_alone"] = to_json(f);
+      mj["lc_alone"]["elapsed_s"] = t.elapsed();
+      mj["lc_alone"]["capacity_rps"] = ref.lc_capacity_rps;
+      mj["lc_alone"]["engine"] = engine_json(r.record);
+      std::cerr << mix.workload.name << ": LC alone " << ref.lc_capacity_rps << " requests/s, p99 " << f.p99 * 1e3 << " ms\n";
+    }
+    // Each BE tenant alone in a closed loop.
+    mj["be_alone"] = nlohmann::json::array();
+    std::vector<double> be_requests_per_s;
+    for (size_t i = 0; i < mix.be_count(); ++i) {
+      const Workload w = be_alone(mix, i, opt.be_alone_requests);
+      Ran r = run_one(w, cfg, kSerial, opt.seed, opt.time_limit);
+      if (!r.status) return failed("BE '" + mix.be(i).name + "' alone", r.status);
+      const TenantRecord& t = r.record.tenants.front();
+      const double kernels = static_cast<double>(r.record.launches.size());
+      ref.be_kernels_per_s.push_back(kernels / t.elapsed());
+      be_requests_per_s.push_back(static_cast<double>(t.requests.size()) / t.elapsed());
+      mj["be_alone"].push_back({{"tenant", t.name}, {"requests", t.requests.size()}, {"kernels", kernels}, {"elapsed_s", t.elapsed()},
+                                {"kernels_per_s", ref.be_kernels_per_s.back()}, {"requests_per_s", be_requests_per_s.back()},
+                                {"engine", engine_json(r.record)}});
+      std::cerr << mix.workload.name << ": BE " << t.name << " alone " << ref.be_kernels_per_s.back() << " kernels/s\n";
+    }
+    std::vector<int> ceilings;
+    for (double rps : be_requests_per_s) ceilings.push_back(be_request_ceiling(rps, opt.time_limit));
+
+    mj["loads"] = nlohmann::json::array();
+    for (double load : opt.loads) {
+      const double rate = load * ref.lc_capacity_rps;
+      const Seconds target = opt.target_factor * ref.lc_alone_p99;
+      const std::string at = "load " + std::to_string(load);
+      nlohmann::json lj{{"load", load}, {"rate_rps", rate}, {"target_s", target}, {"be_requests_ceiling", ceilings}};
+      // The LC alone at this rate: what queueing alone costs it (no scheme does better).
+      {
+        Ran r = run_one(lc_poisson(mix, n, rate, target), cfg, kSerial, opt.seed, opt.time_limit);
+        if (!r.status) return failed(at + " LC alone (Poisson)", r.status);
+        const TenantRecord& t = r.record.tenants.front();
+        const Window w = request_window(t.requests);
+        lj["lc_alone"] = shared_figures(lc_figures(t.requests, target, w), w, {}, ref);
+        lj["lc_alone"]["engine"] = engine_json(r.record);
+      }
+      lj["runs"] = nlohmann::json::array();
+      const Workload w = shared(mix, n, rate, target, ceilings);
+      for (const Scheme& s : schemes) {
+        ResizeLog resizes;
+        Ran r = run_one(w, cfg, s.policy, opt.seed, opt.time_limit, &resizes);
+        nlohmann::json run{{"scheme", s.spec}, {"policy", s.policy.name}, {"params", s.policy.params}, {"ok", r.status.is_ok()}};
+        if (!r.status) {
+          // One scheme's failure leaves the others' runs to be measured; a device fault ends the bench.
+          run["error"] = r.status.to_string();
+          lj["runs"].push_back(run);
+          std::cerr << mix.workload.name << " " << at << " " << s.spec << ": FAILED: " << r.status.to_string() << "\n";
+          rc = 1;
+          if (r.status.code() == StatusCode::device_error) {
+            mj["loads"].push_back(lj);
+            return failed(at + " " + s.spec, r.status);
+          }
+          continue;
+        }
+        const TenantRecord& lc = r.record.tenants.front();
+        const Window win = request_window(lc.requests);
+        std::vector<BeWork> be;
+        std::vector<TenantId> be_ids;
+        for (size_t i = 0; i < mix.be_count(); ++i) {
+          const TenantId id{static_cast<int64_t>(i + 1)};
+          const TenantRecord& t = r.record.tenants.at(i + 1);
+          be_ids.push_back(id);
+          const auto times = launch_times(r.record, id);
+          be.push_back({t.name, kernels_in_window(times, win), t.finish < win.end});
+          if (be.back().ran_out) std::cerr << "warning: BE '" << t.name << "' ran out of requests before the LC ended\n";
+        }
+        run.update(shared_figures(lc_figures(lc.requests, target, win), win, be, ref));
+        run["be_sm_share_mean"] = mean_sm_share(r.record, resizes, be_ids, win, device.sm_count);
+        run["be_stopped_with_lc"] = r.be_stopped;
+        run["engine"] = engine_json(r.record);
+        std::cerr << mix.workload.name << " " << at << " " << s.spec << ": SLO " << run["lc"]["slo_attainment"].get<double>()
+                  << ", p99/alone " << run["lc"]["p99_over_alone"].get<double>() << ", BE " << run["be_norm"].get<double>()
+                  << ", overall " << run["overall_norm"].get<double>() << "\n";
+        lj["runs"].push_back(run);
+      }
+      mj["loads"].push_back(lj);
+    }
+    results["mixes"].push_back(mj);
+    if (!save()) return rc;
+  }
+  results["complete"] = rc == 0;
+  save();
+  return rc;
+}
+
+}  // namespace
+
+int concord::lsbe::fail(const Status& s) {
+  std::cerr << "lsbe_bench: " << s.to_string() << "\n";
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  register_builtin_backends();
+  CLI::App app{"LC/BE bench: an LC tenant at 30/50/70% of its capacity beside BE tenants, every scheme and MPS"};
+  app.require_subcommand(1);
+  RunOptions ro;
+  CLI::App* run = app.add_subcommand("run", "Every scheme in one process, per mix and load");
+  run->add_option("mixes", ro.mixes, "Mix specs (one LC tenant, BE tenants)")->required();
+  run->add_option("--schemes", ro.schemes, "Policies (name or name:key=value;key=value)")->delimiter(',')->capture_default_str();
+  run->add_option("--loads", ro.loads, "LC loads, shares of its alone capacity")->delimiter(',')->capture_default_str();
+  run->add_option("--target-factor", ro.target_factor, "LC target = this x its alone p99")->capture_default_str();
+  run->add_option("--lc-requests", ro.lc_requests, "LC requests per run (0: the mix's)")->capture_default_str();
+  run->add_option("--be-alone-requests", ro.be_alone_requests, "Requests of each BE tenant's alone run")->capture_default_str();
+  run->add_option("--seed", ro.seed, "Arrival seed (the same for every run)")->capture_default_str();
+  run->add_option("--backend", ro.backend, "sim or cuda")->capture_default_str();
+  run->add_option("--device", ro.device, "Simulated device (sim)")->capture_default_str();
+  run->add_option("--profiles", ro.profiles, "Profile store: policies estimate from measured curves");
+  run->add_option("--time-limit", ro.time_limit, "Each run's limit, seconds of its clock")->capture_default_str();
+  run->add_option("--out", ro.out, "Results JSON")->capture_default_str();
+  run->add_flag("--skip-unknown-schemes", ro.skip_unknown, "Leave out schemes with no policy in this build (else an error)");
+  MpsOptions mo;
+  CLI::App* mps = app.add_subcommand("mps", "The LC and each BE tenant in its own process under MPS (GPU)");
+  mps->add_option("--from", mo.from, "Results JSON of `run` (rates, targets, references, sgdrc's BE share)")->required();
+  mps->add_option("--be-share", mo.be_share, "BE thread share (0-1] when the run has no sgdrc result (or to override it)");
+  mps->add_option("--loads", mo.loads, "Only these loads (default: all of the run's)")->delimiter(',');
+  mps->add_option("--backend", mo.backend, "cuda (sim runs the process plumbing only: separate simulated clocks)")->capture_default_str();
+  mps->add_option("--work-dir", mo.work_dir, "Barrier and stop files, MPS pipe and log")->capture_default_str();
+  mps->add_flag("!--no-daemon", mo.start_daemon, "Use an MPS daemon that is already running");
+  mps->add_option("--time-limit", mo.time_limit, "Each peer's limit, seconds")->capture_default_str();
+  mps->add_option("--out", mo.out, "Results JSON")->capture_default_str();
+  PeerOptions po;
+  CLI::App* peer = app.add_subcommand("peer", "Internal: one tenant's process");
+  peer->group("");
+  peer->add_option("--mix", po.mix)->required();
+  peer->add_option("--tenant", po.tenant)->required();
+  peer->add_option("--requests", po.requests)->required();
+  peer->add_option("--rate", po.rate);
+  peer->add_option("--target", po.target);
+  peer->add_option("--seed", po.seed);
+  peer->add_option("--backend", po.backend);
+  peer->add_option("--time-limit", po.time_limit);
+  peer->add_option("--barrier", po.barrier)->required();
+  peer->add_option("--index", po.index)->required();
+  peer->add_option("--n", po.n)->required();
+  peer->add_option("--stop-file", po.stop_file)->required();
+  peer->add_option("--out", po.out)->required();
+  CLI11_PARSE(app, argc, argv);
+  if (run->parsed()) return cmd_run(ro);
+  if (mps->parsed()) return cmd_mps(mo);
+  return cmd_peer(po);
+}
