@@ -40,6 +40,8 @@
 namespace concord::channel {
 namespace {
 
+using cuda::DeviceBuffer;
+
 constexpr int kMaxSms = 256;
 constexpr int kThreads = 256;  // threads of a hammer block: 8 warps
 constexpr int64_t kPage = 2 << 20;
@@ -533,12 +535,12 @@ class Probe {
   int sms_ = 0, victim_sms_ = 0, aggressor_sms_ = 0;
   int64_t pages_ = 0;
   int runs_ = 0, invalid_runs_ = 0;
-  cuda::DeviceBuffer<uint8_t> buffer_;
+  DeviceBuffer<uint8_t> buffer_;
   uint8_t* base_ = nullptr;  // buffer_ rounded up to a 2 MiB boundary
-  cuda::DeviceBuffer<uint4> flush_;
-  cuda::DeviceBuffer<RunControl> control_;
+  DeviceBuffer<uint4> flush_;
+  DeviceBuffer<RunControl> control_;
   cuda::HostBuffer<RunControl> control_host_, control_init_;
-  cuda::DeviceBuffer<long long> timing_, addresses_, clock_;
+  DeviceBuffer<long long> timing_, addresses_, clock_;
   cuda::Stream victim_stream_, aggressor_stream_;
   cuda::Event reset_done_, aggressor_done_;
 };
@@ -577,7 +579,7 @@ Calibration calibrate(Probe& probe, const Plan& plan) {
   }
   // Victim throughput alone: every chunk of many pages, then one offset over the victim's pages
   // (small enough for the L2), then the same offset discarded after each read.
-  cuda::DeviceBuffer<unsigned long long> storage;
+  DeviceBuffer<unsigned long long> storage;
   auto pages = probe.victim_pages();
   auto stream_pages = pages;
   stream_pages.resize(std::min<size_t>(stream_pages.size(), 1024));
@@ -608,7 +610,7 @@ ConditionsExperiment conditions(Probe& probe, int granularity, int reps) {
   const double per_offset = static_cast<double>(victim_pages.size()) * granularity;
   e.offsets_per_set = std::clamp(static_cast<int>(std::ceil(4.0 * probe.properties().l2CacheSize / per_offset)), 1, chunks / 4);
   auto& rng = probe.rng();
-  cuda::DeviceBuffer<unsigned long long> victim_storage, equal_storage, disjoint_storage, random_storage;
+  DeviceBuffer<unsigned long long> victim_storage, equal_storage, disjoint_storage, random_storage;
   for (int r = 0; r < reps; ++r) {
     ConditionRep rep;
     rep.victim_offsets = sample_offsets(rng, chunks, e.offsets_per_set);
@@ -642,7 +644,7 @@ InterferenceMap map_of(Probe& probe, const std::string& kind, const MapSize& siz
   auto& rng = probe.rng();
   m.offsets = sample_offsets(rng, static_cast<int>(kPage / size.granularity), size.classes);
   const int k = m.classes();
-  cuda::DeviceBuffer<unsigned long long> victim_storage, aggressor_storage;
+  DeviceBuffer<unsigned long long> victim_storage, aggressor_storage;
   const std::vector<int64_t> victim_pages = kind == "same_page" ? std::vector<int64_t>{page} : probe.victim_pages();
   const std::vector<int64_t> aggressor_pages = kind == "same_page" ? std::vector<int64_t>{page} : probe.aggressor_pages();
   const auto victims = checked(probe.upload_classes(victim_storage, m.offsets, victim_pages, size.granularity));
