@@ -213,13 +213,22 @@ LatencyFinding analyze_latency(const LatencyProbe& l, const CalibrationFinding& 
   std::sort(sorted.begin(), sorted.end());
   if (!sorted.empty()) {
     const size_t lo = sorted.size() / 1000, hi = sorted.size() - 1 - sorted.size() / 1000;
+    // 24 bins or so, each a whole number of the values' step (medians of whole cycles are whole or
+    // half cycles), so that no bin catches more distinct values than its neighbours.
+    std::vector<double> steps;
+    for (size_t i = 1; i < sorted.size(); ++i) {
+      if (sorted[i] > sorted[i - 1]) steps.push_back(sorted[i] - sorted[i - 1]);
+    }
+    const double step = steps.empty() ? 0 : median(steps);
+    double width = (sorted[hi] - sorted[lo]) / 24;
+    if (step > 0 && width > 0) width = std::max(1.0, std::ceil(width / step)) * step;
+    const int bins = width > 0 ? std::max(1, static_cast<int>(std::ceil((sorted[hi] - sorted[lo]) / width + 1e-9))) : 1;
     f.histogram_lo = sorted[lo];
-    f.histogram_hi = sorted[hi];
-    f.histogram.assign(24, 0);
-    const double width = (f.histogram_hi - f.histogram_lo) / 24;
+    f.histogram_hi = sorted[lo] + bins * width;
+    f.histogram.assign(bins, 0);
     for (double v : z) {
-      if (v < f.histogram_lo || v > f.histogram_hi) continue;
-      const int bin = width > 0 ? std::min(23, static_cast<int>((v - f.histogram_lo) / width)) : 0;
+      if (v < sorted[lo] || v > sorted[hi]) continue;
+      const int bin = width > 0 ? std::min(bins - 1, static_cast<int>((v - f.histogram_lo) / width)) : 0;
       ++f.histogram[bin];
     }
   }

@@ -268,7 +268,8 @@ struct MapSize {
 struct Plan {
   int64_t buffer_mib;
   double run_us;
-  double lead_us;          // the aggressor's window starts this much before the victim's may
+  double lead_us;          // the aggressor reads 2 x lead_us longer than the victim: a victim
+                           // that starts up to that much after it is still covered
   double wait_limit_ms;    // the victim waits this long for the aggressor at most
   std::vector<std::pair<int, int>> conditions;  // granularity, repetitions
   std::vector<MapSize> cross_maps;
@@ -326,7 +327,7 @@ class Probe {
     CONCORD_RETURN_IF_ERROR(aggressor_stream_.create());
     CONCORD_RETURN_IF_ERROR(reset_done_.create());
     CONCORD_RETURN_IF_ERROR(aggressor_done_.create());
-    CONCORD_RETURN_IF_ERROR(timing_.allocate(32 * 1024));
+    CONCORD_RETURN_IF_ERROR(timing_.allocate(32));
     CONCORD_RETURN_IF_ERROR(addresses_.allocate(2 * 32));
     CONCORD_RETURN_IF_ERROR(clock_.allocate(2));
     return Status::ok();
@@ -391,8 +392,8 @@ class Probe {
     return kNaN;
   }
 
-  // Median SM cycles of timed reads: pairs (first[i], second[i]) of byte offsets, at most 32 per
-  // kernel, the L2 flushed before each kernel when `flush`.
+  // SM cycles of timed reads of pairs (first[i], second[i]) of byte offsets, at most 32, in one
+  // kernel, after an L2 flush when `flush`.
   Result<std::vector<long long>> time_reads(Prepare prepare, const std::vector<long long>& first,
                                             const std::vector<long long>& second, bool flush) {
     const int n = static_cast<int>(first.size());
@@ -743,7 +744,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   int64_t buffer_mib = 0;
   app.add_option("--out", out_path, "raw timings (JSON)")->required();
-  app.add_option("--mode", mode, "quick (about 15 s on an H100), full (about 90 s) or smoke (for compute-sanitizer)")
+  app.add_option("--mode", mode, "quick (about 20 s on an H100), full (about 90 s) or smoke (for compute-sanitizer)")
       ->check(CLI::IsMember({"quick", "full", "smoke"}))
       ->capture_default_str();
   app.add_option("--seed", seed, "seed of every random choice")->capture_default_str();
