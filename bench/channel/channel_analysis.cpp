@@ -289,7 +289,7 @@ Report analyze(const RawProbe& raw, const AnalysisOptions& options) {
   for (const auto& m : raw.maps) rep.maps.push_back(analyze_map(m, rep.calibration, options));
   if (raw.latency) rep.latency = analyze_latency(*raw.latency, rep.calibration, options);
 
-  bool by_offset = false, per_page = false, usable = false, undecided = false;
+  bool by_offset = false, classes_found = false, per_page = false, usable = false, undecided = false;
   for (const auto& c : rep.conditions) {
     const std::string name = fmt::format("conditions at {} B", c.granularity);
     if (c.valid_reps < 5) {
@@ -320,6 +320,7 @@ Report analyze(const RawProbe& raw, const AnalysisOptions& options) {
                                           fixed(m.contrast, 3));
     if (m.status == "colour_classes") {
       (m.kind == "cross_page" ? by_offset : per_page) = true;
+      classes_found = classes_found || m.kind == "cross_page";
       rep.reasons.push_back(fmt::format("map {}: colour classes ({})", m.name, stats));
     } else if (m.status == "offset_dependent") {
       undecided = true;
@@ -353,8 +354,11 @@ Report analyze(const RawProbe& raw, const AnalysisOptions& options) {
       "use the substitute: an L2 persisting window for LC data and BE TLP throttling (issue 18)";
   if (by_offset) {
     rep.verdict = "steerable_by_offset";
-    rep.recommendation = "colour BE allocations by in-page offset through the backend's allocation hook, with the groups "
-                         "of the cross-page maps";
+    rep.recommendation = classes_found
+                             ? "colour BE allocations by in-page offset through the backend's allocation hook, with the "
+                               "groups of the cross-page maps extended to every offset"
+                             : "interference follows in-page offsets but no map grouped them: map more classes and "
+                               "repetitions across pages to find the colour classes before colouring BE allocations";
   } else if (per_page) {
     rep.verdict = "visible_per_page";
     rep.recommendation = "channels show within a page only: colouring needs every BE page calibrated; unless that cost is "

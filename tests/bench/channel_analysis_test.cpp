@@ -223,6 +223,22 @@ TEST(ChannelStats, SkewedAndHeavyTailedSamplesAreNotCalledBimodal) {
   EXPECT_FALSE(test_bimodality(whole).bimodal);
 }
 
+TEST(ChannelStats, AShoulderOrAFewStragglersAreNotASecondMode) {
+  // 10% three SDs up: two Gaussians fit far better than one, but the density has no dip.
+  auto shoulder = normal_sample(18000, 640, 10, 9);
+  const auto up = normal_sample(2000, 670, 10, 10);
+  shoulder.insert(shoulder.end(), up.begin(), up.end());
+  const Bimodality s = test_bimodality(shoulder);
+  EXPECT_GT(s.bic_one - s.bic_two, 10);
+  EXPECT_GT(s.ashman_d, 2);
+  EXPECT_FALSE(s.bimodal) << "valley " << s.valley_ratio;
+  // 0.8% far above: mostly trimmed, and what is left is too small to be a mode.
+  auto stragglers = normal_sample(19840, 640, 10, 11);
+  const auto far = normal_sample(160, 900, 10, 12);
+  stragglers.insert(stragglers.end(), far.begin(), far.end());
+  EXPECT_FALSE(test_bimodality(stragglers).bimodal);
+}
+
 TEST(ChannelStats, PlantedSecondModeIsFoundWithItsThreshold) {
   auto sample = normal_sample(19000, 640, 10, 5);
   const auto slow = normal_sample(1000, 740, 10, 6);  // 5% bank conflicts, +100 cycles
@@ -381,6 +397,14 @@ TEST(ChannelVerdict, PlantedCrossPageGroupsAreSteerableByOffset) {
   const Report r = analyze(raw_with({planted_map({}).map}, {planted_conditions(0.3, 12, 1)}, planted_latency(0, 0, 1)));
   EXPECT_EQ(r.verdict, "steerable_by_offset");
   EXPECT_NE(r.recommendation.find("allocation hook"), std::string::npos);
+}
+
+TEST(ChannelVerdict, OffsetDependenceWithoutClassesAsksForALargerMap) {
+  Planted noise;
+  noise.within = noise.across = 1.2;
+  const Report r = analyze(raw_with({planted_map(noise).map}, {planted_conditions(0.3, 12, 1)}, std::nullopt));
+  EXPECT_EQ(r.verdict, "steerable_by_offset");
+  EXPECT_NE(r.recommendation.find("map more classes"), std::string::npos) << r.recommendation;
 }
 
 TEST(ChannelVerdict, PureNoiseIsNotSteerableAndNamesTheSubstitute) {
