@@ -71,7 +71,7 @@ struct HammerParams {
   const unsigned long long* chunks;  // byte offsets of the chunks to read, in order
   int chunk_count;
   int side;                          // 0 victim, 1 aggressor
-  int sm_begin, sm_end;              // the SMs this side may run on
+  unsigned long long sms[kMaxSms / 64];  // the SMs this side may run on (bit per %smid)
   int blocks_per_sm;
   int discard;                       // discard each chunk from the L2 after reading it
   unsigned long long window_ns;      // how long each warp reads, from the side's first warp
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) hammer(HammerParams p, RunControl* c
   __shared__ int admitted;
   if (threadIdx.x == 0) {
     const unsigned sm = device::sm_id();
-    int ok = sm >= static_cast<unsigned>(p.sm_begin) && sm < static_cast<unsigned>(p.sm_end) && sm < kMaxSms;
+    int ok = sm < kMaxSms && ((p.sms[sm / 64] >> (sm % 64)) & 1ull);
     if (ok) {
       const unsigned slot = atomicAdd(&ctl->blocks[p.side][sm], 1u);
       ok = slot < static_cast<unsigned>(p.blocks_per_sm);
@@ -172,6 +172,17 @@ __global__ void __launch_bounds__(kThreads) hammer(HammerParams p, RunControl* c
     atomicMax(p.side == 0 ? &ctl->victim_end : &ctl->aggressor_end, global_ns());
   }
   if (acc == 0x9e3779b9u) ctl->sink = acc;
+}
+
+// Every block marks its SM in `seen` and holds it a few microseconds, so that the blocks spread
+// over every SM: the %smid values this GPU uses.
+__global__ void record_sms(unsigned long long* seen) {
+  if (threadIdx.x != 0) return;
+  const unsigned sm = device::sm_id();
+  if (sm < kMaxSms) atomicOr(&seen[sm / 64], 1ull << (sm % 64));
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < 20000ull) {
+  }
 }
 
 // Reads `bytes` (a multiple of 16) with every SM: evicts whatever the L2 held.
@@ -305,9 +316,8 @@ class Probe {
 
   Status init() {
     CONCORD_CUDA(cudaGetDeviceProperties(&prop_, 0));
-    sms_ = std::min(prop_.multiProcessorCount, kMaxSms);
-    victim_sms_ = sms_ / 2;
-    aggressor_sms_ = sms_ - victim_sms_;
+    sms_ = prop_.multiProcessorCount;
+    CONCORD_RETURN_IF_ERROR(split_sms());
     const int64_t bytes = plan_.buffer_mib << 20;
     pages_ = bytes / kPage;
     if (pages_ < 8) return Status::invalid_argument("--buffer-mib: at least 16 MiB (8 pages of 2 MiB)");
@@ -388,6 +398,11 @@ class Probe {
       if (!r) return r.status();
       if (std::isfinite(*r)) return *r;
       ++invalid_runs_;
+      // Runs that keep failing cost their whole wait each: stop rather than wait for every one.
+      if (invalid_runs_ >= 50 && 2 * invalid_runs_ > runs_) {
+        return Status::failed_precondition(std::to_string(invalid_runs_) + " of " + std::to_string(runs_) +
+                                           " runs without a measurement (the aggressor did not cover the victim)");
+      }
     }
     return kNaN;
   }
@@ -465,6 +480,33 @@ class Probe {
   static constexpr int kVictimBlocksPerSm = 1;     // 8 warps: a few chunks in flight per SM
   static constexpr int kAggressorBlocksPerSm = 4;  // 32 warps: as much pressure as it can make
 
+  // The %smid values blocks ran on, lower half for the victim and upper half for the aggressor
+  // (SMs with nearby ids share a GPC, so each side keeps mostly to its own GPCs).
+  Status split_sms() {
+    DeviceBuffer<unsigned long long> seen;
+    CONCORD_RETURN_IF_ERROR(seen.allocate(kMaxSms / 64));
+    CONCORD_CUDA(cudaMemset(seen.get(), 0, seen.bytes()));
+    record_sms<<<sms_ * 16, 1024>>>(seen.get());  // two such blocks fill an SM: they must spread
+    CONCORD_CUDA_LAUNCHED();
+    unsigned long long bits[kMaxSms / 64];
+    CONCORD_CUDA(cudaMemcpy(bits, seen.get(), sizeof bits, cudaMemcpyDeviceToHost));
+    std::vector<int> ids;
+    for (int sm = 0; sm < kMaxSms; ++sm) {
+      if ((bits[sm / 64] >> (sm % 64)) & 1ull) ids.push_back(sm);
+    }
+    if (ids.size() < 2) return Status::failed_precondition("blocks ran on fewer than two SMs");
+    if (static_cast<int>(ids.size()) != sms_) {
+      std::fprintf(stderr, "concord_channel_probe: blocks ran on %zu SMs of %d\n", ids.size(), sms_);
+    }
+    victim_sms_ = static_cast<int>(ids.size()) / 2;
+    aggressor_sms_ = static_cast<int>(ids.size()) - victim_sms_;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto& side = i < static_cast<size_t>(victim_sms_) ? victim_set_ : aggressor_set_;
+      side[ids[i] / 64] |= 1ull << (ids[i] % 64);
+    }
+    return Status::ok();
+  }
+
   std::vector<int64_t> pages_of(int parity) const {
     std::vector<int64_t> out;
     for (int64_t p = parity; p < pages_; p += 2) out.push_back(p);
@@ -507,14 +549,16 @@ class Probe {
     const auto lead_ns = static_cast<unsigned long long>(plan_.lead_us * 1e3);
     if (aggressor) {
       CONCORD_CUDA(cudaStreamWaitEvent(as, reset_done_.get(), 0));
-      HammerParams a{base_, aggressor->chunks, aggressor->count, 1, victim_sms_, sms_, kAggressorBlocksPerSm,
-                     discard ? 1 : 0, window_ns + 2 * lead_ns, 0, 0, static_cast<unsigned>(rng_())};
+      HammerParams a{base_, aggressor->chunks, aggressor->count, 1, {}, kAggressorBlocksPerSm, discard ? 1 : 0,
+                     window_ns + 2 * lead_ns, 0, 0, static_cast<unsigned>(rng_())};
+      std::copy(std::begin(aggressor_set_), std::end(aggressor_set_), a.sms);
       CONCORD_RETURN_IF_ERROR(launch(a, granularity, as));
       CONCORD_CUDA(cudaEventRecord(aggressor_done_.get(), as));
     }
-    HammerParams v{base_, victim.chunks, victim.count, 0, 0, victim_sms_, kVictimBlocksPerSm, discard ? 1 : 0, window_ns,
-                   aggressor ? aggressor_sms_ : 0,
-                   static_cast<unsigned long long>(plan_.wait_limit_ms * 1e6), static_cast<unsigned>(rng_())};
+    HammerParams v{base_, victim.chunks, victim.count, 0, {}, kVictimBlocksPerSm, discard ? 1 : 0, window_ns,
+                   aggressor ? aggressor_sms_ : 0, static_cast<unsigned long long>(plan_.wait_limit_ms * 1e6),
+                   static_cast<unsigned>(rng_())};
+    std::copy(std::begin(victim_set_), std::end(victim_set_), v.sms);
     CONCORD_RETURN_IF_ERROR(launch(v, granularity, vs));
     if (aggressor) CONCORD_CUDA(cudaStreamWaitEvent(vs, aggressor_done_.get(), 0));
     CONCORD_CUDA(cudaMemcpyAsync(control_host_.get(), control_.get(), sizeof(RunControl), cudaMemcpyDeviceToHost, vs));
@@ -534,6 +578,7 @@ class Probe {
   uint64_t seed_;
   cudaDeviceProp prop_{};
   int sms_ = 0, victim_sms_ = 0, aggressor_sms_ = 0;
+  unsigned long long victim_set_[kMaxSms / 64] = {}, aggressor_set_[kMaxSms / 64] = {};
   int64_t pages_ = 0;
   int runs_ = 0, invalid_runs_ = 0;
   DeviceBuffer<uint8_t> buffer_;
