@@ -10,7 +10,7 @@
 # choice. A probe stopped by its time limit leaves the experiments it finished in raw.json, and the
 # analysis runs on those.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 if [ $# -lt 1 ]; then
   echo "usage: bash bench/channel/run.sh OUT [--quick | --sanitize]" >&2
   exit 2
@@ -55,4 +55,4 @@ if [ ! -s "$out/raw.json" ]; then
 fi
 "$bin/concord_channel_analyze" "$out/raw.json" --out-dir "$out"
 analyze_rc=$?
-[ $probe_rc -eq 0 ] && [ $analyze_rc -eq 0 ]
+[ "$probe_rc" -eq 0 ] && [ "$analyze_rc" -eq 0 ]
