@@ -289,19 +289,22 @@ struct Plan {
   int latency_bases, latency_base_offsets, latency_reps, latency_deltas;  // deltas 0: every one
   int calibration_lines;
   int attempts;            // tries of a run before it is recorded as missing
+  int give_up_after;       // stop once this many runs (and over half) went missing; 0: never
 };
 
 Plan plan_for(const std::string& mode) {
   if (mode == "full") {
     return {16384, 1000, 400, 50, {{2048, 24}, {1024, 12}, {4096, 12}},
-            {{2048, 96, 3}, {1024, 32, 3}, {4096, 32, 3}}, 2, {2048, 32, 3}, 32, 4, 7, 0, 256, 3};
+            {{2048, 96, 3}, {1024, 32, 3}, {4096, 32, 3}}, 2, {2048, 32, 3}, 32, 4, 7, 0, 256, 3, 50};
   }
   // For compute-sanitizer: every kernel and path, a few runs each. The victim gives up on an
-  // aggressor after half a second, once, in case the tool runs the two kernels one after the other.
+  // aggressor after half a second, once, and missing runs never stop it, in case the tool runs the
+  // two kernels one after the other.
   if (mode == "smoke") {
-    return {512, 200, 2000, 500, {{2048, 2}}, {{2048, 4, 2}}, 1, {2048, 4, 2}, 4, 2, 2, 16, 32, 1};
+    return {512, 200, 2000, 500, {{2048, 2}}, {{2048, 4, 2}}, 1, {2048, 4, 2}, 4, 2, 2, 16, 32, 1, 0};
   }
-  return {8192, 1000, 400, 50, {{2048, 10}, {1024, 6}, {4096, 6}}, {{2048, 32, 2}}, 1, {2048, 24, 2}, 16, 2, 3, 0, 128, 3};
+  return {8192, 1000, 400, 50, {{2048, 10}, {1024, 6}, {4096, 6}}, {{2048, 32, 2}}, 1, {2048, 24, 2},
+          16, 2, 3, 0, 128, 3, 50};
 }
 
 // A list of chunk byte offsets resident on the device.
@@ -399,7 +402,7 @@ class Probe {
       if (std::isfinite(*r)) return *r;
       ++invalid_runs_;
       // Runs that keep failing cost their whole wait each: stop rather than wait for every one.
-      if (invalid_runs_ >= 50 && 2 * invalid_runs_ > runs_) {
+      if (plan_.give_up_after > 0 && invalid_runs_ >= plan_.give_up_after && 2 * invalid_runs_ > runs_) {
         return Status::failed_precondition(std::to_string(invalid_runs_) + " of " + std::to_string(runs_) +
                                            " runs without a measurement (the aggressor did not cover the victim)");
       }
