@@ -115,7 +115,7 @@ __device__ __forceinline__ void discard_chunk(const uint8_t* chunk, int lane) {
   for (int line = lane; line < kChunk / 128; line += 32) discard_line(chunk + 128 * line);
 }
 
-// Victim or aggressor: admitted blocks (at most blocks_per_sm on each SM of the side's range) read
+// Victim or aggressor: admitted blocks (at most blocks_per_sm on each SM of the side's set) read
 // their side's chunks in a loop, each warp from its own starting point, until the window closes.
 template <int kChunk>
 __global__ void __launch_bounds__(kThreads) hammer(HammerParams p, RunControl* ctl) {
@@ -185,7 +185,7 @@ __global__ void record_sms(unsigned long long* seen) {
   }
 }
 
-// Reads `bytes` (a multiple of 16) with every SM: evicts whatever the L2 held.
+// Reads `count` 16-byte words with every SM: evicts whatever the L2 held.
 __global__ void flush_l2(const uint4* data, size_t count, RunControl* ctl) {
   unsigned acc = 0;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
