@@ -6,8 +6,9 @@
 # "profile" measures the suite into OUT/profiles.db (and exports OUT/profiles.json); "fidelity"
 # runs bench/fidelity's mixes under four baselines into OUT/fidelity.tar.gz; "raise" measures
 # RAISE's metrics with ncu (the suite, and bench/raise's tasks) into OUT/profiles.db and runs
-# bench/raise; "fedcm" runs bench/fedcm in one process and then as MPS peers (it starts and
-# stops the MPS daemon itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise).
+# bench/raise; "channel" runs the VRAM channel probe and its analysis into OUT/channel; "fedcm"
+# runs bench/fedcm in one process and then as MPS peers (it starts and stops the MPS daemon
+# itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -122,6 +123,13 @@ elif has raise; then
     --work-dir "$out/ncu-suite" --passes "${RAISE_PASSES:-3}"
   step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
   step profile_show 60 "$bin/concord" profile show --db "$out/profiles.db"
+fi
+# The VRAM channel probe and its verdict (issue 18; docs/channel_probe.md): CHANNEL_MODE=quick for
+# the short one.
+if has channel; then
+  channel_args=()
+  [ "${CHANNEL_MODE:-full}" = quick ] && channel_args=(--quick)
+  step channel 240 bash bench/channel/run.sh "$out/channel" "${channel_args[@]}"
 fi
 # FEDCM's evaluation (issue 5): every scheme in one process, then the MPS peers.
 if has fedcm; then
