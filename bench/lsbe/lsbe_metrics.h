@@ -63,10 +63,11 @@ LcFigures lc_figures(std::span<const RequestRecord> requests, Seconds target, Wi
 
 nlohmann::json to_json(const LcFigures& f);
 
-// What a shared run is measured against: the LC alone (closed loop) and each BE tenant alone.
+// What a shared run is measured against: the LC alone (its capacity in a closed loop, its p99 at
+// the run's rate) and each BE tenant alone.
 struct Reference {
   double lc_capacity_rps = 0;              // LC requests per second, alone, closed loop
-  Seconds lc_alone_p99 = 0;                // the LC's p99 latency there (its isolated p99)
+  Seconds lc_alone_p99 = 0;                // the LC's isolated p99: alone at the same rate (per load)
   std::vector<double> be_kernels_per_s;    // per BE tenant, alone
 };
 

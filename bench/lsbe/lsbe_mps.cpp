@@ -255,7 +255,10 @@ int cmd_mps(const MpsOptions& opt) {
           std::none_of(opt.loads.begin(), opt.loads.end(), [&](double l) { return std::abs(l - load) < 1e-9; })) {
         continue;
       }
-      LoadPlan plan{&mixes[m], *lc_requests, lj.value("rate_rps", 0.0), lj.value("target_s", 0.0), seed, be_requests, *ref};
+      // The isolated p99 at this load (the LC alone at the same rate), as `run` measured it.
+      Reference at_load = *ref;
+      at_load.lc_alone_p99 = lj.value("lc_alone_p99_s", ref->lc_alone_p99);
+      LoadPlan plan{&mixes[m], *lc_requests, lj.value("rate_rps", 0.0), lj.value("target_s", 0.0), seed, be_requests, at_load};
       json out_load{{"load", load}, {"rate_rps", plan.rate}, {"target_s", plan.target}, {"runs", json::array()}};
       std::vector<Variant> variants{{"mps", 0, "none"}, {"mps-be50", 50, "fixed"}};
       const std::optional<double> sgdrc = sgdrc_share(lj);

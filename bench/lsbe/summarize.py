@@ -115,8 +115,10 @@ def main():
                      f"p99 {1e3 * la['p99_s']:.3f} ms ({m['lc_requests']} requests, closed loop). BE alone: {bes}.")
         for l in m.get("loads", []):
             lines.append("")
+            alone = l.get("lc_alone_p99_s")
+            basis = f" = {l['target_s'] / alone:g} x the LC's p99 alone at this rate" if alone else ""
             lines.append(f"### {m['mix']}, load {l['load']:g} ({l['rate_rps']:.0f} requests/s, target "
-                         f"{1e3 * l['target_s']:.3f} ms)")
+                         f"{1e3 * l['target_s']:.3f} ms{basis})")
             lines.append("")
             lines.append(HEADER)
             lines.append(row("LC alone", l["lc_alone"]))

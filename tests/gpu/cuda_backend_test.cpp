@@ -300,11 +300,12 @@ TEST(CudaBackend, SgdrcShrinksAndGrowsARunningBeKernelOncePerLcRequest) {
   lc.steps.push_back(KernelStep{*make_suite_kernel("tc_gemm", 1024), 1});
   lc.steps.push_back(KernelStep{*make_suite_kernel("vector_add", 1 << 20), 1});
   lc.arrival.kind = ArrivalProcess::Kind::timestamps;
-  lc.arrival.timestamps = {0.01, 0.03, 0.05};
+  lc.arrival.timestamps = {0.005, 0.015, 0.025};
   lc.requests = 3;
   TenantSpec be;
   be.name = "train";
-  be.steps.push_back(KernelStep{*make_suite_kernel("fma_loop", 1 << 28), 1});  // a few hundred ms on the whole GPU
+  // About 40 ms on a whole H100 (2^28 took 10 ms), so that it outlasts the three LC requests.
+  be.steps.push_back(KernelStep{*make_suite_kernel("fma_loop", int64_t{1} << 30), 1});
   w.tenants = {lc, be};
   testing::LoggedSgdrc sgdrc{policy::SgdrcOptions{}};
   auto run = run_workload(w, *b, sgdrc, EngineOptions{});
