@@ -490,6 +490,63 @@ TEST(SgdrcParams, BadValuesAreRefusedByName) {
   EXPECT_TRUE(builtin_policies().make("sgdrc", {{"window", "0"}, {"be_tlp", "1"}, {"steps", "66"}}).is_ok());
 }
 
+// The deviations measured on the GPU: be_flights=tenant runs one BE kernel per BE tenant (all on
+// the BE side, each shrunk once when LC work arrives); lc_sms=all puts the LC kernel on every SM;
+// lc_form=native launches it natively on the LC side.
+TEST(SgdrcDecisions, DeviationsPerTenantBeAllSmsAndNativeLc) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be0 = ctx.add_tenant(TenantClass::best_effort);
+  const TenantId be1 = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec k = curve_kernel("k", 20), be_k = curve_kernel("be", 132);
+  SgdrcOptions o = exact();
+  o.be_per_tenant = true;
+  SgdrcPolicy p(o);
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be0, be_k);
+  ctx.make_ready(be1, be_k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  ASSERT_NE(ctx.running_of(be0), nullptr);
+  ASSERT_NE(ctx.running_of(be1), nullptr);
+  EXPECT_EQ(ctx.running_of(be0)->placement.sms, ctx.device().all_sms());
+  EXPECT_EQ(ctx.running_of(be1)->placement.sms, ctx.device().all_sms());
+  ctx.make_ready(lc, k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  ASSERT_NE(ctx.running_of(lc), nullptr);
+  EXPECT_EQ(ctx.running_of(lc)->placement.sms, first_tpcs(10));
+  EXPECT_EQ(ctx.resizes.size(), 2u);  // each BE kernel once
+  for (const auto& r : ctx.resizes) EXPECT_EQ(r.sms, ctx.device().all_sms().minus(first_tpcs(10)));
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.resizes.size(), 2u);
+
+  for (const char* which : {"lc_sms", "lc_form"}) {
+    HandContext c2;
+    const TenantId l = c2.add_tenant(TenantClass::latency_critical);
+    const TenantId b = c2.add_tenant(TenantClass::best_effort);
+    SgdrcOptions o2 = exact();
+    (std::string(which) == "lc_sms" ? o2.lc_all_sms : o2.lc_native) = true;
+    SgdrcPolicy p2(o2);
+    ASSERT_TRUE(p2.on_start(c2).is_ok());
+    c2.make_ready(b, be_k);
+    c2.make_ready(l, k);
+    ASSERT_TRUE(p2.on_tick(c2).is_ok());
+    const RunningDispatch* d = c2.running_of(l);
+    ASSERT_NE(d, nullptr) << which;
+    if (std::string(which) == "lc_sms") {
+      EXPECT_EQ(d->placement.sms, c2.device().all_sms());
+      EXPECT_EQ(d->placement.form, LaunchForm::persistent);
+    } else {
+      EXPECT_EQ(d->placement.sms, first_tpcs(10));
+      EXPECT_EQ(d->placement.form, LaunchForm::native);
+    }
+    // Only one BE kernel in flight by default, and BE keeps to its side either way.
+    ASSERT_NE(c2.running_of(b), nullptr);
+    EXPECT_EQ(c2.running_of(b)->placement.sms, c2.device().all_sms().minus(first_tpcs(10))) << which;
+  }
+  EXPECT_FALSE(builtin_policies().make("sgdrc", {{"lc_sms", "most"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("sgdrc", {{"lc_sms", "all"}, {"lc_form", "native"}, {"be_flights", "tenant"}}).is_ok());
+}
+
 // l2_persist=1: LC launches carry the L2 persisting window, BE launches never do.
 TEST(SgdrcDecisions, L2PersistMarksLcLaunchesOnly) {
   HandContext ctx;

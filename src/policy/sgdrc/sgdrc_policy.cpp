@@ -25,13 +25,14 @@ Status SgdrcPolicy::on_start(SchedContext& ctx) {
   tpcs_ = tpcs_in_order(ctx.device());
   needs_.clear();
   lc_.reset();
-  be_.reset();
+  be_.clear();
   lc_cursor_ = be_cursor_ = -1;
   const int tpc_count = static_cast<int>(tpcs_.size());
   const std::vector<int> sizes = lc_share_sizes(tpc_count, o_.steps, o_.be_reserve);
   for (const TenantView& t : ctx.tenants()) {
     // The offline phase: each LC kernel's need, where the tenant says what it will run.
     bool native = !t.hints.has_value();  // without hints, any launch may be opaque
+    if (t.info.cls == TenantClass::latency_critical && o_.lc_native && !o_.lc_all_sms) native = true;
     if (t.hints) {
       for (const auto& step : t.hints->request) {
         if (t.info.cls == TenantClass::latency_critical) need_of(ctx, *step.kernel, step.kernel->default_variant);
@@ -51,7 +52,12 @@ Status SgdrcPolicy::on_start(SchedContext& ctx) {
 
 Status SgdrcPolicy::on_complete(SchedContext& ctx, const Completion& completion) {
   if (lc_ && lc_->id == completion.dispatch) lc_.reset();
-  if (be_ && be_->id == completion.dispatch) be_.reset();
+  for (auto it = be_.begin(); it != be_.end(); ++it) {
+    if (it->second.id == completion.dispatch) {
+      be_.erase(it);
+      break;
+    }
+  }
   return schedule(ctx);
 }
 
@@ -102,11 +108,12 @@ int SgdrcPolicy::lc_need(SchedContext& ctx, TenantId head_tenant, const KernelSp
   return window_need(streams_, o_.window);
 }
 
-Placement SgdrcPolicy::placement_on(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, int tlp) const {
+Placement SgdrcPolicy::placement_on(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, int tlp,
+                                    bool native) const {
   const Capabilities caps = ctx.capabilities(kernel);
   Placement p;
   p.sms = sms;
-  if (caps.persistent_form) {
+  if (caps.persistent_form && !native) {
     // Elastic kernels run persistent (Section 7.1's persistent-thread style): their SM set and
     // resident blocks can change while they run.
     p.form = LaunchForm::persistent;
@@ -116,15 +123,17 @@ Placement SgdrcPolicy::placement_on(const SchedContext& ctx, const KernelSpec& k
 }
 
 Status SgdrcPolicy::apply_to_be(SchedContext& ctx, const TidalSplit& split) {
-  if (!be_ || !be_->resizable) return Status::ok();
-  if (be_->sms != split.be) {
-    CONCORD_RETURN_IF_ERROR(ctx.resize(be_->id, split.be));
-    be_->sms = split.be;
-  }
-  const int tlp = split.lc_tpcs > 0 ? o_.be_tlp : 0;
-  if (be_->tlp != tlp && ctx.capabilities(*be_->kernel).tlp) {
-    CONCORD_RETURN_IF_ERROR(ctx.set_tlp(be_->id, tlp));
-    be_->tlp = tlp;
+  for (auto& [tenant, be] : be_) {
+    if (!be.resizable) continue;
+    if (be.sms != split.be) {
+      CONCORD_RETURN_IF_ERROR(ctx.resize(be.id, split.be));
+      be.sms = split.be;
+    }
+    const int tlp = split.lc_tpcs > 0 ? o_.be_tlp : 0;
+    if (be.tlp != tlp && ctx.capabilities(*be.kernel).tlp) {
+      CONCORD_RETURN_IF_ERROR(ctx.set_tlp(be.id, tlp));
+      be.tlp = tlp;
+    }
   }
   return Status::ok();
 }
@@ -144,7 +153,8 @@ Status SgdrcPolicy::schedule(SchedContext& ctx) {
   // with the higher stream priority its blocks take the LC side's slots as BE's blocks leave them
   // (resize is SGDRC's eviction: blocks on SMs leaving the set exit within one logical block).
   if (lc_next) {
-    Placement p = placement_on(ctx, *lc_next->kernel, split.lc, 0);
+    const SmSet& lc_sms = o_.lc_all_sms || split.lc.empty() ? ctx.device().all_sms() : split.lc;
+    Placement p = placement_on(ctx, *lc_next->kernel, lc_sms, 0, o_.lc_native);
     p.priority = kHighStreamPriority;
     p.l2_persist = o_.lc_l2_persist;  // the memory substitute for channel colouring (docs/policies.md)
     auto d = ctx.dispatch(lc_next->id, p);
@@ -153,22 +163,24 @@ Status SgdrcPolicy::schedule(SchedContext& ctx) {
     lc_cursor_ = lc_next->tenant.value;
   }
   CONCORD_RETURN_IF_ERROR(apply_to_be(ctx, split));
-  if (!be_) {
+  // One BE kernel in flight (the paper), or one per BE tenant (be_per_tenant), in round-robin
+  // order. A tenant with a kernel in flight has no other ready (stream order), so next_of skips it.
+  while (be_.empty() || o_.be_per_tenant) {
     const std::optional<ReadyLaunch> be_next = next_of(ctx, TenantClass::best_effort, be_cursor_);
-    if (be_next) {
-      const Placement p = placement_on(ctx, *be_next->kernel, split.be, split.lc_tpcs > 0 ? o_.be_tlp : 0);
-      auto d = ctx.dispatch(be_next->id, p);
-      if (!d) return d.status();
-      const bool resizable = p.form == LaunchForm::persistent && ctx.capabilities(*be_next->kernel).resize;
-      be_ = Flight{*d, be_next->tenant, be_next->kernel, resizable, p.sms, p.tlp};
-      be_cursor_ = be_next->tenant.value;
-    }
+    if (!be_next || be_.count(be_next->tenant.value)) break;
+    const Placement p = placement_on(ctx, *be_next->kernel, split.be, split.lc_tpcs > 0 ? o_.be_tlp : 0);
+    auto d = ctx.dispatch(be_next->id, p);
+    if (!d) return d.status();
+    const bool resizable = p.form == LaunchForm::persistent && ctx.capabilities(*be_next->kernel).resize;
+    be_.emplace(be_next->tenant.value, Flight{*d, be_next->tenant, be_next->kernel, resizable, p.sms, p.tlp});
+    be_cursor_ = be_next->tenant.value;
   }
   return Status::ok();
 }
 
 Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("sgdrc", params, {"window", "tolerance", "steps", "reserve", "be_tlp", "l2_persist"}));
+  CONCORD_RETURN_IF_ERROR(only_params("sgdrc", params, {"window", "tolerance", "steps", "reserve", "be_tlp", "l2_persist", "lc_sms",
+                                               "lc_form", "be_flights"}));
   SgdrcOptions o;
   auto window = int_param(params, "window", o.window, 0);
   if (!window) return window.status();
@@ -187,6 +199,19 @@ Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
   if (!l2) return l2.status();
   if (*l2 > 1) return Status::invalid_argument("parameter 'l2_persist': must be 0 or 1");
   o.lc_l2_persist = *l2 == 1;
+  const auto choice = [&](const char* key, const char* paper, const char* other, bool& out) -> Status {
+    auto it = params.find(key);
+    if (it == params.end() || it->second == paper) return Status::ok();
+    if (it->second != other) {
+      return Status::invalid_argument(std::string("parameter '") + key + "': '" + paper + "' (the paper's) or '" + other +
+                                      "', not '" + it->second + "'");
+    }
+    out = true;
+    return Status::ok();
+  };
+  CONCORD_RETURN_IF_ERROR(choice("lc_sms", "need", "all", o.lc_all_sms));
+  CONCORD_RETURN_IF_ERROR(choice("lc_form", "persistent", "native", o.lc_native));
+  CONCORD_RETURN_IF_ERROR(choice("be_flights", "one", "tenant", o.be_per_tenant));
   o.window = *window;
   o.tolerance = *tolerance;
   o.steps = *steps;

@@ -27,6 +27,13 @@ struct SgdrcOptions {
   int be_reserve = 1;        // TPCs always left to BE
   int be_tlp = 1;            // resident BE blocks per SM while LC work is queued; 0: not throttled
   bool lc_l2_persist = false;  // LC launches keep their data in L2's persisting carve-out (Placement::l2_persist)
+  // Deviations to measure what the paper's choices cost on the GPU (docs/policies.md), all off by
+  // default: the LC kernel on every SM instead of its side (lc_all_sms); LC kernels in their
+  // native form, on a green context of the LC side (lc_native); one BE kernel in flight per BE
+  // tenant instead of one in all (be_per_tenant).
+  bool lc_all_sms = false;
+  bool lc_native = false;
+  bool be_per_tenant = false;
 };
 
 class SgdrcPolicy final : public Policy {
@@ -56,12 +63,13 @@ class SgdrcPolicy final : public Policy {
   // The window's need (window_need) with `head` the LC launch in flight or about to be dispatched.
   int lc_need(SchedContext& ctx, TenantId head_tenant, const KernelSpec& head_kernel);
   Status apply_to_be(SchedContext& ctx, const TidalSplit& split);
-  Placement placement_on(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, int tlp) const;
+  Placement placement_on(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, int tlp, bool native = false) const;
 
   SgdrcOptions o_;
   std::vector<SmSet> tpcs_;
   std::map<std::pair<const KernelSpec*, int>, int> needs_;
-  std::optional<Flight> lc_, be_;
+  std::optional<Flight> lc_;
+  std::map<int64_t, Flight> be_;  // by BE tenant: one entry, or one per tenant with be_per_tenant
   int64_t lc_cursor_ = -1, be_cursor_ = -1;  // the tenant served last in each class
   std::vector<std::vector<int>> streams_;    // lc_need's scratch, reused between decisions
 };
