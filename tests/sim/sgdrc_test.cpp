@@ -171,6 +171,11 @@ class HandContext final : public SchedContext {
     c.dispatch = id;
     return p.on_complete(*this, c);
   }
+  // Ends a dispatch without telling the policy yet: a completion later in the same batch.
+  void end_silently(DispatchId id) {
+    running_.erase(std::remove_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == id; }),
+                   running_.end());
+  }
   const RunningDispatch* running_of(TenantId t) const {
     for (const auto& r : running_) {
       if (r.tenants.front() == t) return &r;
@@ -545,6 +550,30 @@ TEST(SgdrcDecisions, DeviationsPerTenantBeAllSmsAndNativeLc) {
   }
   EXPECT_FALSE(builtin_policies().make("sgdrc", {{"lc_sms", "most"}}).is_ok());
   EXPECT_TRUE(builtin_policies().make("sgdrc", {{"lc_sms", "all"}, {"lc_form", "native"}, {"be_flights", "tenant"}}).is_ok());
+}
+
+// Completions arrive in batches: when the LC kernel's completion comes first and the BE kernel
+// has ended in the same batch, the policy must not resize the BE kernel (the engine no longer
+// runs it) and must forget it once its own completion comes.
+TEST(SgdrcDecisions, ABeKernelEndedInTheSameBatchIsNotResized) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec k = curve_kernel("k", 20), be_k = curve_kernel("be", 132);
+  SgdrcPolicy p(exact());
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be, be_k);
+  ctx.make_ready(lc, k);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  const DispatchId be_d = ctx.running_of(be)->id, lc_d = ctx.running_of(lc)->id;
+  ASSERT_EQ(ctx.resizes.size(), 0u);  // BE was dispatched on its side directly
+  ctx.end_silently(be_d);
+  const Status s = ctx.finish(p, lc_d);  // the LC queue empties: BE would grow back
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(ctx.resizes.size(), 0u);
+  Completion c;
+  c.dispatch = be_d;
+  EXPECT_TRUE(p.on_complete(ctx, c).is_ok());
 }
 
 // l2_persist=1: LC launches carry the L2 persisting window, BE launches never do.

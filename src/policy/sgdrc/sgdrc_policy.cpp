@@ -9,6 +9,13 @@ namespace {
 
 bool is_lc(const SchedContext& ctx, TenantId t) { return ctx.tenant(t).info.cls == TenantClass::latency_critical; }
 
+// Completions come in batches: a dispatch may have ended (the engine no longer runs it) before
+// the policy hears of it in its own on_complete, so nothing may be asked of it meanwhile.
+bool still_running(const SchedContext& ctx, DispatchId id) {
+  const auto running = ctx.running();
+  return std::any_of(running.begin(), running.end(), [&](const RunningDispatch& r) { return r.id == id; });
+}
+
 }  // namespace
 
 int SgdrcPolicy::need_of(const SchedContext& ctx, const KernelSpec& kernel, int variant) {
@@ -124,7 +131,7 @@ Placement SgdrcPolicy::placement_on(const SchedContext& ctx, const KernelSpec& k
 
 Status SgdrcPolicy::apply_to_be(SchedContext& ctx, const TidalSplit& split) {
   for (auto& [tenant, be] : be_) {
-    if (!be.resizable) continue;
+    if (!be.resizable || !still_running(ctx, be.id)) continue;
     if (be.sms != split.be) {
       CONCORD_RETURN_IF_ERROR(ctx.resize(be.id, split.be));
       be.sms = split.be;
