@@ -497,8 +497,8 @@ TEST(SgdrcParams, BadValuesAreRefusedByName) {
 
 // The deviations measured on the GPU: be_flights=tenant runs one BE kernel per BE tenant (all on
 // the BE side, each shrunk once when LC work arrives); lc_sms=all puts the LC kernel on every SM;
-// lc_form=native launches it natively on the LC side.
-TEST(SgdrcDecisions, DeviationsPerTenantBeAllSmsAndNativeLc) {
+// lc_form=persistent launches it in the persistent form on the LC side (native by default).
+TEST(SgdrcDecisions, DeviationsPerTenantBeAllSmsAndPersistentLc) {
   HandContext ctx;
   const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
   const TenantId be0 = ctx.add_tenant(TenantClass::best_effort);
@@ -529,7 +529,8 @@ TEST(SgdrcDecisions, DeviationsPerTenantBeAllSmsAndNativeLc) {
     const TenantId l = c2.add_tenant(TenantClass::latency_critical);
     const TenantId b = c2.add_tenant(TenantClass::best_effort);
     SgdrcOptions o2 = exact();
-    (std::string(which) == "lc_sms" ? o2.lc_all_sms : o2.lc_native) = true;
+    if (std::string(which) == "lc_sms") o2.lc_all_sms = true;
+    else o2.lc_native = false;
     SgdrcPolicy p2(o2);
     ASSERT_TRUE(p2.on_start(c2).is_ok());
     c2.make_ready(b, be_k);
@@ -539,17 +540,18 @@ TEST(SgdrcDecisions, DeviationsPerTenantBeAllSmsAndNativeLc) {
     ASSERT_NE(d, nullptr) << which;
     if (std::string(which) == "lc_sms") {
       EXPECT_EQ(d->placement.sms, c2.device().all_sms());
-      EXPECT_EQ(d->placement.form, LaunchForm::persistent);
+      EXPECT_EQ(d->placement.form, LaunchForm::native);
     } else {
       EXPECT_EQ(d->placement.sms, first_tpcs(10));
-      EXPECT_EQ(d->placement.form, LaunchForm::native);
+      EXPECT_EQ(d->placement.form, LaunchForm::persistent);
     }
     // Only one BE kernel in flight by default, and BE keeps to its side either way.
     ASSERT_NE(c2.running_of(b), nullptr);
     EXPECT_EQ(c2.running_of(b)->placement.sms, c2.device().all_sms().minus(first_tpcs(10))) << which;
   }
   EXPECT_FALSE(builtin_policies().make("sgdrc", {{"lc_sms", "most"}}).is_ok());
-  EXPECT_TRUE(builtin_policies().make("sgdrc", {{"lc_sms", "all"}, {"lc_form", "native"}, {"be_flights", "tenant"}}).is_ok());
+  EXPECT_FALSE(builtin_policies().make("sgdrc", {{"lc_form", "elastic"}}).is_ok());
+  EXPECT_TRUE(builtin_policies().make("sgdrc", {{"lc_sms", "all"}, {"lc_form", "persistent"}, {"be_flights", "tenant"}}).is_ok());
 }
 
 // Completions arrive in batches: when the LC kernel's completion comes first and the BE kernel

@@ -206,14 +206,15 @@ Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
   if (!l2) return l2.status();
   if (*l2 > 1) return Status::invalid_argument("parameter 'l2_persist': must be 0 or 1");
   o.lc_l2_persist = *l2 == 1;
-  const auto choice = [&](const char* key, const char* paper, const char* other, bool& out) -> Status {
+  // key=no_value|yes_value: `out` false or true (unchanged when the key is absent).
+  const auto choice = [&](const char* key, const char* no_value, const char* yes_value, bool& out) -> Status {
     auto it = params.find(key);
-    if (it == params.end() || it->second == paper) return Status::ok();
-    if (it->second != other) {
-      return Status::invalid_argument(std::string("parameter '") + key + "': '" + paper + "' (the paper's) or '" + other +
+    if (it == params.end()) return Status::ok();
+    if (it->second != no_value && it->second != yes_value) {
+      return Status::invalid_argument(std::string("parameter '") + key + "': '" + no_value + "' or '" + yes_value +
                                       "', not '" + it->second + "'");
     }
-    out = true;
+    out = it->second == yes_value;
     return Status::ok();
   };
   CONCORD_RETURN_IF_ERROR(choice("lc_sms", "need", "all", o.lc_all_sms));
