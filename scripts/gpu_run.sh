@@ -16,17 +16,7 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}"
 bin=.gpu/bin
 status=0
-step() {  # step NAME TIMEOUT COMMAND...: runs a step with a time limit, logs it, remembers failures
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name" | tee -a "$out/summary.txt"
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  echo "   rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
-  tail -n 25 "$out/$name.log"
-  [ $rc -eq 0 ] || status=1
-}
+source scripts/step.sh
 {
   date -u
   echo "bundle commit: $(cat .gpu/COMMIT 2>/dev/null || echo unknown)"

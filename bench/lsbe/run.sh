@@ -35,17 +35,8 @@ fi
 [ -x "$bench" ] || { echo "run.sh: no $bench (build it, or set BIN or BUILD)" >&2; exit 2; }
 backend=${BACKEND:-cuda}
 status=0
-step() {  # step NAME TIMEOUT COMMAND...: runs a step with a time limit and a log, remembers failures
-  local name=$1 limit=$2
-  shift 2
-  echo "== $name" | tee -a "$out/summary.txt"
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  echo "   rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
-  tail -n 15 "$out/$name.log"
-  [ $rc -eq 0 ] || status=1
-}
+STEP_TAIL=15
+source scripts/step.sh
 {
   date -u
   echo "commit: $(cat "${bin:-.}/../COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -30,6 +30,15 @@ Result<bool> bool_param(const PolicyParams& params, const std::string& key, bool
   return Status::invalid_argument("parameter '" + key + "': not a switch (1/0, true/false, on/off): '" + s + "'");
 }
 
+Result<bool> choice_param(const PolicyParams& params, const std::string& key, const std::string& off_value,
+                          const std::string& on_value, bool fallback) {
+  auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  if (it->second == off_value) return false;
+  if (it->second == on_value) return true;
+  return Status::invalid_argument("parameter '" + key + "': '" + off_value + "' or '" + on_value + "', not '" + it->second + "'");
+}
+
 Result<double> double_param(const PolicyParams& params, const std::string& key, double fallback) {
   auto it = params.find(key);
   if (it == params.end()) return fallback;

@@ -12,6 +12,10 @@ Result<int> int_param(const PolicyParams& params, const std::string& key, int fa
 Result<double> double_param(const PolicyParams& params, const std::string& key, double fallback);
 // A switch: 1/true/on or 0/false/off; an error naming the parameter for anything else.
 Result<bool> bool_param(const PolicyParams& params, const std::string& key, bool fallback);
+// One of two named values: false for `off_value`, true for `on_value`, `fallback` when absent;
+// an error naming the parameter and both values for anything else.
+Result<bool> choice_param(const PolicyParams& params, const std::string& key, const std::string& off_value,
+                          const std::string& on_value, bool fallback);
 // An error naming any key not in `known`.
 Status only_params(const std::string& policy, const PolicyParams& params, std::initializer_list<const char*> known);
 // A `dims` parameter of RAISE and its baselines: the fixed variant (0 min, 1 mid, 2 max), or -1 for

@@ -542,10 +542,11 @@ Status CudaBackend::set_persist_window(cudaStream_t stream, const kernels::Devic
                                    cudaGetErrorName(e) + " (under MPS the server sets the carve-out)");
       }
       persisting_l2_bytes_ = static_cast<size_t>(most);
+      int max_window = 0;
+      CONCORD_CUDA(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
+      max_window_bytes_ = static_cast<size_t>(std::max(0, max_window));
     }
-    int max_window = 0;
-    CONCORD_CUDA(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
-    const size_t bytes = std::min<size_t>(it->second.end - it->second.begin, static_cast<size_t>(std::max(0, max_window)));
+    const size_t bytes = std::min<size_t>(it->second.end - it->second.begin, max_window_bytes_);
     if (bytes == 0) return Status::ok();
     attr.accessPolicyWindow.base_ptr = reinterpret_cast<void*>(it->second.begin);
     attr.accessPolicyWindow.num_bytes = bytes;

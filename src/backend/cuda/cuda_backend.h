@@ -152,6 +152,7 @@ class CudaBackend final : public Backend {
  private:
   std::map<const kernels::DeviceKernel*, Span> spans_;
   size_t persisting_l2_bytes_ = 0;  // L2's persisting carve-out once set (0: not yet)
+  size_t max_window_bytes_ = 0;     // cudaDevAttrMaxAccessPolicyWindowSize, read with the carve-out
   // Sets `stream`'s access-policy window to persisting hits over `kernel`'s span, or none (null).
   Status set_persist_window(cudaStream_t stream, const kernels::DeviceKernel* kernel);
   HostBuffer<int32_t> preempt_one_;  // pinned 1: the preempt flag's source for abort_all's writes

@@ -202,24 +202,15 @@ Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
   if (!reserve) return reserve.status();
   auto be_tlp = int_param(params, "be_tlp", o.be_tlp, 0);
   if (!be_tlp) return be_tlp.status();
-  auto l2 = int_param(params, "l2_persist", o.lc_l2_persist ? 1 : 0, 0);
-  if (!l2) return l2.status();
-  if (*l2 > 1) return Status::invalid_argument("parameter 'l2_persist': must be 0 or 1");
-  o.lc_l2_persist = *l2 == 1;
-  // key=no_value|yes_value: `out` false or true (unchanged when the key is absent).
-  const auto choice = [&](const char* key, const char* no_value, const char* yes_value, bool& out) -> Status {
-    auto it = params.find(key);
-    if (it == params.end()) return Status::ok();
-    if (it->second != no_value && it->second != yes_value) {
-      return Status::invalid_argument(std::string("parameter '") + key + "': '" + no_value + "' or '" + yes_value +
-                                      "', not '" + it->second + "'");
-    }
-    out = it->second == yes_value;
-    return Status::ok();
-  };
-  CONCORD_RETURN_IF_ERROR(choice("lc_sms", "need", "all", o.lc_all_sms));
-  CONCORD_RETURN_IF_ERROR(choice("lc_form", "persistent", "native", o.lc_native));
-  CONCORD_RETURN_IF_ERROR(choice("be_flights", "one", "tenant", o.be_per_tenant));
+  auto l2 = bool_param(params, "l2_persist", o.lc_l2_persist);
+  auto all_sms = choice_param(params, "lc_sms", "need", "all", o.lc_all_sms);
+  auto native = choice_param(params, "lc_form", "persistent", "native", o.lc_native);
+  auto per_tenant = choice_param(params, "be_flights", "one", "tenant", o.be_per_tenant);
+  for (const Status& s : {l2.status(), all_sms.status(), native.status(), per_tenant.status()}) CONCORD_RETURN_IF_ERROR(s);
+  o.lc_l2_persist = *l2;
+  o.lc_all_sms = *all_sms;
+  o.lc_native = *native;
+  o.be_per_tenant = *per_tenant;
   o.window = *window;
   o.tolerance = *tolerance;
   o.steps = *steps;
