@@ -129,4 +129,18 @@ nlohmann::json shared_figures(const LcFigures& lc, Window window, const std::vec
           {"be_norm", be_norm}, {"overall_norm", goodput_norm + be_norm}};
 }
 
+Result<nlohmann::json> median_by(std::span<const nlohmann::json> runs, const std::string& key) {
+  if (runs.empty()) return Status::invalid_argument("median_by: no runs");
+  std::vector<std::pair<double, size_t>> values;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto it = runs[i].find(key);
+    if (it == runs[i].end() || !it->is_number()) {
+      return Status::invalid_argument("repetition " + std::to_string(i) + ": no number '" + key + "'");
+    }
+    values.emplace_back(it->get<double>(), i);
+  }
+  std::sort(values.begin(), values.end());
+  return runs[values[(values.size() - 1) / 2].second];
+}
+
 }  // namespace concord::lsbe

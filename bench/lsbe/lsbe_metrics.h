@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "concord/engine.h"
+#include "concord/status.h"
 
 namespace concord::lsbe {
 
@@ -83,5 +84,10 @@ struct BeWork {
 // their sum ("be_norm"), and the overall throughput: LC goodput and BE throughput, each over its
 // alone rate, summed ("overall_norm"; docs/running.md says why).
 nlohmann::json shared_figures(const LcFigures& lc, Window window, const std::vector<BeWork>& be, const Reference& ref);
+
+// Of repeated runs' figures, the one whose number `key` is the median (the lower of the middle
+// two for an even count), so that a reference is one run's consistent figures. An error names the
+// repetition without a numeric `key`; `runs` must not be empty.
+Result<nlohmann::json> median_by(std::span<const nlohmann::json> runs, const std::string& key);
 
 }  // namespace concord::lsbe

@@ -124,6 +124,20 @@ TEST(LsbeMetrics, LcFiguresCountRequestsWithinTheTarget) {
   EXPECT_DOUBLE_EQ(f.goodput_rps, 2 / 5.0);
 }
 
+TEST(LsbeMetrics, MedianByPicksTheMiddleRepetitionWhole) {
+  const std::vector<nlohmann::json> reps{{{"rate", 681.0}, {"run", 0}}, {{"rate", 255.5}, {"run", 1}}, {{"rate", 676.0}, {"run", 2}}};
+  auto m = median_by(reps, "rate");
+  ASSERT_TRUE(m.is_ok());
+  EXPECT_EQ((*m)["run"], 2);  // 676: the slow outlier (255.5) does not set the reference
+  const std::vector<nlohmann::json> even{{{"rate", 4.0}, {"run", 0}}, {{"rate", 1.0}, {"run", 1}}};
+  EXPECT_EQ((*median_by(even, "rate"))["run"], 1);  // the lower middle
+  const std::vector<nlohmann::json> bad{{{"rate", 1.0}}, {{"rate", "fast"}}};
+  auto e = median_by(bad, "rate");
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("repetition 1"), std::string::npos);
+  EXPECT_FALSE(median_by(std::vector<nlohmann::json>{}, "rate").is_ok());
+}
+
 TEST(LsbeMix, ALoadedMixPutsItsLcFirstAndBadMixesAreNamed) {
   const auto dir = std::filesystem::temp_directory_path() / "concord_lsbe_test";
   std::filesystem::create_directories(dir);

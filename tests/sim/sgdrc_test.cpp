@@ -469,6 +469,55 @@ TEST(SgdrcDecisions, BeTlpThrottlesBeWhileLcWorkIsQueuedAndRestoresIt) {
   EXPECT_EQ(ctx.running_of(be)->placement.sms, ctx.device().all_sms());
 }
 
+// be_throttle=profile: a BE kernel of the other roofline profile than the LC kernel in flight
+// keeps every resident block; one of the same profile is throttled; the LC kernel's change of
+// profile moves the throttle (once per change).
+TEST(SgdrcDecisions, ProfileThrottleSparesBeOfTheOtherProfile) {
+  HandContext ctx;
+  const TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  const TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  const KernelSpec lc_compute = curve_kernel("lc_compute", 20), be_compute = curve_kernel("be_compute", 132);
+  KernelSpec lc_memory = curve_kernel("lc_memory", 20), be_memory = curve_kernel("be_memory", 132);
+  for (KernelSpec* k : {&lc_memory, &be_memory}) {
+    k->variants[0].flops_per_block = 1e3;
+    k->variants[0].bytes_per_block = 1e5;
+  }
+  ASSERT_EQ(policy::orion_op(ctx.estimator(), lc_compute).profile, policy::OrionProfile::compute);
+  ASSERT_EQ(policy::orion_op(ctx.estimator(), be_memory).profile, policy::OrionProfile::memory);
+  SgdrcOptions o = exact();
+  o.be_tlp = 2;
+  o.be_throttle_by_profile = true;
+  SgdrcPolicy p(o);
+  ASSERT_TRUE(p.on_start(ctx).is_ok());
+  ctx.make_ready(be, be_memory);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  ctx.make_ready(lc, lc_compute);
+  ctx.queue(lc, lc_memory);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_TRUE(ctx.tlps.empty());  // memory-bound BE beside a compute-bound LC kernel: not throttled
+  EXPECT_EQ(ctx.running_of(be)->placement.tlp, 0);
+  // The LC request's next kernel is memory-bound: now the BE kernel shares its profile.
+  ASSERT_TRUE(ctx.finish(p, ctx.running_of(lc)->id).is_ok());
+  ASSERT_EQ(ctx.tlps.size(), 1u);
+  EXPECT_EQ(ctx.tlps[0].tlp, 2);
+  // A compute-bound BE kernel dispatched beside it starts unthrottled.
+  ASSERT_TRUE(ctx.finish(p, ctx.running_of(be)->id).is_ok());
+  ctx.make_ready(be, be_compute);
+  ASSERT_TRUE(p.on_tick(ctx).is_ok());
+  EXPECT_EQ(ctx.running_of(be)->placement.tlp, 0);
+  // The default throttles whatever the profiles.
+  HandContext always;
+  const TenantId lc2 = always.add_tenant(TenantClass::latency_critical);
+  const TenantId be2 = always.add_tenant(TenantClass::best_effort);
+  o.be_throttle_by_profile = false;
+  SgdrcPolicy q(o);
+  ASSERT_TRUE(q.on_start(always).is_ok());
+  always.make_ready(lc2, lc_compute);
+  always.make_ready(be2, be_memory);
+  ASSERT_TRUE(q.on_tick(always).is_ok());
+  EXPECT_EQ(always.running_of(be2)->placement.tlp, 2);
+}
+
 TEST(SgdrcDecisions, PreparesTheFewSetsOfTenantsWithNativeLaunches) {
   HandContext ctx;
   ctx.add_tenant(TenantClass::latency_critical);  // no hints: may launch opaque kernels
@@ -487,7 +536,7 @@ TEST(SgdrcDecisions, PreparesTheFewSetsOfTenantsWithNativeLaunches) {
 
 TEST(SgdrcParams, BadValuesAreRefusedByName) {
   for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"window", "-1"}, {"tolerance", "1.5"}, {"tolerance", "x"}, {"steps", "0"}, {"reserve", "0"}, {"be_tlp", "-2"}, {"l2_persist", "2"}, {"nope", "1"}}) {
+           {"window", "-1"}, {"tolerance", "1.5"}, {"tolerance", "x"}, {"steps", "0"}, {"reserve", "0"}, {"be_tlp", "-2"}, {"l2_persist", "2"}, {"be_throttle", "some"}, {"nope", "1"}}) {
     auto p = builtin_policies().make("sgdrc", {{k, v}});
     ASSERT_FALSE(p.is_ok()) << k << "=" << v;
     EXPECT_NE(p.status().message().find(k), std::string::npos) << p.status().to_string();

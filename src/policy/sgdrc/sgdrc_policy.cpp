@@ -28,9 +28,25 @@ int SgdrcPolicy::need_of(const SchedContext& ctx, const KernelSpec& kernel, int 
   return it->second;
 }
 
+OrionProfile SgdrcPolicy::profile_of(const SchedContext& ctx, const KernelSpec& kernel) {
+  auto it = profiles_.find(&kernel);
+  if (it == profiles_.end()) it = profiles_.emplace(&kernel, orion_op(ctx.estimator(), kernel).profile).first;
+  return it->second;
+}
+
+int SgdrcPolicy::be_tlp_for(const SchedContext& ctx, const TidalSplit& split, const KernelSpec& be_kernel) {
+  if (split.lc_tpcs == 0) return 0;
+  if (o_.be_throttle_by_profile && lc_) {
+    const OrionProfile lc = profile_of(ctx, *lc_->kernel), be = profile_of(ctx, be_kernel);
+    if (lc != OrionProfile::unknown && be != OrionProfile::unknown && lc != be) return 0;
+  }
+  return o_.be_tlp;
+}
+
 Status SgdrcPolicy::on_start(SchedContext& ctx) {
   tpcs_ = tpcs_in_order(ctx.device());
   needs_.clear();
+  profiles_.clear();
   lc_.reset();
   be_.clear();
   lc_cursor_ = be_cursor_ = -1;
@@ -136,7 +152,7 @@ Status SgdrcPolicy::apply_to_be(SchedContext& ctx, const TidalSplit& split) {
       CONCORD_RETURN_IF_ERROR(ctx.resize(be.id, split.be));
       be.sms = split.be;
     }
-    const int tlp = split.lc_tpcs > 0 ? o_.be_tlp : 0;
+    const int tlp = be_tlp_for(ctx, split, *be.kernel);
     if (be.tlp != tlp && ctx.capabilities(*be.kernel).tlp) {
       CONCORD_RETURN_IF_ERROR(ctx.set_tlp(be.id, tlp));
       be.tlp = tlp;
@@ -175,7 +191,7 @@ Status SgdrcPolicy::schedule(SchedContext& ctx) {
   while (be_.empty() || o_.be_per_tenant) {
     const std::optional<ReadyLaunch> be_next = next_of(ctx, TenantClass::best_effort, be_cursor_);
     if (!be_next || be_.count(be_next->tenant.value)) break;
-    const Placement p = placement_on(ctx, *be_next->kernel, split.be, split.lc_tpcs > 0 ? o_.be_tlp : 0);
+    const Placement p = placement_on(ctx, *be_next->kernel, split.be, be_tlp_for(ctx, split, *be_next->kernel));
     auto d = ctx.dispatch(be_next->id, p);
     if (!d) return d.status();
     const bool resizable = p.form == LaunchForm::persistent && ctx.capabilities(*be_next->kernel).resize;
@@ -187,7 +203,7 @@ Status SgdrcPolicy::schedule(SchedContext& ctx) {
 
 Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
   CONCORD_RETURN_IF_ERROR(only_params("sgdrc", params, {"window", "tolerance", "steps", "reserve", "be_tlp", "l2_persist", "lc_sms",
-                                               "lc_form", "be_flights"}));
+                                               "lc_form", "be_flights", "be_throttle"}));
   SgdrcOptions o;
   auto window = int_param(params, "window", o.window, 0);
   if (!window) return window.status();
@@ -206,7 +222,11 @@ Result<std::unique_ptr<Policy>> make_sgdrc(const PolicyParams& params) {
   auto all_sms = choice_param(params, "lc_sms", "need", "all", o.lc_all_sms);
   auto native = choice_param(params, "lc_form", "persistent", "native", o.lc_native);
   auto per_tenant = choice_param(params, "be_flights", "one", "tenant", o.be_per_tenant);
-  for (const Status& s : {l2.status(), all_sms.status(), native.status(), per_tenant.status()}) CONCORD_RETURN_IF_ERROR(s);
+  auto by_profile = choice_param(params, "be_throttle", "always", "profile", o.be_throttle_by_profile);
+  for (const Status& s : {l2.status(), all_sms.status(), native.status(), per_tenant.status(), by_profile.status()}) {
+    CONCORD_RETURN_IF_ERROR(s);
+  }
+  o.be_throttle_by_profile = *by_profile;
   o.lc_l2_persist = *l2;
   o.lc_all_sms = *all_sms;
   o.lc_native = *native;

@@ -17,6 +17,7 @@
 
 #include "concord/policy.h"
 #include "mechanism/tidal.h"
+#include "policy/orion/orion_rule.h"
 
 namespace concord::policy {
 
@@ -37,6 +38,11 @@ struct SgdrcOptions {
   // per BE tenant instead of one in all (be_per_tenant).
   bool lc_all_sms = false;
   bool be_per_tenant = false;
+  // `be_throttle=profile`: the be_tlp throttle applies only to a BE kernel of the LC kernel's
+  // profile (compute- or memory-bound, or unknown, by Orion's roofline rule); one of the other
+  // profile keeps every resident block on the BE side. The default (`always`) throttles every BE
+  // kernel while LC work is queued.
+  bool be_throttle_by_profile = false;
 };
 
 class SgdrcPolicy final : public Policy {
@@ -66,11 +72,16 @@ class SgdrcPolicy final : public Policy {
   // The window's need (window_need) with `head` the LC launch in flight or about to be dispatched.
   int lc_need(SchedContext& ctx, TenantId head_tenant, const KernelSpec& head_kernel);
   Status apply_to_be(SchedContext& ctx, const TidalSplit& split);
+  // A BE kernel's resident blocks per SM under `split` beside the LC kernel in flight (be_tlp, or
+  // 0 where the split has no LC side or be_throttle=profile lets it run unthrottled).
+  int be_tlp_for(const SchedContext& ctx, const TidalSplit& split, const KernelSpec& be_kernel);
+  OrionProfile profile_of(const SchedContext& ctx, const KernelSpec& kernel);
   Placement placement_on(const SchedContext& ctx, const KernelSpec& kernel, const SmSet& sms, int tlp, bool native = false) const;
 
   SgdrcOptions o_;
   std::vector<SmSet> tpcs_;
   std::map<std::pair<const KernelSpec*, int>, int> needs_;
+  std::map<const KernelSpec*, OrionProfile> profiles_;
   std::optional<Flight> lc_;
   std::map<int64_t, Flight> be_;  // by BE tenant: one entry, or one per tenant with be_per_tenant
   int64_t lc_cursor_ = -1, be_cursor_ = -1;  // the tenant served last in each class
