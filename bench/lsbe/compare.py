@@ -5,8 +5,8 @@
       per scheme: the mix-loads with >= 99% of LC requests within target, the mixes whose LC p99
       is within 1.15x alone at load 0.3, and its BE throughput over orion's and over streams' (the
       range over mix-loads) -- issue 18's targets.
-  compare.py p99 REF.json OTHER.json [--rename-ref FROM TO] [--rename-other FROM TO]
-      per scheme in both: OTHER's LC p99 against REF's at each mix and load, the median relative
+  compare.py p99 REF.json OTHER.json [--stat p99|p50] [--rename-ref FROM TO] [--rename-other FROM TO]
+      per scheme in both: OTHER's LC p99 (or p50) against REF's at each mix and load, the median relative
       error and how many are within 20% (the simulator against the GPU, or one GPU run against
       another); "LC alone" is the LC alone at the same rate. --rename-* maps a scheme's name in
       that file to the name to compare under (e.g. a default that changed between the runs).
@@ -61,11 +61,12 @@ def targets(args):
 def p99(args):
     ref = runs(read_json(args.ref), renames(args.rename_ref))
     other = runs(read_json(args.other), renames(args.rename_other))
-    print("| scheme | mix-loads | median error of the LC p99 | within 20% | range of OTHER / REF |")
+    stat = args.stat + "_s"
+    print(f"| scheme | mix-loads | median error of the LC {args.stat} | within 20% | range of OTHER / REF |")
     print("|---|---|---|---|---|")
     for s in sorted({k[2] for k in ref} & {k[2] for k in other}):
-        ratios = [other[k]["lc"]["p99_s"] / ref[k]["lc"]["p99_s"] for k in ref
-                  if k[2] == s and k in other and ref[k]["lc"]["p99_s"] > 0]
+        ratios = [other[k]["lc"][stat] / ref[k]["lc"][stat] for k in ref
+                  if k[2] == s and k in other and ref[k]["lc"][stat] > 0]
         if not ratios:
             continue
         errors = [r - 1 for r in ratios]
@@ -82,6 +83,7 @@ def main():
     p = sub.add_parser("p99", help="one run's LC p99 against another's, per scheme")
     p.add_argument("ref")
     p.add_argument("other")
+    p.add_argument("--stat", choices=["p99", "p50"], default="p99", help="the latency figure compared")
     p.add_argument("--rename-ref", nargs=2, action="append", metavar=("FROM", "TO"))
     p.add_argument("--rename-other", nargs=2, action="append", metavar=("FROM", "TO"))
     args = ap.parse_args()
