@@ -34,7 +34,7 @@ namespace {
 struct RunOptions {
   std::vector<std::string> mixes;
   std::vector<std::string> schemes{"aker", "baymax", "tacker", "streams", "sgdrc", "static-partition"};
-  std::vector<double> loads{0.5};
+  std::vector<double> loads{0.3};
   std::vector<double> target_factors{1.5, 1.15};
   int lc_requests = 0;  // 0: the mix's own
   int be_alone_requests = 30;
