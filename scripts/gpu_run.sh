@@ -8,7 +8,7 @@
 # RAISE's metrics with ncu (the suite, and bench/raise's tasks) into OUT/profiles.db and runs
 # bench/raise; "channel" runs the VRAM channel probe and its analysis into OUT/channel; "fedcm"
 # runs bench/fedcm in one process and then as MPS peers (it starts and stops the MPS daemon
-# itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise).
+# itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise); "aker" runs bench/aker/run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -159,6 +159,10 @@ fi
 # The LC/BE bench (bench/lsbe/run.sh, its own MPS daemon last) into OUT/lsbe; LSBE_QUICK=1 for its
 # quick mode, and its other variables (SCHEMES, MIXES, LOADS, STEPS, BE_SHARE, ARGS) pass through.
 has lsbe && step lsbe "${LSBE_S:-600}" env QUICK="${LSBE_QUICK:-0}" bash bench/lsbe/run.sh "$out/lsbe"
+# The Aker bench (bench/aker/run.sh: fused pairs, then LC/BE at two QoS targets) into OUT/aker;
+# AKER_QUICK=1 for its quick mode, and its other variables (SCHEMES, MIXES, LOADS, TARGETS, PAIRS,
+# RATIOS, STEPS, ARGS) pass through.
+has aker && step aker "${AKER_S:-600}" env QUICK="${AKER_QUICK:-0}" bash bench/aker/run.sh "$out/aker"
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then
   python3 bench/gpu/summarize.py "$out" >"$out/tables.md" 2>>"$out/summary.txt" || status=1

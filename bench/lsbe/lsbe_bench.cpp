@@ -27,6 +27,7 @@
 #include "concord/profile.h"
 #include "concord/report.h"
 #include "lsbe_bench.h"
+#include "lsbe_runner.h"
 #include "runner/processes.h"
 
 using namespace concord;
@@ -55,60 +56,9 @@ struct RunOptions {
   bool skip_unknown = false;  // leave out schemes no policy is registered for (named in the results)
 };
 
-struct Scheme {
-  std::string spec;  // as given: "name" or "name:key=value;..."
-  PolicySpec policy;
-};
-
-// One run through the bench's source (BE while the LC runs) on a fresh backend.
-struct Ran {
-  RunRecord record;
-  Status status;
-  bool be_stopped = false;
-};
-
-Ran run_one(const Workload& w, const BackendConfig& cfg, const PolicySpec& policy, uint64_t seed, Seconds time_limit,
-            EngineObserver* observer = nullptr) {
-  Ran out;
-  auto backend = make_backend(cfg);
-  if (!backend) {
-    out.status = backend.status();
-    return out;
-  }
-  auto p = builtin_policies().make(policy.name, policy.params);
-  if (!p) {
-    out.status = p.status();
-    return out;
-  }
-  SpecSourceOptions source;
-  source.seed = seed;
-  BeWhileLc src(w, source);
-  EngineOptions o;
-  o.seed = seed;
-  o.time_limit = time_limit;
-  o.observer = observer;
-  RunOutcome r = run_engine_outcome(src, **backend, **p, o);
-  out.record = std::move(r.record);
-  out.status = r.status;
-  out.be_stopped = src.be_stopped();
-  return out;
-}
-
-const PolicySpec kSerial{"serial", {}};
-
-nlohmann::json engine_json(const RunRecord& r) {
-  return {{"makespan_s", r.makespan},
-          {"policy_s", r.stats.policy_seconds},
-          {"backend_s", r.stats.backend_seconds},
-          {"engine_s", r.stats.engine_seconds},
-          {"policy_calls", r.stats.policy_calls},
-          {"dispatches", r.stats.dispatches}};
-}
-
 int cmd_run(const RunOptions& opt) {
   // Every input checked before the first run: a bad one fails at once, not after minutes on the GPU.
   if (opt.mixes.empty()) return fail(Status::invalid_argument("run: no mix given"));
-  if (opt.schemes.empty()) return fail(Status::invalid_argument("--schemes: no scheme given"));
   if (opt.loads.empty()) return fail(Status::invalid_argument("--loads: no load given"));
   for (double l : opt.loads) {
     if (!(l > 0 && l <= 1)) return fail(Status::invalid_argument("--loads: " + std::to_string(l) + " is not in (0, 1]"));
@@ -118,21 +68,10 @@ int cmd_run(const RunOptions& opt) {
   if (opt.be_alone_requests < 1) return fail(Status::invalid_argument("--be-alone-requests must be >= 1"));
   if (opt.alone_repeats < 1) return fail(Status::invalid_argument("--alone-repeats must be >= 1"));
   if (!(opt.time_limit > 0)) return fail(Status::invalid_argument("--time-limit must be > 0"));
-  std::vector<Scheme> schemes;
-  std::vector<std::string> skipped;
-  for (const std::string& s : opt.schemes) {
-    auto spec = parse_policy_spec(s);
-    if (!spec) return fail(Status::invalid_argument("--schemes: " + spec.status().message()));
-    if (opt.skip_unknown && !builtin_policies().contains(spec->name)) {
-      std::cerr << "lsbe_bench: no policy '" << spec->name << "' in this build: scheme '" << s << "' left out\n";
-      skipped.push_back(s);
-      continue;
-    }
-    auto made = builtin_policies().make(spec->name, spec->params);
-    if (!made) return fail(Status(made.status().code(), "--schemes: '" + s + "': " + made.status().message()));
-    schemes.push_back({s, *spec});
-  }
-  if (schemes.empty()) return fail(Status::invalid_argument("--schemes: none of them is registered in this build"));
+  auto parsed = parse_schemes(opt.schemes, opt.skip_unknown, "lsbe_bench");
+  if (!parsed) return fail(parsed.status());
+  const std::vector<Scheme>& schemes = parsed->run;
+  const std::vector<std::string>& skipped = parsed->skipped;
   std::vector<Mix> mixes;
   for (const std::string& path : opt.mixes) {
     auto m = load_mix(path);
@@ -145,13 +84,9 @@ int cmd_run(const RunOptions& opt) {
     if (!s) return fail(s.status());
     store = std::move(*s);
   }
-  BackendConfig cfg;
-  cfg.kind = opt.backend;
-  if (opt.backend == "sim") {
-    auto d = builtin_device(opt.device);
-    if (!d) return fail(d.status());
-    cfg.device = *d;
-  }
+  auto config = backend_config(opt.backend, opt.device);
+  if (!config) return fail(config.status());
+  const BackendConfig& cfg = *config;
   auto probe = make_backend(cfg);
   if (!probe) return fail(probe.status());
   const DeviceSpec device = (*probe)->device();
@@ -200,58 +135,20 @@ int cmd_run(const RunOptions& opt) {
     // the median capacity; every repetition's figures are kept).
     Reference ref;
     {
-      const Workload w = lc_closed(mix, n);
-      std::vector<nlohmann::json> reps;
-      for (int k = 0; k < opt.alone_repeats; ++k) {
-        Ran r = run_one(w, cfg, kSerial, opt.seed, opt.time_limit);
-        if (!r.status) return failed("LC alone (closed loop)", r.status);
-        const TenantRecord& t = r.record.tenants.front();
-        nlohmann::json j = to_json(lc_figures(t.requests, std::numeric_limits<double>::infinity(), request_window(t.requests)));
-        j["elapsed_s"] = t.elapsed();
-        j["capacity_rps"] = static_cast<double>(t.requests.size()) / t.elapsed();
-        j["engine"] = engine_json(r.record);
-        reps.push_back(std::move(j));
-      }
-      auto median = median_by(reps, "capacity_rps");
-      if (!median) return failed("LC alone (closed loop)", median.status());
-      nlohmann::json chosen = *median;
-      ref.lc_capacity_rps = chosen["capacity_rps"].get<double>();
-      ref.lc_alone_p99 = chosen["p99_s"].get<double>();
-      mj["lc_alone"] = chosen;
-      mj["lc_alone"]["repetitions"] = reps;
+      auto alone = lc_alone_closed(mix, n, cfg, opt.seed, opt.time_limit, opt.alone_repeats);
+      if (!alone) return failed("LC alone (closed loop)", alone.status());
+      ref.lc_capacity_rps = alone->capacity_rps;
+      ref.lc_alone_p99 = alone->figures.p99;
+      mj["lc_alone"] = alone->json;
       std::cerr << mix.workload.name << ": LC alone " << ref.lc_capacity_rps << " requests/s, p99 " << ref.lc_alone_p99 * 1e3
-                << " ms (median of " << reps.size() << ")\n";
+                << " ms (median of " << opt.alone_repeats << ")\n";
     }
-    // Each BE tenant alone in a closed loop (the repetition with the median rate).
-    mj["be_alone"] = nlohmann::json::array();
-    std::vector<double> be_requests_per_s;
-    for (size_t i = 0; i < mix.be_count(); ++i) {
-      const Workload w = be_alone(mix, i, opt.be_alone_requests);
-      std::vector<nlohmann::json> reps;
-      for (int k = 0; k < opt.alone_repeats; ++k) {
-        Ran r = run_one(w, cfg, kSerial, opt.seed, opt.time_limit);
-        if (!r.status) return failed("BE '" + mix.be(i).name + "' alone", r.status);
-        const TenantRecord& t = r.record.tenants.front();
-        const double kernels = static_cast<double>(r.record.launches.size());
-        reps.push_back({{"tenant", t.name}, {"requests", t.requests.size()}, {"kernels", kernels}, {"elapsed_s", t.elapsed()},
-                        {"kernels_per_s", kernels / t.elapsed()},
-                        {"requests_per_s", static_cast<double>(t.requests.size()) / t.elapsed()},
-                        {"engine", engine_json(r.record)}});
-      }
-      auto median = median_by(reps, "kernels_per_s");
-      if (!median) return failed("BE '" + mix.be(i).name + "' alone", median.status());
-      nlohmann::json chosen = *median;
-      ref.be_kernels_per_s.push_back(chosen["kernels_per_s"].get<double>());
-      be_requests_per_s.push_back(chosen["requests_per_s"].get<double>());
-      std::vector<double> rates;
-      for (const auto& j : reps) rates.push_back(j["kernels_per_s"].get<double>());
-      chosen["repetitions_kernels_per_s"] = rates;
-      mj["be_alone"].push_back(chosen);
-      std::cerr << mix.workload.name << ": BE " << mix.be(i).name << " alone " << ref.be_kernels_per_s.back()
-                << " kernels/s (median of " << reps.size() << ")\n";
-    }
-    std::vector<int> ceilings;
-    for (double rps : be_requests_per_s) ceilings.push_back(be_request_ceiling(rps, opt.time_limit));
+    // Each BE tenant alone in a closed loop.
+    auto be_refs = be_alone_all(mix, opt.be_alone_requests, cfg, opt.seed, opt.time_limit, opt.alone_repeats);
+    if (!be_refs) return failed("BE alone", be_refs.status());
+    mj["be_alone"] = be_refs->json;
+    ref.be_kernels_per_s = be_refs->kernels_per_s;
+    const std::vector<int>& ceilings = be_refs->ceilings;
 
     mj["loads"] = nlohmann::json::array();
     for (double load : opt.loads) {
@@ -269,14 +166,14 @@ int cmd_run(const RunOptions& opt) {
         std::vector<nlohmann::json> reps;
         std::vector<double> p99s;
         for (int k = 0; k < opt.alone_repeats; ++k) {
-          Ran r = run_one(lc_poisson(mix, n, rate, 1.0), cfg, kSerial, opt.seed, opt.time_limit);
-          if (!r.status) return failed(at + " LC alone (Poisson)", r.status);
-          const TenantRecord& t = r.record.tenants.front();
+          auto alone = lc_alone_at(mix, n, rate, cfg, opt.seed, opt.time_limit);
+          if (!alone) return failed(at + " LC alone (Poisson)", alone.status());
+          const TenantRecord& t = alone->tenants.front();
           const Window w = request_window(t.requests);
           Reference rep_ref = ref;
           rep_ref.lc_alone_p99 = lc_figures(t.requests, std::numeric_limits<double>::infinity(), w).p99;
           nlohmann::json j = shared_figures(lc_figures(t.requests, opt.target_factor * rep_ref.lc_alone_p99, w), w, {}, rep_ref);
-          j["engine"] = engine_json(r.record);
+          j["engine"] = engine_json(*alone);
           j["p99_s"] = rep_ref.lc_alone_p99;
           p99s.push_back(rep_ref.lc_alone_p99);
           reps.push_back(std::move(j));
@@ -310,22 +207,7 @@ int cmd_run(const RunOptions& opt) {
           }
           continue;
         }
-        const TenantRecord& lc = r.record.tenants.front();
-        const Window win = request_window(lc.requests);
-        std::vector<BeWork> be;
-        std::vector<TenantId> be_ids;
-        for (size_t i = 0; i < mix.be_count(); ++i) {
-          const TenantId id{static_cast<int64_t>(i + 1)};
-          const TenantRecord& t = r.record.tenants.at(i + 1);
-          be_ids.push_back(id);
-          const auto times = launch_times(r.record, id);
-          be.push_back({t.name, kernels_in_window(times, win), t.finish < win.end});
-          if (be.back().ran_out) std::cerr << "warning: BE '" << t.name << "' ran out of requests before the LC ended\n";
-        }
-        run.update(shared_figures(lc_figures(lc.requests, target, win), win, be, at_load));
-        run["be_sm_share_mean"] = mean_sm_share(r.record, resizes, be_ids, win, device.sm_count);
-        run["be_stopped_with_lc"] = r.be_stopped;
-        run["engine"] = engine_json(r.record);
+        run.update(shared_run_figures(mix, r, target, at_load, resizes, device.sm_count));
         std::cerr << mix.workload.name << " " << at << " " << s.spec << ": SLO " << run["lc"]["slo_attainment"].get<double>()
                   << ", p99/alone " << run["lc"]["p99_over_alone"].get<double>() << ", BE " << run["be_norm"].get<double>()
                   << ", overall " << run["overall_norm"].get<double>() << "\n";

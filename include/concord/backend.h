@@ -167,6 +167,26 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
 // kernels' registers against it.
 int fused_register_cap(const DeviceSpec& device, int threads);
 
+// Whether a fused block of `parts_a` parts of variant `a` and `parts_b` parts of variant `b` fits
+// (the fused-pair half of check_dispatch_resources): at most kMaxFusedParts parts (one named barrier
+// each), whole warps per part, the block's threads and shared memory (the wrapper's included)
+// within one block's limits, the larger body's registers within fused_register_cap, and one such
+// block within an SM. unsupported (invalid_argument for a part count below 1) names what is over.
+Status fused_block_fits(const DeviceSpec& device, const KernelVariant& a, int parts_a, const KernelVariant& b,
+                        int parts_b);
+// The fused block as one variant (threads, registers per thread, shared memory with the wrapper's),
+// for occupancy: max_resident_blocks(device, fused_block_variant(...)) fused blocks fit an SM.
+KernelVariant fused_block_variant(const KernelVariant& a, int parts_a, const KernelVariant& b, int parts_b);
+// Every ratio a:b with a + b <= max_parts (and <= kMaxFusedParts) whose fused block fits, with the
+// fused blocks resident per SM: Aker's fused versions of a pair (its section 5.4).
+struct FusionRatio {
+  int parts_a = 1;
+  int parts_b = 1;
+  int blocks_per_sm = 0;
+};
+std::vector<FusionRatio> fusion_ratios_that_fit(const DeviceSpec& device, const KernelVariant& a, const KernelVariant& b,
+                                                int max_parts = kMaxFusedParts);
+
 // Makes a fresh backend: the engine runs reference runs (alone, serial) on fresh instances.
 struct BackendConfig {
   std::string kind = "sim";   // "sim" or "cuda"

@@ -3,6 +3,7 @@
 // accept and refuse the same requests.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "concord/backend.h"
 #include "concord/occupancy.h"
@@ -76,6 +77,76 @@ int fused_register_cap(const DeviceSpec& device, int threads) {
   return std::min(device.sm.max_registers_per_thread, per_warp / 32 / 8 * 8);
 }
 
+Status fused_block_fits(const DeviceSpec& device, const KernelVariant& a, int parts_a, const KernelVariant& b,
+                        int parts_b) {
+  const std::string ratio = "at ratio " + std::to_string(parts_a) + ":" + std::to_string(parts_b);
+  if (parts_a < 1 || parts_b < 1) {
+    return Status::invalid_argument(ratio + ": field 'parts_per_block': each kernel needs at least one part");
+  }
+  if (parts_a + parts_b > kMaxFusedParts) {
+    return Status::unsupported(ratio + ": field 'parts_per_block': needs more than " + std::to_string(kMaxFusedParts) +
+                               " named barriers (one per part)");
+  }
+  for (const KernelVariant* v : {&a, &b}) {
+    if (v->threads_per_block % 32 != 0) {
+      return Status::unsupported(ratio + ": variant '" + v->name + "' has " + std::to_string(v->threads_per_block) +
+                                 " threads per part: a fused part must be a whole number of warps");
+    }
+  }
+  const int threads = parts_a * a.threads_per_block + parts_b * b.threads_per_block;
+  const int shared = parts_a * a.shared_bytes_per_block + parts_b * b.shared_bytes_per_block + kFusedWrapperSharedBytes;
+  if (threads > device.sm.max_threads_per_block) {
+    return Status::unsupported(ratio + ": the fused block has " + std::to_string(threads) +
+                               " threads, more than a block may have (" + std::to_string(device.sm.max_threads_per_block) +
+                               ")");
+  }
+  if (shared > device.sm.max_shared_bytes_per_block) {
+    return Status::unsupported(ratio + ": the fused block needs " + std::to_string(shared) +
+                               " bytes of shared memory, more than a block may have (" +
+                               std::to_string(device.sm.max_shared_bytes_per_block) + ")");
+  }
+  // One kernel holds both bodies: every thread gets the larger body's registers, capped so that
+  // one block fits (the CUDA backend compiles fused kernels with this cap).
+  const int registers = std::max(a.registers_per_thread, b.registers_per_thread);
+  const int cap = fused_register_cap(device, threads);
+  if (registers > cap) {
+    return Status::unsupported(ratio + ": " + std::to_string(registers) + " registers per thread over " +
+                               std::to_string(threads) + " threads exceed an SM's " +
+                               std::to_string(device.sm.max_registers) + " registers (at most " + std::to_string(cap) +
+                               " per thread)");
+  }
+  const BlockFootprint f = footprint_of(device, fused_block_variant(a, parts_a, b, parts_b));
+  if (max_resident_blocks(device, f) < 1) {
+    return Status::unsupported(ratio + ": the fused block (" + footprint_text(f.threads, f.registers, f.shared_bytes) +
+                               ") does not fit an SM of " + device.name);
+  }
+  return Status::ok();
+}
+
+KernelVariant fused_block_variant(const KernelVariant& a, int parts_a, const KernelVariant& b, int parts_b) {
+  KernelVariant fused;
+  fused.name = a.name + "x" + std::to_string(parts_a) + "+" + b.name + "x" + std::to_string(parts_b);
+  fused.threads_per_block = parts_a * a.threads_per_block + parts_b * b.threads_per_block;
+  fused.registers_per_thread = std::max(a.registers_per_thread, b.registers_per_thread);
+  fused.shared_bytes_per_block =
+      parts_a * a.shared_bytes_per_block + parts_b * b.shared_bytes_per_block + kFusedWrapperSharedBytes;
+  return fused;
+}
+
+std::vector<FusionRatio> fusion_ratios_that_fit(const DeviceSpec& device, const KernelVariant& a, const KernelVariant& b,
+                                                int max_parts) {
+  std::vector<FusionRatio> out;
+  const int most = std::min(max_parts, kMaxFusedParts);
+  for (int pa = 1; pa < most; ++pa) {
+    for (int pb = 1; pa + pb <= most; ++pb) {
+      if (!fused_block_fits(device, a, pa, b, pb)) continue;
+      const KernelVariant v = fused_block_variant(a, pa, b, pb);
+      out.push_back({pa, pb, max_resident_blocks(device, v)});
+    }
+  }
+  return out;
+}
+
 Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest& request, const Capabilities& first,
                                 const Capabilities* second) {
   const auto id = [&] { return "dispatch " + std::to_string(request.id.value); };
@@ -125,58 +196,9 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
   if (pl.form != LaunchForm::persistent) {
     return Status::unsupported(who() + ": field 'form': fusion runs in the persistent form only");
   }
-  if (a.parts_per_block < 1 || b.parts_per_block < 1) {
-    return Status::invalid_argument(who() + ": field 'parts_per_block': each kernel needs at least one part (ratio " +
-                                    std::to_string(a.parts_per_block) + ":" + std::to_string(b.parts_per_block) + ")");
-  }
-  if (a.parts_per_block + b.parts_per_block > kMaxFusedParts) {
-    return Status::unsupported(who() + ": field 'parts_per_block': ratio " + std::to_string(a.parts_per_block) + ":" +
-                               std::to_string(b.parts_per_block) + " needs more than " + std::to_string(kMaxFusedParts) +
-                               " named barriers");
-  }
-  const KernelVariant& va = a.kernel->variant(a.variant);
-  const KernelVariant& vb = b.kernel->variant(b.variant);
-  for (const auto* part : {&a, &b}) {
-    const KernelVariant& v = part->kernel->variant(part->variant);
-    if (v.threads_per_block % 32 != 0) {
-      return Status::unsupported(who() + ": " + part->kernel->name + " variant '" + v.name + "' has " +
-                                 std::to_string(v.threads_per_block) +
-                                 " threads per part: a fused part must be a whole number of warps");
-    }
-  }
-  const int threads = a.parts_per_block * va.threads_per_block + b.parts_per_block * vb.threads_per_block;
-  const int shared = a.parts_per_block * va.shared_bytes_per_block + b.parts_per_block * vb.shared_bytes_per_block +
-                     kFusedWrapperSharedBytes;
-  const std::string ratio = " at ratio " + std::to_string(a.parts_per_block) + ":" + std::to_string(b.parts_per_block);
-  if (threads > device.sm.max_threads_per_block) {
-    return Status::unsupported(who() + ratio + ": the fused block has " + std::to_string(threads) +
-                               " threads, more than a block may have (" + std::to_string(device.sm.max_threads_per_block) +
-                               ")");
-  }
-  if (shared > device.sm.max_shared_bytes_per_block) {
-    return Status::unsupported(who() + ratio + ": the fused block needs " + std::to_string(shared) +
-                               " bytes of shared memory, more than a block may have (" +
-                               std::to_string(device.sm.max_shared_bytes_per_block) + ")");
-  }
-  // One kernel holds both bodies: every thread gets the larger body's registers, capped so that
-  // one block fits (the CUDA backend compiles fused kernels with this cap).
-  const int registers = std::max(va.registers_per_thread, vb.registers_per_thread);
-  const int cap = fused_register_cap(device, threads);
-  if (registers > cap) {
-    return Status::unsupported(who() + ratio + ": " + std::to_string(registers) + " registers per thread over " +
-                               std::to_string(threads) + " threads exceed an SM's " +
-                               std::to_string(device.sm.max_registers) + " registers (at most " + std::to_string(cap) +
-                               " per thread)");
-  }
-  KernelVariant fused;
-  fused.threads_per_block = threads;
-  fused.registers_per_thread = registers;
-  fused.shared_bytes_per_block = shared;
-  const BlockFootprint f = footprint_of(device, fused);
-  if (max_resident_blocks(device, f) < 1) {
-    return Status::unsupported(who() + ratio + ": the fused block (" + footprint_text(f.threads, f.registers, f.shared_bytes) +
-                               ") does not fit an SM of " + device.name);
-  }
+  const Status fits = fused_block_fits(device, a.kernel->variant(a.variant), a.parts_per_block,
+                                       b.kernel->variant(b.variant), b.parts_per_block);
+  if (!fits) return Status(fits.code(), who() + " " + fits.message());
   return Status::ok();
 }
 

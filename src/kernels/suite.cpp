@@ -27,6 +27,7 @@ struct SizeRule {
   bool (*accepts)(int64_t size);
 };
 constexpr SizeRule kMultipleOf32{"a multiple of 32", [](int64_t n) { return n % 32 == 0; }};
+constexpr SizeRule kMultipleOf16{"a multiple of 16", [](int64_t n) { return n % 16 == 0; }};
 constexpr SizeRule kMultipleOf128{"a multiple of 128", [](int64_t n) { return n % 128 == 0; }};
 constexpr SizeRule kPowerOfTwo{"a power of two", [](int64_t n) { return n > 0 && (n & (n - 1)) == 0; }};
 
@@ -138,6 +139,14 @@ const std::vector<Recipe>& recipes() {
        [](int64_t n) { return 2.0 * static_cast<double>(n); },
        [](int64_t n) { return 2.0 * 2.0 * static_cast<double>(n) / 32.0 + 4.0; },
        {64, 128, 256}, tc_warps, &kMultipleOf32},  // four 16x16 accumulators per warp: 1024 threads would not get the registers
+      // An inference layer: 3x3 convolution, 64 -> 64 channels, as im2col + tensor-core GEMM. An item
+      // is one output element (filter, pixel): 2 x 576 FLOPs; DRAM bytes: its share of the pixel's
+      // 64 FP32 activations (read once, the 3x3 window's reuse hits the caches) and its output.
+      {{"conv_im2col", "3x3 convolution 64->64 channels as im2col + tensor-core GEMM (WMMA), size = image side",
+        "tensor core", true, 256, 32},
+       ComputeUnit::tensor, 32, 64, 17, 0.05, 0.05, [](int64_t n) { return square(n) * 64.0; },
+       [](int64_t) { return 2.0 * 576.0; }, [](int64_t) { return 64.0 * 4.0 / 64.0 + 4.0; },
+       {64, 128, 256}, tc_warps, &kMultipleOf16},  // a part stages threads/2 pixels x 64 im2col rows in FP16 (+32 bytes of alignment slack)
       // DESIGN.md's compute-plus-memory pair: 2.1 and 2.3 ms alone on an H200
       {{"fma_loop", "compute-bound FMA chain (1024 FMA per element), size = elements", "DESIGN.md pair",
         true, 60 * (1 << 20), 1024},

@@ -235,6 +235,61 @@ TEST(DeviceApi, EveryPairTheRuleAcceptsRunsFusedCorrectly) {
   EXPECT_GT(ran, 0);
 }
 
+// Aker's fused versions (its section 5.4): the tensor-core + CUDA-core and compute + memory pairs
+// at every ratio of 1:1, 1:2, 2:1, 1:3, 3:1, 1:4, 4:1 that fused_block_fits accepts on this GPU,
+// each part on its own named barrier: both outputs match their CPU references, every logical
+// block of both ranges is counted done once, and a block of that shape fits an SM as the rule said.
+// Parts that finish at different times must not wait for each other (conv_im2col, matmul and
+// sgemm sync inside their bodies): a barrier over the whole block would hang here.
+TEST(DeviceApi, AkerPairsAtFlexibleRatiosMatchBothReferences) {
+  const int sms = sm_count();
+  auto spec = cuda::probe_device_spec(0);
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  ASSERT_OK(kernels::FusionCompiler::shared().available());
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"tc_gemm", "fft_stage"}, {"tc_gemm", "sgemm"},   {"conv_im2col", "mri_q"}, {"conv_im2col", "stream_triad"},
+      {"conv_im2col", "matmul"}, {"sgemm", "stencil"}, {"mri_q", "lbm"},         {"fma_loop", "stream_triad"}};
+  const std::vector<std::pair<int, int>> ratios = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {3, 1}, {1, 4}, {4, 1}};
+  int ran = 0, refused = 0;
+  for (const auto& [na, nb] : pairs) {
+    if (!selected(na) && !selected(nb)) continue;
+    auto a = make(na);
+    auto b = make(nb);
+    const int va = a->spec().default_variant, vb = b->spec().default_variant;
+    for (const auto& [pa, pb] : ratios) {
+      SCOPED_TRACE(na + " + " + nb + " " + std::to_string(pa) + ":" + std::to_string(pb));
+      const Status fits = fused_block_fits(*spec, a->spec().variant(va), pa, b->spec().variant(vb), pb);
+      if (!fits) {
+        EXPECT_EQ(fits.code(), StatusCode::unsupported) << fits.to_string();
+        ++refused;
+        continue;
+      }
+      auto occupancy = kernels::fused_occupancy(*a, va, pa, *b, vb, pb);
+      ASSERT_TRUE(occupancy.is_ok()) << occupancy.status().to_string();
+      ASSERT_GE(*occupancy, 1) << "fused_block_fits accepted a block that does not fit";
+      const int64_t blocks_a = a->spec().variant(va).logical_blocks, blocks_b = b->spec().variant(vb).logical_blocks;
+      DeviceControl ca, cb;
+      ASSERT_OK(ca.init({0, blocks_a}, SmSet::all(sms), *occupancy, 1));
+      ASSERT_OK(cb.init({0, blocks_b}, SmSet::all(sms), *occupancy, 3));
+      ASSERT_OK(a->poison_output(nullptr));
+      ASSERT_OK(b->poison_output(nullptr));
+      ASSERT_OK(kernels::launch_fused(*a, va, pa, ca.get(), *b, vb, pb, cb.get(), CachePolicy::normal, *occupancy * sms, nullptr));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      auto ea = a->check(5), eb = b->check(5);
+      ASSERT_TRUE(ea.is_ok() && eb.is_ok());
+      EXPECT_LE(*ea, kCases.at(na).second) << na;
+      EXPECT_LE(*eb, kCases.at(nb).second) << nb;
+      auto sa = ca.read(), sb = cb.read();
+      ASSERT_TRUE(sa.is_ok() && sb.is_ok());
+      EXPECT_EQ(sa->done, static_cast<unsigned long long>(blocks_a));
+      EXPECT_EQ(sb->done, static_cast<unsigned long long>(blocks_b));
+      ++ran;
+    }
+  }
+  std::printf("Aker pairs: %d fused versions ran and matched their references, %d ratios did not fit\n", ran, refused);
+  EXPECT_GT(ran, 0);
+}
+
 // The fused kernel with another cache policy: a pair at each policy still matches the references.
 TEST(DeviceApi, FusedPairAtEveryCachePolicy) {
   const int sms = sm_count();

@@ -28,7 +28,7 @@ inline const std::map<std::string, std::pair<int64_t, double>> kReferenceCases =
     {"gaussian", {512, 1e-6}},     {"hotspot3d", {128, 1e-6}},     {"bfs", {1 << 16, 0}},
     {"fft_stage", {1 << 16, 1e-5}}, {"pathfinder", {1 << 16, 0}},  {"backprop", {1 << 16, 1e-5}},
     {"sgemm", {256, 1e-5}},        {"stencil", {64, 1e-6}},        {"lbm", {1 << 16, 1e-5}},
-    {"mri_q", {1 << 12, 1e-4}},
+    {"mri_q", {1 << 12, 1e-4}},    {"conv_im2col", {64, 1e-3}},
 };
 
 // CONCORD_GPU_TEST_KERNELS=a,b,c limits the per-kernel tests to those kernels (the sanitizer runs

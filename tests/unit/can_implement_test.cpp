@@ -211,6 +211,48 @@ TEST(CanImplement, FusedRegisterCapFitsOneBlock) {
   }
 }
 
+// fused_block_fits is the rule's answer for a pair at a:b, and fusion_ratios_that_fit lists exactly
+// the ratios it accepts, with the fused blocks resident per SM that occupancy gives.
+TEST(FusedBlockFits, AgreesWithTheRuleAndListsTheRatiosThatFit) {
+  const DeviceSpec d = h100_sxm_spec();
+  sim::SimBackend sim(d);
+  auto tc = make_suite_kernel("tc_gemm", 2048);
+  auto sg = make_suite_kernel("sgemm", 2048);
+  auto mem = make_suite_kernel("stream_triad", 1 << 24);
+  ASSERT_TRUE(tc && sg && mem);
+  for (const auto& [a, b] : std::vector<std::pair<const KernelSpec*, const KernelSpec*>>{{&*tc, &*mem}, {&*sg, &*mem}, {&*tc, &*sg}}) {
+    const KernelVariant& va = a->variant(a->default_variant);
+    const KernelVariant& vb = b->variant(b->default_variant);
+    const auto ratios = fusion_ratios_that_fit(d, va, vb);
+    for (int pa = 1; pa < kMaxFusedParts; ++pa) {
+      for (int pb = 1; pa + pb <= kMaxFusedParts; ++pb) {
+        const Status fits = fused_block_fits(d, va, pa, vb, pb);
+        EXPECT_EQ(fits.is_ok(), sim.can_implement(fused(d, *a, pa, *b, pb)).is_ok()) << a->name << "+" << b->name << " " << pa << ":" << pb;
+        const auto listed = std::find_if(ratios.begin(), ratios.end(), [&](const FusionRatio& r) { return r.parts_a == pa && r.parts_b == pb; });
+        EXPECT_EQ(fits.is_ok(), listed != ratios.end()) << pa << ":" << pb;
+        if (listed != ratios.end()) {
+          EXPECT_GE(listed->blocks_per_sm, 1);
+          EXPECT_EQ(listed->blocks_per_sm, max_resident_blocks(d, fused_block_variant(va, pa, vb, pb)));
+        }
+      }
+    }
+    EXPECT_FALSE(ratios.empty()) << a->name << "+" << b->name;
+  }
+  // tc_gemm's 96 registers a thread: 1:1 with stream_triad fits, but not so many parts that the
+  // block's threads pass 1024 or its registers an SM's.
+  const KernelVariant& vt = tc->variant(tc->default_variant);
+  const KernelVariant& vm = mem->variant(mem->default_variant);
+  EXPECT_TRUE(fused_block_fits(d, vt, 1, vm, 1).is_ok());
+  const Status over = fused_block_fits(d, vt, 4, vm, 1);  // 4 x 256 + 256 threads
+  EXPECT_EQ(over.code(), StatusCode::unsupported);
+  EXPECT_NE(over.message().find("threads"), std::string::npos) << over.message();
+  EXPECT_EQ(fused_block_fits(d, vt, 0, vm, 1).code(), StatusCode::invalid_argument);
+  const Status barriers = fused_block_fits(d, vm, 8, vm, 8);
+  EXPECT_NE(barriers.message().find("named barriers"), std::string::npos) << barriers.message();
+  // A tighter max_parts lists only ratios within it.
+  for (const FusionRatio& r : fusion_ratios_that_fit(d, vm, vm, 3)) EXPECT_LE(r.parts_a + r.parts_b, 3);
+}
+
 TEST(SimAbortAll, PreemptsPersistentAndNamesNativeLaunchesThatOutlastTheGrace) {
   const DeviceSpec d = h100_sxm_spec();
   sim::SimBackend sim(d);

@@ -221,4 +221,68 @@ struct TcGemmBody {
   }
 };
 
+
+// conv_im2col: a 3x3 convolution (stride 1, zero padding 1; channels -> filters) as im2col + GEMM
+// on tensor cores (WMMA 16x16x16, FP16 operands, FP32 accumulation): out[f][p] = sum over k of
+// weight[f][k] * im2col[k][p] (kernels/conv_reference.h). A logical block covers threads/2
+// consecutive pixels; warp w of a part owns pixels [16w, 16w + 16) of it and all `filters` (16
+// per accumulator). The part stages im2col rows kChunk at a time in its shared memory (pixel-major,
+// the B operand's column-major layout), gathering FP32 activations and rounding them to FP16.
+struct ConvIm2colBody {
+  static constexpr const char* kName = "ConvIm2colBody";  // its name in the fusion compiler's source
+  static constexpr int kFilters = 64;   // 4 accumulators of 16 filters per warp
+  static constexpr int kChunk = 64;     // im2col rows staged at once
+  const float* input;    // [channels][side][side]
+  const __half* weight;  // [kFilters][channels * 9] row-major
+  float* out;            // [kFilters][side * side] row-major
+  int channels;
+  int side;              // side * side is a multiple of 16
+  template <class Ctx>
+  __device__ void operator()(const Ctx& ctx) const {
+    using namespace nvcuda;
+    // WMMA needs 256-bit aligned shared pointers; the part's slice carries 32 bytes of slack.
+    __half* staged = reinterpret_cast<__half*>((reinterpret_cast<uintptr_t>(ctx.shared) + 31) & ~uintptr_t{31});
+    const int block_pixels = ctx.threads / 2;
+    const int64_t pixels = static_cast<int64_t>(side) * side;
+    const int64_t first = ctx.block * block_pixels;
+    const int reduction = channels * 9;
+    const int warp = ctx.thread / 32;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFilters / 16];
+    for (auto& f : acc) wmma::fill_fragment(f, 0.0f);
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+    for (int k0 = 0; k0 < reduction; k0 += kChunk) {
+      // Neighbouring threads take neighbouring pixels of one im2col row: their loads coalesce.
+      for (int i = ctx.thread; i < kChunk * block_pixels; i += ctx.threads) {
+        const int kk = i / block_pixels, n = i % block_pixels;
+        const int k = k0 + kk;
+        const int64_t p = first + n;
+        float v = 0.0f;
+        if (k < reduction && p < pixels) {
+          const int c = k / 9, tap = k % 9;
+          const int y = static_cast<int>(p / side) + tap / 3 - 1, x = static_cast<int>(p % side) + tap % 3 - 1;
+          if (y >= 0 && y < side && x >= 0 && x < side) v = ctx.load(input + (static_cast<int64_t>(c) * side + y) * side + x);
+        }
+        staged[n * kChunk + kk] = __float2half(v);
+      }
+      ctx.sync();
+      if (first + 16 * warp < pixels) {
+        for (int ks = 0; ks < kChunk && k0 + ks < reduction; ks += 16) {
+          wmma::load_matrix_sync(fb, staged + 16 * warp * kChunk + ks, kChunk);
+          for (int f = 0; f < kFilters / 16; ++f) {
+            wmma::load_matrix_sync(fa, weight + static_cast<int64_t>(16 * f) * reduction + k0 + ks, reduction);
+            wmma::mma_sync(acc[f], fa, fb, acc[f]);
+          }
+        }
+      }
+      ctx.sync();  // the next chunk overwrites the staged rows
+    }
+    if (first + 16 * warp >= pixels) return;
+    for (int f = 0; f < kFilters / 16; ++f) {
+      wmma::store_matrix_sync(out + static_cast<int64_t>(16 * f) * pixels + first + 16 * warp, acc[f], static_cast<unsigned>(pixels),
+                              wmma::mem_row_major);
+    }
+  }
+};
+
 }  // namespace concord::kernels

@@ -10,6 +10,7 @@
 #include <random>
 #include <type_traits>
 
+#include "kernels/conv_reference.h"
 #include "kernels/device/bodies.cuh"
 #include "kernels/device/instance.cuh"
 
@@ -240,12 +241,53 @@ class TcGemmKernel final : public BodyKernel<TcGemmBody> {
   DeviceBuffer<float> c_;
 };
 
+// ---- conv_im2col
+class ConvIm2colKernel final : public BodyKernel<ConvIm2colBody> {
+ public:
+  using BodyKernel::BodyKernel;
+  ConvIm2colShape shape() const { return {kConvChannels, ConvIm2colBody::kFilters, static_cast<int>(spec().size)}; }
+  Status prepare(uint64_t seed) override {
+    if (spec().size % 16 != 0) return Status::invalid_argument("conv_im2col: size must be a multiple of 16");
+    seed_ = seed;
+    const ConvIm2colShape s = shape();
+    CONCORD_RETURN_IF_ERROR(input_.allocate(static_cast<size_t>(s.channels * s.pixels())));
+    CONCORD_RETURN_IF_ERROR(weight_.allocate(static_cast<size_t>(s.filters) * s.reduction()));
+    CONCORD_RETURN_IF_ERROR(out_.allocate(static_cast<size_t>(s.filters * s.pixels())));
+    CONCORD_RETURN_IF_ERROR(fill(input_.get(), s.channels * s.pixels(), seed, 0, 1));
+    fill_half_kernel<<<1024, 256>>>(weight_.get(), static_cast<int64_t>(s.filters) * s.reduction(), seed + 1);
+    CONCORD_CUDA_LAUNCHED();
+    return Status::ok();
+  }
+  Status poison_output(cudaStream_t st) override { return poison(out_.get(), shape().filters * shape().pixels(), st); }
+  ConvIm2colBody body(int) const override {
+    return {input_.get(), weight_.get(), out_.get(), kConvChannels, static_cast<int>(spec().size)};
+  }
+  Result<double> check(uint64_t seed) const override {
+    const ConvIm2colShape s = shape();
+    // The values the GPU multiplied: activations rounded to FP16 when staged, FP16 weights.
+    const Values input = [this](int64_t i) {
+      return static_cast<double>(__half2float(__float2half(hash_uniform(seed_, static_cast<uint64_t>(i)))));
+    };
+    const Values weight = [this](int64_t i) {
+      return static_cast<double>(__half2float(__float2half(hash_uniform(seed_ + 1, static_cast<uint64_t>(i)) - 0.5f)));
+    };
+    return relative_error(out_.get(), s.filters * s.pixels(), seed,
+                          [&](int64_t i) { return conv_im2col_reference(s, input, weight, i); });
+  }
+
+ private:
+  uint64_t seed_ = 0;
+  DeviceBuffer<float> input_;
+  DeviceBuffer<__half> weight_;
+  DeviceBuffer<float> out_;
+};
+
 const std::vector<std::pair<std::string, Factory>>& factories() {
   static const std::vector<std::pair<std::string, Factory>> f = {
       {"fma_loop", factory<FmaLoopKernel>()},   {"stream_triad", factory<StreamTriadKernel>()},
       {"vector_add", factory<VectorAddKernel>()}, {"hotspot", factory<HotspotKernel>()},
       {"matmul", factory<MatmulKernel>()},       {"kmeans", factory<KmeansKernel>()},
-      {"tc_gemm", factory<TcGemmKernel>()},
+      {"tc_gemm", factory<TcGemmKernel>()},     {"conv_im2col", factory<ConvIm2colKernel>()},
   };
   return f;
 }
