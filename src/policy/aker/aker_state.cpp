@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "concord/occupancy.h"
+
 namespace concord::policy {
 namespace {
 
@@ -206,7 +208,10 @@ Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Se
   int64_t blocks = r.pending.size();
   if (std::isfinite(limit) && ctx.capabilities(*r.kernel).split_range) {
     const double fit = kernel(ctx, *r.kernel, r.kernel->default_variant).solo.blocks_within(limit);
-    blocks = std::clamp<int64_t>(static_cast<int64_t>(std::floor(std::min(fit, 9e18))), 1, blocks);
+    // Never less than one wave (every SM full): a smaller piece leaves the GPU idle.
+    const int64_t wave = std::max<int64_t>(
+        1, int64_t{ctx.device().sm_count} * max_resident_blocks(ctx.device(), r.kernel->variant(r.kernel->default_variant)));
+    blocks = std::clamp<int64_t>(static_cast<int64_t>(std::floor(std::min(fit, 9e18))), std::min(wave, blocks), blocks);
   }
   return dispatch_alone(ctx, r, blocks, false);
 }

@@ -76,8 +76,8 @@ class AkerState {
   Result<bool> dispatch_fused(SchedContext& ctx, const ReadyLaunch& self, const ReadyLaunch& partner, int64_t self_blocks,
                               const AkerFusionPlan& plan, bool lc);
   Status dispatch_alone(SchedContext& ctx, const ReadyLaunch& r, int64_t blocks, bool lc);
-  // A BE launch alone within `limit` seconds: elastic kernels split to fit (at least one block),
-  // others whole.
+  // A BE launch alone within `limit` seconds: elastic kernels split to fit (never below one wave
+  // of blocks, every SM full), others whole.
   Status dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit);
   // Kernel reorder (8.3.1): the first BE launch, in round-robin order, whose predicted duration
   // is below the headroom runs alone before the LC launch; if none, the LC launch runs alone.
