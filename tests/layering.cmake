@@ -1,10 +1,11 @@
 # The layers of DESIGN.md, enforced: no folder includes a layer above it. Run as
 #   cmake -DSRC=<repo>/src -P layering.cmake
 # Each rule: a folder, and the include prefixes its files may not use (comma-separated).
-# A policy's facet files (src/policy/<name>/<name>_facet.h, _metrics.h: the profile data it owns)
+# A policy's facet files (src/policy/<name>/<name>_facet.h, _metrics.h, _class.h, _model.h: the profile
+# data it owns and what classifies and models it)
 # are a layer of their own on core, below the profiler that fills them; only core's headers and
 # each other are open to them, and the profiler may use them.
-set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics)\\.h$")
+set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics|class|model)\\.h$")
 set(rules
   "core|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h"
   "mechanism|policy/,backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
@@ -38,7 +39,8 @@ foreach(rule IN LISTS rules)
     endforeach()
   endforeach()
 endforeach()
-file(GLOB facet_files "${SRC}/policy/*/*_facet.*" "${SRC}/policy/*/*_metrics.*")
+file(GLOB facet_files "${SRC}/policy/*/*_facet.*" "${SRC}/policy/*/*_metrics.*" "${SRC}/policy/*/*_class.*"
+     "${SRC}/policy/*/*_model.*")
 foreach(f IN LISTS facet_files)
   file(STRINGS "${f}" includes REGEX "^#include \"")
   foreach(line IN LISTS includes)

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,8 @@ struct EngineStats {
   double policy_seconds = 0;  // wall time spent inside policy hooks (including the backend calls they make)
   double backend_seconds = 0; // of which in the backend's dispatch, resize and preempt (launching)
   double engine_seconds = 0;  // wall time of the whole run (for the overhead share)
+  // What the policy counted about its own decisions (Policy::stats), read when the run ends.
+  std::map<std::string, double> policy;
 };
 
 struct RunRecord {

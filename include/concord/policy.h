@@ -150,6 +150,9 @@ class Policy {
     return schedule(ctx);
   }
   virtual Status on_tick(SchedContext& ctx) { return schedule(ctx); }
+  // Counters a policy keeps about its own decisions (name to value; e.g. Aker's decision time per
+  // LC kernel and its models' prediction errors), written with the run's results. Default: none.
+  virtual std::map<std::string, double> stats() const { return {}; }
 
  protected:
   virtual Status schedule(SchedContext& ctx) { (void)ctx; return Status::ok(); }

@@ -1,4 +1,4 @@
-// `concord profile run|raise|show|export|import`: measures kernels and manages the profile store.
+// `concord profile run|raise|aker|show|export|import`: measures kernels and manages the profile store.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "cli/command.h"
 #include "concord/profile.h"
@@ -35,6 +36,8 @@ struct ProfileOptions {
   std::vector<std::string> raise_workloads, raise_csv;
   std::string ncu = "ncu", work_dir = ".", gpu, driver;
   int passes = 3;
+  // aker
+  std::vector<std::string> aker_workloads, aker_pairs, aker_ratios;
   // raise-worker, export, import
   std::string worker_jobs, export_path, import_path;
 };
@@ -42,6 +45,7 @@ struct ProfileOptions {
 struct ProfileApps {
   CLI::App* run = nullptr;
   CLI::App* raise = nullptr;
+  CLI::App* aker = nullptr;
   CLI::App* worker = nullptr;
   CLI::App* show = nullptr;
   CLI::App* exporter = nullptr;
@@ -115,17 +119,93 @@ int profile_raise(ProfileOptions o) {
   return kExitOk;
 }
 
-int profile_run(const ProfileOptions& o) {
+Result<BackendConfig> backend_config(const ProfileOptions& o) {
   BackendConfig config{o.backend, {}, 1};
   if (o.backend == "sim") {
     auto dev = resolve_device(o.device.empty() ? "h200" : o.device);
-    if (!dev) return usage_error(dev.status().message());
+    if (!dev) return dev.status();
     config.device = *dev;
   } else if (!o.device.empty()) {
     auto index = parse_device_index(o.device);
-    if (!index) return usage_error("--device '" + o.device + "': the cuda backend takes a GPU index");
+    if (!index) return Status::invalid_argument("--device '" + o.device + "': the cuda backend takes a GPU index");
     config.device_index = *index;
   }
+  return config;
+}
+
+// Aker's facet: the kernels of --kernels and of the workloads; pairs from --pairs, and from each
+// workload every LC kernel with every BE kernel and every two BE kernels of different tenants,
+// both ways (the policy decides which pairs of classes fuse).
+int profile_aker(const ProfileOptions& o) {
+  auto config = backend_config(o);
+  if (!config) return usage_error(config.status().message());
+  auto sizes = parse_sizes(o.sizes);
+  if (!sizes) return usage_error(sizes.status().message());
+  profile::AkerProfileOptions a;
+  a.reps = std::max(1, o.reps);
+  auto add = [&](const KernelSpec& k) {
+    if (std::none_of(a.kernels.begin(), a.kernels.end(), [&](const KernelSpec& x) { return x.name == k.name; })) a.kernels.push_back(k);
+  };
+  auto add_pair = [&](const std::string& x, const std::string& y) {
+    if (x != y && std::find(a.pairs.begin(), a.pairs.end(), std::make_pair(x, y)) == a.pairs.end()) a.pairs.emplace_back(x, y);
+  };
+  for (const std::string& w : o.aker_workloads) {
+    auto wl = load_workload_file(w);
+    if (!wl) return fail(wl.status());
+    for (const auto& t : wl->tenants) {
+      for (const auto& st : t.steps) add(st.kernel);
+    }
+    for (size_t i = 0; i < wl->tenants.size(); ++i) {
+      for (size_t j = 0; j < wl->tenants.size(); ++j) {
+        const TenantSpec& x = wl->tenants[i];
+        const TenantSpec& y = wl->tenants[j];
+        if (i == j || y.cls != TenantClass::best_effort) continue;
+        for (const auto& sx : x.steps) {
+          for (const auto& sy : y.steps) add_pair(sx.kernel.name, sy.kernel.name);
+        }
+      }
+    }
+  }
+  std::vector<std::string> names = o.kernels;
+  for (const std::string& p : o.aker_pairs) {
+    const auto plus = p.find('+');
+    if (plus == std::string::npos || plus == 0 || plus + 1 == p.size()) return usage_error("--pairs '" + p + "': expected K1+K2");
+    names.push_back(p.substr(0, plus));
+    names.push_back(p.substr(plus + 1));
+    add_pair(p.substr(0, plus), p.substr(plus + 1));
+  }
+  for (const std::string& n : names) {
+    if (std::any_of(a.kernels.begin(), a.kernels.end(), [&](const KernelSpec& k) { return k.name == n; })) continue;
+    const auto it = std::find_if(suite_catalog().begin(), suite_catalog().end(), [&](const SuiteEntry& e) { return e.name == n; });
+    if (it == suite_catalog().end()) return usage_error("aker: unknown kernel '" + n + "'");
+    const auto size = sizes->find(n);
+    auto k = make_suite_kernel(n, size != sizes->end() ? size->second : it->default_size);
+    if (!k) return fail(k.status());
+    add(*k);
+  }
+  if (!o.aker_ratios.empty()) {
+    a.ratios.clear();
+    for (const std::string& r : o.aker_ratios) {
+      int x = 0, y = 0;
+      char colon = 0;
+      std::istringstream in(r);
+      if (!(in >> x >> colon >> y) || colon != ':' || !in.eof() || x < 1 || y < 1) {
+        return usage_error("--ratios '" + r + "': expected a:b with a, b >= 1");
+      }
+      a.ratios.emplace_back(x, y);
+    }
+  }
+  if (a.kernels.empty()) return usage_error("profile aker: no kernels (give --workload, --kernels or --pairs)");
+  auto store = ProfileStore::open(o.db);
+  if (!store) return fail(store.status());
+  auto report = profile::profile_aker(**store, *config, a, std::cerr);
+  if (!report) return fail(report.status());
+  return kExitOk;
+}
+
+int profile_run(const ProfileOptions& o) {
+  auto config = backend_config(o);
+  if (!config) return usage_error(config.status().message());
   auto store = ProfileStore::open(o.db);
   if (!store) return fail(store.status());
   profile::ProfileOptions p;
@@ -150,7 +230,7 @@ int profile_run(const ProfileOptions& o) {
     };
     if (std::none_of(p.specs.begin(), p.specs.end(), same)) p.specs.push_back(k);
   }
-  auto report = profile::profile_kernels(**store, config, p, std::cerr);
+  auto report = profile::profile_kernels(**store, *config, p, std::cerr);
   if (!report) return fail(report.status());
   return kExitOk;
 }
@@ -201,6 +281,7 @@ int run_profile(ProfileOptions o, const ProfileApps& apps, const Config& config)
     return kExitOk;
   }
   if (apps.raise->parsed()) return profile_raise(o);
+  if (apps.aker->parsed()) return profile_aker(o);
   if (apps.run->parsed()) return profile_run(o);
   auto store = ProfileStore::open(o.db, /*read_only=*/!apps.importer->parsed());
   if (!store) return fail(store.status());
@@ -260,6 +341,18 @@ Subcommand add_profile_command(CLI::App& parent) {
                          "Parse these CSVs of earlier ncu runs (one pass each, averaged) instead of running ncu");
   apps.raise->add_option("--gpu", o->gpu, "The GPU name of the profile key (default: the CUDA device's)");
   apps.raise->add_option("--driver", o->driver, "The driver version of the profile key (default: the CUDA device's)");
+
+  apps.aker = profile->add_subcommand(
+      "aker", "Measure Aker's facet through a backend: classes, solo lines, fused versions at the paper's load ratios");
+  apps.aker->add_option("-b,--backend", o->backend, "Backend: cuda, or sim")->capture_default_str();
+  apps.aker->add_option("-d,--device", o->device, "cuda: the GPU's index (default 0); sim: h100, h200 (default) or a device JSON file");
+  apps.aker->add_option("--workload", o->aker_workloads,
+                        "Its kernels, and as pairs every kernel with every BE tenant's kernel of another tenant");
+  apps.aker->add_option("--kernels", o->kernels, "Suite kernels at their default sizes (or --size)")->delimiter(',');
+  apps.aker->add_option("--pairs", o->aker_pairs, "K1+K2: fuse K2's sub-ranges beside all of K1")->delimiter(',');
+  apps.aker->add_option("--ratios", o->aker_ratios, "Fused versions a:b to try per pair (default 1:1,2:1,1:2)")->delimiter(',');
+  apps.aker->add_option("--size", o->sizes, "NAME=SIZE (repeatable)");
+  apps.aker->add_option("--reps", o->reps, "Timed repetitions per point (median)")->capture_default_str();
 
   apps.worker = profile->add_subcommand("raise-worker", "Internal: the program ncu profiles");
   apps.worker->group("");  // hidden

@@ -863,6 +863,7 @@ RunRecord Engine::collect(std::chrono::steady_clock::time_point wall0) {
   }
   out.dispatches = std::move(dispatch_records_);
   stats_.engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  stats_.policy = policy_.stats();
   out.stats = stats_;
   return out;
 }

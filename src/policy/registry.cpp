@@ -1,4 +1,6 @@
 #include "concord/policy.h"
+#include "policy/aker/aker_policy.h"
+#include "policy/baymax/baymax_policy.h"
 #include "policy/fedc/fedc_policy.h"
 #include "policy/fedcm/fedcm_policy.h"
 #include "policy/krisp/krisp_policy.h"
@@ -13,6 +15,7 @@
 #include "policy/sgdrc/sgdrc_policy.h"
 #include "policy/static_partition/static_partition_policy.h"
 #include "policy/streams/streams_policy.h"
+#include "policy/tacker/tacker_policy.h"
 
 namespace concord {
 
@@ -97,6 +100,12 @@ const PolicyRegistry& builtin_policies() {
     must(r.add("rd", "RAISE baseline: task streams, random task order; random dims; params streams, dims (random|min|mid|max)", policy::make_rd));
     must(r.add("sgdrc", "SGDRC: one LC + one BE kernel, tidal SM masking of elastic BE (sgdrc.md 4, 7.1); params window, tolerance, steps, reserve, be_tlp",
                policy::make_sgdrc));
+    must(r.add("aker", "Aker (aker.md 8.3): one kernel at a time; the newest LC query's kernel fused with the BE kernel of largest gain, split at the opportune ratio, when within the QoS headroom; else reorder; BE + BE fusion when no LC is ready; param idle_cap",
+               policy::make_aker));
+    must(r.add("tacker", "Tacker (Aker's baseline): Aker's manager with whole BE kernels fused, tensor-core + CUDA-core pairs only; param idle_cap",
+               policy::make_tacker));
+    must(r.add("baymax", "Baymax (Aker's baseline): one kernel at a time; a BE kernel runs before the LC kernel only if it fits every query's headroom; param idle_cap",
+               policy::make_baymax));
     return r;
   }();
   return registry;

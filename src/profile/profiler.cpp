@@ -10,91 +10,14 @@
 
 #include "concord/occupancy.h"
 #include "concord/suite.h"
+#include "profile/timer.h"
 
 namespace concord::profile {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double kForever = std::numeric_limits<double>::infinity();
 
 double elapsed_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// One launch to time: a kernel variant, its logical blocks and its placement.
-struct Launch {
-  const KernelSpec* kernel = nullptr;
-  int variant = 0;
-  BlockRange range;
-  Placement placement;
-  TenantId tenant{0};
-  DispatchId after;  // stream order behind this dispatch (invalid: none)
-};
-
-// Starts dispatches on a backend and collects their completions: durations are a completion's
-// end minus its start, as the backend measured them (events on the GPU, model time in the sim).
-class Timer {
- public:
-  explicit Timer(Backend& backend) : b_(backend) {}
-
-  Result<DispatchId> start(const Launch& l) {
-    DispatchRequest r;
-    r.id = DispatchId{next_dispatch_++};
-    DispatchPart part;
-    part.launch = LaunchId{next_launch_++};
-    part.tenant = l.tenant;
-    part.kernel = l.kernel;
-    part.variant = l.variant;
-    part.range = l.range;
-    r.parts.push_back(part);
-    r.placement = l.placement;
-    r.placement.variant = l.variant;
-    r.placement.range = l.range;
-    r.after = l.after;
-    CONCORD_RETURN_IF_ERROR(b_.dispatch(r));
-    pending_.insert(r.id);
-    return r.id;
-  }
-
-  // Waits for every started dispatch; returns their completions by id.
-  Result<std::map<DispatchId, Completion>> wait_all() {
-    std::map<DispatchId, Completion> out;
-    while (!pending_.empty()) {
-      auto done = b_.advance(kForever);
-      if (!done) return done.status();
-      if (done->empty() && b_.running() == 0) {
-        return Status::internal("profiler: the backend runs nothing but " + std::to_string(pending_.size()) +
-                                " dispatches never completed");
-      }
-      for (Completion& c : *done) {
-        if (c.preempted) return Status::internal("profiler: dispatch " + std::to_string(c.dispatch.value) + " was preempted");
-        pending_.erase(c.dispatch);
-        out[c.dispatch] = std::move(c);
-      }
-    }
-    return out;
-  }
-
-  // Median duration of `reps` runs of `l`, after one warm-up run (the first run of a kernel on a
-  // backend also prepares it).
-  Result<double> median(const Launch& l, int reps) {
-    std::vector<double> times;
-    for (int r = 0; r < reps + 1; ++r) {
-      auto id = start(l);
-      if (!id) return id.status();
-      auto done = wait_all();
-      if (!done) return done.status();
-      const Completion& c = done->at(*id);
-      if (r > 0) times.push_back(c.end - c.start);
-    }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-  }
-
- private:
-  Backend& b_;
-  int64_t next_dispatch_ = 0;
-  int64_t next_launch_ = 0;
-  std::set<DispatchId> pending_;
-};
 
 // The streaming co-runner the cache policies are also timed beside: stream_triad of 2^28
 // elements at half its occupancy on every SM, and the duration of one launch of it.

@@ -19,6 +19,7 @@
 
 #include "concord/profile.h"
 #include "concord/workload.h"
+#include "policy/aker/aker_facet.h"
 #include "policy/raise/raise_facet.h"
 
 namespace concord {
@@ -270,6 +271,9 @@ Status check_facet(const std::string& facet, const std::string& json) {
   if (facet.empty()) return Status::invalid_argument("facet name is empty");
   const auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::invalid_argument("facet '" + facet + "': not a JSON object");
+  if (facet == policy::kAkerFacetName) {
+    if (auto v = policy::aker_facet_from_json(json); !v) return v.status();
+  }
   if (facet == kRaiseFacet) {
     if (auto v = policy::raise_facet_from_json(json); !v) return v.status();
   }
@@ -808,6 +812,17 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
                                                      metrics.status().message());
         }
         v.facets[kRaiseFacet] = **facet;
+        any = true;
+      }
+      // Aker's facet of every variant that has one.
+      for (KernelVariant& v : k.variants) {
+        auto facet = store.find_facet(k.name, v.name, k.size, policy::kAkerFacetName, gpu);
+        if (!facet) return facet.status();
+        if (!*facet) continue;
+        if (auto read = policy::aker_facet_from_json(**facet); !read) {
+          return Status(read.status().code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " + read.status().message());
+        }
+        v.facets[policy::kAkerFacetName] = **facet;
         any = true;
       }
       auto p = store.find(k.name, k.variant(k.default_variant).name, k.size, gpu);

@@ -129,6 +129,7 @@ std::string results_json(const RunRecord& run, const Metrics* metrics, const jso
   j["engine"] = {{"policy_calls", run.stats.policy_calls}, {"dispatches", run.stats.dispatches},
                  {"policy_seconds", run.stats.policy_seconds},
                  {"backend_dispatch_seconds", run.stats.backend_seconds}, {"engine_seconds", run.stats.engine_seconds}};
+  if (!run.stats.policy.empty()) j["engine"]["policy_stats"] = run.stats.policy;
   return j.dump(1);
 }
 

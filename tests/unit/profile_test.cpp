@@ -330,7 +330,7 @@ TEST_F(StoreTest, FacetsRoundTripAndStayIndependentOfProfileFields) {
   cache.cache_seconds = {1, 1.5, 2, 2.5};
   cache.sm_curve = {{4, 9.0}};  // not among the fields written: ignored
   ASSERT_TRUE((*store)->merge(cache, {ProfileField::cache}).is_ok());
-  ASSERT_TRUE((*store)->put_facet(key, "aker", R"({"class": "memory-prefer"})").is_ok());
+  ASSERT_TRUE((*store)->put_facet(key, "example", R"({"class": "memory-prefer"})").is_ok());
   KernelProfile tlp;
   tlp.key = key;
   tlp.tlp_seconds = {3, 2};
@@ -351,17 +351,17 @@ TEST_F(StoreTest, FacetsRoundTripAndStayIndependentOfProfileFields) {
   ASSERT_TRUE(facets.is_ok());
   ASSERT_EQ(facets->size(), 2u);
   EXPECT_EQ(*policy::raise_facet_from_json(facets->at(kRaiseFacet)), (RaiseVector{5, 5, 5, 5, 5, 5, 5, 5}));
-  EXPECT_EQ(nlohmann::json::parse(facets->at("aker"))["class"], "memory-prefer");
-  auto one = (*store)->get_facet(key, "aker");
+  EXPECT_EQ(nlohmann::json::parse(facets->at("example"))["class"], "memory-prefer");
+  auto one = (*store)->get_facet(key, "example");
   ASSERT_TRUE(one.is_ok() && one->has_value());
-  auto none = (*store)->get_facet(key_of("bfs", 8192), "aker");
+  auto none = (*store)->get_facet(key_of("bfs", 8192), "example");
   ASSERT_TRUE(none.is_ok());
   EXPECT_FALSE(none->has_value());
   auto found = (*store)->find_facet("bfs", "mid", 4096, kRaiseFacet);
   ASSERT_TRUE(found.is_ok() && found->has_value());
   // Facets must be JSON objects; the raise facet must hold eight metrics within 0-10.
-  EXPECT_FALSE((*store)->put_facet(key, "aker", "[1, 2]").is_ok());
-  EXPECT_FALSE((*store)->put_facet(key, "aker", "{not json").is_ok());
+  EXPECT_FALSE((*store)->put_facet(key, "example", "[1, 2]").is_ok());
+  EXPECT_FALSE((*store)->put_facet(key, "example", "{not json").is_ok());
   EXPECT_FALSE((*store)->put_facet(key, "", "{}").is_ok());
   auto bad_raise = (*store)->put_facet(key, kRaiseFacet, raise_json(11));
   ASSERT_FALSE(bad_raise.is_ok());
@@ -734,7 +734,7 @@ TEST_F(StoreTest, AStoreIsCreatedByItsFirstWrite) {
   EXPECT_TRUE((*store)->facets_of(key_of("bfs", 1))->empty());
   EXPECT_EQ(*(*store)->missing(key_of("bfs", 1), ProfileFields::all()), ProfileFields::all());
   EXPECT_FALSE(std::filesystem::exists(p));
-  ASSERT_TRUE((*store)->put_facet(key_of("bfs", 1), "aker", "{}").is_ok());
+  ASSERT_TRUE((*store)->put_facet(key_of("bfs", 1), "example", "{}").is_ok());
   EXPECT_TRUE(std::filesystem::exists(p));
   auto again = ProfileStore::open(p, /*read_only=*/true);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();

@@ -1,0 +1,115 @@
+#include "policy/aker/aker_policy.h"
+
+#include <cmath>
+
+#include "mechanism/params.h"
+
+namespace concord::policy {
+
+Status AkerPolicy::schedule(SchedContext& ctx) {
+  if (state_.in_flight()) return Status::ok();
+  state_.start_decision();
+  const AkerPresent& present = state_.present(ctx);
+  if (present.lc) return lc_step(ctx, present);
+  if (!present.be.empty()) return be_step(ctx, present);
+  return Status::ok();
+}
+
+Status AkerPolicy::lc_step(SchedContext& ctx, const AkerPresent& present) {
+  const ReadyLaunch lc = *present.lc;
+  // 8.3.2: earlier queries' kernels run first, as they are; only the newest query's are fused or
+  // reordered.
+  if (!present.lc_of_newest || !(present.headroom > 0)) return state_.reorder_or_lc(ctx, lc, {}, 0);
+  const Seconds self = state_.solo_seconds(ctx, *lc.kernel, lc.kernel->default_variant, lc.pending.size());
+  for (;;) {
+    const ReadyLaunch* best = nullptr;
+    AkerFusionPlan best_plan;
+    int best_rank = 0;
+    for (const ReadyLaunch& be : present.be) {
+      const std::optional<int> rank = state_.pair_rank(ctx, *lc.kernel, *be.kernel);
+      if (!rank) continue;
+      const AkerVersion* v = state_.version(ctx, *lc.kernel, *be.kernel);
+      if (!v) continue;
+      const auto plan = aker_plan_opportune(self, state_.kernel(ctx, *be.kernel, be.kernel->default_variant).solo,
+                                            be.pending.size(), v->model);
+      if (!plan || !aker_fits(*plan, present.headroom)) continue;
+      // 5.1's order of pairs first, then the largest gain (8.3.1).
+      if (!best || *rank < best_rank || (*rank == best_rank && plan->gain() > best_plan.gain())) {
+        best = &be;
+        best_plan = *plan;
+        best_rank = *rank;
+      }
+    }
+    if (!best) break;
+    state_.end_lc_decision();
+    auto fused = state_.dispatch_fused(ctx, lc, *best, lc.pending.size(), best_plan, true);
+    if (!fused) return fused.status();
+    if (*fused) return Status::ok();
+    // The backend refused that version (the pair is now excluded): choose again.
+  }
+  return state_.reorder_or_lc(ctx, lc, present.be, present.headroom);
+}
+
+Status AkerPolicy::be_step(SchedContext& ctx, const AkerPresent& present) {
+  const Seconds limit = present.queries.empty() ? state_.idle_limit(ctx) : present.headroom;
+  for (;;) {
+    const ReadyLaunch* best_a = nullptr;
+    const ReadyLaunch* best_b = nullptr;
+    AkerFusionPlan best_plan;
+    int64_t best_blocks = 0;
+    int best_rank = 0;
+    for (const ReadyLaunch& a : present.be) {
+      for (const ReadyLaunch& b : present.be) {
+        if (a.tenant == b.tenant) continue;
+        const std::optional<int> rank = state_.pair_rank(ctx, *a.kernel, *b.kernel);
+        if (!rank) continue;
+        const AkerVersion* v = state_.version(ctx, *a.kernel, *b.kernel);
+        if (!v) continue;
+        const AkerSoloModel& solo_a = state_.kernel(ctx, *a.kernel, a.kernel->default_variant).solo;
+        int64_t blocks = a.pending.size();
+        if (std::isfinite(limit)) {
+          // K_1 as much as keeps the fused kernel within the limit at the opportune ratio.
+          const double at = v->model.normalized(v->model.opportune_ratio());
+          const double fit = solo_a.blocks_within(limit / at);
+          blocks = std::min<int64_t>(blocks, static_cast<int64_t>(std::floor(std::min(fit, 9e18))));
+        }
+        if (blocks < 1) continue;
+        const auto plan = aker_plan_opportune(solo_a.seconds(static_cast<double>(blocks)),
+                                              state_.kernel(ctx, *b.kernel, b.kernel->default_variant).solo, b.pending.size(),
+                                              v->model);
+        if (!plan || !(plan->gain() > 0) || plan->fused > limit) continue;
+        if (!best_a || *rank < best_rank || (*rank == best_rank && plan->gain() > best_plan.gain())) {
+          best_a = &a;
+          best_b = &b;
+          best_plan = *plan;
+          best_blocks = blocks;
+          best_rank = *rank;
+        }
+      }
+    }
+    if (!best_a) break;
+    auto fused = state_.dispatch_fused(ctx, *best_a, *best_b, best_blocks, best_plan, false);
+    if (!fused) return fused.status();
+    if (*fused) return Status::ok();
+  }
+  return state_.be_alone(ctx, present);
+}
+
+Result<double> idle_cap_param(const std::string& policy, const PolicyParams& params) {
+  auto cap = double_param(params, "idle_cap", AkerOptions{}.idle_cap);
+  if (!cap) return cap.status();
+  if (!(*cap >= 0) || !std::isfinite(*cap)) {
+    return Status::invalid_argument(policy + ": parameter 'idle_cap' must be >= 0 (a share of the smallest LC target; 0: no limit), not '" +
+                                    params.at("idle_cap") + "'");
+  }
+  return *cap;
+}
+
+Result<std::unique_ptr<Policy>> make_aker(const PolicyParams& params) {
+  CONCORD_RETURN_IF_ERROR(only_params("aker", params, {"idle_cap"}));
+  auto cap = idle_cap_param("aker", params);
+  if (!cap) return cap.status();
+  return std::unique_ptr<Policy>(std::make_unique<AkerPolicy>(AkerOptions{*cap}));
+}
+
+}  // namespace concord::policy

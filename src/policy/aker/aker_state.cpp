@@ -1,0 +1,283 @@
+#include "policy/aker/aker_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "concord/occupancy.h"
+
+namespace concord::policy {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool is_lc(const SchedContext& ctx, TenantId t) { return ctx.tenant(t).info.cls == TenantClass::latency_critical; }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Achieved utilisations from the estimator's time on every SM (what the profiler derives from its
+// measured curve: KernelProfile's compute_utilization and memory_utilization).
+AkerUtilisation estimated_utilisation(const DeviceSpec& dev, const KernelSpec& k, const KernelVariant& v, Seconds seconds) {
+  AkerUtilisation u;
+  u.tensor = k.unit == ComputeUnit::tensor;
+  if (!(seconds > 0)) return u;
+  const double blocks = static_cast<double>(v.logical_blocks);
+  const double peak = u.tensor ? dev.tensor_flops : dev.fp32_flops;
+  u.compute = peak > 0 ? v.flops_per_block * blocks / seconds / peak : 0;
+  u.memory = dev.dram_bytes_per_s > 0 ? v.bytes_per_block * blocks / seconds / dev.dram_bytes_per_s : 0;
+  return u;
+}
+
+}  // namespace
+
+const AkerKernel& AkerState::kernel(const SchedContext& ctx, const KernelSpec& k, int variant) {
+  const auto key = std::make_pair(&k, variant);
+  if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
+  AkerKernel out;
+  const KernelVariant& v = k.variant(variant);
+  if (auto f = v.facets.find(kAkerFacetName); f != v.facets.end()) {
+    // Attached facets were checked when they were stored and attached; one that does not read
+    // here is treated as absent.
+    if (auto facet = aker_facet_from_json(f->second)) out.facet = std::move(*facet);
+  }
+  const Seconds whole = ctx.estimator().seconds(k, variant, ctx.device().sm_count);
+  if (out.facet) {
+    out.cls = out.facet->cls;
+    out.utilisation = out.facet->utilisation;
+    if (out.facet->solo.size() >= 2) {
+      if (auto solo = AkerSoloModel::fit(out.facet->solo)) {
+        out.solo = std::move(*solo);
+        out.measured = true;
+      }
+    }
+  } else {
+    out.utilisation = estimated_utilisation(ctx.device(), k, v, whole);
+    out.cls = aker_class(out.utilisation);
+  }
+  if (!out.measured) out.solo = AkerSoloModel::proportional(static_cast<double>(v.logical_blocks), whole);
+  return kernels_.emplace(key, std::move(out)).first->second;
+}
+
+const AkerVersion* AkerState::version(const SchedContext& ctx, const KernelSpec& self, const KernelSpec& partner) {
+  const PairKey key{&self, &partner};
+  if (refused_.count(key)) return nullptr;
+  if (auto it = versions_.find(key); it != versions_.end()) return &it->second;
+  const AkerKernel& a = kernel(ctx, self, self.default_variant);
+  const AkerKernel& b = kernel(ctx, partner, partner.default_variant);
+  std::vector<AkerFusedModel> models;
+  std::vector<const AkerFusedEntry*> entries;
+  if (a.facet) {
+    const std::string& pv = partner.variant(partner.default_variant).name;
+    for (const AkerFusedEntry& e : a.facet->fused) {
+      if (e.partner != partner.name || e.partner_variant != pv || e.partner_size != partner.size) continue;
+      if (auto m = AkerFusedModel::fit(e.points)) {
+        models.push_back(std::move(*m));
+        entries.push_back(&e);
+      }
+    }
+  }
+  AkerVersion v;
+  if (auto best = aker_best_version(models)) {
+    v.model = models[*best];
+    v.self_parts = entries[*best]->self_parts;
+    v.partner_parts = entries[*best]->partner_parts;
+    v.measured = true;
+  } else {
+    v.model = AkerFusedModel::estimated(aker_contention(a.utilisation, b.utilisation));
+  }
+  return &versions_.emplace(key, std::move(v)).first->second;
+}
+
+std::optional<int> AkerState::pair_rank(const SchedContext& ctx, const KernelSpec& a, const KernelSpec& b) {
+  if (&a == &b || refused_.count({&a, &b})) return std::nullopt;
+  const Capabilities ca = ctx.capabilities(a), cb = ctx.capabilities(b);
+  if (!ca.fusion || !cb.fusion || !ca.persistent_form || !cb.persistent_form) return std::nullopt;
+  return aker_pair_rank(kernel(ctx, a, a.default_variant).cls, kernel(ctx, b, b.default_variant).cls);
+}
+
+Seconds AkerState::idle_limit(const SchedContext& ctx) const {
+  if (!(idle_cap_ > 0)) return kInf;
+  Seconds least = kInf;
+  for (const TenantView& t : ctx.tenants()) {
+    if (t.info.cls == TenantClass::latency_critical && t.info.latency_target > 0) least = std::min(least, t.info.latency_target);
+  }
+  return idle_cap_ * least;
+}
+
+const AkerPresent& AkerState::present(const SchedContext& ctx) {
+  const Seconds now = ctx.now();
+  present_.queries.clear();
+  present_.lc.reset();
+  present_.lc_of_newest = false;
+  present_.be.clear();
+  // Each active query: (tenant, request) -> its index in `queries`.
+  std::map<std::pair<int64_t, int64_t>, size_t> index;
+  auto query = [&](TenantId t, int64_t request, Seconds arrival) -> AkerQuery& {
+    const auto key = std::make_pair(t.value, request);
+    auto [it, added] = index.emplace(key, present_.queries.size());
+    if (added) present_.queries.push_back({arrival, ctx.tenant(t).info.latency_target, 0});
+    return present_.queries[it->second];
+  };
+  std::map<std::pair<int64_t, int64_t>, Seconds> seen;
+  for (const ReadyLaunch& r : ctx.ready()) {
+    if (!is_lc(ctx, r.tenant)) {
+      if (!r.has_running_dispatch) present_.be.push_back(r);
+      continue;
+    }
+    seen[{r.tenant.value, r.request}] = r.request_arrival;
+    query(r.tenant, r.request, r.request_arrival).remaining +=
+        solo_seconds(ctx, *r.kernel, r.kernel->default_variant, r.pending_blocks);
+    if (!r.has_running_dispatch && (!present_.lc || r.request_arrival < present_.lc->request_arrival)) present_.lc = r;
+  }
+  for (const TenantView& t : ctx.tenants()) {
+    if (t.info.cls != TenantClass::latency_critical) continue;
+    for (const QueuedLaunch& q : ctx.queued(t.id)) {
+      const auto key = std::make_pair(t.id.value, q.request);
+      // A queued request's arrival is not in the present: it came after the last look that did
+      // not see it, so that look's time is a bound that errs toward less headroom.
+      Seconds arrival = last_call_;
+      if (auto s = seen.find(key); s != seen.end()) arrival = s->second;
+      else if (auto a = arrivals_.find(key); a != arrivals_.end()) arrival = a->second;
+      seen[key] = arrival;
+      const KernelVariant& v = q.kernel->variant(q.kernel->default_variant);
+      query(t.id, q.request, arrival).remaining += solo_seconds(ctx, *q.kernel, q.kernel->default_variant, v.logical_blocks);
+    }
+  }
+  arrivals_ = std::move(seen);
+  std::stable_sort(present_.queries.begin(), present_.queries.end(),
+                   [](const AkerQuery& a, const AkerQuery& b) { return a.arrival < b.arrival; });
+  if (present_.lc) {
+    const Seconds newest = present_.queries.back().arrival;
+    present_.lc_of_newest = present_.lc->request_arrival >= newest;
+  }
+  const auto n = static_cast<int64_t>(ctx.tenants().size());
+  auto turn = [&](const ReadyLaunch& r) { return ((r.tenant.value - be_cursor_ - 1) % n + n) % n; };
+  std::stable_sort(present_.be.begin(), present_.be.end(), [&](const ReadyLaunch& a, const ReadyLaunch& b) { return turn(a) < turn(b); });
+  // Decisions are made with nothing in flight (one dispatch at a time), so nothing is busy.
+  present_.headroom = aker_headroom(present_.queries, now, 0);
+  last_call_ = now;
+  return present_;
+}
+
+Result<bool> AkerState::dispatch_fused(SchedContext& ctx, const ReadyLaunch& self, const ReadyLaunch& partner, int64_t self_blocks,
+                                       const AkerFusionPlan& plan, bool lc) {
+  const AkerVersion* v = version(ctx, *self.kernel, *partner.kernel);
+  if (!v) return false;
+  Placement p;
+  p.sms = ctx.device().all_sms();
+  p.form = LaunchForm::persistent;
+  p.priority = lc ? kHighStreamPriority : kNormalStreamPriority;
+  p.range = BlockRange{self.pending.begin, self.pending.begin + self_blocks};
+  p.fusion = Fusion{partner.id, {partner.pending.begin, partner.pending.begin + plan.partner_blocks}, v->self_parts, v->partner_parts};
+  auto d = ctx.dispatch(self.id, p);
+  if (!d) {
+    const StatusCode code = d.status().code();
+    if (code != StatusCode::unsupported && code != StatusCode::invalid_argument) return d.status();
+    refused_[{self.kernel, partner.kernel}] = true;  // e.g. the fused block does not fit an SM
+    ++refusals_;
+    return false;
+  }
+  flight_ = Flight{*d, self.kernel, partner.kernel, 0, plan.ratio, plan.self};
+  ++(lc ? fused_lc_ : fused_be_);
+  be_cursor_ = partner.tenant.value;
+  return true;
+}
+
+Status AkerState::dispatch_alone(SchedContext& ctx, const ReadyLaunch& r, int64_t blocks, bool lc) {
+  Placement p;
+  p.sms = ctx.device().all_sms();  // the native form: the fastest for a kernel alone
+  p.priority = lc ? kHighStreamPriority : kNormalStreamPriority;
+  p.range = BlockRange{r.pending.begin, r.pending.begin + blocks};
+  auto d = ctx.dispatch(r.id, p);
+  if (!d) return d.status();
+  flight_ = Flight{*d, r.kernel, nullptr, blocks, 0, 0};
+  if (lc) {
+    ++lc_alone_;
+  } else {
+    ++be_alone_;
+    be_cursor_ = r.tenant.value;
+  }
+  return Status::ok();
+}
+
+Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit) {
+  int64_t blocks = r.pending.size();
+  if (std::isfinite(limit) && ctx.capabilities(*r.kernel).split_range) {
+    const double fit = kernel(ctx, *r.kernel, r.kernel->default_variant).solo.blocks_within(limit);
+    // Never less than one wave (every SM full): a smaller piece leaves the GPU idle.
+    const int64_t wave = std::max<int64_t>(
+        1, int64_t{ctx.device().sm_count} * max_resident_blocks(ctx.device(), r.kernel->variant(r.kernel->default_variant)));
+    blocks = std::clamp<int64_t>(static_cast<int64_t>(std::floor(std::min(fit, 9e18))), std::min(wave, blocks), blocks);
+  }
+  return dispatch_alone(ctx, r, blocks, false);
+}
+
+Status AkerState::reorder_or_lc(SchedContext& ctx, const ReadyLaunch& lc, const std::vector<ReadyLaunch>& be, Seconds headroom) {
+  for (const ReadyLaunch& r : be) {
+    if (solo_seconds(ctx, *r.kernel, r.kernel->default_variant, r.pending.size()) < headroom) {
+      end_lc_decision();
+      return dispatch_alone(ctx, r, r.pending.size(), false);
+    }
+  }
+  end_lc_decision();
+  return dispatch_alone(ctx, lc, lc.pending.size(), true);
+}
+
+void AkerState::complete(const Completion& c) {
+  if (!flight_ || c.dispatch != flight_->id) return;
+  const Flight f = *flight_;
+  flight_.reset();
+  const Seconds took = c.end - c.start;
+  if (!c.error.is_ok() || c.preempted || !(took > 0)) return;
+  if (!f.partner) {
+    auto it = kernels_.find({f.kernel, f.kernel->default_variant});
+    if (it != kernels_.end()) solo_errors_.push_back(it->second.solo.observe(static_cast<double>(f.blocks), took));
+    return;
+  }
+  auto it = versions_.find({f.kernel, f.partner});
+  if (it != versions_.end() && f.self > 0) fused_errors_.push_back(it->second.model.observe(f.ratio, took / f.self));
+}
+
+void AkerState::end_lc_decision() {
+  decision_seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - decision_t0_).count());
+}
+
+std::map<std::string, double> AkerState::stats() const {
+  std::map<std::string, double> s;
+  s["lc_alone"] = static_cast<double>(lc_alone_);
+  s["be_alone"] = static_cast<double>(be_alone_);
+  s["fused_lc_be"] = static_cast<double>(fused_lc_);
+  s["fused_be_be"] = static_cast<double>(fused_be_);
+  s["fusions_refused"] = static_cast<double>(refusals_);
+  s["lc_decisions"] = static_cast<double>(decision_seconds_.size());
+  if (!decision_seconds_.empty()) {
+    s["lc_decision_median_us"] = median(decision_seconds_) * 1e6;
+    s["lc_decision_max_us"] = *std::max_element(decision_seconds_.begin(), decision_seconds_.end()) * 1e6;
+  }
+  s["solo_predictions"] = static_cast<double>(solo_errors_.size());
+  if (!solo_errors_.empty()) s["solo_error_median"] = median(solo_errors_);
+  s["fused_predictions"] = static_cast<double>(fused_errors_.size());
+  if (!fused_errors_.empty()) s["fused_error_median"] = median(fused_errors_);
+  int solo_refits = 0, fused_refits = 0, measured = 0, measured_versions = 0;
+  for (const auto& [key, k] : kernels_) {
+    solo_refits += k.solo.refits();
+    measured += k.measured ? 1 : 0;
+  }
+  for (const auto& [key, v] : versions_) {
+    fused_refits += v.model.refits();
+    measured_versions += v.measured ? 1 : 0;
+  }
+  s["solo_refits"] = solo_refits;
+  s["fused_refits"] = fused_refits;
+  s["kernels_measured"] = measured;
+  s["kernels_estimated"] = static_cast<double>(kernels_.size()) - measured;
+  s["versions_measured"] = measured_versions;
+  s["versions_estimated"] = static_cast<double>(versions_.size()) - measured_versions;
+  return s;
+}
+
+}  // namespace concord::policy

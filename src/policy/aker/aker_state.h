@@ -1,0 +1,127 @@
+// What the aker, tacker and baymax policies share (aker.md 6.3, 8): each kernel's class and solo
+// duration model and each pair's fused version, from the "aker" profile facet where `concord
+// profile aker` stored one and from the estimator otherwise; the online refits of those models
+// from completions; the LC queries of the present and their headroom; the one dispatch the GPU
+// runs (the three issue one kernel, fused or not, at a time); and the counters they report.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "concord/policy.h"
+#include "policy/aker/aker_class.h"
+#include "policy/aker/aker_facet.h"
+#include "policy/aker/aker_model.h"
+#include "policy/aker/aker_rule.h"
+
+namespace concord::policy {
+
+struct AkerKernel {
+  AkerClass cls = AkerClass::neutral;
+  AkerUtilisation utilisation;
+  AkerSoloModel solo;
+  bool measured = false;  // the solo model and class come from the facet
+  std::optional<AkerFacet> facet;
+};
+
+// A fused version of a pair: the model, the ratio of parts in a block, and whether it was measured.
+struct AkerVersion {
+  AkerFusedModel model;
+  int self_parts = 1;
+  int partner_parts = 1;
+  bool measured = false;
+};
+
+// The present as the three policies decide on it.
+struct AkerPresent {
+  std::vector<AkerQuery> queries;         // active LC queries, in arrival order
+  std::optional<ReadyLaunch> lc;          // the LC launch to run next: the oldest query's
+  bool lc_of_newest = false;              // it belongs to the newest query (8.3.2: only that one is fused or reordered)
+  std::vector<ReadyLaunch> be;            // ready BE launches, round robin from the tenant after the last served
+  Seconds headroom = 0;                   // aker_headroom over `queries` (infinity: none)
+};
+
+class AkerState {
+ public:
+  // `idle_cap`: when no LC query is active, a BE dispatch is kept within this share of the
+  // smallest LC target (0: no limit).
+  explicit AkerState(double idle_cap) : idle_cap_(idle_cap) {}
+
+  const AkerKernel& kernel(const SchedContext& ctx, const KernelSpec& k, int variant);
+  Seconds solo_seconds(const SchedContext& ctx, const KernelSpec& k, int variant, int64_t blocks) {
+    return kernel(ctx, k, variant).solo.seconds(static_cast<double>(blocks));
+  }
+  // The version K_1 = `self` with K_2 = `partner` runs in: the measured one with the largest
+  // makespan reduction (Section 7), else one estimated from the two kernels' utilisations at 1:1;
+  // nullptr when the backend refused it before.
+  const AkerVersion* version(const SchedContext& ctx, const KernelSpec& self, const KernelSpec& partner);
+  // Whether two ready launches may fuse at all: both elastic with fusion on this backend, a pair
+  // of classes (aker_pair_rank), and not refused before. Returns the pair's rank.
+  std::optional<int> pair_rank(const SchedContext& ctx, const KernelSpec& a, const KernelSpec& b);
+
+  // The present: queries, the next LC launch, the BE launches.
+  const AkerPresent& present(const SchedContext& ctx);
+  // The BE work allowed while no LC query is active (infinity: no limit).
+  Seconds idle_limit(const SchedContext& ctx) const;
+
+  // Dispatches. Each records what was predicted, for the refit when it completes. An error of the
+  // backend refusing a fused placement (unsupported, invalid_argument) marks the pair refused and
+  // returns false; other errors are returned.
+  Result<bool> dispatch_fused(SchedContext& ctx, const ReadyLaunch& self, const ReadyLaunch& partner, int64_t self_blocks,
+                              const AkerFusionPlan& plan, bool lc);
+  Status dispatch_alone(SchedContext& ctx, const ReadyLaunch& r, int64_t blocks, bool lc);
+  // A BE launch alone within `limit` seconds: elastic kernels split to fit (never below one wave
+  // of blocks, every SM full), others whole.
+  Status dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit);
+  // Kernel reorder (8.3.1): the first BE launch, in round-robin order, whose predicted duration
+  // is below the headroom runs alone before the LC launch; if none, the LC launch runs alone.
+  // Ends the LC decision's timing.
+  Status reorder_or_lc(SchedContext& ctx, const ReadyLaunch& lc, const std::vector<ReadyLaunch>& be, Seconds headroom);
+  // The BE step with no LC launch ready: the first BE launch within the headroom of the active
+  // queries, or idle_limit() when there are none.
+  Status be_alone(SchedContext& ctx, const AkerPresent& present) {
+    return dispatch_be_within(ctx, present.be.front(), present.queries.empty() ? idle_limit(ctx) : present.headroom);
+  }
+  bool in_flight() const { return flight_.has_value(); }
+  // Refits the models from the dispatch's duration; forgets the dispatch.
+  void complete(const Completion& c);
+
+  // Decision time of one LC kernel (from the policy's start of the decision to its dispatch call).
+  void start_decision() { decision_t0_ = std::chrono::steady_clock::now(); }
+  void end_lc_decision();
+  std::map<std::string, double> stats() const;
+
+ private:
+  struct Flight {
+    DispatchId id;
+    const KernelSpec* kernel = nullptr;  // solo: the kernel; fused: K_1
+    const KernelSpec* partner = nullptr; // fused: K_2
+    int64_t blocks = 0;                  // solo: blocks run
+    double ratio = 0;                    // fused: the planned load ratio
+    Seconds self = 0;                    // fused: predicted X_k1
+  };
+  using PairKey = std::pair<const KernelSpec*, const KernelSpec*>;
+
+  double idle_cap_;
+  std::map<std::pair<const KernelSpec*, int>, AkerKernel> kernels_;
+  std::map<PairKey, AkerVersion> versions_;
+  std::map<PairKey, bool> refused_;
+  std::map<std::pair<int64_t, int64_t>, Seconds> arrivals_;  // (tenant, request) -> arrival, for queued requests
+  Seconds last_call_ = 0;
+  int64_t be_cursor_ = -1;
+  AkerPresent present_;
+  std::optional<Flight> flight_;
+  // Counters.
+  std::chrono::steady_clock::time_point decision_t0_;
+  std::vector<double> decision_seconds_;
+  std::vector<double> solo_errors_, fused_errors_;
+  int64_t lc_alone_ = 0, be_alone_ = 0, fused_lc_ = 0, fused_be_ = 0, refusals_ = 0;
+};
+
+}  // namespace concord::policy

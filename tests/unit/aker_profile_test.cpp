@@ -1,0 +1,132 @@
+// `concord profile aker` on the simulator: the facet it stores, the store's check of it, and the
+// aker policy reading the measured versions once attached.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "backend/sim/sim_backend.h"
+#include "concord/profile.h"
+#include "concord/spec_source.h"
+#include "concord/suite.h"
+#include "concord/workload.h"
+#include "policy/aker/aker_facet.h"
+#include "policy/aker/aker_policy.h"
+#include "profile/profiler.h"
+
+namespace concord {
+namespace {
+
+class AkerProfile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / ("aker_profile_" + std::to_string(::getpid()) + "_" +
+                                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    config_.kind = "sim";
+    config_.device = h200_spec();
+    options_.kernels = {*make_suite_kernel("fma_loop", 1 << 22), *make_suite_kernel("stream_triad", 1 << 28)};
+    options_.pairs = {{"fma_loop", "stream_triad"}};
+    options_.reps = 1;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string db() const { return (dir_ / "p.db").string(); }
+  ProfileKey key(const KernelSpec& k) const {
+    return {"H200", "sim", k.name, k.variant(k.default_variant).name, k.size};
+  }
+
+  std::filesystem::path dir_;
+  BackendConfig config_;
+  profile::AkerProfileOptions options_;
+  std::ostringstream progress_;
+};
+
+TEST_F(AkerProfile, StoresClassesSoloLinesAndFusedVersions) {
+  auto store = ProfileStore::open(db());
+  ASSERT_TRUE(store) << store.status().to_string();
+  auto report = profile::profile_aker(**store, config_, options_, progress_);
+  ASSERT_TRUE(report) << report.status().to_string();
+  EXPECT_EQ(report->kernels, 2);
+  EXPECT_GE(report->versions, 1) << progress_.str();
+
+  auto fma = (*store)->get_facet(key(options_.kernels[0]), policy::kAkerFacetName);
+  ASSERT_TRUE(fma && *fma);
+  auto f = policy::aker_facet_from_json(**fma);
+  ASSERT_TRUE(f) << f.status().to_string();
+  EXPECT_EQ(f->cls, policy::AkerClass::compute);
+  EXPECT_EQ(f->solo.size(), 4u);  // 1/8, 1/4, 1/2 and all of the grid
+  ASSERT_FALSE(f->fused.empty());
+  for (const auto& e : f->fused) {
+    EXPECT_EQ(e.partner, "stream_triad");
+    ASSERT_EQ(e.points.size(), 4u);
+    // At the paper's four ratios (K_2's blocks from its measured line).
+    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(e.points[i].x, policy::kAkerProfileRatios[i], 0.02);
+    EXPECT_TRUE(policy::AkerFusedModel::fit(e.points));
+  }
+  auto triad = (*store)->get_facet(key(options_.kernels[1]), policy::kAkerFacetName);
+  ASSERT_TRUE(triad && *triad);
+  EXPECT_EQ(policy::aker_facet_from_json(**triad)->cls, policy::AkerClass::memory);
+
+  // A second run with other ratios keeps the versions of the first.
+  options_.ratios = {{3, 1}};
+  ASSERT_TRUE(profile::profile_aker(**store, config_, options_, progress_));
+  auto again = policy::aker_facet_from_json(**(*store)->get_facet(key(options_.kernels[0]), policy::kAkerFacetName));
+  EXPECT_GE(again->fused.size(), f->fused.size());
+
+  // The store refuses a malformed aker facet and names the field.
+  const Status bad = (*store)->put_facet(key(options_.kernels[0]), policy::kAkerFacetName, R"({"class":"fast"})");
+  EXPECT_FALSE(bad);
+  EXPECT_NE(bad.message().find("field 'class'"), std::string::npos) << bad.message();
+}
+
+TEST_F(AkerProfile, RefusesPairsOfKernelsNotProfiled) {
+  auto store = ProfileStore::open(db());
+  ASSERT_TRUE(store);
+  options_.pairs = {{"fma_loop", "tc_gemm"}};
+  EXPECT_FALSE(profile::profile_aker(**store, config_, options_, progress_));
+  options_.pairs = {{"fma_loop", "fma_loop"}};
+  EXPECT_FALSE(profile::profile_aker(**store, config_, options_, progress_));
+  options_.pairs = {};
+  options_.ratios = {{0, 1}};
+  EXPECT_FALSE(profile::profile_aker(**store, config_, options_, progress_));
+}
+
+TEST_F(AkerProfile, ThePolicyUsesTheAttachedVersions) {
+  auto store = ProfileStore::open(db());
+  ASSERT_TRUE(store);
+  ASSERT_TRUE(profile::profile_aker(**store, config_, options_, progress_));
+  TenantSpec lc;
+  lc.name = "infer";
+  lc.cls = TenantClass::latency_critical;
+  lc.steps = {KernelStep{options_.kernels[0], 1}};
+  lc.requests = 10;
+  lc.arrival.kind = ArrivalProcess::Kind::poisson;
+  lc.arrival.rate_per_s = 1000;
+  lc.latency_target = 20e-3;
+  TenantSpec be;
+  be.name = "train";
+  be.steps = {KernelStep{options_.kernels[1], 1}};
+  be.requests = 40;
+  Workload w;
+  w.name = "aker";
+  w.tenants = {lc, be};
+  auto attached = attach_profiles(w, **store);
+  ASSERT_TRUE(attached) << attached.status().to_string();
+  EXPECT_EQ(*attached, 2);
+  const KernelSpec& k = w.tenants[0].steps[0].kernel;
+  EXPECT_TRUE(k.variant(k.default_variant).facets.count(policy::kAkerFacetName));
+  policy::AkerPolicy aker({});
+  sim::SimBackend backend(h200_spec());
+  auto run = run_workload(w, backend, aker, EngineOptions{});
+  ASSERT_TRUE(run) << run.status().to_string();
+  const auto stats = aker.stats();
+  EXPECT_EQ(stats.at("kernels_measured"), 2);
+  EXPECT_GE(stats.at("versions_measured"), 1);
+  EXPECT_GT(stats.at("fused_lc_be"), 0);
+  EXPECT_TRUE(stats.count("fused_error_median"));
+}
+
+}  // namespace
+}  // namespace concord
