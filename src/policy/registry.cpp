@@ -3,6 +3,8 @@
 #include "policy/fedcm/fedcm_policy.h"
 #include "policy/krisp/krisp_policy.h"
 #include "policy/manual/manual_policy.h"
+#include "policy/pbs/pbs_policy.h"
+#include "policy/pbs_baselines/tlp_baselines.h"
 #include "policy/orion/orion_policy.h"
 #include "policy/priority_streams/priority_streams_policy.h"
 #include "policy/raise/raise_policy.h"
@@ -97,6 +99,15 @@ const PolicyRegistry& builtin_policies() {
     must(r.add("rd", "RAISE baseline: task streams, random task order; random dims; params streams, dims (random|min|mid|max)", policy::make_rd));
     must(r.add("sgdrc", "SGDRC: one LC + one BE kernel, tidal SM masking of elastic BE (sgdrc.md 4, 7.1); params window, tolerance, steps, reserve, be_tlp",
                policy::make_sgdrc));
+    must(r.add("pbs", "PBS: pattern-based TLP search on effective bandwidth (pbs-effective-bandwidth.md V); params metric=ws|fi|hs, sms=split|shared, window, warmup, tolerance, drift, trace",
+               policy::make_pbs));
+    must(r.add("maxtlp", "PBS baseline ++maxTLP: every tenant at the most blocks per SM; param sms=split|shared", policy::make_maxtlp));
+    must(r.add("besttlp", "PBS baseline ++bestTLP: each tenant at its best alone TLP; params tlp.T=N, sms=split|shared",
+               policy::make_besttlp));
+    must(r.add("dyncta", "PBS baseline ++DynCTA-like: each tenant hill-climbs its own TLP on its own progress; params sms, window, warmup, tolerance",
+               policy::make_dyncta));
+    must(r.add("modbypass", "PBS baseline Mod+Bypass-like: dyncta plus L1 bypass for tenants that miss in L1; params sms, window, warmup, tolerance, bypass_miss",
+               policy::make_modbypass));
     return r;
   }();
   return registry;
