@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "policy/pbs/pbs_facet.h"
-#include "policy/pbs/pbs_metrics.h"
+#include "policy/pbs/pbs_objective.h"
 #include "policy/pbs/pbs_search.h"
 
 namespace concord {

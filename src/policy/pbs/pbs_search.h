@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "concord/status.h"
-#include "policy/pbs/pbs_metrics.h"
+#include "policy/pbs/pbs_objective.h"
 
 namespace concord::policy {
 

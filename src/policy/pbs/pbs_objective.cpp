@@ -1,4 +1,4 @@
-#include "policy/pbs/pbs_metrics.h"
+#include "policy/pbs/pbs_objective.h"
 
 #include <vector>
 
