@@ -5,6 +5,8 @@
 #include "policy/fedcm/fedcm_policy.h"
 #include "policy/krisp/krisp_policy.h"
 #include "policy/manual/manual_policy.h"
+#include "policy/pbs/pbs_policy.h"
+#include "policy/pbs_baselines/tlp_baselines.h"
 #include "policy/orion/orion_policy.h"
 #include "policy/priority_streams/priority_streams_policy.h"
 #include "policy/raise/raise_policy.h"
@@ -106,6 +108,15 @@ const PolicyRegistry& builtin_policies() {
                policy::make_tacker));
     must(r.add("baymax", "Baymax (Aker's baseline): one kernel at a time; a BE kernel runs before the LC kernel only if it fits every query's headroom; param idle_cap",
                policy::make_baymax));
+    must(r.add("pbs", "PBS: pattern-based TLP search on effective bandwidth (pbs-effective-bandwidth.md V); params metric=ws|fi|hs, sms=split|shared, window, warmup, tolerance, drift, trace",
+               policy::make_pbs));
+    must(r.add("maxtlp", "PBS baseline ++maxTLP: every tenant at the most blocks per SM; param sms=split|shared", policy::make_maxtlp));
+    must(r.add("besttlp", "PBS baseline ++bestTLP: each tenant at its best alone TLP; params tlp.T=N, sms=split|shared",
+               policy::make_besttlp));
+    must(r.add("dyncta", "PBS baseline ++DynCTA-like: each tenant hill-climbs its own TLP on its own progress; params sms, window, warmup, tolerance",
+               policy::make_dyncta));
+    must(r.add("modbypass", "PBS baseline Mod+Bypass-like: dyncta plus L1 bypass for tenants that miss in L1; params sms, window, warmup, tolerance, bypass_miss",
+               policy::make_modbypass));
     return r;
   }();
   return registry;

@@ -1,8 +1,9 @@
 // The device API on a real GPU: every kernel in every mode against its CPU reference; elastic
 // launches only on allowed SMs and within TLP; preempt + resume and shrink + grow finish every
-// logical block exactly once.
+// logical block exactly once; the TLP lowered and raised in place holds its new limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -536,6 +537,133 @@ TEST(DeviceApi, ShrinkThenGrowKeepsWorkOnAllowedSmsAndRunsEveryBlockOnce) {
   EXPECT_EQ(static_cast<int64_t>(state->done), run.blocks);
   cudaFreeHost(pinned);
   cudaFreeHost(grown);
+}
+
+// A logical block's body that records, besides its run count and SM, how many blocks of the
+// launch were running a body on its SM when it started (itself included): the concurrency a TLP
+// limit bounds.
+struct ConcurrencyBody {
+  unsigned* count;
+  unsigned* sm_of;
+  int* phase_of;
+  int* concurrency_of;
+  int* active;  // per SM: blocks inside a body now
+  const int32_t* phase;
+  long long spin_cycles;
+  template <class Ctx>
+  __device__ void operator()(const Ctx& ctx) const {
+    if (ctx.thread == 0) {
+      const unsigned sm = device::sm_id();
+      concurrency_of[ctx.block] = atomicAdd(&active[sm], 1) + 1;
+      atomicAdd(&count[ctx.block], 1u);
+      sm_of[ctx.block] = sm;
+      phase_of[ctx.block] = device::load_relaxed(phase);
+      const long long until = clock64() + spin_cycles;
+      while (clock64() < until) {
+      }
+      atomicSub(&active[sm], 1);
+    }
+    ctx.sync();
+  }
+};
+
+// The TLP of a running launch lowered and raised several times in place (no relaunch to lower; a
+// second grid on the same control block to raise, as CudaBackend::set_tlp does): every logical
+// block runs exactly once, and once a change has had time to take effect (longer than a few
+// logical blocks) no SM runs more bodies of the launch at once than the new limit. While a change
+// takes effect, the blocks over the limit finish at most the chunk (here one logical block) they hold.
+TEST(DeviceApi, TlpChangedInPlaceHoldsTheNewLimitAndRunsEveryBlockOnce) {
+  const int sms = sm_count();
+  CountRun run;
+  ASSERT_OK(run.init(3000000));
+  cuda::DeviceBuffer<int> concurrency_of, active;
+  ASSERT_OK(concurrency_of.allocate(static_cast<size_t>(run.blocks)));
+  ASSERT_OK(active.allocate(static_cast<size_t>(device::kMaxControlSms)));
+  ASSERT_EQ(cudaMemset(active.get(), 0, active.bytes()), cudaSuccess);
+  const ConcurrencyBody body{run.count.get(), run.sm_of.get(), run.phase_of.get(), concurrency_of.get(),
+                             active.get(), run.phase.get(), 20000};
+  int occupancy = 0;
+  ASSERT_EQ(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &occupancy, device::elastic_kernel<ConcurrencyBody, device::CacheOp::normal>, 64, 0),
+            cudaSuccess);
+  // TLP per step: the first is the launch's; even phases are settled, odd ones in transition.
+  const std::vector<int32_t> tlps = {4, 1, 3, 2, 6, 1};
+  ASSERT_GE(occupancy, 6);
+  cuda::Stream work, grow, control;
+  ASSERT_OK(work.create());
+  ASSERT_OK(grow.create());
+  ASSERT_OK(control.create());
+  struct Pinned {
+    int32_t tlp;
+    int32_t phase;
+  };
+  Pinned* pinned = nullptr;  // one slot per write, allocated before the launch
+  const size_t writes = 2 * tlps.size();
+  ASSERT_EQ(cudaMallocHost(&pinned, writes * sizeof(Pinned)), cudaSuccess);
+  DeviceControl ctl;
+  ASSERT_OK(ctl.init({0, run.blocks}, SmSet::all(sms), tlps[0], /*chunk=*/1));
+  const int grid = occupancy * sms;
+  device::elastic_kernel<ConcurrencyBody, device::CacheOp::normal><<<grid, 64, 0, work.get()>>>(body, ctl.get(), device::BlockAudit{});
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  for (size_t i = 1; i < tlps.size(); ++i) {
+    Pinned& change = pinned[2 * i];
+    change.tlp = tlps[i];
+    change.phase = static_cast<int32_t>(2 * i - 1);
+    ASSERT_OK(ctl.write(offsetof(device::ElasticControl, tlp), &change.tlp, sizeof(int32_t), control.get()));
+    ASSERT_EQ(cudaMemcpyAsync(run.phase.get(), &change.phase, sizeof(int32_t), cudaMemcpyHostToDevice, control.get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(control.get()), cudaSuccess);
+    if (tlps[i] > tlps[i - 1]) {
+      // The first grid's blocks that found their SM full have exited: new slots need new blocks.
+      device::elastic_kernel<ConcurrencyBody, device::CacheOp::normal><<<grid, 64, 0, grow.get()>>>(body, ctl.get(), device::BlockAudit{});
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // about 200 logical blocks per slot
+    Pinned& settled = pinned[2 * i + 1];
+    settled.phase = static_cast<int32_t>(2 * i);
+    ASSERT_EQ(cudaMemcpyAsync(run.phase.get(), &settled.phase, sizeof(int32_t), cudaMemcpyHostToDevice, control.get()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(control.get()), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  const auto count = run.fetch(run.count);
+  const auto sm_of = run.fetch(run.sm_of);
+  const auto phase_of = run.fetch(run.phase_of);
+  const auto concurrency = run.fetch(concurrency_of);
+  const int phases = static_cast<int>(2 * tlps.size() - 1);
+  std::vector<int64_t> in_phase(static_cast<size_t>(phases), 0);
+  std::vector<int> most(static_cast<size_t>(phases), 0);
+  std::map<std::pair<int, int>, int> over_in_transition;  // (phase, SM) -> blocks over the new limit
+  for (int64_t b = 0; b < run.blocks; ++b) {
+    const size_t i = static_cast<size_t>(b);
+    ASSERT_EQ(count[i], 1u) << "logical block " << b;
+    const int phase = phase_of[i];
+    ASSERT_TRUE(phase >= 0 && phase < phases) << "logical block " << b << " phase " << phase;
+    const int32_t limit = tlps[static_cast<size_t>((phase + 1) / 2)];
+    ++in_phase[static_cast<size_t>(phase)];
+    most[static_cast<size_t>(phase)] = std::max(most[static_cast<size_t>(phase)], concurrency[i]);
+    if (phase % 2 == 0) {
+      ASSERT_LE(concurrency[i], limit) << "logical block " << b << " on SM " << sm_of[i] << " in settled phase " << phase;
+    } else if (concurrency[i] > limit) {
+      ++over_in_transition[{phase, static_cast<int>(sm_of[i])}];
+    }
+  }
+  for (int phase = 0; phase < phases; phase += 2) {
+    EXPECT_GT(in_phase[static_cast<size_t>(phase)], 0) << "no work in settled phase " << phase << ": lengthen the run";
+    // A raised limit is reached: the new grid's blocks were admitted.
+    EXPECT_EQ(most[static_cast<size_t>(phase)], tlps[static_cast<size_t>(phase / 2)]) << "settled phase " << phase;
+  }
+  // Over the limit while a lowering takes effect: the blocks that must leave finish the logical
+  // block they hold; the staying ones start at most one or two more while those run.
+  for (const auto& [where, n] : over_in_transition) {
+    const int32_t before = tlps[static_cast<size_t>((where.first - 1) / 2)];
+    EXPECT_LE(n, 2 * before) << "transition phase " << where.first << ", SM " << where.second;
+  }
+  auto state = ctl.read();
+  ASSERT_TRUE(state.is_ok());
+  EXPECT_EQ(static_cast<int64_t>(state->done), run.blocks);
+  cudaFreeHost(pinned);
 }
 
 }  // namespace

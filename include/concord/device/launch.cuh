@@ -73,15 +73,20 @@ __device__ __forceinline__ void count_done(ElasticControl* ctl, unsigned sm, int
   atomicAdd(&ctl->sm_done[sm], static_cast<unsigned>(blocks));
 }
 
-// Leader only: admits this block on its SM if it may fetch and the SM holds fewer than its limit:
-// tight_tlp on the SMs of `tight` (those shared with other kernels), else tlp. The limit's loads
-// travel with may_fetch's (none depends on another).
-__device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm, const Range& r) {
+// The resident-block limit on `sm` now: tight_tlp on the SMs of `tight` (those shared with other
+// kernels), else tlp. The three loads do not depend on each other.
+__device__ __forceinline__ int32_t tlp_limit(const ElasticControl* ctl, unsigned sm) {
   const int32_t everywhere = load_relaxed(&ctl->tlp);
   const int32_t tight_tlp = load_relaxed(&ctl->tight_tlp);
   const uint64_t tight = load_relaxed(&ctl->tight[(sm % kMaxControlSms) / 64]);
+  return tight_tlp > 0 && ((tight >> (sm % 64)) & 1u) ? tight_tlp : everywhere;
+}
+
+// Leader only: admits this block on its SM if it may fetch and the SM holds fewer than its limit.
+// The limit's loads travel with may_fetch's (none depends on another).
+__device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm, const Range& r) {
+  const int32_t tlp = tlp_limit(ctl, sm);
   if (!may_fetch(ctl, sm, r)) return false;
-  const int32_t tlp = tight_tlp > 0 && ((tight >> (sm % 64)) & 1u) ? tight_tlp : everywhere;
   const int prev = atomicAdd(&ctl->resident[sm], 1);
   if (prev >= tlp) {
     atomicSub(&ctl->resident[sm], 1);
@@ -89,6 +94,22 @@ __device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm, const Ra
   }
   atomicMax(&ctl->resident_peak[sm], prev + 1);
   return true;
+}
+
+// Leader only, between chunks: true when this block must leave its SM because the SM holds more
+// blocks of this launch than the limit now allows (the host lowered the TLP while the launch
+// runs); the block is then no longer counted there. The compare-and-swap takes one block off the
+// count only while the count is above the limit, so exactly the surplus leaves and the count never
+// dips below the limit on the way (which would let a new block in).
+__device__ __forceinline__ bool leave_if_over_limit(ElasticControl* ctl, unsigned sm) {
+  const int32_t limit = tlp_limit(ctl, sm);
+  int32_t seen = load_relaxed(&ctl->resident[sm]);
+  while (seen > limit) {
+    const int32_t prev = atomicCAS(&ctl->resident[sm], seen, seen - 1);
+    if (prev == seen) return true;
+    seen = prev;
+  }
+  return false;
 }
 
 // The leader of a block or part records a logical block in the audit (control.h) just before
@@ -124,6 +145,7 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl, BlockAudit audit)
   }
   __syncthreads();
   if (!admitted) return;  // owns nothing: work is handed out only through the counter
+  bool counted = true;     // the leader's: this block is still in the SM's resident count
   PartContext<Op> ctx{-1, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x), 1, dynamic_shared};
   while (true) {
     const Chunk mine = chunk;
@@ -134,14 +156,22 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl, BlockAudit audit)
       ctx.sync();  // the body's shared memory is free before the next logical block uses it
     }
     // Every thread read `chunk` before the body's barrier: the leader may overwrite it now. The
-    // range's last chunk leaves nothing to fetch.
+    // range's last chunk leaves nothing to fetch; a lowered TLP sends the surplus blocks away here,
+    // so a new limit holds within one chunk (the work fetched is always finished first).
     if (threadIdx.x == 0) {
       count_done(ctl, sm, mine.end - mine.begin);
-      chunk = mine.end >= range.end ? Chunk{-1, -1} : fetch_chunk(ctl, sm, range);
+      if (mine.end >= range.end) {
+        chunk = Chunk{-1, -1};
+      } else if (leave_if_over_limit(ctl, sm)) {
+        counted = false;
+        chunk = Chunk{-1, -1};
+      } else {
+        chunk = fetch_chunk(ctl, sm, range);
+      }
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) atomicSub(&ctl->resident[sm], 1);
+  if (threadIdx.x == 0 && counted) atomicSub(&ctl->resident[sm], 1);
 }
 
 // A fused block: parts [0, a) run BodyA with threads_a threads each, parts [a, a+b) run BodyB with
