@@ -26,6 +26,8 @@ def sd_metrics(run, best_alone):
     """WS, FI, HS from each tenant's slowdown SD_i = np_window_i * alone_s_i / best_alone_i."""
     sd = []
     for i, t in enumerate(run["tenants"]):
+        if t.get("np_window") is None or t.get("alone_s") is None:
+            return None  # a run cut short (stopped by a time limit): no figures
         sd.append(t["np_window"] * t["alone_s"] / best_alone[i])
     ws = sum(sd)
     fi = min(sd) / max(sd) if max(sd) > 0 else 0
@@ -75,13 +77,13 @@ def main():
         r = {}
         for s in SCHEMES + [None]:
             if s is None:
-                oracle = [sd_metrics(load(p), best) for p in glob.glob(f"{d}/oracle-*.json")]
+                oracle = [o for o in (sd_metrics(load(p), best) for p in glob.glob(f"{d}/oracle-*.json")) if o]
                 if oracle:
                     r["oracle"] = tuple(max(o[m] for o in oracle) for m in range(3))
                     r["oracle_n"] = len(oracle)
                 continue
             p = f"{d}/{s}.json"
-            if os.path.exists(p):
+            if os.path.exists(p) and sd_metrics(load(p), best):
                 r[s] = sd_metrics(load(p), best)
             sim = f"{args.outdir}/sim/{mix}/{s}.json"
             if backend == "cuda" and os.path.exists(sim):
