@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -259,6 +261,57 @@ TEST_F(ServerFixture, MalformedFramesAreRefusedByNameAndDropOnlyTheirClient) {
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   as<Stats>(*r);
   EXPECT_EQ(server_->malformed(), 2u);
+}
+
+// Runs `body` in a child process that became uid/gid 65534 (nobody/nogroup); its exit status.
+template <typename Body>
+int as_nobody(Body body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+// Real users (needs root to become another): the socket file's mode and group keep a user outside
+// the group from connecting at all; one inside it sees and steers only its own tenants.
+TEST_F(ServerFixture, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to run a child as another user";
+  ControlServerOptions options;
+  options.gid = 0;
+  start(kernel_, options);
+  std::filesystem::permissions(dir_, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                         std::filesystem::perms::others_exec);
+  const std::string path = path_;
+  const int outside = as_nobody([&] {
+    Result<ControlClient> c = ControlClient::connect(path);
+    return !c.is_ok() && c.status().code() == StatusCode::permission_denied ? 0 : 1;
+  });
+  EXPECT_EQ(outside, 0) << "a user outside the socket's group connected";
+  ASSERT_EQ(::chown(path_.c_str(), static_cast<uid_t>(-1), 65534), 0);
+  Result<Message> mine = call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "root-job"});
+  ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
+  const uint64_t root_tenant = as<Registered>(*mine).tenant;
+  const int inside = as_nobody([&] {
+    Result<ControlClient> c = ControlClient::connect(path);
+    if (!c.is_ok()) return 2;
+    Result<Message> r = c->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "nobody-job"}, 2s);
+    if (!r.is_ok() || !std::holds_alternative<Registered>(*r)) return 3;
+    r = c->call(ListTenants{}, 2s);
+    if (!r.is_ok() || !std::holds_alternative<TenantList>(*r)) return 4;
+    const auto& seen = std::get<TenantList>(*r).tenants;
+    if (seen.size() != 1 || seen[0].name != "nobody-job" || seen[0].uid != 65534) return 5;
+    r = c->call(SetWeight{root_tenant, 9}, 2s);
+    if (!r.is_ok() || !std::holds_alternative<ErrorReply>(*r)) return 6;
+    return std::get<ErrorReply>(*r).code == StatusCode::not_found ? 0 : 7;
+  });
+  EXPECT_EQ(inside, 0) << "the other user's session went wrong at step " << inside;
+  Result<Message> all = call(ListTenants{});
+  ASSERT_TRUE(all.is_ok());
+  EXPECT_EQ(as<TenantList>(*all).tenants.size(), 2u);
 }
 
 TEST(IpcControl, ListenReplacesAStaleSocketButNoOtherFile) {

@@ -49,6 +49,8 @@ TEST(IpcRing, GeometryIsChecked) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("field capacity"), std::string::npos);
   EXPECT_TRUE(SpscRing::bytes_for({64, 8}).is_ok());
+  // A 320-byte header, then the slots: fuzz/corpus/ipc_protocol/ring_one_decision is laid out so.
+  EXPECT_EQ(*SpscRing::bytes_for({64, 2}), 320u + 2 * 64);
 }
 
 TEST(IpcRing, FullEmptyAndWraparoundKeepOrder) {
