@@ -43,11 +43,9 @@ Status send_all(int fd, std::span<const uint8_t> bytes) {
     const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        pollfd p{fd, POLLOUT, 0};
-        if (::poll(&p, 1, 1000) <= 0) return Status::io_error("control socket: the peer does not read its replies");
-        continue;
-      }
+      // The server's sockets are non-blocking: a peer whose receive buffer is full is not read
+      // from again, rather than stalling every other client while it waits.
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::io_error("control socket: the peer does not read its replies");
       return sys_error("send");
     }
     sent += size_t(n);

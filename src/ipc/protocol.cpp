@@ -507,7 +507,7 @@ bool allowed_on(MessageType type, Channel channel) {
       return type == MessageType::decision || type == MessageType::heartbeat || type == MessageType::bye;
     case Channel::control_request:
       return type == MessageType::register_tenant || type == MessageType::list_tenants ||
-             type == MessageType::get_stats || type == MessageType::set_weight;
+             type == MessageType::get_stats || type == MessageType::set_weight || type == MessageType::bye;
     case Channel::control_reply:
       return type == MessageType::registered || type == MessageType::tenant_list || type == MessageType::stats ||
              type == MessageType::ack || type == MessageType::error;

@@ -53,7 +53,7 @@ enum class MessageType : uint16_t {
   completion = 4,
   // daemon -> tenant library, down ring
   decision = 3,
-  // either way, rings
+  // either way, rings; bye also on the control socket (the caller's tenants leave)
   heartbeat = 5,
   bye = 6,
   // client -> daemon, control socket
@@ -169,7 +169,7 @@ struct Stats {
   uint64_t tenants = 0;    // registered now
   uint64_t launches = 0;   // launch notices taken
   uint64_t rejected = 0;   // messages refused (malformed, foreign, out of sequence)
-  uint64_t dropped = 0;    // tenants dropped because they died
+  uint64_t dropped = 0;    // tenants dropped because their process ended without a goodbye
   bool operator==(const Stats&) const = default;
 };
 

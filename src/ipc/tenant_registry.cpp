@@ -22,6 +22,10 @@ Message TenantRegistry::handle(const PeerCredentials& peer, const Message& reque
   if (std::holds_alternative<ListTenants>(request)) return list(peer);
   if (std::holds_alternative<GetStats>(request)) return stats(peer);
   if (const auto* s = std::get_if<SetWeight>(&request)) return set_weight(peer, *s);
+  if (std::holds_alternative<Bye>(request)) {
+    remove_registered_by(peer);
+    return Ack{};
+  }
   ++rejected_;
   return refuse(StatusCode::invalid_argument, fmt::format("a {} message is not a control request", to_string(type_of(request))));
 }
@@ -79,6 +83,21 @@ Message TenantRegistry::set_weight(const PeerCredentials& peer, const SetWeight&
   it->second.info.weight = request.weight;
   return Ack{};
 }
+
+uint64_t TenantRegistry::remove_registered_by(const PeerCredentials& peer) {
+  uint64_t removed = 0;
+  for (auto it = tenants_.begin(); it != tenants_.end();) {
+    if (it->second.owner == peer) {
+      it = tenants_.erase(it);
+      ++removed;
+    } else {
+      ++it;
+    }
+  }
+  return removed;
+}
+
+void TenantRegistry::disconnected(const PeerCredentials& peer) { dropped_ += remove_registered_by(peer); }
 
 Status TenantRegistry::note_launch(uint64_t tenant) {
   const auto it = tenants_.find(tenant);

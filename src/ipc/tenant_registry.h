@@ -4,6 +4,9 @@
 // tenants; root (uid 0) sees and steers all. Another user's tenant is answered exactly like a
 // tenant that does not exist (not_found), so a client cannot even learn which ids are taken. A
 // register must name the caller's own pid (as the kernel reports it), unless the caller is root.
+// A tenant library keeps its connection open for its process's life: a goodbye (Bye) removes the
+// caller's tenants, and a connection that ends without one drops them (counted as dropped: the
+// process crashed or was killed).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +35,7 @@ class TenantRegistry final : public ControlHandler {
   explicit TenantRegistry(ChannelMaker make_channel) : make_channel_(std::move(make_channel)) {}
 
   Message handle(const PeerCredentials& peer, const Message& request) override;
+  void disconnected(const PeerCredentials& peer) override;
 
   // The daemon's side (not reachable through the socket): what the rings told it.
   Status note_launch(uint64_t tenant);
@@ -47,6 +51,8 @@ class TenantRegistry final : public ControlHandler {
   Message list(const PeerCredentials& peer) const;
   Message stats(const PeerCredentials& peer) const;
   Message set_weight(const PeerCredentials& peer, const SetWeight& request);
+  // Removes the tenants `peer`'s process registered; how many.
+  uint64_t remove_registered_by(const PeerCredentials& peer);
 
   ChannelMaker make_channel_;
   std::map<uint64_t, TenantRecord> tenants_;

@@ -114,6 +114,20 @@ TEST(IpcControl, RegisterMustNameTheCallersOwnPid) {
   EXPECT_TRUE(as<TenantList>(reg.handle(kAlice, ListTenants{})).tenants.empty());
 }
 
+TEST(IpcControl, GoodbyeRemovesAndADisconnectDropsTheCallersTenants) {
+  TenantRegistry reg = make_registry();
+  as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "a1")));
+  as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "a2")));
+  as<Registered>(reg.handle(kBob, lc(kBob.pid, "b")));
+  as<Ack>(reg.handle(kAlice, Bye{ByeReason::exit}));
+  EXPECT_EQ(reg.tenants().size(), 1u);
+  reg.disconnected(kAlice);  // nothing left of Alice's: nothing dropped
+  EXPECT_EQ(as<Stats>(reg.handle(kRoot, GetStats{})).dropped, 0u);
+  reg.disconnected(kBob);
+  EXPECT_TRUE(reg.tenants().empty());
+  EXPECT_EQ(as<Stats>(reg.handle(kRoot, GetStats{})).dropped, 1u);
+}
+
 TEST(IpcControl, AFailedChannelRefusesTheRegistration) {
   TenantRegistry reg([](uint64_t, const PeerCredentials&) -> Result<std::string> {
     return Status::io_error("shared memory /x.up: shm_open: No space left on device");
@@ -145,7 +159,7 @@ class QueuedCredentials final : public CredentialSource {
 };
 
 // A server on its own thread, over a registry only that thread touches.
-class ServerFixture : public ::testing::Test {
+class IpcControlServer : public ::testing::Test {
  protected:
   void start(const CredentialSource& creds, ControlServerOptions options = {}) {
     dir_ = std::filesystem::temp_directory_path() / fmt::format("concord-ctl-{}-{}", ::getpid(), counter_++);
@@ -182,7 +196,7 @@ class ServerFixture : public ::testing::Test {
   static inline int counter_ = 0;
 };
 
-TEST_F(ServerFixture, SocketFileHasTheModeAndGroup) {
+TEST_F(IpcControlServer, SocketFileHasTheModeAndGroup) {
   ControlServerOptions options;
   options.gid = ::getgid();
   start(kernel_, options);
@@ -193,9 +207,12 @@ TEST_F(ServerFixture, SocketFileHasTheModeAndGroup) {
   EXPECT_EQ(st.st_gid, ::getgid());
 }
 
-TEST_F(ServerFixture, RealClientRegistersAsItself) {
+TEST_F(IpcControlServer, RealClientRegistersAsItself) {
   start(kernel_);
-  Result<Message> r = call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid(), "me"});
+  // A tenant's connection stays open for as long as it lives (its end drops the tenant).
+  Result<ControlClient> me = ControlClient::connect(path_);
+  ASSERT_TRUE(me.is_ok()) << me.status().to_string();
+  Result<Message> r = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid(), "me"}, 2s);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   const Registered reg = as<Registered>(*r);
   Result<Message> list = call(ListTenants{});
@@ -206,7 +223,7 @@ TEST_F(ServerFixture, RealClientRegistersAsItself) {
   EXPECT_EQ(l.tenants[0].uid, ::getuid());
   EXPECT_EQ(l.tenants[0].pid, ::getpid());
   // A pid not its own is refused by what the kernel says of the caller (root may name any).
-  Result<Message> spoof = call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid() + 1, "not-me"});
+  Result<Message> spoof = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid() + 1, "not-me"}, 2s);
   ASSERT_TRUE(spoof.is_ok());
   if (::getuid() == 0) {
     as<Registered>(*spoof);
@@ -215,11 +232,13 @@ TEST_F(ServerFixture, RealClientRegistersAsItself) {
   }
 }
 
-TEST_F(ServerFixture, ForeignUsersThroughTheSocket) {
+TEST_F(IpcControlServer, ForeignUsersThroughTheSocket) {
   QueuedCredentials creds;
   start(creds);
   creds.push(kAlice);
-  Result<Message> r = call(lc(kAlice.pid, "alice-svc"));
+  Result<ControlClient> alice = ControlClient::connect(path_);
+  ASSERT_TRUE(alice.is_ok()) << alice.status().to_string();
+  Result<Message> r = alice->call(lc(kAlice.pid, "alice-svc"), 2s);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   const uint64_t tenant = as<Registered>(*r).tenant;
   creds.push(kBob);
@@ -236,7 +255,7 @@ TEST_F(ServerFixture, ForeignUsersThroughTheSocket) {
   EXPECT_EQ(as<TenantList>(*r).tenants.size(), 1u);
 }
 
-TEST_F(ServerFixture, MalformedFramesAreRefusedByNameAndDropOnlyTheirClient) {
+TEST_F(IpcControlServer, MalformedFramesAreRefusedByNameAndDropOnlyTheirClient) {
   start(kernel_);
   Result<ControlClient> good = ControlClient::connect(path_);
   ASSERT_TRUE(good.is_ok());
@@ -263,6 +282,60 @@ TEST_F(ServerFixture, MalformedFramesAreRefusedByNameAndDropOnlyTheirClient) {
   EXPECT_EQ(server_->malformed(), 2u);
 }
 
+// A tenant process registers through the socket and is killed with SIGKILL: the server sees its
+// connection end and drops its tenant; a second process that says goodbye is not counted dropped.
+TEST_F(IpcControlServer, AKilledTenantProcessIsDroppedOthersKeepBeingServed) {
+  QueuedCredentials creds;
+  start(creds);
+  const auto spawn = [&](bool say_bye) {
+    int go[2], registered[2];
+    EXPECT_EQ(::pipe(go), 0);
+    EXPECT_EQ(::pipe(registered), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      char c = 0;
+      if (::read(go[0], &c, 1) != 1) ::_exit(2);
+      Result<ControlClient> client = ControlClient::connect(path_);
+      if (!client.is_ok()) ::_exit(3);
+      Result<Message> r = client->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "victim"}, 2s);
+      if (!r.is_ok() || !std::holds_alternative<Registered>(*r)) ::_exit(4);
+      if (say_bye) {
+        r = client->call(Bye{ByeReason::exit}, 2s);
+        ::_exit(r.is_ok() && std::holds_alternative<Ack>(*r) ? 0 : 5);
+      }
+      if (::write(registered[1], &c, 1) != 1) ::_exit(6);
+      for (;;) ::pause();
+    }
+    creds.push(PeerCredentials{child, 1000, 1000});
+    EXPECT_EQ(::write(go[1], "g", 1), 1);
+    if (!say_bye) {
+      char c = 0;
+      EXPECT_EQ(::read(registered[0], &c, 1), 1);
+      ::kill(child, SIGKILL);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    for (int fd : {go[0], go[1], registered[0], registered[1]}) ::close(fd);
+    return status;
+  };
+  const int killed = spawn(false);
+  EXPECT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL) << killed;
+  const int clean = spawn(true);
+  EXPECT_TRUE(WIFEXITED(clean) && WEXITSTATUS(clean) == 0) << clean;
+  // The server notices the ended connections on its next polls; meanwhile it keeps answering.
+  Stats stats;
+  for (int i = 0; i < 200; ++i) {
+    creds.push(kRoot);
+    Result<Message> r = call(GetStats{});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    stats = as<Stats>(*r);
+    if (stats.tenants == 0 && stats.dropped == 1) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(stats.tenants, 0u);
+  EXPECT_EQ(stats.dropped, 1u) << "the killed tenant dropped, the one that said goodbye not";
+}
+
 // Runs `body` in a child process that became uid/gid 65534 (nobody/nogroup); its exit status.
 template <typename Body>
 int as_nobody(Body body) {
@@ -278,7 +351,7 @@ int as_nobody(Body body) {
 
 // Real users (needs root to become another): the socket file's mode and group keep a user outside
 // the group from connecting at all; one inside it sees and steers only its own tenants.
-TEST_F(ServerFixture, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
+TEST_F(IpcControlServer, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
   if (::getuid() != 0) GTEST_SKIP() << "needs root to run a child as another user";
   ControlServerOptions options;
   options.gid = 0;
@@ -292,7 +365,9 @@ TEST_F(ServerFixture, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
   });
   EXPECT_EQ(outside, 0) << "a user outside the socket's group connected";
   ASSERT_EQ(::chown(path_.c_str(), static_cast<uid_t>(-1), 65534), 0);
-  Result<Message> mine = call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "root-job"});
+  Result<ControlClient> root = ControlClient::connect(path_);
+  ASSERT_TRUE(root.is_ok()) << root.status().to_string();
+  Result<Message> mine = root->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "root-job"}, 2s);
   ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
   const uint64_t root_tenant = as<Registered>(*mine).tenant;
   const int inside = as_nobody([&] {
@@ -309,9 +384,16 @@ TEST_F(ServerFixture, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
     return std::get<ErrorReply>(*r).code == StatusCode::not_found ? 0 : 7;
   });
   EXPECT_EQ(inside, 0) << "the other user's session went wrong at step " << inside;
+  // The other user's process ended: only root's tenant is left (the server may take a poll to
+  // notice the ended connection).
   Result<Message> all = call(ListTenants{});
+  for (int i = 0; i < 100 && all.is_ok() && as<TenantList>(*all).tenants.size() != 1; ++i) {
+    std::this_thread::sleep_for(10ms);
+    all = call(ListTenants{});
+  }
   ASSERT_TRUE(all.is_ok());
-  EXPECT_EQ(as<TenantList>(*all).tenants.size(), 2u);
+  ASSERT_EQ(as<TenantList>(*all).tenants.size(), 1u);
+  EXPECT_EQ(as<TenantList>(*all).tenants[0].name, "root-job");
 }
 
 TEST(IpcControl, ListenReplacesAStaleSocketButNoOtherFile) {
