@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 total=${1:-60}
-targets=(${FUZZ_TARGETS:-spec_parser profile_json ncu_csv})
+targets=(${FUZZ_TARGETS:-spec_parser profile_json ncu_csv ipc_protocol})
 jobs=${FUZZ_JOBS:-1}
 build_dir=${CONCORD_FUZZ_BUILD_DIR:-build-fuzz}
 

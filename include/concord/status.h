@@ -25,6 +25,7 @@ enum class StatusCode {
   deadline_exceeded,  // a run passed its time limit
   cancelled,          // a run was asked to stop (SIGINT, SIGTERM, a caller's stop flag)
   internal,           // a broken invariant inside Concord: a bug
+  permission_denied,  // the caller (a peer process's user) may not do or see this
 };
 
 const char* to_string(StatusCode code);
@@ -48,6 +49,7 @@ class [[nodiscard]] Status {
   static Status deadline_exceeded(std::string m) { return {StatusCode::deadline_exceeded, std::move(m)}; }
   static Status cancelled(std::string m) { return {StatusCode::cancelled, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::internal, std::move(m)}; }
+  static Status permission_denied(std::string m) { return {StatusCode::permission_denied, std::move(m)}; }
 
   bool is_ok() const { return code_ == StatusCode::ok; }
   explicit operator bool() const { return is_ok(); }

@@ -16,6 +16,7 @@ const char* to_string(StatusCode code) {
     case StatusCode::deadline_exceeded: return "deadline exceeded";
     case StatusCode::cancelled: return "cancelled";
     case StatusCode::internal: return "internal error";
+    case StatusCode::permission_denied: return "permission denied";
   }
   return "unknown";
 }

@@ -1,0 +1,272 @@
+#include "ipc/control_socket.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace concord::ipc {
+namespace {
+
+Status sys_error(const std::string& what) {
+  const int err = errno;
+  const std::string m = fmt::format("control socket: {}: {}", what, std::strerror(err));
+  if (err == EACCES || err == EPERM) return Status::permission_denied(m);
+  if (err == ENOENT || err == ECONNREFUSED) return Status::not_found(m);
+  return Status::io_error(m);
+}
+
+Result<sockaddr_un> address(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof a.sun_path) {
+    return Status::invalid_argument(fmt::format("control socket: path '{}' is empty or longer than {} bytes", path, sizeof a.sun_path - 1));
+  }
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  return a;
+}
+
+// Writes all of `bytes` (the socket may take them in pieces); MSG_NOSIGNAL: a peer that left
+// gives EPIPE, not SIGPIPE.
+Status send_all(int fd, std::span<const uint8_t> bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // The server's sockets are non-blocking: a peer whose receive buffer is full is not read
+      // from again, rather than stalling every other client while it waits.
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::io_error("control socket: the peer does not read its replies");
+      return sys_error("send");
+    }
+    sent += size_t(n);
+  }
+  return Status::ok();
+}
+
+Status reply(int fd, const Message& message) {
+  Result<std::vector<uint8_t>> frame = encode(message);
+  if (!frame.is_ok()) return frame.status();
+  return send_all(fd, *frame);
+}
+
+ErrorReply error_reply(const Status& s) {
+  std::string m = s.message();
+  for (char& c : m) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  if (m.size() > limits::kErrorBytes) m.resize(limits::kErrorBytes);
+  return ErrorReply{s.code(), std::move(m)};
+}
+
+// Reads exactly `bytes.size()` bytes before `deadline`.
+Status recv_exact(int fd, std::span<uint8_t> bytes, std::chrono::steady_clock::time_point deadline) {
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return Status::deadline_exceeded("control socket: no reply in time");
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return sys_error("poll");
+    if (r == 0) continue;
+    const ssize_t n = ::recv(fd, bytes.data() + got, bytes.size() - got, 0);
+    if (n == 0) return Status::io_error("control socket: the daemon closed the connection");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return sys_error("recv");
+    }
+    got += size_t(n);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<PeerCredentials> KernelCredentials::peer(int fd) const {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return sys_error("SO_PEERCRED");
+  if (len != sizeof cred) return Status::io_error("control socket: SO_PEERCRED gave a short answer");
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+Result<uint32_t> group_id(const std::string& name) {
+  std::vector<char> buf(16384);
+  group g{};
+  group* found = nullptr;
+  const int err = ::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
+  if (err != 0) return Status::io_error(fmt::format("group '{}': getgrnam_r: {}", name, std::strerror(err)));
+  if (found == nullptr) return Status::not_found(fmt::format("group '{}': no such group", name));
+  return uint32_t(g.gr_gid);
+}
+
+Result<ControlServer> ControlServer::listen(const ControlServerOptions& options, const CredentialSource& credentials,
+                                            ControlHandler& handler) {
+  Result<sockaddr_un> addr = address(options.path);
+  if (!addr.is_ok()) return addr.status();
+  // Replace a stale socket left by a daemon that died, never another kind of file.
+  struct stat st {};
+  if (::lstat(options.path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Status::already_exists(fmt::format("control socket: {} exists and is not a socket", options.path));
+    }
+    if (::unlink(options.path.c_str()) != 0) return sys_error("unlink " + options.path);
+  }
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return sys_error("socket");
+  ControlServer server(fd, options.path, credentials, handler, options.max_clients);
+  // Bind with no access for anyone, then open it to the mode: no window in which the umask's
+  // wider default lets a stranger connect.
+  const mode_t old_mask = ::umask(0777);
+  const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr);
+  ::umask(old_mask);
+  if (bound != 0) {
+    server.path_.clear();  // not ours to unlink
+    return sys_error("bind " + options.path);
+  }
+  if (options.gid && ::chown(options.path.c_str(), static_cast<uid_t>(-1), *options.gid) != 0) {
+    return sys_error(fmt::format("chown {} to group {}", options.path, *options.gid));
+  }
+  if (::chmod(options.path.c_str(), options.mode) != 0) return sys_error("chmod " + options.path);
+  if (::listen(fd, 64) != 0) return sys_error("listen");
+  return server;
+}
+
+ControlServer::ControlServer(ControlServer&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::exchange(other.path_, {})),
+      credentials_(other.credentials_),
+      handler_(other.handler_),
+      max_clients_(other.max_clients_),
+      clients_(std::exchange(other.clients_, {})),
+      malformed_(other.malformed_) {}
+
+ControlServer::~ControlServer() {
+  for (auto& [fd, client] : clients_) ::close(fd);
+  if (fd_ >= 0) ::close(fd_);
+  if (!path_.empty()) ::unlink(path_.c_str());
+}
+
+void ControlServer::accept_all() {
+  for (;;) {
+    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: none left; other errors: the next poll retries
+    Result<PeerCredentials> peer = credentials_->peer(fd);
+    if (!peer.is_ok() || static_cast<int>(clients_.size()) >= max_clients_) {
+      (void)reply(fd, error_reply(peer.is_ok() ? Status::failed_precondition(fmt::format("control socket: {} clients, the limit", max_clients_))
+                                               : peer.status()));
+      ::close(fd);
+      continue;
+    }
+    clients_.emplace(fd, Client{*peer, {}});
+  }
+}
+
+void ControlServer::drop(int fd) {
+  const auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  const PeerCredentials peer = it->second.peer;
+  clients_.erase(it);
+  ::close(fd);
+  handler_->disconnected(peer);
+}
+
+bool ControlServer::read_from(int fd, Client& client) {
+  uint8_t buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return false;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return false;
+    }
+    client.in.insert(client.in.end(), buf, buf + n);
+    // Never hold more than one frame's worth of a client's bytes.
+    if (client.in.size() > kMaxFrameBytes * 2) break;
+  }
+  while (client.in.size() >= kHeaderBytes) {
+    Result<size_t> body = body_length(std::span<const uint8_t, kHeaderBytes>(client.in.data(), kHeaderBytes));
+    if (!body.is_ok()) {
+      ++malformed_;
+      (void)reply(fd, error_reply(body.status()));
+      return false;
+    }
+    if (client.in.size() < kHeaderBytes + *body) break;
+    const std::span<const uint8_t> frame(client.in.data(), kHeaderBytes + *body);
+    Result<Message> request = decode_on(frame, Channel::control_request);
+    if (!request.is_ok()) {
+      ++malformed_;
+      (void)reply(fd, error_reply(request.status()));
+      return false;
+    }
+    client.in.erase(client.in.begin(), client.in.begin() + static_cast<ptrdiff_t>(frame.size()));
+    if (!reply(fd, handler_->handle(client.peer, *request)).is_ok()) return false;
+  }
+  return true;
+}
+
+Status ControlServer::serve_once(std::chrono::milliseconds timeout) {
+  std::vector<pollfd> fds;
+  fds.push_back({fd_, POLLIN, 0});
+  for (const auto& [fd, client] : clients_) fds.push_back({fd, POLLIN, 0});
+  const int r = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+  if (r < 0) return errno == EINTR ? Status::ok() : sys_error("poll");
+  for (size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    const auto it = clients_.find(fds[i].fd);
+    if (it == clients_.end()) continue;
+    if (!read_from(fds[i].fd, it->second)) drop(fds[i].fd);
+  }
+  if (fds[0].revents & POLLIN) accept_all();
+  return Status::ok();
+}
+
+Result<ControlClient> ControlClient::connect(const std::string& path) {
+  Result<sockaddr_un> addr = address(path);
+  if (!addr.is_ok()) return addr.status();
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return sys_error("socket");
+  ControlClient client(fd);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) return sys_error("connect " + path);
+  return client;
+}
+
+ControlClient::ControlClient(ControlClient&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+
+ControlClient::~ControlClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<Message> ControlClient::call(const Message& request, std::chrono::milliseconds timeout) {
+  if (!allowed_on(type_of(request), Channel::control_request)) {
+    return Status::invalid_argument(fmt::format("control socket: a {} message is not a request", to_string(type_of(request))));
+  }
+  Result<std::vector<uint8_t>> frame = encode(request);
+  if (!frame.is_ok()) return frame.status();
+  return call_raw(*frame, timeout);
+}
+
+Result<Message> ControlClient::call_raw(std::span<const uint8_t> bytes, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  CONCORD_RETURN_IF_ERROR(send_all(fd_, bytes));
+  std::vector<uint8_t> frame(kHeaderBytes);
+  CONCORD_RETURN_IF_ERROR(recv_exact(fd_, frame, deadline));
+  Result<size_t> body = body_length(std::span<const uint8_t, kHeaderBytes>(frame.data(), kHeaderBytes));
+  if (!body.is_ok()) return body.status();
+  frame.resize(kHeaderBytes + *body);
+  CONCORD_RETURN_IF_ERROR(recv_exact(fd_, std::span<uint8_t>(frame).subspan(kHeaderBytes), deadline));
+  return decode_on(frame, Channel::control_reply);
+}
+
+}  // namespace concord::ipc

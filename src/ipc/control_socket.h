@@ -1,0 +1,118 @@
+// The daemon's control socket: a Unix stream socket on which clients (tenant libraries, `concord
+// top`) send requests and get one reply each, as protocol frames. The server learns who each
+// client is from the kernel (SO_PEERCRED: the pid, uid and gid of the process that connected),
+// through an interface so tests can inject credentials; a ControlHandler decides what that client
+// may do. The socket file's mode (0660 by default) and group decide who may connect at all.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concord/status.h"
+#include "ipc/protocol.h"
+
+namespace concord::ipc {
+
+struct PeerCredentials {
+  int32_t pid = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  bool operator==(const PeerCredentials&) const = default;
+};
+
+// Where the server learns who is on the other end of a connection.
+class CredentialSource {
+ public:
+  virtual ~CredentialSource() = default;
+  virtual Result<PeerCredentials> peer(int fd) const = 0;
+};
+
+// The kernel's word: SO_PEERCRED (Linux), taken when the peer connected.
+class KernelCredentials final : public CredentialSource {
+ public:
+  Result<PeerCredentials> peer(int fd) const override;
+};
+
+// What the daemon does with one request of one client. Returns the reply (an ErrorReply for a
+// refusal); `request` has been decoded and checked to be a control request.
+class ControlHandler {
+ public:
+  virtual ~ControlHandler() = default;
+  virtual Message handle(const PeerCredentials& peer, const Message& request) = 0;
+  // The client's connection closed (a tenant library whose process ended).
+  virtual void disconnected(const PeerCredentials& peer) { (void)peer; }
+};
+
+struct ControlServerOptions {
+  std::string path;             // the socket file; an existing socket file there is replaced
+  mode_t mode = 0660;
+  std::optional<uint32_t> gid;  // the socket file's group (empty: the daemon's own)
+  int max_clients = 64;
+};
+
+// The gid of a group name (getgrnam), for ControlServerOptions::gid.
+Result<uint32_t> group_id(const std::string& name);
+
+class ControlServer {
+ public:
+  static Result<ControlServer> listen(const ControlServerOptions& options, const CredentialSource& credentials,
+                                      ControlHandler& handler);
+  ControlServer(ControlServer&& other) noexcept;
+  ControlServer& operator=(ControlServer&&) = delete;
+  ControlServer(const ControlServer&) = delete;
+  ~ControlServer();
+
+  // Accepts connections and answers complete requests, waiting at most `timeout` for something
+  // to happen. A client that sends a malformed frame gets an ErrorReply naming the field and is
+  // disconnected; it does not affect the others.
+  Status serve_once(std::chrono::milliseconds timeout);
+  size_t clients() const { return clients_.size(); }
+  // Requests refused because their frame did not decode.
+  uint64_t malformed() const { return malformed_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Client {
+    PeerCredentials peer;
+    std::vector<uint8_t> in;
+  };
+  ControlServer(int fd, std::string path, const CredentialSource& credentials, ControlHandler& handler, int max_clients)
+      : fd_(fd), path_(std::move(path)), credentials_(&credentials), handler_(&handler), max_clients_(max_clients) {}
+  void accept_all();
+  // Reads what the client sent and answers each whole frame; false: drop the connection.
+  bool read_from(int fd, Client& client);
+  void drop(int fd);
+  int fd_ = -1;
+  std::string path_;
+  const CredentialSource* credentials_;
+  ControlHandler* handler_;
+  int max_clients_;
+  std::map<int, Client> clients_;
+  uint64_t malformed_ = 0;
+};
+
+class ControlClient {
+ public:
+  static Result<ControlClient> connect(const std::string& path);
+  ControlClient(ControlClient&& other) noexcept;
+  ControlClient& operator=(ControlClient&&) = delete;
+  ControlClient(const ControlClient&) = delete;
+  ~ControlClient();
+  // Sends one request and waits at most `timeout` for its reply (an ErrorReply is a reply, not an
+  // error: the caller reads it).
+  Result<Message> call(const Message& request, std::chrono::milliseconds timeout);
+  // Sends raw bytes (tests of malformed frames) and reads one reply frame.
+  Result<Message> call_raw(std::span<const uint8_t> bytes, std::chrono::milliseconds timeout);
+  int fd() const { return fd_; }
+
+ private:
+  explicit ControlClient(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+}  // namespace concord::ipc

@@ -1,0 +1,624 @@
+#include "ipc/protocol.h"
+
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+namespace concord::ipc {
+namespace {
+
+// Bounded little-endian writer: each put checks the room left, so encoding into a ring slot
+// cannot run past it.
+class Writer {
+ public:
+  explicit Writer(std::span<uint8_t> out) : out_(out) {}
+  void u8(uint8_t v) { put(&v, 1); }
+  void u16(uint16_t v) { uint8_t b[2] = {uint8_t(v), uint8_t(v >> 8)}; put(b, 2); }
+  void u32(uint32_t v) {
+    uint8_t b[4];
+    for (int i = 0; i < 4; ++i) b[i] = uint8_t(v >> (8 * i));
+    put(b, 4);
+  }
+  void u64(uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; ++i) b[i] = uint8_t(v >> (8 * i));
+    put(b, 8);
+  }
+  void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
+  void dim3(const Dim3& d) { u32(d.x); u32(d.y); u32(d.z); }
+  // Strings: a u16 length, then the bytes.
+  void str(const std::string& s) {
+    u16(static_cast<uint16_t>(s.size()));
+    put(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  }
+  bool overflowed() const { return overflow_; }
+  size_t size() const { return at_; }
+  void patch_u32(size_t offset, uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_[offset + i] = uint8_t(v >> (8 * i));
+  }
+
+ private:
+  void put(const uint8_t* p, size_t n) {
+    if (overflow_ || n > out_.size() - at_) {
+      overflow_ = true;
+      return;
+    }
+    if (n > 0) std::memcpy(out_.data() + at_, p, n);
+    at_ += n;
+  }
+  std::span<uint8_t> out_;
+  size_t at_ = 0;
+  bool overflow_ = false;
+};
+
+// Bounded little-endian reader: a read past the end fails with the name of the field it was for.
+class Reader {
+ public:
+  Reader(std::span<const uint8_t> in, MessageType type) : in_(in), type_(type) {}
+  Status u8(uint8_t& v, const char* field) { return get(&v, 1, field); }
+  Status u16(uint16_t& v, const char* field) {
+    uint8_t b[2];
+    CONCORD_RETURN_IF_ERROR(get(b, 2, field));
+    v = uint16_t(b[0] | (b[1] << 8));
+    return Status::ok();
+  }
+  Status u32(uint32_t& v, const char* field) {
+    uint8_t b[4];
+    CONCORD_RETURN_IF_ERROR(get(b, 4, field));
+    v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | b[i];
+    return Status::ok();
+  }
+  Status u64(uint64_t& v, const char* field) {
+    uint8_t b[8];
+    CONCORD_RETURN_IF_ERROR(get(b, 8, field));
+    v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | b[i];
+    return Status::ok();
+  }
+  Status i32(int32_t& v, const char* field) {
+    uint32_t u = 0;
+    CONCORD_RETURN_IF_ERROR(u32(u, field));
+    v = static_cast<int32_t>(u);
+    return Status::ok();
+  }
+  Status dim3(Dim3& d, const char* field) {
+    CONCORD_RETURN_IF_ERROR(u32(d.x, field));
+    CONCORD_RETURN_IF_ERROR(u32(d.y, field));
+    return u32(d.z, field);
+  }
+  // A length-prefixed string whose length must be at most `max` and within what is left.
+  Status str(std::string& s, size_t max, const char* field) {
+    uint16_t n = 0;
+    CONCORD_RETURN_IF_ERROR(u16(n, field));
+    if (n > max) return fail(field, fmt::format("length {} is over the limit of {} bytes", n, max));
+    if (n > left()) return fail(field, fmt::format("length {} runs past the frame's end ({} bytes left)", n, left()));
+    s.assign(reinterpret_cast<const char*>(in_.data() + at_), n);
+    at_ += n;
+    return Status::ok();
+  }
+  size_t left() const { return in_.size() - at_; }
+  Status fail(const char* field, const std::string& reason) const {
+    return Status::parse_error(fmt::format("{} message: field {}: {}", to_string(type_), field, reason));
+  }
+
+ private:
+  Status get(uint8_t* p, size_t n, const char* field) {
+    if (n > left()) return fail(field, fmt::format("frame ends {} bytes short of it", n - left()));
+    std::memcpy(p, in_.data() + at_, n);
+    at_ += n;
+    return Status::ok();
+  }
+  std::span<const uint8_t> in_;
+  size_t at_ = 0;
+  MessageType type_;
+};
+
+bool printable(std::string_view s) {
+  for (char c : s) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+bool channel_chars(std::string_view s) {
+  if (s.empty() || s[0] != '/') return false;
+  for (char c : s.substr(1)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return s.size() > 1;
+}
+
+// Checks of every field's range, shared by encode (refuse to send) and decode (refuse to take).
+// `bad(field, reason)` makes the Status.
+template <typename Bad>
+Status check_name(const std::string& name, const char* field, Bad bad) {
+  if (name.empty()) return bad(field, "is empty");
+  if (name.size() > limits::kNameBytes) return bad(field, fmt::format("is {} bytes, over {}", name.size(), limits::kNameBytes));
+  if (!printable(name)) return bad(field, "holds a byte that is not printable ASCII");
+  return Status::ok();
+}
+
+template <typename Bad>
+Status check_class(uint8_t cls, const char* field, Bad bad) {
+  if (cls > static_cast<uint8_t>(TenantClass::best_effort)) return bad(field, fmt::format("{} is not LC (0) or BE (1)", cls));
+  return Status::ok();
+}
+
+template <typename Bad>
+Status check_weight(uint32_t weight, Bad bad) {
+  if (weight < 1 || weight > limits::kMaxWeight) return bad("weight", fmt::format("{} is outside 1..{}", weight, limits::kMaxWeight));
+  return Status::ok();
+}
+
+template <typename Bad>
+Status check_target(TenantClass cls, uint64_t target_ns, Bad bad) {
+  if (cls == TenantClass::latency_critical && target_ns == 0) return bad("latency_target_ns", "is 0 for an LC tenant");
+  if (cls == TenantClass::best_effort && target_ns != 0) return bad("latency_target_ns", "is set for a BE tenant");
+  if (target_ns > limits::kMaxLatencyTargetNs) return bad("latency_target_ns", fmt::format("{} is over an hour", target_ns));
+  return Status::ok();
+}
+
+template <typename Bad>
+Status check_fields(const Message& m, Bad bad) {
+  if (const auto* r = std::get_if<RegisterTenant>(&m)) {
+    CONCORD_RETURN_IF_ERROR(check_class(static_cast<uint8_t>(r->cls), "class", bad));
+    CONCORD_RETURN_IF_ERROR(check_target(r->cls, r->latency_target_ns, bad));
+    CONCORD_RETURN_IF_ERROR(check_weight(r->weight, bad));
+    if (r->pid <= 0) return bad("pid", fmt::format("{} is not a process id", r->pid));
+    return check_name(r->name, "name", bad);
+  }
+  if (const auto* l = std::get_if<LaunchNotice>(&m)) {
+    if (l->seq == 0) return bad("seq", "is 0 (sequences start at 1)");
+    if (l->graph) {
+      if (l->grid != Dim3{0, 0, 0} || l->block != Dim3{0, 0, 0} || l->shared_mem != 0) {
+        return bad("grid", "a graph launch carries no grid, block or shared memory (all must be 0)");
+      }
+      return Status::ok();
+    }
+    if (l->grid.x < 1 || l->grid.x > limits::kMaxGridX) return bad("grid.x", fmt::format("{} is outside 1..{}", l->grid.x, limits::kMaxGridX));
+    if (l->grid.y < 1 || l->grid.y > limits::kMaxGridYZ) return bad("grid.y", fmt::format("{} is outside 1..{}", l->grid.y, limits::kMaxGridYZ));
+    if (l->grid.z < 1 || l->grid.z > limits::kMaxGridYZ) return bad("grid.z", fmt::format("{} is outside 1..{}", l->grid.z, limits::kMaxGridYZ));
+    if (l->block.x < 1 || l->block.x > limits::kMaxBlockThreads) return bad("block.x", fmt::format("{} is outside 1..{}", l->block.x, limits::kMaxBlockThreads));
+    if (l->block.y < 1 || l->block.y > limits::kMaxBlockThreads) return bad("block.y", fmt::format("{} is outside 1..{}", l->block.y, limits::kMaxBlockThreads));
+    if (l->block.z < 1 || l->block.z > limits::kMaxBlockZ) return bad("block.z", fmt::format("{} is outside 1..{}", l->block.z, limits::kMaxBlockZ));
+    const uint64_t threads = uint64_t(l->block.x) * l->block.y * l->block.z;
+    if (threads > limits::kMaxBlockThreads) return bad("block", fmt::format("{} threads, over {}", threads, limits::kMaxBlockThreads));
+    if (l->shared_mem > limits::kMaxSharedMemBytes) return bad("shared_mem", fmt::format("{} bytes, over {}", l->shared_mem, limits::kMaxSharedMemBytes));
+    return Status::ok();
+  }
+  if (const auto* d = std::get_if<Decision>(&m)) {
+    if (d->seq == 0) return bad("seq", "is 0 (sequences start at 1)");
+    if (static_cast<uint8_t>(d->verdict) > 1) return bad("verdict", fmt::format("{} is not release (0) or hold (1)", static_cast<int>(d->verdict)));
+    if (static_cast<uint8_t>(d->priority) > 1) return bad("priority", fmt::format("{} is not normal (0) or high (1)", static_cast<int>(d->priority)));
+    return Status::ok();
+  }
+  if (const auto* c = std::get_if<CompletionNotice>(&m)) {
+    if (c->seq == 0) return bad("seq", "is 0 (sequences start at 1)");
+    return Status::ok();
+  }
+  if (const auto* b = std::get_if<Bye>(&m)) {
+    if (static_cast<uint8_t>(b->reason) > static_cast<uint8_t>(ByeReason::error)) {
+      return bad("reason", fmt::format("{} is not exit (0), shutdown (1) or error (2)", static_cast<int>(b->reason)));
+    }
+    return Status::ok();
+  }
+  if (const auto* s = std::get_if<SetWeight>(&m)) return check_weight(s->weight, bad);
+  if (const auto* r = std::get_if<Registered>(&m)) {
+    if (r->channel.size() > limits::kChannelBytes) return bad("channel", fmt::format("is {} bytes, over {}", r->channel.size(), limits::kChannelBytes));
+    if (!channel_chars(r->channel)) return bad("channel", "is not '/' followed by letters, digits, '.', '_' or '-'");
+    return Status::ok();
+  }
+  if (const auto* t = std::get_if<TenantList>(&m)) {
+    if (t->tenants.size() > limits::kTenantsPerList) return bad("tenants", fmt::format("{} entries, over {}", t->tenants.size(), limits::kTenantsPerList));
+    for (const TenantEntry& e : t->tenants) {
+      CONCORD_RETURN_IF_ERROR(check_class(static_cast<uint8_t>(e.cls), "tenants.class", bad));
+      CONCORD_RETURN_IF_ERROR(check_target(e.cls, e.latency_target_ns, bad));
+      CONCORD_RETURN_IF_ERROR(check_weight(e.weight, bad));
+      if (e.pid <= 0) return bad("tenants.pid", fmt::format("{} is not a process id", e.pid));
+      CONCORD_RETURN_IF_ERROR(check_name(e.name, "tenants.name", bad));
+    }
+    return Status::ok();
+  }
+  if (const auto* e = std::get_if<ErrorReply>(&m)) {
+    const auto code = static_cast<uint8_t>(e->code);
+    if (code == 0 || code > static_cast<uint8_t>(StatusCode::permission_denied)) {
+      return bad("code", fmt::format("{} is not an error code", code));
+    }
+    if (e->message.size() > limits::kErrorBytes) return bad("message", fmt::format("is {} bytes, over {}", e->message.size(), limits::kErrorBytes));
+    if (!printable(e->message)) return bad("message", "holds a byte that is not printable ASCII");
+    return Status::ok();
+  }
+  return Status::ok();
+}
+
+void write_body(Writer& w, const Message& m) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, RegisterTenant>) {
+          w.u8(static_cast<uint8_t>(v.cls));
+          w.u64(v.latency_target_ns);
+          w.u32(v.weight);
+          w.i32(v.pid);
+          w.str(v.name);
+        } else if constexpr (std::is_same_v<T, LaunchNotice>) {
+          w.u64(v.seq);
+          w.u64(v.stream);
+          w.u64(v.kernel);
+          w.dim3(v.grid);
+          w.dim3(v.block);
+          w.u32(v.shared_mem);
+          w.u8(v.graph ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, Decision>) {
+          w.u64(v.seq);
+          w.u8(static_cast<uint8_t>(v.verdict));
+          w.u8(static_cast<uint8_t>(v.priority));
+          w.u32(v.sm_set);
+        } else if constexpr (std::is_same_v<T, CompletionNotice>) {
+          w.u64(v.seq);
+          w.u8(v.ok ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, Heartbeat>) {
+          w.u64(v.sent_ns);
+        } else if constexpr (std::is_same_v<T, Bye>) {
+          w.u8(static_cast<uint8_t>(v.reason));
+        } else if constexpr (std::is_same_v<T, SetWeight>) {
+          w.u64(v.tenant);
+          w.u32(v.weight);
+        } else if constexpr (std::is_same_v<T, Registered>) {
+          w.u64(v.tenant);
+          w.str(v.channel);
+        } else if constexpr (std::is_same_v<T, TenantList>) {
+          w.u16(static_cast<uint16_t>(v.tenants.size()));
+          for (const TenantEntry& e : v.tenants) {
+            w.u64(e.id);
+            w.u32(e.uid);
+            w.i32(e.pid);
+            w.u8(static_cast<uint8_t>(e.cls));
+            w.u64(e.latency_target_ns);
+            w.u32(e.weight);
+            w.u64(e.launches);
+            w.str(e.name);
+          }
+        } else if constexpr (std::is_same_v<T, Stats>) {
+          w.u64(v.tenants);
+          w.u64(v.launches);
+          w.u64(v.rejected);
+          w.u64(v.dropped);
+        } else if constexpr (std::is_same_v<T, ErrorReply>) {
+          w.u8(static_cast<uint8_t>(v.code));
+          w.str(v.message);
+        }
+        // ListTenants, GetStats, Ack: no body.
+      },
+      m);
+}
+
+// A boolean byte: 0 or 1, nothing else.
+Status read_bool(Reader& r, bool& out, const char* field) {
+  uint8_t b = 0;
+  CONCORD_RETURN_IF_ERROR(r.u8(b, field));
+  if (b > 1) return r.fail(field, fmt::format("{} is not 0 or 1", b));
+  out = b == 1;
+  return Status::ok();
+}
+
+Status read_class(Reader& r, TenantClass& out, const char* field) {
+  uint8_t b = 0;
+  CONCORD_RETURN_IF_ERROR(r.u8(b, field));
+  if (b > static_cast<uint8_t>(TenantClass::best_effort)) return r.fail(field, fmt::format("{} is not LC (0) or BE (1)", b));
+  out = static_cast<TenantClass>(b);
+  return Status::ok();
+}
+
+Result<Message> read_body(Reader& r, MessageType type) {
+  switch (type) {
+    case MessageType::register_tenant: {
+      RegisterTenant v;
+      CONCORD_RETURN_IF_ERROR(read_class(r, v.cls, "class"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.latency_target_ns, "latency_target_ns"));
+      CONCORD_RETURN_IF_ERROR(r.u32(v.weight, "weight"));
+      CONCORD_RETURN_IF_ERROR(r.i32(v.pid, "pid"));
+      CONCORD_RETURN_IF_ERROR(r.str(v.name, limits::kNameBytes, "name"));
+      return Message(std::move(v));
+    }
+    case MessageType::launch_notice: {
+      LaunchNotice v;
+      CONCORD_RETURN_IF_ERROR(r.u64(v.seq, "seq"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.stream, "stream"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.kernel, "kernel"));
+      CONCORD_RETURN_IF_ERROR(r.dim3(v.grid, "grid"));
+      CONCORD_RETURN_IF_ERROR(r.dim3(v.block, "block"));
+      CONCORD_RETURN_IF_ERROR(r.u32(v.shared_mem, "shared_mem"));
+      CONCORD_RETURN_IF_ERROR(read_bool(r, v.graph, "graph"));
+      return Message(v);
+    }
+    case MessageType::decision: {
+      Decision v;
+      uint8_t verdict = 0, priority = 0;
+      CONCORD_RETURN_IF_ERROR(r.u64(v.seq, "seq"));
+      CONCORD_RETURN_IF_ERROR(r.u8(verdict, "verdict"));
+      if (verdict > 1) return r.fail("verdict", fmt::format("{} is not release (0) or hold (1)", verdict));
+      CONCORD_RETURN_IF_ERROR(r.u8(priority, "priority"));
+      if (priority > 1) return r.fail("priority", fmt::format("{} is not normal (0) or high (1)", priority));
+      CONCORD_RETURN_IF_ERROR(r.u32(v.sm_set, "sm_set"));
+      v.verdict = static_cast<Verdict>(verdict);
+      v.priority = static_cast<Priority>(priority);
+      return Message(v);
+    }
+    case MessageType::completion: {
+      CompletionNotice v;
+      CONCORD_RETURN_IF_ERROR(r.u64(v.seq, "seq"));
+      CONCORD_RETURN_IF_ERROR(read_bool(r, v.ok, "ok"));
+      return Message(v);
+    }
+    case MessageType::heartbeat: {
+      Heartbeat v;
+      CONCORD_RETURN_IF_ERROR(r.u64(v.sent_ns, "sent_ns"));
+      return Message(v);
+    }
+    case MessageType::bye: {
+      uint8_t reason = 0;
+      CONCORD_RETURN_IF_ERROR(r.u8(reason, "reason"));
+      if (reason > static_cast<uint8_t>(ByeReason::error)) {
+        return r.fail("reason", fmt::format("{} is not exit (0), shutdown (1) or error (2)", reason));
+      }
+      return Message(Bye{static_cast<ByeReason>(reason)});
+    }
+    case MessageType::list_tenants: return Message(ListTenants{});
+    case MessageType::get_stats: return Message(GetStats{});
+    case MessageType::ack: return Message(Ack{});
+    case MessageType::set_weight: {
+      SetWeight v;
+      CONCORD_RETURN_IF_ERROR(r.u64(v.tenant, "tenant"));
+      CONCORD_RETURN_IF_ERROR(r.u32(v.weight, "weight"));
+      return Message(v);
+    }
+    case MessageType::registered: {
+      Registered v;
+      CONCORD_RETURN_IF_ERROR(r.u64(v.tenant, "tenant"));
+      CONCORD_RETURN_IF_ERROR(r.str(v.channel, limits::kChannelBytes, "channel"));
+      return Message(std::move(v));
+    }
+    case MessageType::tenant_list: {
+      TenantList v;
+      uint16_t n = 0;
+      CONCORD_RETURN_IF_ERROR(r.u16(n, "tenants"));
+      if (n > limits::kTenantsPerList) return r.fail("tenants", fmt::format("{} entries, over {}", n, limits::kTenantsPerList));
+      // The smallest entry is 39 bytes: a count the frame cannot hold is refused before any
+      // allocation it would cause.
+      constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 2 + 1;
+      if (size_t(n) * kMinEntryBytes > r.left()) {
+        return r.fail("tenants", fmt::format("{} entries cannot fit in the {} bytes left", n, r.left()));
+      }
+      v.tenants.resize(n);
+      for (TenantEntry& e : v.tenants) {
+        CONCORD_RETURN_IF_ERROR(r.u64(e.id, "tenants.id"));
+        CONCORD_RETURN_IF_ERROR(r.u32(e.uid, "tenants.uid"));
+        CONCORD_RETURN_IF_ERROR(r.i32(e.pid, "tenants.pid"));
+        CONCORD_RETURN_IF_ERROR(read_class(r, e.cls, "tenants.class"));
+        CONCORD_RETURN_IF_ERROR(r.u64(e.latency_target_ns, "tenants.latency_target_ns"));
+        CONCORD_RETURN_IF_ERROR(r.u32(e.weight, "tenants.weight"));
+        CONCORD_RETURN_IF_ERROR(r.u64(e.launches, "tenants.launches"));
+        CONCORD_RETURN_IF_ERROR(r.str(e.name, limits::kNameBytes, "tenants.name"));
+      }
+      return Message(std::move(v));
+    }
+    case MessageType::stats: {
+      Stats v;
+      CONCORD_RETURN_IF_ERROR(r.u64(v.tenants, "tenants"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.launches, "launches"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.rejected, "rejected"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.dropped, "dropped"));
+      return Message(v);
+    }
+    case MessageType::error: {
+      ErrorReply v;
+      uint8_t code = 0;
+      CONCORD_RETURN_IF_ERROR(r.u8(code, "code"));
+      if (code == 0 || code > static_cast<uint8_t>(StatusCode::permission_denied)) {
+        return r.fail("code", fmt::format("{} is not an error code", code));
+      }
+      v.code = static_cast<StatusCode>(code);
+      CONCORD_RETURN_IF_ERROR(r.str(v.message, limits::kErrorBytes, "message"));
+      return Message(std::move(v));
+    }
+  }
+  return r.fail("type", "unknown");
+}
+
+bool known_type(uint16_t t) {
+  switch (static_cast<MessageType>(t)) {
+    case MessageType::register_tenant:
+    case MessageType::launch_notice:
+    case MessageType::decision:
+    case MessageType::completion:
+    case MessageType::heartbeat:
+    case MessageType::bye:
+    case MessageType::list_tenants:
+    case MessageType::get_stats:
+    case MessageType::set_weight:
+    case MessageType::registered:
+    case MessageType::tenant_list:
+    case MessageType::stats:
+    case MessageType::ack:
+    case MessageType::error: return true;
+  }
+  return false;
+}
+
+uint32_t read_u32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint16_t read_u16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
+
+}  // namespace
+
+const char* to_string(MessageType type) {
+  switch (type) {
+    case MessageType::register_tenant: return "register";
+    case MessageType::launch_notice: return "launch notice";
+    case MessageType::decision: return "decision";
+    case MessageType::completion: return "completion";
+    case MessageType::heartbeat: return "heartbeat";
+    case MessageType::bye: return "bye";
+    case MessageType::list_tenants: return "list tenants";
+    case MessageType::get_stats: return "get stats";
+    case MessageType::set_weight: return "set weight";
+    case MessageType::registered: return "registered";
+    case MessageType::tenant_list: return "tenant list";
+    case MessageType::stats: return "stats";
+    case MessageType::ack: return "ack";
+    case MessageType::error: return "error";
+  }
+  return "unknown";
+}
+
+const char* to_string(Channel channel) {
+  switch (channel) {
+    case Channel::up_ring: return "up ring";
+    case Channel::down_ring: return "down ring";
+    case Channel::control_request: return "control request";
+    case Channel::control_reply: return "control reply";
+  }
+  return "unknown";
+}
+
+const char* to_string(Verdict verdict) { return verdict == Verdict::release ? "release" : "hold"; }
+
+MessageType type_of(const Message& message) {
+  static constexpr MessageType kTypes[] = {
+      MessageType::register_tenant, MessageType::launch_notice, MessageType::decision, MessageType::completion,
+      MessageType::heartbeat,       MessageType::bye,           MessageType::list_tenants, MessageType::get_stats,
+      MessageType::set_weight,      MessageType::registered,    MessageType::tenant_list, MessageType::stats,
+      MessageType::ack,             MessageType::error};
+  static_assert(std::size(kTypes) == std::variant_size_v<Message>);
+  return kTypes[message.index()];
+}
+
+bool allowed_on(MessageType type, Channel channel) {
+  switch (channel) {
+    case Channel::up_ring:
+      return type == MessageType::launch_notice || type == MessageType::completion ||
+             type == MessageType::heartbeat || type == MessageType::bye;
+    case Channel::down_ring:
+      return type == MessageType::decision || type == MessageType::heartbeat || type == MessageType::bye;
+    case Channel::control_request:
+      return type == MessageType::register_tenant || type == MessageType::list_tenants ||
+             type == MessageType::get_stats || type == MessageType::set_weight || type == MessageType::bye;
+    case Channel::control_reply:
+      return type == MessageType::registered || type == MessageType::tenant_list || type == MessageType::stats ||
+             type == MessageType::ack || type == MessageType::error;
+  }
+  return false;
+}
+
+Result<size_t> encode_into(const Message& message, std::span<uint8_t> out) {
+  const MessageType type = type_of(message);
+  CONCORD_RETURN_IF_ERROR(check_fields(message, [type](const char* field, const std::string& reason) {
+    return Status::invalid_argument(fmt::format("{} message: field {}: {}", to_string(type), field, reason));
+  }));
+  Writer w(out);
+  w.u32(kMagic);
+  w.u16(kVersion);
+  w.u16(static_cast<uint16_t>(type));
+  w.u32(0);  // body length, patched below
+  write_body(w, message);
+  if (w.overflowed() || w.size() > kMaxFrameBytes) {
+    return Status::invalid_argument(fmt::format("{} message: its frame does not fit in {} bytes", to_string(type),
+                                                std::min(out.size(), kMaxFrameBytes)));
+  }
+  w.patch_u32(8, static_cast<uint32_t>(w.size() - kHeaderBytes));
+  return w.size();
+}
+
+Result<std::vector<uint8_t>> encode(const Message& message) {
+  std::vector<uint8_t> frame(kMaxFrameBytes);
+  Result<size_t> n = encode_into(message, frame);
+  if (!n.is_ok()) return n.status();
+  frame.resize(*n);
+  return frame;
+}
+
+Result<size_t> body_length(std::span<const uint8_t, kHeaderBytes> header) {
+  const uint32_t magic = read_u32(header.data());
+  if (magic != kMagic) return Status::parse_error(fmt::format("frame: field magic: 0x{:08x} is not Concord's (0x{:08x})", magic, kMagic));
+  const uint16_t version = read_u16(header.data() + 4);
+  if (version != kVersion) return Status::parse_error(fmt::format("frame: field version: {} is not {}", version, kVersion));
+  const uint16_t type = read_u16(header.data() + 6);
+  if (!known_type(type)) return Status::parse_error(fmt::format("frame: field type: {} is not a message type", type));
+  const uint32_t length = read_u32(header.data() + 8);
+  if (length > kMaxFrameBytes - kHeaderBytes) {
+    return Status::parse_error(fmt::format("frame: field length: {} is over the limit of {} bytes", length, kMaxFrameBytes - kHeaderBytes));
+  }
+  return size_t(length);
+}
+
+Result<Message> decode(std::span<const uint8_t> frame) {
+  if (frame.size() < kHeaderBytes) {
+    return Status::parse_error(fmt::format("frame: field header: {} bytes, a header is {}", frame.size(), kHeaderBytes));
+  }
+  Result<size_t> length = body_length(frame.first<kHeaderBytes>());
+  if (!length.is_ok()) return length.status();
+  const auto type = static_cast<MessageType>(read_u16(frame.data() + 6));
+  if (*length != frame.size() - kHeaderBytes) {
+    return Status::parse_error(fmt::format("{} message: field length: {} bytes announced, {} given", to_string(type),
+                                           *length, frame.size() - kHeaderBytes));
+  }
+  Reader r(frame.subspan(kHeaderBytes), type);
+  Result<Message> message = read_body(r, type);
+  if (!message.is_ok()) return message;
+  if (r.left() != 0) return r.fail("length", fmt::format("{} bytes after the body's end", r.left()));
+  CONCORD_RETURN_IF_ERROR(check_fields(*message, [&r](const char* field, const std::string& reason) { return r.fail(field, reason); }));
+  return message;
+}
+
+Result<Message> decode_on(std::span<const uint8_t> frame, Channel channel) {
+  Result<Message> message = decode(frame);
+  if (!message.is_ok()) return message;
+  const MessageType type = type_of(*message);
+  if (!allowed_on(type, channel)) {
+    return Status::parse_error(fmt::format("{} message: field type: not carried on the {}", to_string(type), to_string(channel)));
+  }
+  return message;
+}
+
+Status LaunchLedger::notice(uint64_t seq) {
+  if (seq != last_noticed_ + 1) {
+    return Status::failed_precondition(fmt::format("launch notice: field seq: {} after {} (each notice is the next number)", seq, last_noticed_));
+  }
+  if (states_.size() >= max_outstanding_) {
+    return Status::failed_precondition(fmt::format("launch notice: field seq: {} launches outstanding, the limit", states_.size()));
+  }
+  states_.emplace(seq, State::noticed);
+  last_noticed_ = seq;
+  return Status::ok();
+}
+
+Status LaunchLedger::decision(const Decision& decision) {
+  const auto it = states_.find(decision.seq);
+  if (it == states_.end()) {
+    return Status::failed_precondition(fmt::format("decision: field seq: {} is not a launch waiting for one", decision.seq));
+  }
+  if (it->second == State::released) {
+    return Status::failed_precondition(fmt::format("decision: field seq: {} was released already", decision.seq));
+  }
+  if (decision.verdict == Verdict::hold && it->second == State::held) {
+    return Status::failed_precondition(fmt::format("decision: field verdict: {} is held already", decision.seq));
+  }
+  it->second = decision.verdict == Verdict::release ? State::released : State::held;
+  return Status::ok();
+}
+
+Status LaunchLedger::completion(uint64_t seq) {
+  const auto it = states_.find(seq);
+  if (it == states_.end() || it->second != State::released) {
+    return Status::failed_precondition(fmt::format("completion: field seq: {} is not a released launch", seq));
+  }
+  states_.erase(it);
+  return Status::ok();
+}
+
+}  // namespace concord::ipc

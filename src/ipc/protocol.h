@@ -1,0 +1,224 @@
+// The messages between an intercepted process (the tenant library) and the node daemon, and
+// their byte encoding.
+//
+// Every message is one frame: a 12-byte header (magic, version, type, body length; little-endian)
+// and a body whose layout the type fixes. The same frames travel through a tenant's shared-memory
+// rings (launch notices and completions up, decisions down) and through the control socket
+// (register, list, stats, steer, and their replies). decode() trusts nothing it reads: the header's
+// magic, version and type, the body length against the bytes given, every string length against
+// what is left, every enum against its range and every number against its limit; each failure is
+// a Status that names the field. encode() refuses a message decode() would refuse, so a frame
+// either side produced always decodes on the other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "concord/status.h"
+#include "concord/tenant_source.h"
+
+namespace concord::ipc {
+
+inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = 12;
+// The largest frame either side accepts (a tenant list of many tenants is the largest).
+inline constexpr size_t kMaxFrameBytes = 64 * 1024;
+
+// Limits a message must keep (CUDA's own limits where the field is a CUDA one).
+namespace limits {
+inline constexpr size_t kNameBytes = 64;         // tenant name: printable ASCII
+inline constexpr size_t kChannelBytes = 200;     // shared-memory name: '/' then [A-Za-z0-9._-]
+inline constexpr size_t kErrorBytes = 1024;      // an error reply's message
+inline constexpr size_t kTenantsPerList = 512;
+inline constexpr uint32_t kMaxWeight = 1'000'000;
+inline constexpr uint64_t kMaxLatencyTargetNs = 3'600'000'000'000;  // one hour
+inline constexpr uint32_t kMaxGridX = 0x7fffffff;
+inline constexpr uint32_t kMaxGridYZ = 65535;
+inline constexpr uint32_t kMaxBlockThreads = 1024;
+inline constexpr uint32_t kMaxBlockZ = 64;
+inline constexpr uint32_t kMaxSharedMemBytes = 256 * 1024;
+}  // namespace limits
+
+enum class MessageType : uint16_t {
+  // tenant library -> daemon, control socket
+  register_tenant = 1,
+  // tenant library -> daemon, up ring
+  launch_notice = 2,
+  completion = 4,
+  // daemon -> tenant library, down ring
+  decision = 3,
+  // either way, rings; bye also on the control socket (the caller's tenants leave)
+  heartbeat = 5,
+  bye = 6,
+  // client -> daemon, control socket
+  list_tenants = 16,
+  get_stats = 17,
+  set_weight = 18,
+  // daemon -> client, control socket
+  registered = 32,
+  tenant_list = 33,
+  stats = 34,
+  ack = 35,
+  error = 36,
+};
+const char* to_string(MessageType type);
+
+// The path a message travels; each type belongs to one or two.
+enum class Channel : uint8_t { up_ring, down_ring, control_request, control_reply };
+const char* to_string(Channel channel);
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+  auto operator<=>(const Dim3&) const = default;
+};
+
+struct RegisterTenant {
+  TenantClass cls = TenantClass::best_effort;
+  uint64_t latency_target_ns = 0;  // LC: > 0; BE: 0
+  uint32_t weight = 1;             // >= 1
+  int32_t pid = 0;                 // the registering process, as the caller sees itself
+  std::string name;
+  bool operator==(const RegisterTenant&) const = default;
+};
+
+// One kernel launch (or CUDA graph launch, placed as one unit) the process wants to make.
+struct LaunchNotice {
+  uint64_t seq = 0;     // 1, 2, ... per tenant, in the order the process launched
+  uint64_t stream = 0;  // the process's stream handle, as an opaque id (stream order is per id)
+  uint64_t kernel = 0;  // the function's id: a hash of its name, or the graph's
+  Dim3 grid, block;     // zero for a graph launch (a graph has no one shape)
+  uint32_t shared_mem = 0;
+  bool graph = false;
+  bool operator==(const LaunchNotice&) const = default;
+};
+
+enum class Verdict : uint8_t { release = 0, hold = 1 };
+const char* to_string(Verdict verdict);
+// Placement's two stream priority levels: the device's least and greatest.
+enum class Priority : uint8_t { normal = 0, high = 1 };
+
+// The daemon's answer to a launch notice: release it now (on a stream of the priority, in the SM
+// set the handle names; 0: the whole GPU) or hold it until a later decision releases it.
+struct Decision {
+  uint64_t seq = 0;
+  Verdict verdict = Verdict::release;
+  Priority priority = Priority::normal;
+  uint32_t sm_set = 0;
+  bool operator==(const Decision&) const = default;
+};
+
+// A released launch ended on the device (ok: no error reported for it).
+struct CompletionNotice {
+  uint64_t seq = 0;
+  bool ok = true;
+  bool operator==(const CompletionNotice&) const = default;
+};
+
+struct Heartbeat {
+  uint64_t sent_ns = 0;  // CLOCK_MONOTONIC of the sender
+  bool operator==(const Heartbeat&) const = default;
+};
+
+enum class ByeReason : uint8_t { exit = 0, shutdown = 1, error = 2 };
+struct Bye {
+  ByeReason reason = ByeReason::exit;
+  bool operator==(const Bye&) const = default;
+};
+
+struct ListTenants {
+  bool operator==(const ListTenants&) const = default;
+};
+struct GetStats {
+  bool operator==(const GetStats&) const = default;
+};
+struct SetWeight {
+  uint64_t tenant = 0;
+  uint32_t weight = 1;
+  bool operator==(const SetWeight&) const = default;
+};
+
+struct Registered {
+  uint64_t tenant = 0;
+  std::string channel;  // the base name of the tenant's shared-memory rings
+  bool operator==(const Registered&) const = default;
+};
+
+struct TenantEntry {
+  uint64_t id = 0;
+  uint32_t uid = 0;
+  int32_t pid = 0;
+  TenantClass cls = TenantClass::best_effort;
+  uint64_t latency_target_ns = 0;
+  uint32_t weight = 1;
+  uint64_t launches = 0;
+  std::string name;
+  bool operator==(const TenantEntry&) const = default;
+};
+struct TenantList {
+  std::vector<TenantEntry> tenants;
+  bool operator==(const TenantList&) const = default;
+};
+
+struct Stats {
+  uint64_t tenants = 0;    // registered now
+  uint64_t launches = 0;   // launch notices taken
+  uint64_t rejected = 0;   // messages refused (malformed, foreign, out of sequence)
+  uint64_t dropped = 0;    // tenants dropped because their process ended without a goodbye
+  bool operator==(const Stats&) const = default;
+};
+
+struct Ack {
+  bool operator==(const Ack&) const = default;
+};
+
+struct ErrorReply {
+  StatusCode code = StatusCode::internal;  // never ok
+  std::string message;
+  bool operator==(const ErrorReply&) const = default;
+};
+
+using Message = std::variant<RegisterTenant, LaunchNotice, Decision, CompletionNotice, Heartbeat, Bye,
+                             ListTenants, GetStats, SetWeight, Registered, TenantList, Stats, Ack, ErrorReply>;
+
+MessageType type_of(const Message& message);
+// Whether a message of `type` may travel on `channel`.
+bool allowed_on(MessageType type, Channel channel);
+
+// The frame of a message, or invalid_argument naming the field that breaks a limit.
+Result<std::vector<uint8_t>> encode(const Message& message);
+// Encodes into `out` (for the rings' fixed slots, without allocating); returns the frame's size.
+Result<size_t> encode_into(const Message& message, std::span<uint8_t> out);
+// The message of exactly one frame, or parse_error naming the field that is wrong.
+Result<Message> decode(std::span<const uint8_t> frame);
+// decode(), and the type must be one `channel` carries.
+Result<Message> decode_on(std::span<const uint8_t> frame, Channel channel);
+// The body length a frame header announces (the header's magic, version and type checked, and
+// the length against kMaxFrameBytes): how much a stream reader must read next.
+Result<size_t> body_length(std::span<const uint8_t, kHeaderBytes> header);
+
+// The order of one tenant's launches through their life: noticed (seq 1, 2, ... with no gap),
+// held, released, completed. The daemon checks the notices and completions it takes; the library
+// checks the decisions it takes. A message out of order is refused by name and changes nothing.
+class LaunchLedger {
+ public:
+  explicit LaunchLedger(size_t max_outstanding = 4096) : max_outstanding_(max_outstanding) {}
+  Status notice(uint64_t seq);
+  Status decision(const Decision& decision);
+  Status completion(uint64_t seq);
+  uint64_t last_noticed() const { return last_noticed_; }
+  size_t outstanding() const { return states_.size(); }
+
+ private:
+  enum class State : uint8_t { noticed, held, released };
+  size_t max_outstanding_;
+  uint64_t last_noticed_ = 0;
+  std::map<uint64_t, State> states_;
+};
+
+}  // namespace concord::ipc

@@ -1,0 +1,115 @@
+#include "ipc/tenant_registry.h"
+
+#include <fmt/format.h>
+
+namespace concord::ipc {
+namespace {
+
+ErrorReply refuse(StatusCode code, std::string message) { return ErrorReply{code, std::move(message)}; }
+
+ErrorReply no_such_tenant(uint64_t tenant, const PeerCredentials& peer) {
+  return refuse(StatusCode::not_found, fmt::format("tenant {}: no such tenant of uid {}", tenant, peer.uid));
+}
+
+}  // namespace
+
+bool TenantRegistry::may_see(const PeerCredentials& peer, const TenantRecord& tenant) {
+  return peer.uid == 0 || peer.uid == tenant.owner.uid;
+}
+
+Message TenantRegistry::handle(const PeerCredentials& peer, const Message& request) {
+  if (const auto* r = std::get_if<RegisterTenant>(&request)) return register_tenant(peer, *r);
+  if (std::holds_alternative<ListTenants>(request)) return list(peer);
+  if (std::holds_alternative<GetStats>(request)) return stats(peer);
+  if (const auto* s = std::get_if<SetWeight>(&request)) return set_weight(peer, *s);
+  if (std::holds_alternative<Bye>(request)) {
+    remove_registered_by(peer);
+    return Ack{};
+  }
+  ++rejected_;
+  return refuse(StatusCode::invalid_argument, fmt::format("a {} message is not a control request", to_string(type_of(request))));
+}
+
+Message TenantRegistry::register_tenant(const PeerCredentials& peer, const RegisterTenant& request) {
+  if (peer.uid != 0 && request.pid != peer.pid) {
+    ++rejected_;
+    return refuse(StatusCode::permission_denied,
+                  fmt::format("register: field pid: {} is not the caller's process ({})", request.pid, peer.pid));
+  }
+  const uint64_t id = next_id_;
+  Result<std::string> channel = make_channel_(id, peer);
+  if (!channel.is_ok()) {
+    ++rejected_;
+    return ErrorReply{channel.status().code(), fmt::format("register: {}", channel.status().message())};
+  }
+  ++next_id_;
+  // Owned by the caller's uid, also when root registers on behalf of another process.
+  tenants_.emplace(id, TenantRecord{id, peer, request, *channel, 0});
+  return Registered{id, *channel};
+}
+
+Message TenantRegistry::list(const PeerCredentials& peer) const {
+  TenantList out;
+  for (const auto& [id, t] : tenants_) {
+    if (!may_see(peer, t)) continue;
+    if (out.tenants.size() == limits::kTenantsPerList) break;
+    out.tenants.push_back(TenantEntry{id, t.owner.uid, t.info.pid, t.info.cls, t.info.latency_target_ns, t.info.weight,
+                                      t.launches, t.info.name});
+  }
+  return out;
+}
+
+Message TenantRegistry::stats(const PeerCredentials& peer) const {
+  Stats s;
+  for (const auto& [id, t] : tenants_) {
+    if (!may_see(peer, t)) continue;
+    ++s.tenants;
+    s.launches += t.launches;
+  }
+  // Rejections and drops are the daemon's, not any one user's: root sees them.
+  if (peer.uid == 0) {
+    s.rejected = rejected_;
+    s.dropped = dropped_;
+  }
+  return s;
+}
+
+Message TenantRegistry::set_weight(const PeerCredentials& peer, const SetWeight& request) {
+  const auto it = tenants_.find(request.tenant);
+  if (it == tenants_.end() || !may_see(peer, it->second)) {
+    ++rejected_;
+    return no_such_tenant(request.tenant, peer);
+  }
+  it->second.info.weight = request.weight;
+  return Ack{};
+}
+
+uint64_t TenantRegistry::remove_registered_by(const PeerCredentials& peer) {
+  uint64_t removed = 0;
+  for (auto it = tenants_.begin(); it != tenants_.end();) {
+    if (it->second.owner == peer) {
+      it = tenants_.erase(it);
+      ++removed;
+    } else {
+      ++it;
+    }
+  }
+  return removed;
+}
+
+void TenantRegistry::disconnected(const PeerCredentials& peer) { dropped_ += remove_registered_by(peer); }
+
+Status TenantRegistry::note_launch(uint64_t tenant) {
+  const auto it = tenants_.find(tenant);
+  if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
+  ++it->second.launches;
+  return Status::ok();
+}
+
+Status TenantRegistry::drop(uint64_t tenant, bool died) {
+  if (tenants_.erase(tenant) == 0) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
+  if (died) ++dropped_;
+  return Status::ok();
+}
+
+}  // namespace concord::ipc

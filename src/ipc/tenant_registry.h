@@ -1,0 +1,64 @@
+// The daemon's table of tenants and who owns them, answering the control socket's requests.
+//
+// A tenant is owned by the uid that registered it. A client sees and steers only its own uid's
+// tenants; root (uid 0) sees and steers all. Another user's tenant is answered exactly like a
+// tenant that does not exist (not_found), so a client cannot even learn which ids are taken. A
+// register must name the caller's own pid (as the kernel reports it), unless the caller is root.
+// A tenant library keeps its connection open for its process's life: a goodbye (Bye) removes the
+// caller's tenants, and a connection that ends without one drops them (counted as dropped: the
+// process crashed or was killed).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ipc/control_socket.h"
+#include "ipc/protocol.h"
+
+namespace concord::ipc {
+
+struct TenantRecord {
+  uint64_t id = 0;
+  PeerCredentials owner;  // as the kernel reported it at registration
+  RegisterTenant info;
+  std::string channel;    // base name of its rings
+  uint64_t launches = 0;
+};
+
+class TenantRegistry final : public ControlHandler {
+ public:
+  // Makes a new tenant's rings and returns their base name; an error refuses the registration.
+  using ChannelMaker = std::function<Result<std::string>(uint64_t tenant, const PeerCredentials& owner)>;
+  explicit TenantRegistry(ChannelMaker make_channel) : make_channel_(std::move(make_channel)) {}
+
+  Message handle(const PeerCredentials& peer, const Message& request) override;
+  void disconnected(const PeerCredentials& peer) override;
+
+  // The daemon's side (not reachable through the socket): what the rings told it.
+  Status note_launch(uint64_t tenant);
+  void note_rejected() { ++rejected_; }
+  // Removes a tenant whose process died (counted as dropped) or said goodbye.
+  Status drop(uint64_t tenant, bool died);
+
+  const std::map<uint64_t, TenantRecord>& tenants() const { return tenants_; }
+
+ private:
+  static bool may_see(const PeerCredentials& peer, const TenantRecord& tenant);
+  Message register_tenant(const PeerCredentials& peer, const RegisterTenant& request);
+  Message list(const PeerCredentials& peer) const;
+  Message stats(const PeerCredentials& peer) const;
+  Message set_weight(const PeerCredentials& peer, const SetWeight& request);
+  // Removes the tenants `peer`'s process registered; how many.
+  uint64_t remove_registered_by(const PeerCredentials& peer);
+
+  ChannelMaker make_channel_;
+  std::map<uint64_t, TenantRecord> tenants_;
+  uint64_t next_id_ = 1;
+  uint64_t rejected_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace concord::ipc

@@ -1,0 +1,429 @@
+// The control socket and the tenant registry: the kernel's credentials of a real peer, and who may
+// see and steer which tenant, with credentials injected for users this test cannot be.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "ipc/control_socket.h"
+#include "ipc/tenant_registry.h"
+
+namespace concord::ipc {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr PeerCredentials kAlice{100, 1000, 1000};
+constexpr PeerCredentials kBob{200, 1001, 1001};
+constexpr PeerCredentials kRoot{1, 0, 0};
+
+TenantRegistry make_registry() {
+  return TenantRegistry([](uint64_t id, const PeerCredentials& owner) -> Result<std::string> {
+    return fmt::format("/concord-{}-{}", owner.uid, id);
+  });
+}
+
+RegisterTenant lc(int32_t pid, const char* name) { return {TenantClass::latency_critical, 2'000'000, 1, pid, name}; }
+
+template <typename T>
+const T& as(const Message& m) {
+  EXPECT_TRUE(std::holds_alternative<T>(m))
+      << "got a " << to_string(type_of(m))
+      << (std::holds_alternative<ErrorReply>(m) ? ": " + std::get<ErrorReply>(m).message : std::string());
+  static const T empty{};
+  return std::holds_alternative<T>(m) ? std::get<T>(m) : empty;
+}
+
+TEST(IpcControl, SoPeerCredReadsTheRealPeer) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  Result<PeerCredentials> peer = KernelCredentials().peer(fds[0]);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+  EXPECT_EQ(peer->pid, ::getpid());
+  EXPECT_EQ(peer->uid, ::getuid());
+  EXPECT_EQ(peer->gid, ::getgid());
+}
+
+TEST(IpcControl, ATenantIsSeenAndSteeredOnlyByItsUserOrRoot) {
+  TenantRegistry reg = make_registry();
+  const Registered a = as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "alice-svc")));
+  EXPECT_EQ(a.channel, fmt::format("/concord-1000-{}", a.tenant));
+  const Registered b = as<Registered>(reg.handle(kBob, RegisterTenant{TenantClass::best_effort, 0, 1, kBob.pid, "bob-job"}));
+  ASSERT_TRUE(reg.note_launch(a.tenant).is_ok());
+
+  const TenantList alice_sees = as<TenantList>(reg.handle(kAlice, ListTenants{}));
+  ASSERT_EQ(alice_sees.tenants.size(), 1u);
+  EXPECT_EQ(alice_sees.tenants[0].name, "alice-svc");
+  EXPECT_EQ(alice_sees.tenants[0].uid, 1000u);
+  EXPECT_EQ(alice_sees.tenants[0].launches, 1u);
+  const TenantList bob_sees = as<TenantList>(reg.handle(kBob, ListTenants{}));
+  ASSERT_EQ(bob_sees.tenants.size(), 1u);
+  EXPECT_EQ(bob_sees.tenants[0].name, "bob-job");
+  EXPECT_EQ(as<TenantList>(reg.handle(kRoot, ListTenants{})).tenants.size(), 2u);
+
+  // Bob steering Alice's tenant is answered as if it did not exist, exactly like a made-up id.
+  const ErrorReply foreign = as<ErrorReply>(reg.handle(kBob, SetWeight{a.tenant, 50}));
+  const ErrorReply missing = as<ErrorReply>(reg.handle(kBob, SetWeight{999, 50}));
+  EXPECT_EQ(foreign.code, StatusCode::not_found);
+  EXPECT_EQ(foreign.message, fmt::format("tenant {}: no such tenant of uid 1001", a.tenant));
+  EXPECT_EQ(missing.code, StatusCode::not_found);
+  EXPECT_EQ(reg.tenants().at(a.tenant).info.weight, 1u) << "the refused request changed nothing";
+  as<Ack>(reg.handle(kAlice, SetWeight{a.tenant, 5}));
+  EXPECT_EQ(reg.tenants().at(a.tenant).info.weight, 5u);
+  as<Ack>(reg.handle(kRoot, SetWeight{b.tenant, 7}));
+  EXPECT_EQ(reg.tenants().at(b.tenant).info.weight, 7u);
+
+  // Stats: a user counts its own tenants; the daemon-wide rejections only root sees.
+  const Stats bob_stats = as<Stats>(reg.handle(kBob, GetStats{}));
+  EXPECT_EQ(bob_stats.tenants, 1u);
+  EXPECT_EQ(bob_stats.launches, 0u);
+  EXPECT_EQ(bob_stats.rejected, 0u);
+  const Stats root_stats = as<Stats>(reg.handle(kRoot, GetStats{}));
+  EXPECT_EQ(root_stats.tenants, 2u);
+  EXPECT_EQ(root_stats.launches, 1u);
+  EXPECT_EQ(root_stats.rejected, 2u);
+
+  ASSERT_TRUE(reg.drop(a.tenant, true).is_ok());
+  EXPECT_TRUE(as<TenantList>(reg.handle(kAlice, ListTenants{})).tenants.empty());
+  EXPECT_EQ(as<Stats>(reg.handle(kRoot, GetStats{})).dropped, 1u);
+}
+
+TEST(IpcControl, RegisterMustNameTheCallersOwnPid) {
+  TenantRegistry reg = make_registry();
+  const ErrorReply spoof = as<ErrorReply>(reg.handle(kBob, lc(kAlice.pid, "spoof")));
+  EXPECT_EQ(spoof.code, StatusCode::permission_denied);
+  EXPECT_NE(spoof.message.find("field pid: 100 is not the caller's process (200)"), std::string::npos);
+  EXPECT_TRUE(reg.tenants().empty());
+  // Root may register another process (a launcher); the tenant is root's.
+  const Registered r = as<Registered>(reg.handle(kRoot, lc(4242, "launched")));
+  EXPECT_EQ(reg.tenants().at(r.tenant).owner.uid, 0u);
+  EXPECT_TRUE(as<TenantList>(reg.handle(kAlice, ListTenants{})).tenants.empty());
+}
+
+TEST(IpcControl, GoodbyeRemovesAndADisconnectDropsTheCallersTenants) {
+  TenantRegistry reg = make_registry();
+  as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "a1")));
+  as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "a2")));
+  as<Registered>(reg.handle(kBob, lc(kBob.pid, "b")));
+  as<Ack>(reg.handle(kAlice, Bye{ByeReason::exit}));
+  EXPECT_EQ(reg.tenants().size(), 1u);
+  reg.disconnected(kAlice);  // nothing left of Alice's: nothing dropped
+  EXPECT_EQ(as<Stats>(reg.handle(kRoot, GetStats{})).dropped, 0u);
+  reg.disconnected(kBob);
+  EXPECT_TRUE(reg.tenants().empty());
+  EXPECT_EQ(as<Stats>(reg.handle(kRoot, GetStats{})).dropped, 1u);
+}
+
+TEST(IpcControl, AFailedChannelRefusesTheRegistration) {
+  TenantRegistry reg([](uint64_t, const PeerCredentials&) -> Result<std::string> {
+    return Status::io_error("shared memory /x.up: shm_open: No space left on device");
+  });
+  const ErrorReply e = as<ErrorReply>(reg.handle(kAlice, lc(kAlice.pid, "a")));
+  EXPECT_EQ(e.code, StatusCode::io_error);
+  EXPECT_NE(e.message.find("No space left"), std::string::npos);
+  EXPECT_TRUE(reg.tenants().empty());
+}
+
+// Credentials handed out in the order connections are accepted.
+class QueuedCredentials final : public CredentialSource {
+ public:
+  void push(PeerCredentials c) {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(c);
+  }
+  Result<PeerCredentials> peer(int) const override {
+    std::lock_guard lock(mutex_);
+    if (queue_.empty()) return Status::internal("test: no credentials queued");
+    const PeerCredentials c = queue_.front();
+    queue_.pop_front();
+    return c;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::deque<PeerCredentials> queue_;
+};
+
+// A server on its own thread, over a registry only that thread touches.
+class IpcControlServer : public ::testing::Test {
+ protected:
+  void start(const CredentialSource& creds, ControlServerOptions options = {}) {
+    dir_ = std::filesystem::temp_directory_path() / fmt::format("concord-ctl-{}-{}", ::getpid(), counter_++);
+    std::filesystem::create_directories(dir_);
+    options.path = (dir_ / "concordd.sock").string();
+    path_ = options.path;
+    Result<ControlServer> server = ControlServer::listen(options, creds, registry_);
+    ASSERT_TRUE(server.is_ok()) << server.status().to_string();
+    server_.emplace(std::move(*server));
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        if (!server_->serve_once(10ms).is_ok()) return;
+      }
+    });
+  }
+  void TearDown() override {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  Result<Message> call(const Message& m) {
+    Result<ControlClient> c = ControlClient::connect(path_);
+    if (!c.is_ok()) return c.status();
+    return c->call(m, 2s);
+  }
+  KernelCredentials kernel_;  // outlives the server, which keeps a pointer to it
+  TenantRegistry registry_ = make_registry();
+  std::optional<ControlServer> server_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::filesystem::path dir_;
+  std::string path_;
+  static inline int counter_ = 0;
+};
+
+TEST_F(IpcControlServer, SocketFileHasTheModeAndGroup) {
+  ControlServerOptions options;
+  options.gid = ::getgid();
+  start(kernel_, options);
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, ::getgid());
+}
+
+TEST_F(IpcControlServer, RealClientRegistersAsItself) {
+  start(kernel_);
+  // A tenant's connection stays open for as long as it lives (its end drops the tenant).
+  Result<ControlClient> me = ControlClient::connect(path_);
+  ASSERT_TRUE(me.is_ok()) << me.status().to_string();
+  Result<Message> r = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid(), "me"}, 2s);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const Registered reg = as<Registered>(*r);
+  Result<Message> list = call(ListTenants{});
+  ASSERT_TRUE(list.is_ok()) << list.status().to_string();
+  const TenantList l = as<TenantList>(*list);
+  ASSERT_EQ(l.tenants.size(), 1u);
+  EXPECT_EQ(l.tenants[0].id, reg.tenant);
+  EXPECT_EQ(l.tenants[0].uid, ::getuid());
+  EXPECT_EQ(l.tenants[0].pid, ::getpid());
+  // A pid not its own is refused by what the kernel says of the caller (root may name any).
+  Result<Message> spoof = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid() + 1, "not-me"}, 2s);
+  ASSERT_TRUE(spoof.is_ok());
+  if (::getuid() == 0) {
+    as<Registered>(*spoof);
+  } else {
+    EXPECT_EQ(as<ErrorReply>(*spoof).code, StatusCode::permission_denied);
+  }
+}
+
+TEST_F(IpcControlServer, ForeignUsersThroughTheSocket) {
+  QueuedCredentials creds;
+  start(creds);
+  creds.push(kAlice);
+  Result<ControlClient> alice = ControlClient::connect(path_);
+  ASSERT_TRUE(alice.is_ok()) << alice.status().to_string();
+  Result<Message> r = alice->call(lc(kAlice.pid, "alice-svc"), 2s);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const uint64_t tenant = as<Registered>(*r).tenant;
+  creds.push(kBob);
+  r = call(ListTenants{});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_TRUE(as<TenantList>(*r).tenants.empty());
+  creds.push(kBob);
+  r = call(SetWeight{tenant, 9});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(as<ErrorReply>(*r).code, StatusCode::not_found);
+  creds.push(kRoot);
+  r = call(ListTenants{});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(as<TenantList>(*r).tenants.size(), 1u);
+}
+
+TEST_F(IpcControlServer, MalformedFramesAreRefusedByNameAndDropOnlyTheirClient) {
+  start(kernel_);
+  Result<ControlClient> good = ControlClient::connect(path_);
+  ASSERT_TRUE(good.is_ok());
+  Result<ControlClient> bad = ControlClient::connect(path_);
+  ASSERT_TRUE(bad.is_ok());
+  std::vector<uint8_t> garbage(kHeaderBytes, 0x41);
+  Result<Message> r = bad->call_raw(garbage, 2s);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_NE(as<ErrorReply>(*r).message.find("field magic"), std::string::npos);
+  // A well-formed frame of a reply type is not a request.
+  Result<std::vector<uint8_t>> reply_frame = encode(Ack{});
+  ASSERT_TRUE(reply_frame.is_ok());
+  Result<ControlClient> wrong = ControlClient::connect(path_);
+  ASSERT_TRUE(wrong.is_ok());
+  r = wrong->call_raw(*reply_frame, 2s);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_NE(as<ErrorReply>(*r).message.find("not carried on the control request"), std::string::npos);
+  // The refused clients were disconnected; the good one still gets answers.
+  Result<Message> again = bad->call_raw(garbage, 500ms);
+  EXPECT_FALSE(again.is_ok());
+  r = good->call(GetStats{}, 2s);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  as<Stats>(*r);
+  EXPECT_EQ(server_->malformed(), 2u);
+}
+
+// A tenant process registers through the socket and is killed with SIGKILL: the server sees its
+// connection end and drops its tenant; a second process that says goodbye is not counted dropped.
+TEST_F(IpcControlServer, AKilledTenantProcessIsDroppedOthersKeepBeingServed) {
+  QueuedCredentials creds;
+  start(creds);
+  const auto spawn = [&](bool say_bye) {
+    int go[2], registered[2];
+    EXPECT_EQ(::pipe(go), 0);
+    EXPECT_EQ(::pipe(registered), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      char c = 0;
+      if (::read(go[0], &c, 1) != 1) ::_exit(2);
+      Result<ControlClient> client = ControlClient::connect(path_);
+      if (!client.is_ok()) ::_exit(3);
+      Result<Message> r = client->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "victim"}, 2s);
+      if (!r.is_ok() || !std::holds_alternative<Registered>(*r)) ::_exit(4);
+      if (say_bye) {
+        r = client->call(Bye{ByeReason::exit}, 2s);
+        ::_exit(r.is_ok() && std::holds_alternative<Ack>(*r) ? 0 : 5);
+      }
+      if (::write(registered[1], &c, 1) != 1) ::_exit(6);
+      for (;;) ::pause();
+    }
+    creds.push(PeerCredentials{child, 1000, 1000});
+    EXPECT_EQ(::write(go[1], "g", 1), 1);
+    if (!say_bye) {
+      char c = 0;
+      EXPECT_EQ(::read(registered[0], &c, 1), 1);
+      ::kill(child, SIGKILL);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    for (int fd : {go[0], go[1], registered[0], registered[1]}) ::close(fd);
+    return status;
+  };
+  const int killed = spawn(false);
+  EXPECT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL) << killed;
+  const int clean = spawn(true);
+  EXPECT_TRUE(WIFEXITED(clean) && WEXITSTATUS(clean) == 0) << clean;
+  // The server notices the ended connections on its next polls; meanwhile it keeps answering.
+  Stats stats;
+  for (int i = 0; i < 200; ++i) {
+    creds.push(kRoot);
+    Result<Message> r = call(GetStats{});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    stats = as<Stats>(*r);
+    if (stats.tenants == 0 && stats.dropped == 1) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(stats.tenants, 0u);
+  EXPECT_EQ(stats.dropped, 1u) << "the killed tenant dropped, the one that said goodbye not";
+}
+
+// Runs `body` in a child process that became uid/gid 65534 (nobody/nogroup); its exit status.
+template <typename Body>
+int as_nobody(Body body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+// Real users (needs root to become another): the socket file's mode and group keep a user outside
+// the group from connecting at all; one inside it sees and steers only its own tenants.
+TEST_F(IpcControlServer, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to run a child as another user";
+  ControlServerOptions options;
+  options.gid = 0;
+  start(kernel_, options);
+  std::filesystem::permissions(dir_, std::filesystem::perms::owner_all | std::filesystem::perms::group_exec |
+                                         std::filesystem::perms::others_exec);
+  const std::string path = path_;
+  const int outside = as_nobody([&] {
+    Result<ControlClient> c = ControlClient::connect(path);
+    return !c.is_ok() && c.status().code() == StatusCode::permission_denied ? 0 : 1;
+  });
+  EXPECT_EQ(outside, 0) << "a user outside the socket's group connected";
+  ASSERT_EQ(::chown(path_.c_str(), static_cast<uid_t>(-1), 65534), 0);
+  Result<ControlClient> root = ControlClient::connect(path_);
+  ASSERT_TRUE(root.is_ok()) << root.status().to_string();
+  Result<Message> mine = root->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "root-job"}, 2s);
+  ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
+  const uint64_t root_tenant = as<Registered>(*mine).tenant;
+  const int inside = as_nobody([&] {
+    Result<ControlClient> c = ControlClient::connect(path);
+    if (!c.is_ok()) return 2;
+    Result<Message> r = c->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "nobody-job"}, 2s);
+    if (!r.is_ok() || !std::holds_alternative<Registered>(*r)) return 3;
+    r = c->call(ListTenants{}, 2s);
+    if (!r.is_ok() || !std::holds_alternative<TenantList>(*r)) return 4;
+    const auto& seen = std::get<TenantList>(*r).tenants;
+    if (seen.size() != 1 || seen[0].name != "nobody-job" || seen[0].uid != 65534) return 5;
+    r = c->call(SetWeight{root_tenant, 9}, 2s);
+    if (!r.is_ok() || !std::holds_alternative<ErrorReply>(*r)) return 6;
+    return std::get<ErrorReply>(*r).code == StatusCode::not_found ? 0 : 7;
+  });
+  EXPECT_EQ(inside, 0) << "the other user's session went wrong at step " << inside;
+  // The other user's process ended: only root's tenant is left (the server may take a poll to
+  // notice the ended connection).
+  Result<Message> all = call(ListTenants{});
+  for (int i = 0; i < 100 && all.is_ok() && as<TenantList>(*all).tenants.size() != 1; ++i) {
+    std::this_thread::sleep_for(10ms);
+    all = call(ListTenants{});
+  }
+  ASSERT_TRUE(all.is_ok());
+  ASSERT_EQ(as<TenantList>(*all).tenants.size(), 1u);
+  EXPECT_EQ(as<TenantList>(*all).tenants[0].name, "root-job");
+}
+
+TEST(IpcControl, ListenReplacesAStaleSocketButNoOtherFile) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("concord-ctl-stale-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "s.sock").string();
+  TenantRegistry reg = make_registry();
+  KernelCredentials creds;
+  const auto at = [](const std::string& p) {
+    ControlServerOptions o;
+    o.path = p;
+    return o;
+  };
+  {
+    Result<ControlServer> first = ControlServer::listen(at(path), creds, reg);
+    ASSERT_TRUE(first.is_ok());
+    // A daemon that died leaves its socket file: copy it aside as a stale one.
+    std::filesystem::create_hard_link(path, dir / "stale.sock");
+  }
+  std::filesystem::rename(dir / "stale.sock", path);
+  Result<ControlServer> second = ControlServer::listen(at(path), creds, reg);
+  EXPECT_TRUE(second.is_ok()) << second.status().to_string();
+  const std::string plain = (dir / "plain").string();
+  std::ofstream(plain) << "x";
+  Result<ControlServer> third = ControlServer::listen(at(plain), creds, reg);
+  ASSERT_FALSE(third.is_ok());
+  EXPECT_NE(third.status().message().find("is not a socket"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(plain));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace concord::ipc
