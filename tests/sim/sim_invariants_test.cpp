@@ -251,6 +251,32 @@ TEST(SimInvariants, ShrinkingTheSmSetSlowsALaunchAndGrowingSpeedsItUp) {
   EXPECT_GT(run_with(true), run_with(false));
 }
 
+// A lower TLP takes effect on the blocks already resident (as launch.cuh's leave_if_over_limit
+// does on the GPU); a higher one fills the new slots; a fused dispatch refuses the change.
+TEST(SimInvariants, LoweringTlpInPlaceEvictsTheSurplusAndRaisingRefills) {
+  const DeviceSpec dev = h200_spec();
+  const KernelSpec k = *make_suite_kernel("stream_triad", 1 << 26);
+  sim::SimBackend sim(dev);
+  DispatchRequest r;
+  r.id = DispatchId{0};
+  r.parts.push_back(DispatchPart{LaunchId{0}, TenantId{0}, &k, k.default_variant,
+                                 BlockRange{0, k.variant(k.default_variant).logical_blocks}, 1});
+  r.placement.sms = dev.all_sms();
+  r.placement.form = LaunchForm::persistent;
+  r.placement.tlp = 2;
+  ASSERT_TRUE(sim.dispatch(r).is_ok());
+  ASSERT_TRUE(sim.advance(1e-5).is_ok());
+  ASSERT_EQ(sim.residents_on(0).at(r.id), 2);
+  ASSERT_TRUE(sim.set_tlp(r.id, 1, SmSet(), 0).is_ok());
+  for (int sm = 0; sm < dev.sm_count; ++sm) EXPECT_LE(sim.residents_on(sm)[r.id], 1) << "SM " << sm;
+  ASSERT_TRUE(sim.set_tlp(r.id, 2, SmSet(), 0).is_ok());
+  ASSERT_TRUE(sim.advance(2e-5).is_ok());
+  EXPECT_EQ(sim.residents_on(0).at(r.id), 2);
+  auto done = sim.advance(1e9);
+  ASSERT_TRUE(done.is_ok());
+  ASSERT_EQ(done->size(), 1u);
+}
+
 TEST(SimInvariants, CompletionsOfOneInstantAreAllRecordedBeforeAnyHookRuns) {
   // Two equal launches on equal halves finish at the same instant and come back from one
   // advance(); when the policy hears of the first, the second must not look running (a resize,

@@ -87,13 +87,19 @@ __device__ __forceinline__ int32_t tlp_limit(const ElasticControl* ctl, unsigned
 __device__ __forceinline__ bool admit(ElasticControl* ctl, unsigned sm, const Range& r) {
   const int32_t tlp = tlp_limit(ctl, sm);
   if (!may_fetch(ctl, sm, r)) return false;
-  const int prev = atomicAdd(&ctl->resident[sm], 1);
-  if (prev >= tlp) {
-    atomicSub(&ctl->resident[sm], 1);
-    return false;
+  // Compare-and-swap, not add-then-undo: an add over the limit would show the SM one block over it
+  // for a moment, a running block in leave_if_over_limit could take that for a lowered limit and
+  // leave, and the undo would then leave the SM one block under its limit for good.
+  int32_t seen = load_relaxed(&ctl->resident[sm]);
+  while (seen < tlp) {
+    const int32_t prev = atomicCAS(&ctl->resident[sm], seen, seen + 1);
+    if (prev == seen) {
+      atomicMax(&ctl->resident_peak[sm], seen + 1);
+      return true;
+    }
+    seen = prev;
   }
-  atomicMax(&ctl->resident_peak[sm], prev + 1);
-  return true;
+  return false;
 }
 
 // Leader only, between chunks: true when this block must leave its SM because the SM holds more

@@ -725,6 +725,10 @@ Status CudaBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int 
   if (r.placement.form != LaunchForm::persistent) {
     return Status::unsupported("cuda: " + r.label + ": only persistent dispatches change their TLP");
   }
+  if (r.placement.fusion) {
+    // A fused kernel applies its limit at admission only (its parts do not leave between chunks).
+    return Status::unsupported("cuda: " + r.label + ": a fused dispatch keeps the TLP it was launched with");
+  }
   if (tlp < 0 || tight_tlp < 0) return Status::invalid_argument("cuda: TLP limits must be >= 0 (0: none)");
   {
     std::lock_guard<std::mutex> lock(mu_);

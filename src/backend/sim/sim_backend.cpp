@@ -129,13 +129,20 @@ Status SimBackend::set_tlp(DispatchId id, int tlp, const SmSet& tight_sms, int t
   if (r->placement.form != LaunchForm::persistent) {
     return Status::unsupported("sim: only persistent dispatches change their TLP while running");
   }
+  if (r->placement.fusion) return Status::unsupported("sim: a fused dispatch keeps the TLP it was launched with (as on the GPU)");
   if (tlp < 0 || tight_tlp < 0) return Status::invalid_argument("sim: TLP limits must be >= 0 (0: none)");
-  // As on the GPU: a lower limit admits no new block beyond it, resident blocks stay; a higher
-  // one lets the block scheduler fill the new slots (allocate_blocks at the next event).
+  // As on the GPU (launch.cuh, leave_if_over_limit): under a lower limit the blocks over it leave
+  // at their next chunk boundary (modelled as now, like a resize); a higher one lets the block
+  // scheduler fill the new slots (allocate_blocks at the next event).
   const int occupancy = max_resident_blocks(device_, r->footprint);
   r->per_sm_cap = tlp > 0 ? std::min(tlp, occupancy) : occupancy;
   r->tight_sms = tight_tlp > 0 ? tight_sms : SmSet();
   r->tight_cap = tight_tlp > 0 ? std::min(tight_tlp, occupancy) : 0;
+  for (int sm = 0; sm < device_.sm_count; ++sm) {
+    const int cap = r->tight_cap > 0 && r->tight_sms.contains(sm) ? r->tight_cap : r->per_sm_cap;
+    const int over = r->resident[static_cast<size_t>(sm)] - cap;
+    if (over > 0) release(*r, sm, over);
+  }
   r->placement.tlp = tlp;
   r->placement.tight_sms = r->tight_sms;
   r->placement.tight_tlp = tight_tlp;
