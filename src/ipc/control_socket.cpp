@@ -168,6 +168,7 @@ void ControlServer::accept_all() {
       ::close(fd);
       continue;
     }
+    peer->connection = ++connections_;
     clients_.emplace(fd, Client{*peer, {}});
   }
 }

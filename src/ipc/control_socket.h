@@ -22,6 +22,10 @@ struct PeerCredentials {
   int32_t pid = 0;
   uint32_t uid = 0;
   uint32_t gid = 0;
+  // The server's id of the connection these came on (unique for the server's life): a tenant
+  // belongs to the connection that registered it, so one of a process's connections closing or
+  // saying goodbye drops only the tenants registered on it. 0 where no server assigned one.
+  uint64_t connection = 0;
   bool operator==(const PeerCredentials&) const = default;
 };
 
@@ -92,6 +96,7 @@ class ControlServer {
   const CredentialSource* credentials_;
   ControlHandler* handler_;
   int max_clients_;
+  uint64_t connections_ = 0;  // ids given to accepted connections (PeerCredentials::connection)
   std::map<int, Client> clients_;
   uint64_t malformed_ = 0;
 };

@@ -1,5 +1,7 @@
 #include "ipc/tenant_registry.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace concord::ipc {
@@ -35,6 +37,15 @@ Message TenantRegistry::register_tenant(const PeerCredentials& peer, const Regis
     ++rejected_;
     return refuse(StatusCode::permission_denied,
                   fmt::format("register: field pid: {} is not the caller's process ({})", request.pid, peer.pid));
+  }
+  if (peer.uid != 0) {
+    // Each tenant costs the daemon two shared-memory rings: one user cannot make them without end.
+    const auto owned = std::count_if(tenants_.begin(), tenants_.end(), [&](const auto& t) { return t.second.owner.uid == peer.uid; });
+    if (owned >= kTenantsPerUser) {
+      ++rejected_;
+      return refuse(StatusCode::failed_precondition,
+                    fmt::format("register: user {} already has {} tenants, the limit", peer.uid, kTenantsPerUser));
+    }
   }
   const uint64_t id = next_id_;
   Result<std::string> channel = make_channel_(id, peer);

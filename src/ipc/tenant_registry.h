@@ -28,6 +28,9 @@ struct TenantRecord {
   uint64_t launches = 0;
 };
 
+// Tenants one user (other than root) may have registered at once.
+inline constexpr int kTenantsPerUser = 64;
+
 class TenantRegistry final : public ControlHandler {
  public:
   // Makes a new tenant's rings and returns their base name; an error refuses the registration.

@@ -128,6 +128,35 @@ TEST(IpcControl, GoodbyeRemovesAndADisconnectDropsTheCallersTenants) {
   EXPECT_EQ(as<Stats>(reg.handle(kRoot, GetStats{})).dropped, 1u);
 }
 
+// A tenant belongs to the connection that registered it: a process with two connections that
+// closes one (or says goodbye on it) keeps the tenants of the other.
+TEST(IpcControl, TenantsBelongToTheirConnectionNotJustTheirProcess) {
+  TenantRegistry reg = make_registry();
+  PeerCredentials first = kAlice, second = kAlice;
+  first.connection = 1;
+  second.connection = 2;
+  as<Registered>(reg.handle(first, lc(kAlice.pid, "a1")));
+  as<Registered>(reg.handle(second, lc(kAlice.pid, "a2")));
+  reg.disconnected(first);
+  ASSERT_EQ(reg.tenants().size(), 1u);
+  EXPECT_EQ(reg.tenants().begin()->second.info.name, "a2");
+  as<Registered>(reg.handle(first, lc(kAlice.pid, "a3")));
+  as<Ack>(reg.handle(first, Bye{ByeReason::exit}));
+  ASSERT_EQ(reg.tenants().size(), 1u);
+  EXPECT_EQ(reg.tenants().begin()->second.info.name, "a2");
+}
+
+// One user cannot make rings without end; root is not limited.
+TEST(IpcControl, AUserHasAtMostTheTenantLimit) {
+  TenantRegistry reg = make_registry();
+  for (int i = 0; i < kTenantsPerUser; ++i) as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "a")));
+  const Message refused = reg.handle(kAlice, lc(kAlice.pid, "one more"));
+  ASSERT_TRUE(std::holds_alternative<ErrorReply>(refused));
+  EXPECT_NE(std::get<ErrorReply>(refused).message.find("the limit"), std::string::npos);
+  as<Registered>(reg.handle(kBob, lc(kBob.pid, "b")));  // another user is not affected
+  as<Registered>(reg.handle(kRoot, lc(kRoot.pid, "r")));
+}
+
 TEST(IpcControl, AFailedChannelRefusesTheRegistration) {
   TenantRegistry reg([](uint64_t, const PeerCredentials&) -> Result<std::string> {
     return Status::io_error("shared memory /x.up: shm_open: No space left on device");
