@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstddef>
+#include <deque>
 #include <map>
 #include <thread>
 
@@ -589,9 +590,9 @@ TEST(DeviceApi, TlpChangedInPlaceHoldsTheNewLimitAndRunsEveryBlockOnce) {
   // TLP per step: the first is the launch's; even phases are settled, odd ones in transition.
   const std::vector<int32_t> tlps = {4, 1, 3, 2, 6, 1};
   ASSERT_GE(occupancy, 6);
-  cuda::Stream work, grow, control;
+  cuda::Stream work, control;
+  std::deque<cuda::Stream> grows;  // one per raise (deque: the streams do not move)
   ASSERT_OK(work.create());
-  ASSERT_OK(grow.create());
   ASSERT_OK(control.create());
   struct Pinned {
     int32_t tlp;
@@ -615,7 +616,11 @@ TEST(DeviceApi, TlpChangedInPlaceHoldsTheNewLimitAndRunsEveryBlockOnce) {
     ASSERT_EQ(cudaStreamSynchronize(control.get()), cudaSuccess);
     if (tlps[i] > tlps[i - 1]) {
       // The first grid's blocks that found their SM full have exited: new slots need new blocks.
-      device::elastic_kernel<ConcurrencyBody, device::CacheOp::normal><<<grid, 64, 0, grow.get()>>>(body, ctl.get(), device::BlockAudit{});
+      // Each raise on a stream of its own: an earlier raise's grid still runs (its admitted blocks
+      // loop until the work ends), and a grid behind it on one stream would not start.
+      grows.emplace_back();
+      ASSERT_OK(grows.back().create());
+      device::elastic_kernel<ConcurrencyBody, device::CacheOp::normal><<<grid, 64, 0, grows.back().get()>>>(body, ctl.get(), device::BlockAudit{});
       ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // about 200 logical blocks per slot
