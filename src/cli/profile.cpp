@@ -327,7 +327,8 @@ Subcommand add_profile_command(CLI::App& parent) {
   apps.run->add_option("--reps", o->reps, "Timed repetitions per point (median)")->capture_default_str();
 
   apps.raise = profile->add_subcommand(
-      "raise", "Measure RAISE's eight metrics of every block-size variant with Nsight Compute (ncu)");
+      "raise", "Measure RAISE's eight metrics and PBS's miss rates of every block-size variant with Nsight Compute (ncu)");
+  apps.raise->alias("ncu");
   apps.raise->add_option("--workload", o->raise_workloads, "Profile the kernels (and sizes) of these workload specs");
   apps.raise->add_option("--kernels", o->kernels, "Suite kernels at their default sizes (default: the whole suite)")
       ->delimiter(',');
