@@ -47,7 +47,7 @@ mixes=("$OUT"/mixes/$MIXES.yaml)
 profiles=()
 if [[ $PROFILE == 1 ]]; then
   # Nsight Compute's L1/L2 miss rates of every kernel variant of the mixes: the pbs facet.
-  [[ -s $OUT/profiles.db ]] || timeout "${PROFILE_S:-150}" "$CONCORD" profile ncu "${mixes[@]/#/--workload=}" --db "$OUT/profiles.db" --work-dir "$OUT" \
+  [[ -s $OUT/profiles.db ]] || timeout "${PROFILE_S:-150}" "$CONCORD" profile ncu "${mixes[@]/#/--workload=}" --default-variants --passes 1 --db "$OUT/profiles.db" --work-dir "$OUT" \
     > "$OUT/profile.log" 2>&1 || echo "run.sh: concord profile ncu failed (see $OUT/profile.log): no pbs facet" >&2
 fi
 [[ -s $OUT/profiles.db ]] && profiles=(--profiles "$OUT/profiles.db")

@@ -161,13 +161,18 @@ Status PbsPolicy::on_tick(SchedContext& ctx) {
     return Status::ok();
   }
   // A window in which a tenant finished no logical block measured nothing about it (its blocks
-  // outlast the window, or its progress was not yet visible): the window stays open, its counts
-  // going on, for up to kMaxExtensions more window lengths before the EB is taken as it is.
-  // Taken as 0, it would make an alone EB fail and FI/HS read 0 at that combination.
-  if (std::any_of(eb.begin(), eb.end(), [](double v) { return !(v > 0); }) && extensions_ < kMaxExtensions) {
-    ++extensions_;
+  // outlast the window, its progress was not yet visible, or it sits between requests): it is
+  // not a sample. The window stays open, its counts going on, for up to kMaxExtensions more
+  // window lengths; after that it starts afresh (so that a long idle spell does not dilute the
+  // rate measured once the tenant runs again). Taken as 0, it failed the alone EB and read FI/HS
+  // 0 at that combination.
+  if (std::any_of(eb.begin(), eb.end(), [](double v) { return !(v > 0); })) {
     ++empty_samples_;
     log(ctx, {{"event", "extended"}, {"eb", eb}});
+    if (++extensions_ > kMaxExtensions) {
+      extensions_ = 0;
+      CONCORD_RETURN_IF_ERROR(runner_.start_window(ctx));
+    }
     warming_ = false;
     ctx.request_tick(ctx.now() + o_.window);
     return Status::ok();
