@@ -14,7 +14,8 @@
 # tenant's work each alone run does; PBS_ARGS (e.g. "--pbs-param window=0.004"); PROFILE=1 (cuda,
 # default when ncu is on the PATH): `concord profile ncu` stores the pbs facet (L1/L2 miss rates)
 # of the mixes' kernels in OUTDIR/profiles.db first (at most PROFILE_S, 150 s), and every run
-# reads it; without it the results name the kernels that ran without one; SIM_TOO=1 (cuda): the
+# reads it; without it the results name the kernels that ran without one; SIM_TOO=1 (cuda; off by
+# default, it holds the GPU machine while the CPU works): the
 # schemes again on the simulator, for its prediction (CPU only).
 # One bench process runs every mix (the GPU's context made once). Writes OUTDIR/mixes/ and
 # OUTDIR/<backend>/<mix>/{alone-I-L,SCHEME,oracle-L1_L2[_L3]}.json and PBS's traces; a rerun keeps
@@ -31,7 +32,7 @@ ORACLE2=${ORACLE2:-"1 2 4 0"}
 ORACLE3=${ORACLE3:-"1 4 0"}
 ORACLE_WORK=${ORACLE_WORK:-0.5}
 ALONE_WORK=${ALONE_WORK:-0.5}
-SIM_TOO=${SIM_TOO:-1}
+SIM_TOO=${SIM_TOO:-0}
 PBS_ARGS=${PBS_ARGS:-}
 if [[ $BACKEND == sim ]]; then DEVICE=${DEVICE:-h100}; else DEVICE=${DEVICE:-0}; fi
 if [[ $BACKEND == cuda ]] && command -v ncu > /dev/null; then PROFILE=${PROFILE:-1}; else PROFILE=${PROFILE:-0}; fi
