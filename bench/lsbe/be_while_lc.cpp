@@ -23,7 +23,7 @@ class BeWhileLc::Recorder final : public TenantSink {
   std::set<int64_t>& left_;
 };
 
-BeWhileLc::BeWhileLc(const Workload& workload, SpecSourceOptions options, std::function<bool()> stop_be)
+BeWhileLc::BeWhileLc(const Workload& workload, SpecSourceOptions options, StopBe stop_be)
     : workload_(workload), inner_(workload, options), stop_be_(std::move(stop_be)), lc_ended_(workload.tenants.size(), 0) {}
 
 // SpecSource gives tenant i of the spec TenantId i (spec_source.h).
@@ -76,7 +76,7 @@ Status BeWhileLc::on_request_end(TenantSink& sink, TenantId tenant, int64_t requ
     return lc_done() && !be_stopped_ ? stop_be(sink) : Status::ok();
   }
   if (be_stopped_ || left_.count(tenant.value)) return Status::ok();  // no next request
-  if (stop_be_ && stop_be_()) return stop_be(sink);
+  if (stop_be_ && stop_be_(tenant)) return stop_be(sink);
   return inner_.on_request_end(r, tenant, request, at);
 }
 

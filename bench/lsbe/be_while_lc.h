@@ -15,9 +15,11 @@ namespace concord::lsbe {
 class BeWhileLc final : public TenantSource {
  public:
   // `stop_be`, when given, also ends the BE tenants once it returns true; it is asked at each BE
-  // request's end (the bench's MPS peers run a BE tenant without its LC tenant in the process).
+  // request's end with the tenant whose request ended (the bench's MPS peers run a BE tenant
+  // without its LC tenant in the process; bench/pbs ends every tenant when the first is done).
   // A workload without LC tenants and without `stop_be` runs its BE tenants' requests to the end.
-  BeWhileLc(const Workload& workload, SpecSourceOptions options, std::function<bool()> stop_be = {});
+  using StopBe = std::function<bool(TenantId ended)>;
+  BeWhileLc(const Workload& workload, SpecSourceOptions options, StopBe stop_be = {});
 
   std::string name() const override { return "lc-be:" + workload_.name; }
   Status open(TenantSink& sink) override;
@@ -38,7 +40,7 @@ class BeWhileLc final : public TenantSource {
 
   const Workload& workload_;
   SpecSource inner_;
-  std::function<bool()> stop_be_;
+  StopBe stop_be_;
   std::vector<int64_t> lc_ended_;  // per tenant: LC requests ended
   std::set<int64_t> left_;
   bool be_stopped_ = false;

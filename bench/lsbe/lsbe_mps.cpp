@@ -330,7 +330,7 @@ int cmd_peer(const PeerOptions& opt) {
   SpecSourceOptions source;
   source.seed = opt.seed;
   const std::string stop_file = opt.stop_file;
-  BeWhileLc src(w, source, stop.owner ? std::function<bool()>() : [stop_file] { return fs::exists(stop_file); });
+  BeWhileLc src(w, source, stop.owner ? BeWhileLc::StopBe() : [stop_file](TenantId) { return fs::exists(stop_file); });
   double wall_start = 0;
   EngineOptions o;
   o.seed = opt.seed;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes bench/pbs's workloads: two- and three-tenant BE mixes of the suite's elastic kernels,
 each input above the largest L2 (60 MB on the H200) so that co-runners contend in L2 and DRAM,
-each tenant repeating its kernel `count` times (about --target-ms of work alone on the whole GPU,
-from the simulator's H100 estimate); alone/KERNEL.yaml holds each kernel alone with the same count.
+each tenant a closed loop of `requests` requests of one kernel each (about --target-ms of work
+alone on the whole GPU, from the simulator's H100 estimate; one kernel per request lets the bench
+end a run when the first tenant is done); alone/KERNEL.yaml holds each kernel alone.
 
   mixes.py OUTDIR [--concord build/src/concord] [--target-ms 400]
 """
@@ -78,8 +79,8 @@ def main():
     os.makedirs(os.path.join(args.outdir, "alone"), exist_ok=True)
     for k, (size, _) in KERNELS.items():  # each kernel alone, for its best alone TLP
         with open(os.path.join(args.outdir, "alone", k + ".yaml"), "w") as f:
-            f.write(f"name: alone-{k}\ntenants:\n  - name: {k}\n    class: BE\n    kernels:\n"
-                    f"      - {{kernel: {k}, size: {size}, count: {counts[k]}}}\n")
+            f.write(f"name: alone-{k}\ntenants:\n  - name: {k}\n    class: BE\n    requests: {counts[k]}\n    kernels:\n"
+                    f"      - {{kernel: {k}, size: {size}}}\n")
     for mix in PAIRS + TRIPLES:
         name = "-".join(mix)
         with open(os.path.join(args.outdir, name + ".yaml"), "w") as f:
@@ -87,7 +88,7 @@ def main():
             f.write(f"name: {name}\ntenants:\n")
             for k in mix:
                 size = KERNELS[k][0]
-                f.write(f"  - name: {k}\n    class: BE\n    kernels:\n      - {{kernel: {k}, size: {size}, count: {counts[k]}}}\n")
+                f.write(f"  - name: {k}\n    class: BE\n    requests: {counts[k]}\n    kernels:\n      - {{kernel: {k}, size: {size}}}\n")
     print(f"{len(PAIRS)} pairs and {len(TRIPLES)} triples in {args.outdir}")
 
 

@@ -234,7 +234,8 @@ inline constexpr const char* kRaiseFacet = "raise";
 // Attaches stored profiles to the kernels of a workload (same name and size): the default
 // variant's SM curve and cache slowdowns (the simulator then uses measured curves instead of
 // rooflines), every variant's RAISE metrics (the "raise" facet) and Aker's classes and duration
-// models (the "aker" facet). Returns how many kernels got something.
+// models (the "aker" facet) and PBS's miss rates (the "pbs" facet). Returns how many kernels got
+// something.
 struct Workload;
 Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const std::string& gpu = "");
 

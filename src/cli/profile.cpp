@@ -36,6 +36,7 @@ struct ProfileOptions {
   std::vector<std::string> raise_workloads, raise_csv;
   std::string ncu = "ncu", work_dir = ".", gpu, driver;
   int passes = 3;
+  bool default_variants = false;  // only each kernel's default variant (the one PBS launches)
   // aker
   std::vector<std::string> aker_workloads, aker_pairs, aker_ratios;
   // raise-worker, export, import
@@ -96,6 +97,12 @@ int profile_raise(ProfileOptions o) {
     }
   }
   if (kernels.empty()) return fail(Status::invalid_argument("profile raise: no kernels to profile"));
+  if (o.default_variants) {
+    for (KernelSpec& k : kernels) {
+      k.variants = {k.variant(k.default_variant)};
+      k.default_variant = 0;
+    }
+  }
   if (o.gpu.empty() || o.driver.empty()) {
     // The key's device from the CUDA backend, released before ncu runs the worker.
     auto b = make_backend(BackendConfig{"cuda", {}, 1});
@@ -327,7 +334,8 @@ Subcommand add_profile_command(CLI::App& parent) {
   apps.run->add_option("--reps", o->reps, "Timed repetitions per point (median)")->capture_default_str();
 
   apps.raise = profile->add_subcommand(
-      "raise", "Measure RAISE's eight metrics of every block-size variant with Nsight Compute (ncu)");
+      "raise", "Measure RAISE's eight metrics and PBS's miss rates of every block-size variant with Nsight Compute (ncu)");
+  apps.raise->alias("ncu");
   apps.raise->add_option("--workload", o->raise_workloads, "Profile the kernels (and sizes) of these workload specs");
   apps.raise->add_option("--kernels", o->kernels, "Suite kernels at their default sizes (default: the whole suite)")
       ->delimiter(',');
@@ -339,6 +347,8 @@ Subcommand add_profile_command(CLI::App& parent) {
       ->check(CLI::Range(1, 100));
   apps.raise->add_option("--from-csv", o->raise_csv,
                          "Parse these CSVs of earlier ncu runs (one pass each, averaged) instead of running ncu");
+  apps.raise->add_flag("--default-variants", o->default_variants,
+                       "Only each kernel's default variant (the one PBS and its baselines launch)");
   apps.raise->add_option("--gpu", o->gpu, "The GPU name of the profile key (default: the CUDA device's)");
   apps.raise->add_option("--driver", o->driver, "The driver version of the profile key (default: the CUDA device's)");
 

@@ -80,6 +80,9 @@ int column(const std::vector<std::string>& header, const std::string& name) {
 std::vector<std::string> ncu_metric_names() {
   std::vector<std::string> out;
   for (const auto& m : raise_metric_info()) out.emplace_back(m.ncu);
+  for (const char* m : {policy::kNcuGlobalLoadBytes, policy::kNcuGlobalStoreBytes, policy::kNcuL1HitRate, policy::kNcuL2HitRate}) {
+    out.emplace_back(m);
+  }
   out.emplace_back(kNcuDurationMetric);
   return out;
 }
@@ -243,6 +246,80 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
     ++written;
   }
   return written;
+}
+
+Result<policy::PbsFacet> pbs_facet_of_job(const std::vector<std::vector<NcuLaunch>>& passes_of_job, int64_t logical_blocks,
+                                          const std::string& where) {
+  if (passes_of_job.empty()) return Status::invalid_argument(where + ": no ncu pass");
+  policy::PbsFacet mean{0, 0, 0};
+  for (const std::vector<NcuLaunch>& launches : passes_of_job) {
+    if (launches.empty()) return Status::invalid_argument(where + ": no launch measured");
+    // One launch's worth of metrics: bytes summed over the job's launches, hit rates weighted by
+    // each launch's duration (equal weights when no duration was measured).
+    std::map<std::string, double> job;
+    double weight = 0;
+    for (const NcuLaunch& l : launches) {
+      auto d = l.metrics.find(kNcuDurationMetric);
+      const double w = d != l.metrics.end() && d->second > 0 ? d->second : 1;
+      weight += w;
+      for (const char* m : {policy::kNcuGlobalLoadBytes, policy::kNcuGlobalStoreBytes}) {
+        auto it = l.metrics.find(m);
+        if (it != l.metrics.end()) job[m] += it->second;
+      }
+      for (const char* m : {policy::kNcuL1HitRate, policy::kNcuL2HitRate}) {
+        auto it = l.metrics.find(m);
+        if (it != l.metrics.end()) job[m] += w * it->second;
+      }
+    }
+    for (const char* m : {policy::kNcuL1HitRate, policy::kNcuL2HitRate}) {
+      // A metric absent from every launch stays absent, so pbs_facet_from_ncu names it.
+      if (auto it = job.find(m); it != job.end()) it->second /= weight;
+    }
+    auto f = policy::pbs_facet_from_ncu(job, logical_blocks);
+    if (!f) return Status(f.status().code(), where + ": " + f.status().message());
+    const double n = static_cast<double>(passes_of_job.size());
+    mean.requested_bytes_per_block += f->requested_bytes_per_block / n;
+    mean.l1_miss_rate += f->l1_miss_rate / n;
+    mean.l2_miss_rate += f->l2_miss_rate / n;
+  }
+  return mean;
+}
+
+Result<PbsStored> store_pbs_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
+                                    const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
+                                    const std::string& source) {
+  if (passes.empty()) return Status::invalid_argument(source + ": no ncu pass to store");
+  for (size_t k = 0; k < passes.size(); ++k) {
+    if (passes[k].size() != jobs.size()) {
+      return Status::invalid_argument(source + ": pass " + std::to_string(k + 1) + " has " + std::to_string(passes[k].size()) +
+                                      " measured jobs for " + std::to_string(jobs.size()) + " jobs");
+    }
+  }
+  PbsStored out;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const NcuJob& job = jobs[i];
+    const ProfileKey key{gpu, driver, job.kernel, job.variant, job.size};
+    auto spec = make_suite_kernel_with_variant(job.kernel, job.size, job.variant);
+    if (!spec) {  // a library kernel: its blocks are not the suite's to count
+      out.missing.push_back(key.to_string() + ": " + spec.status().message());
+      continue;
+    }
+    const KernelVariant* variant = nullptr;
+    for (const KernelVariant& v : spec->variants) {
+      if (v.name == job.variant) variant = &v;
+    }
+    if (!variant) return Status::not_found(source + ": " + key.to_string() + ": no variant '" + job.variant + "'");
+    std::vector<std::vector<NcuLaunch>> of_job;
+    for (const NcuPass& p : passes) of_job.push_back(p[i]);
+    auto facet = pbs_facet_of_job(of_job, variant->logical_blocks, source + ": " + key.to_string());
+    if (!facet) {
+      out.missing.push_back(facet.status().message());
+      continue;
+    }
+    CONCORD_RETURN_IF_ERROR(store.put_facet(key, policy::kPbsFacetName, policy::pbs_facet_to_json(*facet)));
+    ++out.written;
+  }
+  return out;
 }
 
 namespace {

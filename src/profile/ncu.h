@@ -7,6 +7,7 @@
 
 #include "concord/kernel.h"
 #include "concord/profile.h"
+#include "policy/pbs/pbs_facet.h"
 #include "policy/raise/raise_metrics.h"
 #include "concord/status.h"
 
@@ -19,7 +20,9 @@ struct NcuLaunch {
   std::map<std::string, double> metrics;  // metric name -> value (base units)
 };
 
-// The metric names to pass to `ncu --metrics`: the eight of policy/raise/raise_metrics.h plus the duration.
+// The metric names to pass to `ncu --metrics`: the eight of policy/raise/raise_metrics.h, the four
+// of PBS's facet (policy/pbs/pbs_facet.h: global load/store bytes, L1 and L2 sector hit rates)
+// and the duration.
 std::vector<std::string> ncu_metric_names();
 
 // The whole of a text file (ncu's CSV, the worker's job list); an error names the path.
@@ -67,6 +70,22 @@ using NcuPass = std::vector<std::vector<NcuLaunch>>;
 Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
                                 const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
                                 const std::string& source);
+
+// The PBS facet of one job (pbs_facet_from_ncu over its launches: bytes summed, hit rates weighted
+// by duration) per `logical_blocks`; with several passes, each field is the mean over passes.
+// An error names a missing metric (a CSV from a pass that did not collect them).
+Result<policy::PbsFacet> pbs_facet_of_job(const std::vector<std::vector<NcuLaunch>>& passes_of_job, int64_t logical_blocks,
+                                          const std::string& where);
+// Stores each job's "pbs" facet (its logical blocks from the suite's spec of the job's kernel,
+// size and variant). Jobs whose passes lack the PBS metrics are left without one and named in
+// `missing`. Returns how many facets were written.
+struct PbsStored {
+  int written = 0;
+  std::vector<std::string> missing;  // "kernel/variant@size: why"
+};
+Result<PbsStored> store_pbs_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
+                                    const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
+                                    const std::string& source);
 
 // The worker `concord profile raise` runs under Nsight Compute (`concord profile raise-worker`):
 // one plain launch of each job after a marker kernel. It needs the GPU, so a CUDA build registers

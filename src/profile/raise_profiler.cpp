@@ -1,5 +1,6 @@
-// `concord profile raise`: runs Nsight Compute over this program's worker and stores the RAISE
-// metrics it reads as "raise" facets. This side needs no CUDA (ncu runs the worker as a child).
+// `concord profile raise` (alias `ncu`): runs Nsight Compute over this program's worker and stores
+// the RAISE metrics it reads as "raise" facets and PBS's as "pbs" facets. This side needs no CUDA
+// (ncu runs the worker as a child).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,7 +86,14 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
   }
   std::string source = csvs.front();  // errors name the CSVs the passes came from
   for (size_t i = 1; i < csvs.size(); ++i) source += ", " + csvs[i];
-  return store_raise_results(store, options.gpu, options.driver, jobs, passes, source);
+  auto raise = store_raise_results(store, options.gpu, options.driver, jobs, passes, source);
+  if (!raise) return raise.status();
+  // The same pass's PBS metrics: the "pbs" facet (L1/L2 miss rates, requested bytes per block).
+  auto pbs = store_pbs_results(store, options.gpu, options.driver, jobs, passes, source);
+  if (!pbs) return pbs.status();
+  progress << "stored the pbs facet of " << pbs->written << " of " << jobs.size() << " kernel variants\n";
+  for (const std::string& m : pbs->missing) progress << "no pbs facet: " << m << "\n";
+  return *raise;
 }
 
 }  // namespace concord::profile

@@ -20,6 +20,7 @@
 #include "concord/profile.h"
 #include "concord/workload.h"
 #include "policy/aker/aker_facet.h"
+#include "policy/pbs/pbs_facet.h"
 #include "policy/raise/raise_facet.h"
 
 namespace concord {
@@ -814,17 +815,22 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
         v.facets[kRaiseFacet] = **facet;
         any = true;
       }
-      // Aker's facet of every variant that has one.
-      for (KernelVariant& v : k.variants) {
-        auto facet = store.find_facet(k.name, v.name, k.size, policy::kAkerFacetName, gpu);
-        if (!facet) return facet.status();
-        if (!*facet) continue;
-        if (auto read = policy::aker_facet_from_json(**facet); !read) {
-          return Status(read.status().code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " + read.status().message());
+      // Aker's and PBS's facets of every variant that has one, checked as their policies read them.
+      auto attach = [&](const char* name, auto check) -> Status {
+        for (KernelVariant& v : k.variants) {
+          auto facet = store.find_facet(k.name, v.name, k.size, name, gpu);
+          if (!facet) return facet.status();
+          if (!*facet) continue;
+          if (auto read = check(**facet); !read) {
+            return Status(read.status().code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " + read.status().message());
+          }
+          v.facets[name] = **facet;
+          any = true;
         }
-        v.facets[policy::kAkerFacetName] = **facet;
-        any = true;
-      }
+        return Status::ok();
+      };
+      CONCORD_RETURN_IF_ERROR(attach(policy::kAkerFacetName, [](const std::string& j) { return policy::aker_facet_from_json(j); }));
+      CONCORD_RETURN_IF_ERROR(attach(policy::kPbsFacetName, [](const std::string& j) { return policy::pbs_facet_from_json(j); }));
       auto p = store.find(k.name, k.variant(k.default_variant).name, k.size, gpu);
       if (!p) return p.status();
       if (*p && !(*p)->sm_curve.empty()) {

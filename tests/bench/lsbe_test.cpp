@@ -65,7 +65,7 @@ TEST(LsbeSource, WithoutAnLcTenantBeRunsItsRequests) {
 TEST(LsbeSource, AStopPredicateEndsBeAtARequestEnd) {
   const Workload w = workload({tenant("be", {step("vector_add", 1 << 20), step("vector_add", 1 << 20)}, 50)});
   int asked = 0;
-  BeWhileLc source(w, {}, [&] { return ++asked == 3; });
+  BeWhileLc source(w, {}, [&](TenantId) { return ++asked == 3; });
   const RunRecord r = run_source(source, "serial");
   EXPECT_EQ(asked, 3);  // once per request end, until it said stop
   EXPECT_EQ(r.tenants[0].requests.size(), 3u);

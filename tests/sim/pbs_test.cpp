@@ -68,6 +68,33 @@ TEST(Pbs, SearchSettlesAndEveryBlockRuns) {
   }
 }
 
+// A window in which a tenant finished no block (here: its requests arrive with gaps, so it sits
+// idle through whole windows) measures nothing about it: the window stays open (an "extended"
+// event) until the tenant has progress, instead of being sampled as an EB of 0, which failed the
+// search ("no alone EB") or read FI 0 at that combination.
+TEST(Pbs, AWindowWithoutAFinishedBlockIsExtendedNotSampledAsZero) {
+  const std::string trace = ::testing::TempDir() + "/pbs_trace_gaps.jsonl";
+  std::remove(trace.c_str());
+  Workload w = memory_pair();
+  TenantSpec& gaps = w.tenants[1];
+  gaps.steps = {step("kmeans", 1 << 22, 1)};
+  gaps.requests = 40;
+  gaps.arrival.kind = ArrivalProcess::Kind::timestamps;
+  for (int i = 0; i < gaps.requests; ++i) gaps.arrival.timestamps.push_back(0.0002 + 0.004 * i);
+  auto run = run_on_sim(w, "pbs", 1, {{"metric", "fi"}, {"window", "0.0005"}, {"warmup", "0.0001"}, {"trace", trace}});
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  int samples = 0, extended = 0;
+  for (const auto& l : read_lines(trace)) {
+    if (l["event"] == "extended") ++extended;
+    if (l["event"] != "sample") continue;
+    ++samples;
+    for (double eb : l["eb"]) EXPECT_GT(eb, 0) << l.dump();
+  }
+  EXPECT_GT(samples, 3);
+  EXPECT_GT(extended, 0) << "no window was empty: the test does not reach the extension";
+  EXPECT_EQ(run->stats.policy.at("empty_samples"), extended);
+}
+
 TEST(Pbs, SplitGivesEachTenantHalfTheSmsAndSharedGivesAll) {
   for (const char* sms : {"split", "shared"}) {
     auto run = run_on_sim(memory_pair(), "pbs", 1, {{"sms", sms}});
@@ -90,10 +117,24 @@ TEST(PbsBaselines, PlaceWhatTheySay) {
   auto max = run_on_sim(memory_pair(), "maxtlp", 1);
   ASSERT_TRUE(max.is_ok());
   for (const auto& d : max->dispatches) EXPECT_EQ(d.placement.tlp, 0);
-  // Without a pbs facet a kernel's L1 miss rate is 1: Mod+Bypass bypasses L1 for both.
-  auto bypass = run_on_sim(memory_pair(), "modbypass", 1);
+  // Without a pbs facet no L1 miss rate is known: Mod+Bypass bypasses nothing and says so.
+  auto cached = run_on_sim(memory_pair(), "modbypass", 1);
+  ASSERT_TRUE(cached.is_ok()) << cached.status().to_string();
+  for (const auto& d : cached->dispatches) EXPECT_EQ(d.placement.cache, CachePolicy::normal);
+  EXPECT_EQ(cached->stats.policy.at("kernels_without_pbs_facet"), 2);
+  // A measured facet: the tenant whose kernel misses L1 at 95% bypasses it, the one at 50% not.
+  Workload measured = memory_pair();
+  for (auto [i, miss] : {std::pair{0, 0.95}, std::pair{1, 0.5}}) {
+    for (KernelVariant& v : measured.tenants[static_cast<size_t>(i)].steps[0].kernel.variants) {
+      v.facets["pbs"] = nlohmann::json({{"requested_bytes_per_block", 4096}, {"l1_miss_rate", miss}, {"l2_miss_rate", 1}}).dump();
+    }
+  }
+  auto bypass = run_on_sim(measured, "modbypass", 1);
   ASSERT_TRUE(bypass.is_ok()) << bypass.status().to_string();
-  for (const auto& d : bypass->dispatches) EXPECT_EQ(d.placement.cache, CachePolicy::l1_bypass);
+  for (const auto& d : bypass->dispatches) {
+    EXPECT_EQ(d.placement.cache, d.tenants.front().value == 0 ? CachePolicy::l1_bypass : CachePolicy::normal);
+  }
+  EXPECT_EQ(bypass->stats.policy.at("kernels_without_pbs_facet"), 0);
   // The hill climber moves TLP: some launch starts below the highest TLP.
   auto climb = run_on_sim(memory_pair(), "dyncta", 1);
   ASSERT_TRUE(climb.is_ok()) << climb.status().to_string();

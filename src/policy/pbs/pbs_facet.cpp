@@ -85,6 +85,8 @@ Result<PbsFacet> pbs_facet_of(const KernelVariant& variant) {
   return PbsFacet{variant.bytes_per_block > 0 ? variant.bytes_per_block : 1.0, 1, 1};
 }
 
+bool has_pbs_facet(const KernelVariant& variant) { return variant.facets.count(kPbsFacetName) > 0; }
+
 EffectiveBandwidth effective_bandwidth(const PbsFacet& facet, double blocks_per_s) {
   EffectiveBandwidth out;
   out.cmr = facet.l1_miss_rate * facet.l2_miss_rate;

@@ -43,6 +43,8 @@ Result<PbsFacet> pbs_facet_from_ncu(const std::map<std::string, double>& metrics
 // logical block as the requested bytes with miss rates of 1 (no cache amplification known; 1 byte
 // when the spec states none). An error only for a malformed facet.
 Result<PbsFacet> pbs_facet_of(const KernelVariant& variant);
+// Whether `variant` carries a measured `pbs` facet (concord profile ncu stores it).
+bool has_pbs_facet(const KernelVariant& variant);
 
 struct EffectiveBandwidth {
   double bw = 0;   // DRAM bytes per second

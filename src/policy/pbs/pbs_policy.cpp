@@ -1,5 +1,6 @@
 #include "policy/pbs/pbs_policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <optional>
@@ -46,6 +47,10 @@ class PbsPolicy final : public Policy {
     return dispatch(ctx);
   }
   Status on_tick(SchedContext& ctx) override;
+  std::map<std::string, double> stats() const override {
+    return {{"kernels_without_pbs_facet", static_cast<double>(runner_.kernels_without_facet().size())},
+            {"empty_samples", static_cast<double>(empty_samples_)}};
+  }
 
  private:
   Status dispatch(SchedContext& ctx) {
@@ -72,6 +77,7 @@ class PbsPolicy final : public Policy {
   // Forgets the current search; the next tick starts one over the active tenants.
   void restart(SchedContext& ctx, const std::string& why) {
     search_.reset();
+    extensions_ = 0;
     searching_new_ = true;
     log(ctx, {{"event", "restart"}, {"why", why}});
   }
@@ -97,6 +103,9 @@ class PbsPolicy final : public Policy {
   std::optional<double> settled_metric_;
   bool tick_pending_ = false;
   bool warming_ = true;
+  static constexpr int kMaxExtensions = 4;
+  int extensions_ = 0;      // of the open window
+  int64_t empty_samples_ = 0;
 };
 
 Status PbsPolicy::begin_search(SchedContext& ctx) {
@@ -151,6 +160,24 @@ Status PbsPolicy::on_tick(SchedContext& ctx) {
     ctx.request_tick(ctx.now() + o_.warmup);
     return Status::ok();
   }
+  // A window in which a tenant finished no logical block measured nothing about it (its blocks
+  // outlast the window, its progress was not yet visible, or it sits between requests): it is
+  // not a sample. The window stays open, its counts going on, for up to kMaxExtensions more
+  // window lengths; after that it starts afresh (so that a long idle spell does not dilute the
+  // rate measured once the tenant runs again). Taken as 0, it failed the alone EB and read FI/HS
+  // 0 at that combination.
+  if (std::any_of(eb.begin(), eb.end(), [](double v) { return !(v > 0); })) {
+    ++empty_samples_;
+    log(ctx, {{"event", "extended"}, {"eb", eb}});
+    if (++extensions_ > kMaxExtensions) {
+      extensions_ = 0;
+      CONCORD_RETURN_IF_ERROR(runner_.start_window(ctx));
+    }
+    warming_ = false;
+    ctx.request_tick(ctx.now() + o_.window);
+    return Status::ok();
+  }
+  extensions_ = 0;
   if (!search_->settled()) {
     const std::vector<int> sampled = *search_->next();
     CONCORD_RETURN_IF_ERROR(search_->observe(eb));

@@ -98,6 +98,7 @@ Status TlpRunner::dispatch_ready(SchedContext& ctx) {
     s.last_kernel = &k;
     s.last_variant = k.default_variant;
     s.kernels.insert(k.name + "/" + v.name);
+    if (!has_pbs_facet(v)) without_facet_.insert(k.name + "/" + v.name);
     dispatches_[id->value] = {r.tenant, facet->requested_bytes_per_block, 0, p.form == LaunchForm::persistent};
   }
   return Status::ok();

@@ -54,6 +54,10 @@ class TlpRunner {
   int max_tlp(const SchedContext& ctx, TenantId t) const;
   // Kernels (name/variant) the tenant has dispatched so far.
   const std::set<std::string>& kernels_of(TenantId t) const;
+  // Kernels (name/variant) dispatched without a measured `pbs` facet: their EB counts the spec's
+  // bytes per block (pbs_facet_of), and no L1 miss rate is known for them. Policies report the
+  // count in their stats ("kernels_without_pbs_facet"), so results say what was assumed.
+  const std::set<std::string>& kernels_without_facet() const { return without_facet_; }
 
   // A sampling window: start() zeroes the counts; finish() reads the running dispatches' progress
   // and returns each active tenant's blocks/s and EB since start().
@@ -83,6 +87,7 @@ class TlpRunner {
   std::set<int64_t> active_;
   std::map<int64_t, TenantState> state_;
   std::map<int64_t, DispatchState> dispatches_;  // running dispatches this runner made
+  std::set<std::string> without_facet_;
   Seconds window_start_ = 0;
   int64_t tlp_changes_ = 0;
 };

@@ -158,10 +158,17 @@ class ModBypassPolicy final : public HillClimbPolicy {
   ModBypassPolicy(SmSharing sharing, Seconds window, Seconds warmup, double tolerance, double bypass_miss)
       : HillClimbPolicy(sharing, window, warmup, tolerance), bypass_miss_(bypass_miss) {}
   std::string name() const override { return "modbypass"; }
+  std::map<std::string, double> stats() const override {
+    return {{"kernels_without_pbs_facet", static_cast<double>(runner_.kernels_without_facet().size())}};
+  }
 
  protected:
+  // Only a measured L1 miss rate leads to bypassing: a kernel without a `pbs` facet keeps its
+  // loads cached (and counts in stats() as kernels_without_pbs_facet).
   CachePolicy cache_for(const KernelSpec& kernel) const override {
-    auto facet = pbs_facet_of(kernel.variant(kernel.default_variant));
+    const KernelVariant& v = kernel.variant(kernel.default_variant);
+    if (!has_pbs_facet(v)) return CachePolicy::normal;
+    auto facet = pbs_facet_of(v);
     return facet && facet->l1_miss_rate >= bypass_miss_ ? CachePolicy::l1_bypass : CachePolicy::normal;
   }
 
