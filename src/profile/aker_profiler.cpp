@@ -68,43 +68,64 @@ Result<Measured> measure_kernel(Backend& b, Timer& timer, const KernelSpec& k, i
   return m;
 }
 
-// The points of one fused version of (a, b), each (load ratio, fused time / a's time): K_1 whole
-// beside K_2's first n blocks, n from K_2's solo line for each ratio of the coarse sweep (and one
-// and two blocks: the least K_2 can add), then for kAkerKneeFactors times the knee the sweep's fit
-// shows (a ratio of 1 when it shows none). One point per distinct n. Errors: what the backend
-// refuses, and the model's fit over all points, with the span of ratios measured.
+// The points of one fused version of (a, b), each (load ratio, fused time / K_1's solo time for
+// its range). For a ratio r: K_1 whole beside K_2's first n blocks, n from K_2's solo line; where
+// K_2's whole grid falls short of r, K_2 whole beside the part of K_1 whose solo time is X_k2 / r
+// (with R fixed the fused time scales with X_k1: the paper's second observation, 6.2). The
+// ratios: a coarse sweep (kAkerSweepRatios, and K_2's first one and two blocks: the least it can
+// add), then kAkerKneeFactors times the knee the sweep's fit shows (a ratio of 1 when it shows
+// none). One point per distinct pair of ranges. Errors: what the backend refuses, and the model's
+// fit over all points, with the span of ratios measured.
 Result<std::vector<AkerPoint>> measure_version(Backend& b, Timer& timer, const Measured& a, const Measured& bm, int self_parts,
                                                int partner_parts, int reps) {
+  const int64_t self_blocks = a.spec->variant(a.variant).logical_blocks;
   const int64_t partner_blocks = bm.spec->variant(bm.variant).logical_blocks;
-  std::map<int64_t, AkerPoint> by_blocks;
-  auto blocks_for = [&](double ratio) {
-    const double want = bm.solo->blocks_within(ratio * a.persistent_seconds);
-    return std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(want, 9e18))), 1, partner_blocks);
+  const auto clamp_blocks = [](double want, int64_t most) {
+    return std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(want, 9e18))), 1, most);
   };
-  auto measure = [&](int64_t n) -> Status {
-    if (by_blocks.count(n)) return Status::ok();
+  // K_1's solo time for n of its blocks: measured whole, from its line for a part.
+  const auto self_seconds = [&](int64_t n) {
+    return n == self_blocks || !a.solo ? a.persistent_seconds : a.solo->seconds(static_cast<double>(n));
+  };
+  std::map<std::pair<int64_t, int64_t>, AkerPoint> by_ranges;  // (K_1 blocks, K_2 blocks) -> point
+  auto measure = [&](int64_t n1, int64_t n2) -> Status {
+    if (by_ranges.count({n1, n2})) return Status::ok();
+    const double x1 = self_seconds(n1);
+    if (!(x1 > 0)) return Status::ok();  // a part of K_1 its line gives no time: no ratio to place
     Launch l = whole_launch(b, *a.spec, a.variant, true);
-    l.partner = Launch::Partner{bm.spec, bm.variant, {0, n}, TenantId{1}, self_parts, partner_parts};
+    l.range = {0, n1};
+    l.partner = Launch::Partner{bm.spec, bm.variant, {0, n2}, TenantId{1}, self_parts, partner_parts};
     CONCORD_RETURN_IF_ERROR(timer.can_run(l));
     auto t = timer.median(l, reps);
     if (!t) return t.status();
-    by_blocks[n] = {bm.solo->seconds(static_cast<double>(n)) / a.persistent_seconds, *t / a.persistent_seconds};
+    by_ranges[{n1, n2}] = {bm.solo->seconds(static_cast<double>(n2)) / x1, *t / x1};
     return Status::ok();
   };
+  auto at_ratio = [&](double ratio) -> Status {
+    const int64_t n2 = clamp_blocks(bm.solo->blocks_within(ratio * a.persistent_seconds), partner_blocks);
+    if (n2 < partner_blocks || !a.solo) return measure(self_blocks, n2);
+    // K_2's whole grid: as much of K_1 as makes the ratio.
+    const double x2 = bm.solo->seconds(static_cast<double>(partner_blocks));
+    return measure(clamp_blocks(a.solo->blocks_within(x2 / ratio), self_blocks), partner_blocks);
+  };
   auto points = [&] {
+    std::vector<AkerPoint> all;
+    for (const auto& [ranges, p] : by_ranges) all.push_back(p);
+    std::sort(all.begin(), all.end(), [](const AkerPoint& x, const AkerPoint& y) { return x.x < y.x; });
     std::vector<AkerPoint> out;
-    for (const auto& [n, p] : by_blocks) {
-      // The solo line rises with n; a ratio that does not (a flat line) adds nothing new.
-      if (out.empty() || p.x > out.back().x) out.push_back(p);
+    for (const AkerPoint& p : all) {
+      // Ratios that barely differ (a solo line's floor) add no information to a fit.
+      if (p.x > 0 && (out.empty() || p.x > out.back().x * (1 + 1e-3))) out.push_back(p);
     }
     return out;
   };
-  for (int64_t n : {int64_t{1}, std::min<int64_t>(2, partner_blocks)}) CONCORD_RETURN_IF_ERROR(measure(n));
-  for (double ratio : kAkerSweepRatios) CONCORD_RETURN_IF_ERROR(measure(blocks_for(ratio)));
+  for (int64_t n : {int64_t{1}, std::min<int64_t>(2, partner_blocks)}) CONCORD_RETURN_IF_ERROR(measure(self_blocks, n));
+  for (double ratio : kAkerSweepRatios) CONCORD_RETURN_IF_ERROR(at_ratio(ratio));
   auto coarse = policy::AkerFusedModel::fit(points());
   const double knee = coarse ? coarse->opportune_ratio() : 1.0;
-  for (double f : kAkerKneeFactors) CONCORD_RETURN_IF_ERROR(measure(blocks_for(f * knee)));
+  for (double f : kAkerKneeFactors) CONCORD_RETURN_IF_ERROR(at_ratio(f * knee));
   std::vector<AkerPoint> out = points();
+  if (out.empty()) return Status::invalid_argument("fused model: no point with a positive load ratio");
   if (auto fit = policy::AkerFusedModel::fit(out); !fit) {
     char span[96];
     std::snprintf(span, sizeof span, " (%zu points at load ratios %.3g to %.3g)", out.size(), out.front().x, out.back().x);

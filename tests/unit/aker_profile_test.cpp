@@ -125,10 +125,10 @@ TEST_F(AkerProfile, StoresClassesSoloLinesAndFusedVersions) {
   EXPECT_NE(bad.message().find("field 'class'"), std::string::npos) << bad.message();
 }
 
-// A K_1 so short that K_2's smallest ranges already reach the paper's low ratios several times
-// over: the sweep still places two points on each side of the knee, and the default variants
-// stay the default ones when asked.
-TEST_F(AkerProfile, TheSweepFindsTheKneeOfAShortFirstKernel) {
+// Another pair, in the default variants when asked (`--variants default`): the sweep places two
+// points or more on each side of the knee it finds, and the versions are stored under the
+// default variants.
+TEST_F(AkerProfile, TheSweepPlacesPointsEitherSideOfTheKneeInTheDefaultVariants) {
   options_.kernels = {*make_suite_kernel("vector_add", 1 << 22), *make_suite_kernel("lbm", 1 << 22)};
   options_.pairs = {{"vector_add", "lbm"}};
   options_.default_variants = true;
