@@ -79,7 +79,8 @@ const AkerVersion* AkerState::version(const SchedContext& ctx, const ReadyLaunch
   within.variant_b = partner_launch.variant;
   // Measured versions: every variant of K_1 whose facet holds entries for this partner, each
   // entry's partner variant and ratio as long as the launches allow them and the block fits.
-  std::optional<AkerVersion> best;
+  std::vector<AkerFusedModel> models;
+  std::vector<AkerVersion> measured;
   for (int va = 0; va < self.variant_count(); ++va) {
     if (within.variant_a >= 0 && va != within.variant_a) continue;
     const AkerKernel& a = kernel(ctx, self, va);
@@ -96,22 +97,23 @@ const AkerVersion* AkerState::version(const SchedContext& ctx, const ReadyLaunch
       if (fits.empty()) continue;
       auto m = AkerFusedModel::fit(e.points);
       if (!m) continue;
-      if (best && !(m->makespan_reduction() > best->model.makespan_reduction())) continue;
-      best = AkerVersion{std::move(*m), va, vb, e.self_parts, e.partner_parts, fits.front().blocks_per_sm, true};
+      models.push_back(*m);
+      measured.push_back(AkerVersion{std::move(*m), va, vb, e.self_parts, e.partner_parts, fits.front().blocks_per_sm, true});
     }
   }
-  if (!best) {
-    if (const auto shape = best_fusion_shape(dev, self, partner, within)) {
-      const AkerKernel& a = kernel(ctx, self, shape->variant_a);
-      const AkerKernel& b = kernel(ctx, partner, shape->variant_b);
-      best = AkerVersion{AkerFusedModel::estimated(aker_contention(a.utilisation, b.utilisation)),
-                         shape->variant_a,
-                         shape->variant_b,
-                         shape->parts_a,
-                         shape->parts_b,
-                         shape->blocks_per_sm,
-                         false};
-    }
+  std::optional<AkerVersion> best;
+  if (const auto i = aker_best_version(models)) {
+    best = std::move(measured[*i]);
+  } else if (const auto shape = best_fusion_shape(dev, self, partner, within)) {
+    const AkerKernel& a = kernel(ctx, self, shape->variant_a);
+    const AkerKernel& b = kernel(ctx, partner, shape->variant_b);
+    best = AkerVersion{AkerFusedModel::estimated(aker_contention(a.utilisation, b.utilisation)),
+                       shape->variant_a,
+                       shape->variant_b,
+                       shape->parts_a,
+                       shape->parts_b,
+                       shape->blocks_per_sm,
+                       false};
   }
   auto& stored = versions_.emplace(key, std::move(best)).first->second;
   return stored ? &*stored : nullptr;
