@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstddef>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -267,7 +268,7 @@ TEST(DeviceApi, AkerPairsAtFlexibleRatiosMatchBothReferences) {
   struct Planned {
     const Case* c = nullptr;
     std::shared_ptr<kernels::DeviceKernel> a, b;
-    FusionShape shape;
+    FusionShape shape{};
   };
   std::map<std::string, std::shared_ptr<kernels::DeviceKernel>> made;
   auto kernel = [&](const std::string& name) {
@@ -294,18 +295,15 @@ TEST(DeviceApi, AkerPairsAtFlexibleRatiosMatchBothReferences) {
     planned.push_back(std::move(p));
   }
   // NVRTC compiles the cases at once (the fusion compiler compiles different kernels in parallel).
-  std::vector<Status> compiled(planned.size());
-  {
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < planned.size(); ++i) {
-      threads.emplace_back([&, i] {
-        const Planned& p = planned[i];
-        compiled[i] = kernels::prepare_fused(*p.a, p.shape.variant_a, p.shape.parts_a, *p.b, p.shape.variant_b,
-                                             p.shape.parts_b, CachePolicy::normal);
-      });
-    }
-    for (std::thread& t : threads) t.join();
+  std::vector<std::future<Status>> compiling;
+  for (const Planned& p : planned) {
+    compiling.push_back(std::async(std::launch::async, [&p] {
+      return kernels::prepare_fused(*p.a, p.shape.variant_a, p.shape.parts_a, *p.b, p.shape.variant_b, p.shape.parts_b,
+                                    CachePolicy::normal);
+    }));
   }
+  std::vector<Status> compiled;
+  for (std::future<Status>& f : compiling) compiled.push_back(f.get());
   const double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int ran = 0;
   for (size_t i = 0; i < planned.size(); ++i) {
