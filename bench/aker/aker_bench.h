@@ -15,6 +15,9 @@ struct PairsOptions {
   std::vector<std::string> pairs;   // "kernel:size+kernel:size"
   std::vector<std::string> ratios;  // "a:b"
   std::vector<double> knee_points{0.1, 0.2, 1.8, 1.9};  // load ratios of the two-stage fit (Aker, section 6.3)
+  // "chosen": per ratio, the block-size variants best_fusion_shape picks (several fused blocks
+  // per SM); "default": the kernels' default variants.
+  std::string variants = "chosen";
   int reps = 3;
   std::string backend = "sim";
   std::string device = "h100";

@@ -1,10 +1,12 @@
 // `concord_aker_bench pairs`: Aker's fused versions of kernel pairs (its sections 5.4, 6 and 7),
 // through the Backend interface (the simulator or the GPU alike). Per pair: each kernel's solo
-// time (plain and persistent form; the faster counts), then per fusion ratio a:b that
-// fused_block_fits accepts:
-//  - both whole ranges fused: the fused time over the slower solo time and over serial;
+// time (plain and persistent form; the faster counts), then per fusion ratio a:b the fused block of
+// the variants best_fusion_shape picks for it (several fused blocks per SM; or the default
+// variants, `--variants default`) when one fits:
+//  - both whole ranges fused: the fused time over the slower solo time and over serial (the
+//    kernels' solo times in their default variants, as they run alone);
 //  - the two-stage model: the fused time at four load ratios L (B's solo time over A's for the
-//    ranges fused; A whole and a share of B below 1, B whole and a share of A above), normalised
+//    ranges fused, in the fused variants; A whole and a share of B below 1, B whole and a share of A above), normalised
 //    by A's solo time for its range, a line through the two low points and one through the two
 //    high points, and the opportune load ratio where they meet (the knee: both parts finish
 //    together); then the fused time at the knee, over the slower part's solo time and over serial,
@@ -14,6 +16,8 @@
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "aker_bench.h"
@@ -127,12 +131,12 @@ class Timer {
   int64_t next_ = 1;
 };
 
-DispatchPart part_of(const KernelSpec& k, int tenant, int64_t blocks, int parts) {
+DispatchPart part_of(const KernelSpec& k, int variant, int tenant, int64_t blocks, int parts) {
   DispatchPart p;
   p.launch = LaunchId{tenant};
   p.tenant = TenantId{tenant};
   p.kernel = &k;
-  p.variant = k.default_variant;
+  p.variant = variant;
   p.range = {0, blocks};
   p.parts_per_block = parts;
   return p;
@@ -158,8 +162,7 @@ struct Load {
   double x_a = 0, x_b = 0;  // solo times of the ranges
   double ratio() const { return x_b / x_a; }
 };
-Load load_at(double l, const KernelSpec& a, const KernelSpec& b, double solo_a, double solo_b) {
-  const int64_t na = default_variant(a).logical_blocks, nb = default_variant(b).logical_blocks;
+Load load_at(double l, int64_t na, int64_t nb, double solo_a, double solo_b) {
   double fa = 1, fb = 1;
   if (l * solo_a <= solo_b) fb = l * solo_a / solo_b;
   else fa = solo_b / (l * solo_a);
@@ -180,22 +183,25 @@ Result<nlohmann::json> measure_pair(const PairsOptions& opt, const Pair& pair, c
   CONCORD_RETURN_IF_ERROR(backend.prepare_tenant(TenantId{2}, {&pair.b}));
   CONCORD_RETURN_IF_ERROR(backend.start_clock());
   Timer timer(backend, opt.reps);
-  const int64_t na = default_variant(pair.a).logical_blocks, nb = default_variant(pair.b).logical_blocks;
 
-  auto solo_of = [&](const KernelSpec& k, int tenant, int64_t blocks) -> Result<Solo> {
+  // Solo times per (tenant, variant), measured when first asked for.
+  std::map<std::pair<int, int>, Solo> solos;
+  auto solo_of = [&](const KernelSpec& k, int variant, int tenant) -> Result<Solo> {
+    if (auto it = solos.find({tenant, variant}); it != solos.end()) return it->second;
+    const int64_t blocks = k.variant(variant).logical_blocks;
     Solo s;
-    auto native = timer.time(request(d, LaunchForm::native, {part_of(k, tenant, blocks, 1)}));
-    if (!native) return native.status();
-    auto persistent = timer.time(request(d, LaunchForm::persistent, {part_of(k, tenant, blocks, 1)}));
-    if (!persistent) return persistent.status();
+    auto native = timer.time(request(d, LaunchForm::native, {part_of(k, variant, tenant, blocks, 1)}));
+    if (!native) return Status(native.status().code(), k.name + " solo: " + native.status().message());
+    auto persistent = timer.time(request(d, LaunchForm::persistent, {part_of(k, variant, tenant, blocks, 1)}));
+    if (!persistent) return Status(persistent.status().code(), k.name + " solo: " + persistent.status().message());
     s.native = *native;
     s.persistent = *persistent;
-    return s;
+    return solos.emplace(std::make_pair(tenant, variant), s).first->second;
   };
-  auto sa = solo_of(pair.a, 1, na);
-  if (!sa) return Status(sa.status().code(), pair.a.name + " solo: " + sa.status().message());
-  auto sb = solo_of(pair.b, 2, nb);
-  if (!sb) return Status(sb.status().code(), pair.b.name + " solo: " + sb.status().message());
+  auto sa = solo_of(pair.a, pair.a.default_variant, 1);
+  if (!sa) return sa.status();
+  auto sb = solo_of(pair.b, pair.b.default_variant, 2);
+  if (!sb) return sb.status();
   const double ta = sa->best(), tb = sb->best();
   auto kernel_json = [](const KernelSpec& k, const Solo& s) {
     return nlohmann::json{{"kernel", k.name},          {"size", k.size},           {"logical_blocks", default_variant(k).logical_blocks},
@@ -208,23 +214,47 @@ Result<nlohmann::json> measure_pair(const PairsOptions& opt, const Pair& pair, c
                     {"serial_s", ta + tb}};
   std::cerr << pair.text << ": solo " << ta * 1e3 << " ms + " << tb * 1e3 << " ms\n";
 
-  auto fused = [&](int pa, int pb, int64_t blocks_a, int64_t blocks_b) {
-    return timer.time(request(d, LaunchForm::persistent, {part_of(pair.a, 1, blocks_a, pa), part_of(pair.b, 2, blocks_b, pb)}));
-  };
   pj["versions"] = nlohmann::json::array();
   const nlohmann::json* best = nullptr;
   for (const std::string& rt : opt.ratios) {
     const auto [pa, pb] = *parse_ratio(rt);  // checked before the first measurement
     nlohmann::json vj{{"ratio", rt}, {"parts_a", pa}, {"parts_b", pb}};
-    const Status fits = fused_block_fits(d, default_variant(pair.a), pa, default_variant(pair.b), pb);
-    vj["fits"] = fits.is_ok();
-    if (!fits) {
-      vj["reason"] = fits.message();
+    FusionShapeFilter filter;
+    filter.parts_a = pa;
+    filter.parts_b = pb;
+    if (opt.variants == "default") {
+      filter.variant_a = pair.a.default_variant;
+      filter.variant_b = pair.b.default_variant;
+    }
+    const std::optional<FusionShape> shape = best_fusion_shape(d, pair.a, pair.b, filter);
+    vj["fits"] = shape.has_value();
+    if (!shape) {
+      const Status why = fused_block_fits(d, default_variant(pair.a), pa, default_variant(pair.b), pb);
+      vj["reason"] = opt.variants == "default" ? why.message()
+                                               : "no pair of variants fits an SM (default variants: " + why.message() + ")";
       pj["versions"].push_back(vj);
       continue;
     }
-    vj["blocks_per_sm"] = max_resident_blocks(d, fused_block_variant(default_variant(pair.a), pa, default_variant(pair.b), pb));
-    auto whole = fused(pa, pb, na, nb);
+    const int va = shape->variant_a, vb = shape->variant_b;
+    vj["variant_a"] = pair.a.variant(va).name;
+    vj["variant_b"] = pair.b.variant(vb).name;
+    vj["threads_a"] = pair.a.variant(va).threads_per_block;
+    vj["threads_b"] = pair.b.variant(vb).threads_per_block;
+    vj["blocks_per_sm"] = shape->blocks_per_sm;
+    auto fa = solo_of(pair.a, va, 1);
+    if (!fa) return fa.status();
+    auto fb = solo_of(pair.b, vb, 2);
+    if (!fb) return fb.status();
+    // The fused variants' own grids and solo times set the load ratios.
+    const int64_t ga = pair.a.variant(va).logical_blocks, gb = pair.b.variant(vb).logical_blocks;
+    const double ua = fa->best(), ub = fb->best();
+    vj["solo_a_s"] = ua;
+    vj["solo_b_s"] = ub;
+    auto fused = [&, pa = pa, pb = pb](int64_t blocks_a, int64_t blocks_b) {
+      return timer.time(
+          request(d, LaunchForm::persistent, {part_of(pair.a, va, 1, blocks_a, pa), part_of(pair.b, vb, 2, blocks_b, pb)}));
+    };
+    auto whole = fused(ga, gb);
     if (!whole) {
       vj["error"] = whole.status().to_string();
       std::cerr << pair.text << " " << rt << ": " << whole.status().to_string() << "\n";
@@ -236,8 +266,8 @@ Result<nlohmann::json> measure_pair(const PairsOptions& opt, const Pair& pair, c
     nlohmann::json points = nlohmann::json::array();
     std::vector<std::pair<double, double>> ly;
     for (double l : opt.knee_points) {
-      const Load at = load_at(l, pair.a, pair.b, ta, tb);
-      auto t = fused(pa, pb, at.blocks_a, at.blocks_b);
+      const Load at = load_at(l, ga, gb, ua, ub);
+      auto t = fused(at.blocks_a, at.blocks_b);
       if (!t) return Status(t.status().code(), pair.text + " " + rt + " at load ratio " + std::to_string(l) + ": " + t.status().message());
       ly.emplace_back(at.ratio(), *t / at.x_a);
       points.push_back({{"load_ratio", at.ratio()}, {"blocks_a", at.blocks_a}, {"blocks_b", at.blocks_b}, {"fused_s", *t}, {"y", ly.back().second}});
@@ -252,8 +282,8 @@ Result<nlohmann::json> measure_pair(const PairsOptions& opt, const Pair& pair, c
     double knee = std::abs(m1 - m2) > 1e-12 ? (c2 - c1) / (m1 - m2) : std::numeric_limits<double>::quiet_NaN();
     const bool clamped = !(knee >= ly[0].first && knee <= ly[3].first);
     if (clamped) knee = std::isnan(knee) || knee > ly[3].first ? ly[3].first : ly[0].first;
-    const Load at = load_at(knee, pair.a, pair.b, ta, tb);
-    auto t = fused(pa, pb, at.blocks_a, at.blocks_b);
+    const Load at = load_at(knee, ga, gb, ua, ub);
+    auto t = fused(at.blocks_a, at.blocks_b);
     if (!t) return Status(t.status().code(), pair.text + " " + rt + " at the knee: " + t.status().message());
     vj["knee"] = {{"load_ratio", at.ratio()},
                   {"fit_load_ratio", knee},
@@ -268,7 +298,8 @@ Result<nlohmann::json> measure_pair(const PairsOptions& opt, const Pair& pair, c
                   {"over_slower_solo", *t / std::max(at.x_a, at.x_b)},
                   {"speedup_over_serial", (at.x_a + at.x_b) / *t},
                   {"reduction", (at.x_a + at.x_b - *t) / at.x_a}};
-    std::cerr << pair.text << " " << rt << ": whole " << vj["whole"]["over_slower_solo"].get<double>() << "x the slower solo, knee L="
+    std::cerr << pair.text << " " << rt << " (" << vj["variant_a"].get<std::string>() << "+" << vj["variant_b"].get<std::string>()
+              << ", " << shape->blocks_per_sm << " blocks/SM): whole " << vj["whole"]["over_slower_solo"].get<double>() << "x the slower solo, knee L="
               << at.ratio() << " " << vj["knee"]["over_slower_solo"].get<double>() << "x\n";
     pj["versions"].push_back(vj);
   }
@@ -303,6 +334,9 @@ int cmd_pairs(const PairsOptions& opt) {
   if (opt.pairs.empty()) return fail(Status::invalid_argument("--pairs: none given"));
   if (opt.ratios.empty()) return fail(Status::invalid_argument("--ratios: none given"));
   if (opt.reps < 1) return fail(Status::invalid_argument("--reps must be >= 1"));
+  if (opt.variants != "chosen" && opt.variants != "default") {
+    return fail(Status::invalid_argument("--variants: '" + opt.variants + "' is not chosen or default"));
+  }
   if (opt.knee_points.size() != 4 || !std::is_sorted(opt.knee_points.begin(), opt.knee_points.end()) ||
       !(opt.knee_points[0] > 0) || !(opt.knee_points[1] > opt.knee_points[0]) || !(opt.knee_points[3] > opt.knee_points[2])) {
     return fail(Status::invalid_argument("--knee-points: want four increasing load ratios > 0 (two low, two high)"));
@@ -327,7 +361,7 @@ int cmd_pairs(const PairsOptions& opt) {
   results["bench"] = "aker-pairs";
   results["backend"] = opt.backend;
   results["device"] = device.name;
-  results["config"] = {{"pairs", opt.pairs}, {"ratios", opt.ratios}, {"knee_points", opt.knee_points}, {"reps", opt.reps}};
+  results["config"] = {{"pairs", opt.pairs}, {"ratios", opt.ratios}, {"knee_points", opt.knee_points}, {"variants", opt.variants}, {"reps", opt.reps}};
   results["target_over_slower_solo"] = kFusedOverSlowerTarget;
   results["pairs"] = nlohmann::json::array();
   results["complete"] = false;

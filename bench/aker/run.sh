@@ -14,7 +14,9 @@
 #   SCHEMES  comma-separated (default aker,baymax,tacker,streams,sgdrc,static-partition; those
 #            without a policy in the build are left out and named in the results and tables)
 #   LOADS    comma-separated LC loads (default 0.3,0.5);  TARGETS  QoS factors (default 1.5,1.15)
+#   TARGET_BASIS  what the factors multiply: solo (default, Aker's), alone-p99, or solo,alone-p99
 #   PAIRS, RATIOS  comma-separated, for `pairs` (default: the bench's own list; 1:1,1:2,2:1,1:3,3:1,1:4,4:1)
+#   VARIANTS chosen (default: per ratio the variants that leave several fused blocks per SM) or default
 #   STEPS    "pairs run" (default), "pairs" or "run"
 #   PAIRS_S, RUN_S  the steps' time limits in seconds (default 200 and 390: both within 10 minutes;
 #            each step writes its results after every pair or mix, so a step cut short keeps those)
@@ -49,9 +51,10 @@ read -r -a mixes <<<"${MIXES:-$(echo bench/aker/mixes/*.yaml)}"
 pairs_args=(--backend "$backend" --out "$out/aker_pairs.json")
 [ -n "${PAIRS:-}" ] && pairs_args+=(--pairs "$PAIRS")
 [ -n "${RATIOS:-}" ] && pairs_args+=(--ratios "$RATIOS")
+[ -n "${VARIANTS:-}" ] && pairs_args+=(--variants "$VARIANTS")
 run_args=(--backend "$backend" --skip-unknown-schemes --out "$out/aker.json"
   --schemes "${SCHEMES:-aker,baymax,tacker,streams,sgdrc,static-partition}"
-  --loads "${LOADS:-0.3,0.5}" --target-factors "${TARGETS:-1.5,1.15}")
+  --loads "${LOADS:-0.3,0.5}" --target-factors "${TARGETS:-1.5,1.15}" --target-basis "${TARGET_BASIS:-solo}")
 if [ "${QUICK:-0}" = 1 ]; then
   run_args+=(--lc-requests 100 --loads 0.3)
   pairs_args+=(--reps 1)

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Markdown tables of bench/aker (concord_aker_bench):
- - from `run` results: per mix, load and QoS target (a factor of the LC query's solo time), every
+ - from `run` results: per mix, load and QoS target (a factor of the LC query's solo time, or of
+   the LC's p99 alone at the same rate: the target's basis, shown with it), every
    scheme's SLO attainment, LC p99 over the target, BE throughput over BE alone and over the
    baseline scheme's (baymax: Aker's Equation 6), the LC alone at the same arrivals first; then
    per target and scheme the mean over the mixes;
- - from `pairs` results: per pair and fusion ratio a:b, the fused time of both whole ranges over
+ - from `pairs` results: per pair and fusion ratio a:b, the variants fused and the fused blocks per
+   SM, the fused time of both whole ranges over
    the slower solo time and the speedup over serial, the knee (opportune) load ratio and the fused
    time there over the slower part's solo time; the best version per pair (largest makespan
    reduction at its knee) and the median over pairs against the target (<= 1.25).
@@ -29,6 +31,10 @@ def run_row(name, r):
             f"{num(be)}{' (ran out)' if ran_out else ''} | {num(r.get('be_over_baseline'))} |")
 
 
+def basis_name(basis):
+    return {"solo": "solo", "alone-p99": "LC alone p99"}.get(basis, basis)
+
+
 def run_tables(j):
     base = j["config"].get("baseline", "baymax")
     out = [f"# Aker bench: LC/BE runs ({j.get('device', '?')}, backend {j.get('backend', '?')})", ""]
@@ -46,13 +52,15 @@ def run_tables(j):
             out += ["", f"error: {m['error']}", ""]
         for load in m.get("loads", []):
             for t in load["targets"]:
-                out += ["", f"load {load['load']:.2f}, target {t['factor']:.2f}x solo = {1e3 * t['target_s']:.3f} ms", "", header]
+                basis = t.get("basis", "solo")
+                out += ["", f"load {load['load']:.2f}, target {t['factor']:.2f}x {basis_name(basis)} = "
+                        f"{1e3 * t['target_s']:.3f} ms", "", header]
                 alone = dict(t["lc_alone"], ok=True)
                 out.append(run_row("LC alone", alone))
                 for r in t["runs"]:
                     out.append(run_row(r["scheme"], r))
                     if r.get("ok"):
-                        acc = means.setdefault((t["factor"], r["scheme"]), {"slo": [], "p99": [], "be": [], "base": []})
+                        acc = means.setdefault((basis, t["factor"], r["scheme"]), {"slo": [], "p99": [], "be": [], "base": []})
                         acc["slo"].append(r["lc"]["slo_attainment"])
                         acc["p99"].append(r["lc"]["p99_over_target"])
                         acc["be"].append(r["be_norm"])
@@ -62,9 +70,9 @@ def run_tables(j):
     out += ["## Mean over the mixes", "",
             f"| target | scheme | runs | SLO attainment % | p99 / target | BE / BE alone | BE / {base} |",
             "|---|---|---|---|---|---|---|"]
-    for (factor, scheme), a in sorted(means.items()):
+    for (basis, factor, scheme), a in sorted(means.items()):
         mean = lambda xs: statistics.mean(xs) if xs else None  # noqa: E731
-        out.append(f"| {factor:.2f}x | {scheme} | {len(a['slo'])} | {pct(mean(a['slo']))} | {num(mean(a['p99']))} | "
+        out.append(f"| {factor:.2f}x {basis_name(basis)} | {scheme} | {len(a['slo'])} | {pct(mean(a['slo']))} | {num(mean(a['p99']))} | "
                    f"{num(mean(a['be']))} | {num(mean(a['base']))} |")
     return out
 
@@ -72,23 +80,26 @@ def run_tables(j):
 def pairs_tables(j):
     target = j.get("target_over_slower_solo", 1.25)
     out = [f"# Aker bench: fused pairs ({j.get('device', '?')}, backend {j.get('backend', '?')})", "",
-           "| pair | class | ratio | blocks/SM | whole: fused / slower solo | whole: speedup over serial | "
+           f"Variants fused: {j.get('config', {}).get('variants', 'default')}.", "",
+           "| pair | class | ratio | variants | blocks/SM | whole: fused / slower solo | whole: speedup over serial | "
            "knee load ratio | knee: fused / slower solo | knee: reduction | best |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in j["pairs"]:
         if "error" in p:
-            out.append(f"| {p['pair']} | failed: {p['error'][:80]} | | | | | | | | |")
+            out.append(f"| {p['pair']} | failed: {p['error'][:80]} | | | | | | | | | |")
             continue
         for v in p["versions"]:
             if not v["fits"]:
-                out.append(f"| {p['pair']} | {p['class']} | {v['ratio']} | does not fit | | | | | | |")
+                out.append(f"| {p['pair']} | {p['class']} | {v['ratio']} | | does not fit | | | | | | |")
                 continue
+            variants = f"{v['variant_a']}+{v['variant_b']}" if "variant_a" in v else "default"
             if "error" in v:
-                out.append(f"| {p['pair']} | {p['class']} | {v['ratio']} | {v['blocks_per_sm']} | failed: {v['error'][:60]} | | | | | |")
+                out.append(f"| {p['pair']} | {p['class']} | {v['ratio']} | {variants} | {v['blocks_per_sm']} | "
+                           f"failed: {v['error'][:60]} | | | | | |")
                 continue
             w, k = v["whole"], v["knee"]
             knee = f"{k['load_ratio']:.2f}{' (clamped)' if k['clamped'] else ''}"
-            out.append(f"| {p['pair']} | {p['class']} | {v['ratio']} | {v['blocks_per_sm']} | {num(w['over_slower_solo'])} | "
+            out.append(f"| {p['pair']} | {p['class']} | {v['ratio']} | {variants} | {v['blocks_per_sm']} | {num(w['over_slower_solo'])} | "
                        f"{num(w['speedup_over_serial'])} | {knee} | {num(k['over_slower_solo'])} | {num(k['reduction'])} | "
                        f"{'**best**' if v['ratio'] == p.get('best_ratio') else ''} |")
     med = j.get("median_best_knee_over_slower_solo")

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,49 @@ struct FusionRatio {
 };
 std::vector<FusionRatio> fusion_ratios_that_fit(const DeviceSpec& device, const KernelVariant& a, const KernelVariant& b,
                                                 int max_parts = kMaxFusedParts);
+// The registers per thread a fused block of (a, parts_a, b, parts_b) is compiled with: the most
+// that still let as many such blocks share an SM as the kernels' declared registers allow
+// (max_resident_blocks of fused_block_variant), so that the compiled kernel keeps the occupancy a
+// fusion was chosen for; never below the larger declared count, never above
+// fused_register_cap(device, threads).
+int fused_block_register_cap(const DeviceSpec& device, const KernelVariant& a, int parts_a, const KernelVariant& b,
+                             int parts_b);
+
+// A fused block's shape: a block-size variant of each kernel, the parts of each per block, and
+// how many such blocks fit an SM.
+struct FusionShape {
+  int variant_a = 0;
+  int variant_b = 0;
+  int parts_a = 1;
+  int parts_b = 1;
+  int blocks_per_sm = 0;
+  int threads = 0;  // of one fused block
+  // Warps resident on a full SM: the occupancy the fused kernel runs at.
+  int resident_warps() const { return blocks_per_sm * ((threads + 31) / 32); }
+};
+// What a choice of shape may be restricted to (-1: any): a variant a launch already runs, or the
+// ratio of a measured version.
+struct FusionShapeFilter {
+  int variant_a = -1;
+  int variant_b = -1;
+  int parts_a = -1;
+  int parts_b = -1;
+  int max_parts = kMaxFusedParts;
+};
+// Every shape of (a, b) within `filter` whose fused block fits (fused_block_fits), variants in
+// index order, then ratios as fusion_ratios_that_fit lists them.
+std::vector<FusionShape> fusion_shapes_that_fit(const DeviceSpec& device, const KernelSpec& a, const KernelSpec& b,
+                                                const FusionShapeFilter& filter = {});
+// The fewest fused blocks per SM a chosen shape should leave when any shape allows it: with one
+// block per SM, a fused launch's parts wait on each other's tails and the SM idles between them.
+inline constexpr int kMinFusedBlocksPerSm = 2;
+// The shape fusion uses when nothing was measured: among the shapes within `filter`, those with
+// at least kMinFusedBlocksPerSm blocks per SM if there are any, and of them the one with the most
+// resident warps per SM (occupancy: each part's throughput grows with the warps it keeps busy);
+// ties go to more blocks per SM, then to the kernels' default variants, then to fewer parts.
+// nullopt when no shape fits.
+std::optional<FusionShape> best_fusion_shape(const DeviceSpec& device, const KernelSpec& a, const KernelSpec& b,
+                                             const FusionShapeFilter& filter = {});
 
 // Makes a fresh backend: the engine runs reference runs (alone, serial) on fresh instances.
 struct BackendConfig {

@@ -28,12 +28,15 @@ enum class LaunchForm : uint8_t {
 const char* to_string(LaunchForm f);
 
 // Fusion: one block holds `self_parts` parts of this launch's body and `partner_parts` parts of
-// the partner's body, each part looping over its own counter and range.
+// the partner's body, each part looping over its own counter and range. The partner runs
+// `partner_variant` (a block-size variant of its kernel; -1: the variant its launch already runs,
+// or its default before its first dispatch); `partner_range` is in that variant's logical blocks.
 struct Fusion {
   LaunchId partner;
   BlockRange partner_range;
   int self_parts = 1;
   int partner_parts = 1;
+  int partner_variant = -1;
 };
 
 inline constexpr int kNormalStreamPriority = 0;

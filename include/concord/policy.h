@@ -46,6 +46,10 @@ struct ReadyLaunch {
   BlockRange pending;            // the first pending range of logical blocks
   int64_t pending_blocks = 0;    // all pending blocks (ranges may be split by preemption)
   bool has_running_dispatch = false;
+  // The block-size variant the launch runs, fixed by its first dispatch; -1 before it, when any
+  // variant may be chosen (`pending` is then the default variant's grid; another variant's grid
+  // is its own logical_blocks).
+  int variant = -1;
 };
 
 // A launch submitted into a tenant's stream behind the one that runs or is ready: what a program

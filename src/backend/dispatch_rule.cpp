@@ -3,6 +3,7 @@
 // accept and refuse the same requests.
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "concord/backend.h"
@@ -145,6 +146,51 @@ std::vector<FusionRatio> fusion_ratios_that_fit(const DeviceSpec& device, const 
     }
   }
   return out;
+}
+
+int fused_block_register_cap(const DeviceSpec& device, const KernelVariant& a, int parts_a, const KernelVariant& b,
+                             int parts_b) {
+  const KernelVariant fused = fused_block_variant(a, parts_a, b, parts_b);
+  const int one_block = fused_register_cap(device, fused.threads_per_block);
+  const int blocks = std::max(1, max_resident_blocks(device, fused));
+  const int kept = fused_register_cap(device, fused.threads_per_block * blocks);
+  return std::min(one_block, std::max(fused.registers_per_thread, kept));
+}
+
+std::vector<FusionShape> fusion_shapes_that_fit(const DeviceSpec& device, const KernelSpec& a, const KernelSpec& b,
+                                                const FusionShapeFilter& filter) {
+  std::vector<FusionShape> out;
+  for (int va = 0; va < a.variant_count(); ++va) {
+    if (filter.variant_a >= 0 && va != filter.variant_a) continue;
+    for (int vb = 0; vb < b.variant_count(); ++vb) {
+      if (filter.variant_b >= 0 && vb != filter.variant_b) continue;
+      const KernelVariant& ka = a.variant(va);
+      const KernelVariant& kb = b.variant(vb);
+      for (const FusionRatio& r : fusion_ratios_that_fit(device, ka, kb, filter.max_parts)) {
+        if ((filter.parts_a >= 0 && r.parts_a != filter.parts_a) || (filter.parts_b >= 0 && r.parts_b != filter.parts_b)) continue;
+        out.push_back({va, vb, r.parts_a, r.parts_b, r.blocks_per_sm,
+                       r.parts_a * ka.threads_per_block + r.parts_b * kb.threads_per_block});
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<FusionShape> best_fusion_shape(const DeviceSpec& device, const KernelSpec& a, const KernelSpec& b,
+                                             const FusionShapeFilter& filter) {
+  const std::vector<FusionShape> shapes = fusion_shapes_that_fit(device, a, b, filter);
+  const bool several = std::any_of(shapes.begin(), shapes.end(),
+                                   [](const FusionShape& s) { return s.blocks_per_sm >= kMinFusedBlocksPerSm; });
+  const auto rank = [&](const FusionShape& s) {
+    const int defaults = (s.variant_a == a.default_variant ? 1 : 0) + (s.variant_b == b.default_variant ? 1 : 0);
+    return std::make_tuple(s.resident_warps(), s.blocks_per_sm, defaults, -(s.parts_a + s.parts_b));
+  };
+  std::optional<FusionShape> best;
+  for (const FusionShape& s : shapes) {
+    if (several && s.blocks_per_sm < kMinFusedBlocksPerSm) continue;
+    if (!best || rank(s) > rank(*best)) best = s;
+  }
+  return best;
 }
 
 Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest& request, const Capabilities& first,

@@ -39,6 +39,7 @@ struct ProfileOptions {
   bool default_variants = false;  // only each kernel's default variant (the one PBS launches)
   // aker
   std::vector<std::string> aker_workloads, aker_pairs, aker_ratios;
+  std::string aker_variants = "chosen";
   // raise-worker, export, import
   std::string worker_jobs, export_path, import_path;
 };
@@ -202,6 +203,10 @@ int profile_aker(const ProfileOptions& o) {
       a.ratios.emplace_back(x, y);
     }
   }
+  if (o.aker_variants != "chosen" && o.aker_variants != "default") {
+    return usage_error("--variants '" + o.aker_variants + "': expected chosen or default");
+  }
+  a.default_variants = o.aker_variants == "default";
   if (a.kernels.empty()) return usage_error("profile aker: no kernels (give --workload, --kernels or --pairs)");
   auto store = ProfileStore::open(o.db);
   if (!store) return fail(store.status());
@@ -353,7 +358,7 @@ Subcommand add_profile_command(CLI::App& parent) {
   apps.raise->add_option("--driver", o->driver, "The driver version of the profile key (default: the CUDA device's)");
 
   apps.aker = profile->add_subcommand(
-      "aker", "Measure Aker's facet through a backend: classes, solo lines, fused versions at the paper's load ratios");
+      "aker", "Measure Aker's facet through a backend: classes, solo lines, fused versions over a sweep of load ratios");
   apps.aker->add_option("-b,--backend", o->backend, "Backend: cuda, or sim")->capture_default_str();
   apps.aker->add_option("-d,--device", o->device, "cuda: the GPU's index (default 0); sim: h100, h200 (default) or a device JSON file");
   apps.aker->add_option("--workload", o->aker_workloads,
@@ -361,6 +366,9 @@ Subcommand add_profile_command(CLI::App& parent) {
   apps.aker->add_option("--kernels", o->kernels, "Suite kernels at their default sizes (or --size)")->delimiter(',');
   apps.aker->add_option("--pairs", o->aker_pairs, "K1+K2: fuse K2's sub-ranges beside all of K1")->delimiter(',');
   apps.aker->add_option("--ratios", o->aker_ratios, "Fused versions a:b to try per pair (default 1:1,2:1,1:2)")->delimiter(',');
+  apps.aker->add_option("--variants", o->aker_variants,
+                        "chosen: per ratio the block-size variants that leave several fused blocks per SM; default: the kernels' defaults")
+      ->capture_default_str();
   apps.aker->add_option("--size", o->sizes, "NAME=SIZE (repeatable)");
   apps.aker->add_option("--reps", o->reps, "Timed repetitions per point (median)")->capture_default_str();
 

@@ -184,6 +184,7 @@ ReadyLaunch ready_entry(const LaunchState& ls) {
   r.pending = ls.pending.front();
   r.pending_blocks = ls.pending_blocks();
   r.has_running_dispatch = ls.running > 0;
+  r.variant = ls.dispatched_once ? ls.variant : -1;
   return r;
 }
 
@@ -359,7 +360,13 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
     if (p.fusion->self_parts < 1 || p.fusion->partner_parts < 1) {
       return Status::invalid_argument(who() + ": fusion ratio parts must be >= 1");
     }
-    partner_variant = partner->dispatched_once ? partner->variant : partner->kernel->default_variant;
+    partner_variant = p.fusion->partner_variant >= 0
+                          ? p.fusion->partner_variant
+                          : (partner->dispatched_once ? partner->variant : partner->kernel->default_variant);
+    if (partner_variant >= partner->kernel->variant_count()) {
+      return Status::invalid_argument(describe(*partner, true) + ": field 'fusion.partner_variant': kernel has no variant " +
+                                      std::to_string(partner_variant));
+    }
     BlockRange prange = p.fusion->partner_range;
     if (prange.empty()) {
       prange = partner->dispatched_once
@@ -368,6 +375,7 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
     }
     CONCORD_RETURN_IF_ERROR(check_part(*partner, true, partner_variant, prange, pcaps));
     p.fusion->partner_range = prange;
+    p.fusion->partner_variant = partner_variant;
     req.parts.push_back(DispatchPart{partner->record.id, partner->record.tenant, partner->kernel, partner_variant,
                                      prange, p.fusion->partner_parts});
   }

@@ -71,7 +71,8 @@ std::string Placement::to_string() const {
   if (tight_tlp > 0) o << " tight-tlp=" << tight_tlp << " on " << tight_sms.count() << " sms";
   if (variant >= 0) o << " variant=" << variant;
   if (range) o << " range=[" << range->begin << "," << range->end << ")";
-  if (fusion) o << " fused-with=" << fusion->partner.value << " ratio=" << fusion->self_parts << ":" << fusion->partner_parts;
+  if (fusion) o << " fused-with=" << fusion->partner.value << " ratio=" << fusion->self_parts << ":" << fusion->partner_parts
+                 << " partner-variant=" << fusion->partner_variant;
   if (priority != 0) o << " priority=" << priority;
   if (l2_persist) o << " l2-persist";
   return o.str();

@@ -1,6 +1,8 @@
 // Fills Aker's facet by timing kernels and fused pairs through the Backend interface.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <memory>
 
 #include "policy/aker/aker_facet.h"
@@ -14,30 +16,32 @@ using policy::AkerFacet;
 using policy::AkerFusedEntry;
 using policy::AkerPoint;
 
-// What was measured about one kernel (its default variant) on this backend.
+// What was measured about one variant of a kernel on this backend.
 struct Measured {
   const KernelSpec* spec = nullptr;
+  int variant = 0;
   AkerFacet facet;
   double persistent_seconds = 0;  // whole grid on every SM, persistent form (X_k1 of its fusions)
   std::optional<policy::AkerSoloModel> solo;
 };
 
-Launch whole_launch(const Backend& b, const KernelSpec& k, bool persistent) {
+Launch whole_launch(const Backend& b, const KernelSpec& k, int variant, bool persistent) {
   Launch l;
   l.kernel = &k;
-  l.variant = k.default_variant;
-  l.range = {0, k.variant(k.default_variant).logical_blocks};
+  l.variant = variant;
+  l.range = {0, k.variant(variant).logical_blocks};
   l.placement.sms = b.device().all_sms();
   l.placement.form = persistent ? LaunchForm::persistent : LaunchForm::native;
   return l;
 }
 
-Result<Measured> measure_kernel(Backend& b, Timer& timer, const KernelSpec& k, int reps) {
+Result<Measured> measure_kernel(Backend& b, Timer& timer, const KernelSpec& k, int variant, int reps) {
   Measured m;
   m.spec = &k;
+  m.variant = variant;
   const Capabilities caps = b.capabilities(k);
-  const KernelVariant& v = k.variant(k.default_variant);
-  Launch l = whole_launch(b, k, caps.persistent_form);
+  const KernelVariant& v = k.variant(variant);
+  Launch l = whole_launch(b, k, variant, caps.persistent_form);
   auto whole = timer.median(l, reps);
   if (!whole) return whole.status();
   if (!(*whole > 0)) return Status::internal("aker profile: " + k.name + " took no time");
@@ -64,25 +68,70 @@ Result<Measured> measure_kernel(Backend& b, Timer& timer, const KernelSpec& k, i
   return m;
 }
 
-// One fused version of (a, b) at ratio parts: the points, or why not.
+// The points of one fused version of (a, b), each (load ratio, fused time / K_1's solo time for
+// its range). For a ratio r: K_1 whole beside K_2's first n blocks, n from K_2's solo line; where
+// K_2's whole grid falls short of r, K_2 whole beside the part of K_1 whose solo time is X_k2 / r
+// (with R fixed the fused time scales with X_k1: the paper's second observation, 6.2). The
+// ratios: a coarse sweep (kAkerSweepRatios, and K_2's first one and two blocks: the least it can
+// add), then kAkerKneeFactors times the knee the sweep's fit shows (a ratio of 1 when it shows
+// none). One point per distinct pair of ranges. Errors: what the backend refuses, and the model's
+// fit over all points, with the span of ratios measured.
 Result<std::vector<AkerPoint>> measure_version(Backend& b, Timer& timer, const Measured& a, const Measured& bm, int self_parts,
                                                int partner_parts, int reps) {
-  std::vector<AkerPoint> points;
-  const int64_t partner_blocks = bm.spec->variant(bm.spec->default_variant).logical_blocks;
-  for (double ratio : policy::kAkerProfileRatios) {
-    const double want = bm.solo->blocks_within(ratio * a.persistent_seconds);
-    const auto n = std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(want, 9e18))), 1, partner_blocks);
-    Launch l = whole_launch(b, *a.spec, true);
-    l.partner = Launch::Partner{bm.spec, bm.spec->default_variant, {0, n}, TenantId{1}, self_parts, partner_parts};
+  const int64_t self_blocks = a.spec->variant(a.variant).logical_blocks;
+  const int64_t partner_blocks = bm.spec->variant(bm.variant).logical_blocks;
+  const auto clamp_blocks = [](double want, int64_t most) {
+    return std::clamp<int64_t>(static_cast<int64_t>(std::llround(std::min(want, 9e18))), 1, most);
+  };
+  // K_1's solo time for n of its blocks: measured whole, from its line for a part.
+  const auto self_seconds = [&](int64_t n) {
+    return n == self_blocks || !a.solo ? a.persistent_seconds : a.solo->seconds(static_cast<double>(n));
+  };
+  std::map<std::pair<int64_t, int64_t>, AkerPoint> by_ranges;  // (K_1 blocks, K_2 blocks) -> point
+  auto measure = [&](int64_t n1, int64_t n2) -> Status {
+    if (by_ranges.count({n1, n2})) return Status::ok();
+    const double x1 = self_seconds(n1);
+    if (!(x1 > 0)) return Status::ok();  // a part of K_1 its line gives no time: no ratio to place
+    Launch l = whole_launch(b, *a.spec, a.variant, true);
+    l.range = {0, n1};
+    l.partner = Launch::Partner{bm.spec, bm.variant, {0, n2}, TenantId{1}, self_parts, partner_parts};
     CONCORD_RETURN_IF_ERROR(timer.can_run(l));
     auto t = timer.median(l, reps);
     if (!t) return t.status();
-    const double achieved = bm.solo->seconds(static_cast<double>(n)) / a.persistent_seconds;
-    // A ratio K_2's grid cannot reach repeats the one before: keep one point for it.
-    if (!points.empty() && achieved <= points.back().x) continue;
-    points.push_back({achieved, *t / a.persistent_seconds});
+    by_ranges[{n1, n2}] = {bm.solo->seconds(static_cast<double>(n2)) / x1, *t / x1};
+    return Status::ok();
+  };
+  auto at_ratio = [&](double ratio) -> Status {
+    const int64_t n2 = clamp_blocks(bm.solo->blocks_within(ratio * a.persistent_seconds), partner_blocks);
+    if (n2 < partner_blocks || !a.solo) return measure(self_blocks, n2);
+    // K_2's whole grid: as much of K_1 as makes the ratio.
+    const double x2 = bm.solo->seconds(static_cast<double>(partner_blocks));
+    return measure(clamp_blocks(a.solo->blocks_within(x2 / ratio), self_blocks), partner_blocks);
+  };
+  auto points = [&] {
+    std::vector<AkerPoint> all;
+    for (const auto& [ranges, p] : by_ranges) all.push_back(p);
+    std::sort(all.begin(), all.end(), [](const AkerPoint& x, const AkerPoint& y) { return x.x < y.x; });
+    std::vector<AkerPoint> out;
+    for (const AkerPoint& p : all) {
+      // Ratios that barely differ (a solo line's floor) add no information to a fit.
+      if (p.x > 0 && (out.empty() || p.x > out.back().x * (1 + 1e-3))) out.push_back(p);
+    }
+    return out;
+  };
+  for (int64_t n : {int64_t{1}, std::min<int64_t>(2, partner_blocks)}) CONCORD_RETURN_IF_ERROR(measure(self_blocks, n));
+  for (double ratio : kAkerSweepRatios) CONCORD_RETURN_IF_ERROR(at_ratio(ratio));
+  auto coarse = policy::AkerFusedModel::fit(points());
+  const double knee = coarse ? coarse->opportune_ratio() : 1.0;
+  for (double f : kAkerKneeFactors) CONCORD_RETURN_IF_ERROR(at_ratio(f * knee));
+  std::vector<AkerPoint> out = points();
+  if (out.empty()) return Status::invalid_argument("fused model: no point with a positive load ratio");
+  if (auto fit = policy::AkerFusedModel::fit(out); !fit) {
+    char span[96];
+    std::snprintf(span, sizeof span, " (%zu points at load ratios %.3g to %.3g)", out.size(), out.front().x, out.back().x);
+    return Status(fit.status().code(), fit.status().message() + span);
   }
-  return points;
+  return out;
 }
 
 }  // namespace
@@ -110,23 +159,59 @@ Result<AkerProfileReport> profile_aker(ProfileStore& store, const BackendConfig&
   const ProfileKey device = device_key(*backend);
   Timer timer(*backend);
   AkerProfileReport report;
-  std::map<std::string, Measured> measured;
-  for (const KernelSpec& k : options.kernels) {
-    progress << "aker: " << k.name << " (size " << k.size << "): class and solo line\n";
-    auto m = measure_kernel(*backend, timer, k, options.reps);
+  // (kernel, variant) -> what was measured: every kernel's default variant, and each variant a
+  // fused version uses.
+  std::map<std::pair<std::string, int>, Measured> measured;
+  auto measure_variant = [&](const KernelSpec& k, int variant) -> Result<const Measured*> {
+    const auto key = std::make_pair(k.name, variant);
+    if (auto it = measured.find(key); it != measured.end()) return &it->second;
+    progress << "aker: " << k.name << " (size " << k.size << ", variant " << k.variant(variant).name << "): class and solo line\n";
+    auto m = measure_kernel(*backend, timer, k, variant, options.reps);
     if (!m) return Status(m.status().code(), k.name + ": " + m.status().message());
-    measured[k.name] = std::move(*m);
+    return &measured.emplace(key, std::move(*m)).first->second;
+  };
+  for (const KernelSpec& k : options.kernels) {
+    auto m = measure_variant(k, k.default_variant);
+    if (!m) return m.status();
   }
+  const DeviceSpec& dev = backend->device();
   for (const auto& [an, bn] : options.pairs) {
-    const Measured& a = measured.at(an);
-    const Measured& b = measured.at(bn);
-    if (!(a.persistent_seconds > 0) || !b.solo) {
+    const KernelSpec& ka = *find(an);
+    const KernelSpec& kb = *find(bn);
+    const Measured& a0 = measured.at({an, ka.default_variant});
+    const Measured& b0 = measured.at({bn, kb.default_variant});
+    if (!(a0.persistent_seconds > 0) || !b0.solo) {
       report.skipped.push_back(an + "+" + bn + ": both kernels must be elastic with sub-ranges on this backend");
       continue;
     }
     for (const auto& [sp, pp] : options.ratios) {
-      const std::string name = an + "+" + bn + " " + std::to_string(sp) + ":" + std::to_string(pp);
+      std::string name = an + "+" + bn + " " + std::to_string(sp) + ":" + std::to_string(pp);
+      FusionShapeFilter filter;
+      filter.parts_a = sp;
+      filter.parts_b = pp;
+      if (options.default_variants) {
+        filter.variant_a = ka.default_variant;
+        filter.variant_b = kb.default_variant;
+      }
+      const auto shape = best_fusion_shape(dev, ka, kb, filter);
+      if (!shape) {
+        report.skipped.push_back(name + ": no " + (options.default_variants ? "fused block of the default variants" : "pair of variants") +
+                                 " fits an SM at this ratio");
+        continue;
+      }
+      name += " (" + ka.variant(shape->variant_a).name + "+" + kb.variant(shape->variant_b).name + ", " +
+              std::to_string(shape->blocks_per_sm) + " blocks/SM)";
       progress << "aker: " << name << "\n";
+      auto ma = measure_variant(ka, shape->variant_a);
+      if (!ma) return ma.status();
+      auto mb = measure_variant(kb, shape->variant_b);
+      if (!mb) return mb.status();
+      const Measured& a = **ma;
+      const Measured& b = **mb;
+      if (!(a.persistent_seconds > 0) || !b.solo) {
+        report.skipped.push_back(name + ": no solo line for these variants");
+        continue;
+      }
       auto points = measure_version(*backend, timer, a, b, sp, pp, options.reps);
       if (!points) {
         if (points.status().code() != StatusCode::unsupported && points.status().code() != StatusCode::invalid_argument) {
@@ -135,26 +220,22 @@ Result<AkerProfileReport> profile_aker(ProfileStore& store, const BackendConfig&
         report.skipped.push_back(name + ": " + points.status().message());
         continue;
       }
-      if (auto fit = policy::AkerFusedModel::fit(*points); !fit) {
-        report.skipped.push_back(name + ": " + fit.status().message());
-        continue;
-      }
       AkerFusedEntry e;
-      e.partner = b.spec->name;
-      e.partner_variant = b.spec->variant(b.spec->default_variant).name;
-      e.partner_size = b.spec->size;
+      e.partner = kb.name;
+      e.partner_variant = kb.variant(b.variant).name;
+      e.partner_size = kb.size;
       e.self_parts = sp;
       e.partner_parts = pp;
       e.self_seconds = a.persistent_seconds;
       e.points = std::move(*points);
-      measured.at(an).facet.fused.push_back(std::move(e));
+      measured.at({an, a.variant}).facet.fused.push_back(std::move(e));
       ++report.versions;
     }
   }
-  for (auto& [name, m] : measured) {
+  for (auto& [name_variant, m] : measured) {
     ProfileKey key = device;
     key.kernel = m.spec->name;
-    key.variant = m.spec->variant(m.spec->default_variant).name;
+    key.variant = m.spec->variant(m.variant).name;
     key.size = m.spec->size;
     // Keep the stored versions of partners (or ratios) this run did not measure.
     auto old = store.get_facet(key, policy::kAkerFacetName);

@@ -109,7 +109,7 @@ class Timer {
       other.variant = l.partner->variant;
       other.range = l.partner->range;
       other.parts_per_block = l.partner->partner_parts;
-      r.placement.fusion = Fusion{other.launch, other.range, l.partner->self_parts, l.partner->partner_parts};
+      r.placement.fusion = Fusion{other.launch, other.range, l.partner->self_parts, l.partner->partner_parts, other.variant};
       r.parts.push_back(part);
       r.parts.push_back(other);
     } else {

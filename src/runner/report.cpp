@@ -22,7 +22,7 @@ json placement_json(const Placement& p) {
   }
   if (p.fusion) {
     j["fusion"] = {{"partner", p.fusion->partner.value}, {"self_parts", p.fusion->self_parts},
-                   {"partner_parts", p.fusion->partner_parts}};
+                   {"partner_parts", p.fusion->partner_parts}, {"partner_variant", p.fusion->partner_variant}};
   }
   return j;
 }

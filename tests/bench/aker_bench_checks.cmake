@@ -1,12 +1,14 @@
 # bench/aker end to end on the simulator, small: `pairs` on one TC+CD pair at three ratios (one of
-# which does not fit) and `run` on two mixes with two schemes and a scheme this build lacks (left
-# out and named); the results carry finite figures for every scheme at both QoS targets; the
-# summarizer makes the tables; bad input is named. Inputs: BENCH, SRC, WORK, PYTHON (may be empty).
+# which does not fit) in the chosen variants (several fused blocks per SM) and at 1:1 in the
+# default ones; `run` on two mixes with two schemes and a scheme this build lacks (left out and
+# named), one QoS factor on both target bases; the results carry finite figures for every scheme
+# at both targets; the summarizer makes the tables; bad input is named. Inputs: BENCH, SRC, WORK,
+# PYTHON (may be empty).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 include(${CMAKE_CURRENT_LIST_DIR}/../expect.cmake)
 
-expect_ok(${BENCH} pairs --pairs conv_im2col:256+mri_q:65536 --ratios 1:1,2:1,12:3 --reps 1 --out ${WORK}/pairs.json)
+expect_ok(${BENCH} pairs --pairs conv_im2col:256+mri_q:65536 --ratios 1:1,2:1,12:4 --reps 1 --out ${WORK}/pairs.json)
 file(READ ${WORK}/pairs.json p)
 string(JSON complete GET "${p}" complete)
 string(JSON cls GET "${p}" pairs 0 class)
@@ -24,6 +26,21 @@ foreach(v 0 1)
     endif()
   endforeach()
 endforeach()
+foreach(v 0 1)
+  string(JSON va GET "${p}" pairs 0 versions ${v} variant_a)
+  string(JSON vb GET "${p}" pairs 0 versions ${v} variant_b)
+  string(JSON bps GET "${p}" pairs 0 versions ${v} blocks_per_sm)
+  if(va STREQUAL "" OR vb STREQUAL "" OR bps LESS 2)
+    message(FATAL_ERROR "pairs.json: version ${v} variants '${va}+${vb}' at ${bps} fused blocks per SM (want >= 2)")
+  endif()
+endforeach()
+expect_ok(${BENCH} pairs --pairs conv_im2col:256+mri_q:65536 --ratios 1:1 --variants default --reps 1 --out ${WORK}/pairs_default.json)
+file(READ ${WORK}/pairs_default.json pd)
+string(JSON vd GET "${pd}" pairs 0 versions 0 variant_a)
+string(JSON vdcfg GET "${pd}" config variants)
+if(NOT vd STREQUAL "mid" OR NOT vdcfg STREQUAL "default")
+  message(FATAL_ERROR "pairs_default.json: variant '${vd}', config '${vdcfg}'")
+endif()
 string(JSON median GET "${p}" median_best_knee_over_slower_solo)
 if(NOT median MATCHES "^[0-9.e+-]+$")
   message(FATAL_ERROR "pairs.json: median '${median}'")
@@ -31,7 +48,7 @@ endif()
 
 set(mixes ${SRC}/bench/aker/mixes/conv-mriq.yaml ${SRC}/bench/aker/mixes/blas-lbm.yaml)
 expect_ok(${BENCH} run ${mixes} --lc-requests 20 --be-alone-requests 4 --schemes streams,static-partition,no-such-policy
-          --skip-unknown-schemes --time-limit 30 --out ${WORK}/run.json)
+          --skip-unknown-schemes --time-limit 30 --target-factors 1.5 --target-basis solo,alone-p99 --out ${WORK}/run.json)
 file(READ ${WORK}/run.json j)
 string(JSON complete GET "${j}" complete)
 string(JSON skipped GET "${j}" config skipped_schemes 0)
@@ -39,10 +56,17 @@ if(NOT complete OR NOT skipped STREQUAL "no-such-policy")
   message(FATAL_ERROR "run.json: complete=${complete}, skipped '${skipped}'")
 endif()
 foreach(m 0 1)
-  string(JSON solo GET "${j}" mixes ${m} lc_solo_s)
+  string(JSON lc_solo GET "${j}" mixes ${m} lc_solo_s)
   string(JSON n_targets LENGTH "${j}" mixes ${m} loads 0 targets)
-  if(NOT solo GREATER 0 OR NOT n_targets EQUAL 2)
-    message(FATAL_ERROR "run.json mix ${m}: solo ${solo}, ${n_targets} targets")
+  if(NOT lc_solo GREATER 0 OR NOT n_targets EQUAL 2)
+    message(FATAL_ERROR "run.json mix ${m}: solo ${lc_solo}, ${n_targets} targets")
+  endif()
+  # Target 0 is 1.5x the LC query's solo time, target 1 1.5x the LC's p99 alone at the same rate
+  # (the arithmetic is checked below, in Python).
+  string(JSON basis0 GET "${j}" mixes ${m} loads 0 targets 0 basis)
+  string(JSON basis1 GET "${j}" mixes ${m} loads 0 targets 1 basis)
+  if(NOT basis0 STREQUAL "solo" OR NOT basis1 STREQUAL "alone-p99")
+    message(FATAL_ERROR "run.json mix ${m}: bases '${basis0}', '${basis1}'")
   endif()
   foreach(t 0 1)
     string(JSON target GET "${j}" mixes ${m} loads 0 targets ${t} target_s)
@@ -62,10 +86,20 @@ foreach(m 0 1)
 endforeach()
 
 if(PYTHON)
+  expect_ok(${PYTHON} -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+for m in j['mixes']:
+    load = m['loads'][0]
+    for t, want in zip(load['targets'], (m['lc_solo_s'], load['lc_alone_p99_s'])):
+        assert abs(t['basis_s'] - want) <= 1e-12 + 1e-9 * want, (t['basis'], t['basis_s'], want)
+        assert abs(t['target_s'] - 1.5 * want) <= 1e-12 + 1e-9 * want, (t['basis'], t['target_s'], want)
+" ${WORK}/run.json)
   expect_ok(${PYTHON} ${SRC}/bench/aker/summarize.py ${WORK}/run.json ${WORK}/pairs.json --out ${WORK}/tables.md)
   file(READ ${WORK}/tables.md t)
   foreach(needle "left out: no-such-policy" "| streams |" "| static-partition |" "conv_im2col:256+mri_q:65536" "does not fit"
-                 "Median over pairs")
+                 "Median over pairs" "target 1.50x LC alone p99" "target 1.50x solo" "| 1.50x LC alone p99 | streams |"
+                 "Variants fused: chosen")
     string(FIND "${t}" "${needle}" at)
     if(at EQUAL -1)
       message(FATAL_ERROR "tables.md lacks '${needle}'")
@@ -77,4 +111,6 @@ expect_error("is not a:b" ${BENCH} pairs --ratios 1-2 --out ${WORK}/bad.json)
 expect_error("is not kernel:size+kernel:size" ${BENCH} pairs --pairs tc_gemm:1024 --out ${WORK}/bad.json)
 expect_error("library kernel" ${BENCH} pairs --pairs cublas_gemm:1024+lbm:8192 --out ${WORK}/bad.json)
 expect_error("below 1" ${BENCH} run ${mixes} --target-factors 0.9 --out ${WORK}/bad.json)
+expect_error("is not solo or alone-p99" ${BENCH} run ${mixes} --target-basis p50 --out ${WORK}/bad.json)
+expect_error("is not chosen or default" ${BENCH} pairs --variants all --out ${WORK}/bad.json)
 expect_error("no policy" ${BENCH} run ${mixes} --schemes no-such-policy --out ${WORK}/bad.json)

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "concord/backend.h"
+#include "concord/occupancy.h"
 #include "policy/aker/aker_policy.h"
 #include "policy/baymax/baymax_policy.h"
 #include "policy/tacker/tacker_policy.h"
@@ -97,6 +100,46 @@ TEST(Aker, FusesASplitBeKernelBesideTheLcKernelWhenTheHeadroomAllows) {
   EXPECT_GT(stats.at("fused_predictions"), 0);
   EXPECT_GT(stats.at("solo_predictions"), 0);
   EXPECT_TRUE(stats.count("lc_decision_median_us"));
+}
+
+// The default variants of tc_gemm and stream_triad fit one fused block per SM; aker fuses them in
+// the variants best_fusion_shape chooses (several blocks per SM), the BE part's range in its
+// variant's blocks, and the rest of that BE launch keeps the variant.
+TEST(Aker, FusesInVariantsThatLeaveSeveralBlocksPerSm) {
+  const Workload w = tc_beside_memory(20e-3);
+  const KernelSpec& tc = w.tenants[0].steps[0].kernel;
+  const KernelSpec& triad = w.tenants[1].steps[0].kernel;
+  const DeviceSpec dev = h200_spec();
+  ASSERT_EQ(max_resident_blocks(dev, fused_block_variant(tc.variant(tc.default_variant), 1, triad.variant(triad.default_variant), 1)), 1);
+  const auto chosen = best_fusion_shape(dev, tc, triad);
+  ASSERT_TRUE(chosen);
+  policy::AkerPolicy aker({});
+  auto run = run_on_sim(w, aker);
+  ASSERT_TRUE(run) << run.status().to_string();
+  const auto fused = lc_fusions(*run);
+  ASSERT_FALSE(fused.empty());
+  std::map<int64_t, int> be_variant;  // BE launch -> the variant its fused part ran
+  for (const DispatchRecord* d : fused) {
+    ASSERT_TRUE(d->placement.fusion.has_value());
+    const Fusion& f = *d->placement.fusion;
+    const KernelVariant& va = tc.variant(d->placement.variant);
+    const KernelVariant& vb = triad.variant(f.partner_variant);
+    EXPECT_GE(max_resident_blocks(dev, fused_block_variant(va, f.self_parts, vb, f.partner_parts)), kMinFusedBlocksPerSm);
+    EXPECT_LE(d->ranges[1].end, vb.logical_blocks);
+    be_variant[d->launches[1].value] = f.partner_variant;
+  }
+  // The first fusion of a fresh BE launch takes the chosen shape.
+  EXPECT_EQ(fused.front()->placement.variant, chosen->variant_a);
+  EXPECT_EQ(fused.front()->placement.fusion->partner_variant, chosen->variant_b);
+  for (const DispatchRecord& d : run->dispatches) {
+    for (size_t i = 0; i < d.launches.size(); ++i) {
+      const auto it = be_variant.find(d.launches[i].value);
+      if (it == be_variant.end()) continue;
+      const int ran = i == 0 ? d.placement.variant : d.placement.fusion->partner_variant;
+      EXPECT_EQ(ran, it->second) << "launch " << it->first;
+    }
+  }
+  EXPECT_EQ(within_target(*run), 1.0);
 }
 
 TEST(Aker, DoesNotFuseOrReorderWithoutHeadroom) {

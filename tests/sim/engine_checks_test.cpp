@@ -142,6 +142,71 @@ TEST(EngineChecks, ALaunchSplitOverDispatchesKeepsItsVariant) {
   EXPECT_EQ(run->launches[0].logical_blocks, k.variant(largest).logical_blocks);
 }
 
+// A fusion partner runs the variant Fusion::partner_variant names, its range in that variant's
+// blocks; the ready list then shows the variant the partner is fixed to, the rest of it must keep
+// it, and a variant the kernel does not have is refused naming the field.
+TEST(EngineChecks, AFusionPartnerRunsTheVariantItIsGiven) {
+  const Workload w = workload({tenant("a", {step("fma_loop", 1 << 22)}), tenant("b", {step("stream_triad", 1 << 24)})});
+  const KernelSpec& kb = w.tenants[1].steps[0].kernel;
+  const int smallest = 0;
+  ASSERT_NE(smallest, kb.default_variant);
+  const int64_t blocks_b = kb.variant(smallest).logical_blocks;
+  StatusCode bad_variant = StatusCode::ok, other_variant = StatusCode::ok;
+  std::string bad_message;
+  int seen_variant = -2;
+  bool fused = false;
+  ScriptedPolicy p([&](SchedContext& ctx) -> Status {
+    const std::vector<ReadyLaunch> ready(ctx.ready().begin(), ctx.ready().end());
+    if (!fused) {
+      fused = true;
+      Placement pl = whole(ctx);
+      pl.form = LaunchForm::persistent;
+      pl.variant = 0;
+      pl.fusion = Fusion{ready[1].id, {0, blocks_b / 2}, 1, 1, kb.variant_count()};
+      const Status bad = ctx.dispatch(ready[0].id, pl).status();
+      bad_variant = bad.code();
+      bad_message = bad.message();
+      pl.fusion->partner_variant = smallest;
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(ready[0].id, pl).status());
+      for (const ReadyLaunch& r : ctx.ready()) {
+        if (r.id == ready[1].id) seen_variant = r.variant;
+      }
+      Placement rest = whole(ctx);
+      rest.form = LaunchForm::persistent;
+      rest.variant = kb.default_variant;
+      other_variant = ctx.dispatch(ready[1].id, rest).status().code();
+      return Status::ok();
+    }
+    for (const ReadyLaunch& r : ready) {
+      if (r.has_running_dispatch) continue;
+      Placement rest = whole(ctx);
+      rest.form = LaunchForm::persistent;
+      CONCORD_RETURN_IF_ERROR(ctx.dispatch(r.id, rest).status());
+    }
+    return Status::ok();
+  });
+  auto run = run_on_sim(w, p);
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_EQ(bad_variant, StatusCode::invalid_argument);
+  EXPECT_NE(bad_message.find("partner_variant"), std::string::npos) << bad_message;
+  EXPECT_EQ(seen_variant, smallest);
+  EXPECT_EQ(other_variant, StatusCode::invalid_argument);
+  ASSERT_GE(run->dispatches.size(), 2u);
+  const DispatchRecord& f = run->dispatches[0];
+  ASSERT_TRUE(f.placement.fusion.has_value());
+  EXPECT_EQ(f.placement.fusion->partner_variant, smallest);
+  EXPECT_EQ(f.ranges[1], (BlockRange{0, blocks_b / 2}));
+  EXPECT_EQ(run->launches[1].logical_blocks, blocks_b);
+  // The rest of the partner ran in its variant, every block once.
+  int64_t done_b = 0;
+  for (const DispatchRecord& d : run->dispatches) {
+    for (size_t i = 0; i < d.launches.size(); ++i) {
+      if (d.launches[i] == run->launches[1].id) done_b += d.ranges[i].size();
+    }
+  }
+  EXPECT_EQ(done_b, blocks_b);
+}
+
 // Resizing a running dispatch onto SMs the device does not have is refused.
 TEST(EngineChecks, AResizeBeyondTheDeviceIsRefused) {
   const Workload w = workload({tenant("a", {step("vector_add", 1 << 22)})});

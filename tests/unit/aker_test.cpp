@@ -95,6 +95,30 @@ TEST(AkerModel, TwoSegmentFitFindsTheOpportuneRatio) {
   EXPECT_NEAR(m->makespan_reduction(), 1 + 0.75 - 1.15, 1e-9);
 }
 
+// A sweep (as `concord profile aker` measures): many points, most of them before a knee at 1.5.
+// The split into halves would put co-run points on the solo-run line; the segmented fit finds
+// the knee and both lines exactly.
+TEST(AkerModel, TwoSegmentFitOfASweepSplitsAtTheKnee) {
+  std::vector<AkerPoint> sweep;
+  for (double r : {0.3, 0.05, 0.5, 0.8, 1.0, 1.2, 1.4, 2.0, 2.6, 0.1}) sweep.push_back({r, r < 1.5 ? 1 + 0.1 * r : r - 0.35});
+  auto m = AkerFusedModel::fit(sweep);
+  ASSERT_TRUE(m) << m.status().to_string();
+  EXPECT_NEAR(m->opportune_ratio(), 1.5, 1e-9);
+  EXPECT_NEAR(m->left().slope, 0.1, 1e-9);
+  EXPECT_NEAR(m->right().slope, 1.0, 1e-9);
+  // Noise on the points moves the knee little.
+  for (size_t i = 0; i < sweep.size(); ++i) sweep[i].y *= 1 + (i % 2 ? 0.01 : -0.01);
+  auto noisy = AkerFusedModel::fit(sweep);
+  ASSERT_TRUE(noisy);
+  EXPECT_NEAR(noisy->opportune_ratio(), 1.5, 0.15);
+  // A flat sweep has no split with a steeper right segment.
+  std::vector<AkerPoint> flat;
+  for (double r : {0.1, 0.4, 0.8, 1.2, 1.6, 2.0}) flat.push_back({r, 2 - 0.1 * r});
+  auto none = AkerFusedModel::fit(flat);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.status().message().find("no inflection"), std::string::npos) << none.status().message();
+}
+
 TEST(AkerModel, TwoSegmentFitRefusesShapesWithoutAnInflection) {
   EXPECT_FALSE(AkerFusedModel::fit({{0.1, 1}, {0.2, 1.1}, {1.8, 2}}));  // three points
   auto flat = AkerFusedModel::fit({{0.1, 1}, {0.2, 1.2}, {1.8, 1.3}, {1.9, 1.31}});

@@ -253,6 +253,99 @@ TEST(FusedBlockFits, AgreesWithTheRuleAndListsTheRatiosThatFit) {
   for (const FusionRatio& r : fusion_ratios_that_fit(d, vm, vm, 3)) EXPECT_LE(r.parts_a + r.parts_b, 3);
 }
 
+// best_fusion_shape over every variant pair and ratio of the bench's pairs: the shape it returns
+// fits, leaves at least two fused blocks per SM where any shape does, and no shape with two or more
+// blocks per SM has more resident warps. The default variants of tc_gemm + sgemm fit one fused
+// block per SM (the first GPU run's finding); the chosen shape several.
+TEST(BestFusionShape, LeavesSeveralBlocksPerSmWithTheMostResidentWarps) {
+  const DeviceSpec d = h100_sxm_spec();
+  const std::vector<std::pair<std::string, int64_t>> kernels = {
+      {"tc_gemm", 2048}, {"sgemm", 2048}, {"fft_stage", 1 << 24}, {"conv_im2col", 1024}, {"mri_q", 1 << 20},
+      {"lbm", 1 << 22},  {"stencil", 512}, {"stream_triad", 1 << 24}, {"fma_loop", 1 << 22}, {"hotspot3d", 2048}};
+  std::vector<KernelSpec> specs;
+  for (const auto& [name, size] : kernels) {
+    auto k = make_suite_kernel(name, size);
+    ASSERT_TRUE(k) << name;
+    specs.push_back(*k);
+  }
+  for (const KernelSpec& a : specs) {
+    for (const KernelSpec& b : specs) {
+      if (&a == &b) continue;
+      SCOPED_TRACE(a.name + "+" + b.name);
+      const auto shapes = fusion_shapes_that_fit(d, a, b);
+      const auto best = best_fusion_shape(d, a, b);
+      ASSERT_EQ(best.has_value(), !shapes.empty());
+      if (!best) continue;
+      EXPECT_TRUE(fused_block_fits(d, a.variant(best->variant_a), best->parts_a, b.variant(best->variant_b), best->parts_b));
+      EXPECT_EQ(best->blocks_per_sm, max_resident_blocks(d, fused_block_variant(a.variant(best->variant_a), best->parts_a,
+                                                                                   b.variant(best->variant_b), best->parts_b)));
+      const bool several = std::any_of(shapes.begin(), shapes.end(), [](const FusionShape& s) { return s.blocks_per_sm >= 2; });
+      if (several) {
+        EXPECT_GE(best->blocks_per_sm, kMinFusedBlocksPerSm);
+      }
+      for (const FusionShape& s : shapes) {
+        if (!several || s.blocks_per_sm >= kMinFusedBlocksPerSm) {
+          EXPECT_LE(s.resident_warps(), best->resident_warps());
+        }
+      }
+    }
+  }
+  const KernelSpec& tc = specs[0];
+  const KernelSpec& sg = specs[1];
+  const KernelVariant& dt = tc.variant(tc.default_variant);
+  const KernelVariant& ds = sg.variant(sg.default_variant);
+  EXPECT_EQ(max_resident_blocks(d, fused_block_variant(dt, 1, ds, 1)), 1);
+  const auto chosen = best_fusion_shape(d, tc, sg);
+  ASSERT_TRUE(chosen);
+  EXPECT_GE(chosen->blocks_per_sm, 2);
+  EXPECT_GT(chosen->resident_warps(), max_resident_blocks(d, fused_block_variant(dt, 1, ds, 1)) * (256 + 256) / 32);
+
+  // The filter: a fixed variant (a launch already runs it) and a fixed ratio are kept.
+  FusionShapeFilter fixed;
+  fixed.variant_b = sg.default_variant;
+  fixed.parts_a = 2;
+  fixed.parts_b = 1;
+  const auto within = best_fusion_shape(d, tc, sg, fixed);
+  ASSERT_TRUE(within);
+  EXPECT_EQ(within->variant_b, sg.default_variant);
+  EXPECT_EQ(within->parts_a, 2);
+  EXPECT_EQ(within->parts_b, 1);
+  for (const FusionShape& s : fusion_shapes_that_fit(d, tc, sg, fixed)) {
+    EXPECT_EQ(s.variant_b, sg.default_variant);
+    EXPECT_EQ(s.parts_a, 2);
+  }
+  // Nothing fits: no shape.
+  FusionShapeFilter too_many;
+  too_many.variant_a = tc.variant_count() - 1;
+  too_many.variant_b = sg.variant_count() - 1;  // 256 + 1024 threads
+  EXPECT_FALSE(best_fusion_shape(d, tc, sg, too_many));
+}
+
+// The register cap a fused block is compiled with keeps the blocks per SM the declared registers
+// allow, is never below the larger declared count, and never above the one-block cap.
+TEST(FusedBlockRegisterCap, KeepsThePredictedBlocksPerSm) {
+  const DeviceSpec d = h100_sxm_spec();
+  for (const std::string name : {"tc_gemm", "sgemm", "lbm", "stream_triad"}) {
+    auto a = make_suite_kernel(name, name == "lbm" ? (1 << 22) : 2048);
+    auto b = make_suite_kernel("fft_stage", 1 << 24);
+    ASSERT_TRUE(a && b);
+    for (int va = 0; va < a->variant_count(); ++va) {
+      for (int vb = 0; vb < b->variant_count(); ++vb) {
+        for (const FusionRatio& r : fusion_ratios_that_fit(d, a->variant(va), b->variant(vb))) {
+          SCOPED_TRACE(name + " " + std::to_string(va) + "+" + std::to_string(vb) + " " + std::to_string(r.parts_a) + ":" +
+                       std::to_string(r.parts_b));
+          KernelVariant fused = fused_block_variant(a->variant(va), r.parts_a, b->variant(vb), r.parts_b);
+          const int cap = fused_block_register_cap(d, a->variant(va), r.parts_a, b->variant(vb), r.parts_b);
+          EXPECT_GE(cap, fused.registers_per_thread);
+          EXPECT_LE(cap, fused_register_cap(d, fused.threads_per_block));
+          fused.registers_per_thread = cap;  // compiled at the cap: still as many blocks per SM
+          EXPECT_EQ(max_resident_blocks(d, fused), r.blocks_per_sm);
+        }
+      }
+    }
+  }
+}
+
 TEST(SimAbortAll, PreemptsPersistentAndNamesNativeLaunchesThatOutlastTheGrace) {
   const DeviceSpec d = h100_sxm_spec();
   sim::SimBackend sim(d);

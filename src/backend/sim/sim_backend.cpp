@@ -9,15 +9,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-BlockFootprint fused_footprint(const DeviceSpec& device, const DispatchRequest& req) {
-  BlockFootprint f;
-  for (const auto& part : req.parts) {
-    const BlockFootprint one = footprint_of(device, part.kernel->variant(part.variant));
-    f.threads += one.threads * part.parts_per_block;
-    f.registers += one.registers * part.parts_per_block;
-    f.shared_bytes += one.shared_bytes * part.parts_per_block;
-  }
-  return f;
+// One block of the dispatch: a fused block is one kernel whose threads all get the larger body's
+// registers (fused_block_variant, as the rule and the CUDA backend count it).
+BlockFootprint dispatch_footprint(const DeviceSpec& device, const DispatchRequest& req) {
+  const DispatchPart& a = req.parts[0];
+  if (req.parts.size() == 1) return footprint_of(device, a.kernel->variant(a.variant));
+  const DispatchPart& b = req.parts[1];
+  return footprint_of(device, fused_block_variant(a.kernel->variant(a.variant), std::max(1, a.parts_per_block),
+                                                  b.kernel->variant(b.variant), std::max(1, b.parts_per_block)));
 }
 
 }  // namespace
@@ -59,6 +58,11 @@ Status SimBackend::dispatch(const DispatchRequest& req) {
     return Status::invalid_argument("sim: a dispatch has one part, or two when fused");
   }
   if (find(req.id)) return Status::already_exists("sim: dispatch " + std::to_string(req.id.value) + " is running");
+  for (const auto& dp : req.parts) {
+    if (dp.variant < 0 || dp.variant >= dp.kernel->variant_count()) {
+      return Status::invalid_argument("sim: kernel '" + dp.kernel->name + "' has no variant " + std::to_string(dp.variant));
+    }
+  }
   Running r;
   r.id = req.id;
   r.order = next_order_++;
@@ -66,7 +70,7 @@ Status SimBackend::dispatch(const DispatchRequest& req) {
   r.placement = req.placement;
   r.allowed = req.placement.sms & device_.all_sms();
   if (r.allowed.empty()) return Status::invalid_argument("sim: the SM set has no SM of this device");
-  r.footprint = fused_footprint(device_, req);
+  r.footprint = dispatch_footprint(device_, req);
   const int occupancy = max_resident_blocks(device_, r.footprint);
   if (occupancy == 0) {
     return Status::unsupported("sim: one block of this dispatch does not fit on an SM (threads " +
@@ -80,9 +84,6 @@ Status SimBackend::dispatch(const DispatchRequest& req) {
   }
   r.resident.assign(static_cast<size_t>(device_.sm_count), 0);
   for (const auto& dp : req.parts) {
-    if (dp.variant < 0 || dp.variant >= dp.kernel->variant_count()) {
-      return Status::invalid_argument("sim: kernel '" + dp.kernel->name + "' has no variant " + std::to_string(dp.variant));
-    }
     Part p;
     p.launch = dp.launch;
     p.tenant = dp.tenant;

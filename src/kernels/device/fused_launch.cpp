@@ -33,18 +33,26 @@ Result<FusedShape> shape_of(const DeviceKernel& a, int va, int pa, const DeviceK
   }
   s.threads = pa * s.a.threads + pb * s.b.threads;
   s.shared = pa * s.a.shared_bytes + pb * s.b.shared_bytes;
-  int device = 0, max_threads = 0, regs_block = 0, regs_sm = 0;
+  int device = 0, max_threads = 0, regs_block = 0, regs_sm = 0, sm_threads = 0, sm_shared = 0, sm_blocks = 0;
   CONCORD_CUDA(cudaGetDevice(&device));
   CONCORD_CUDA(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerBlock, device));
   CONCORD_CUDA(cudaDeviceGetAttribute(&regs_block, cudaDevAttrMaxRegistersPerBlock, device));
   CONCORD_CUDA(cudaDeviceGetAttribute(&regs_sm, cudaDevAttrMaxRegistersPerMultiprocessor, device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&sm_threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&sm_shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  CONCORD_CUDA(cudaDeviceGetAttribute(&sm_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, device));
   if (s.threads > max_threads) {
     return Status::unsupported(who + ": " + std::to_string(s.threads) + " threads exceed a block's " +
                                std::to_string(max_threads));
   }
+  // The cap keeps as many fused blocks per SM as the kernels' declared registers allow (the
+  // occupancy the rule and the policies predicted), within what one block may use.
   DeviceSpec limits;
   limits.sm.max_registers = std::min(regs_block, regs_sm);
-  s.register_cap = fused_register_cap(limits, s.threads);
+  limits.sm.max_threads = sm_threads;
+  limits.sm.max_shared_bytes = sm_shared;
+  limits.sm.max_blocks = sm_blocks;
+  s.register_cap = fused_block_register_cap(limits, a.spec().variant(va), pa, b.spec().variant(vb), pb);
   return s;
 }
 

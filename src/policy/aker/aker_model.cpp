@@ -91,21 +91,54 @@ Result<AkerFusedModel> AkerFusedModel::fit(std::vector<AkerPoint> profiled) {
   }
   if (profiled.size() < 4) return Status::invalid_argument("fused model: needs two points on each segment (four or more)");
   std::sort(profiled.begin(), profiled.end(), [](const AkerPoint& a, const AkerPoint& b) { return a.x < b.x; });
-  const auto half = static_cast<std::ptrdiff_t>(profiled.size() / 2);
-  auto left = AkerRefitLine::fit({profiled.begin(), profiled.begin() + half});
-  if (!left) return Status(left.status().code(), "fused model, co-run segment: " + left.status().message());
-  auto right = AkerRefitLine::fit({profiled.begin() + half, profiled.end()});
-  if (!right) return Status(right.status().code(), "fused model, solo-run segment: " + right.status().message());
-  if (!(right->line().slope > left->line().slope)) {
-    return Status::invalid_argument("fused model: the solo-run segment (slope " + std::to_string(right->line().slope) +
-                                    ") is not steeper than the co-run segment (slope " + std::to_string(left->line().slope) +
-                                    "): no inflection");
+  // Segmented regression: each split with two points or more on either side, the right segment
+  // steeper and the segments meeting at a positive ratio; the split with the least squared error
+  // of each segment over its own points. Four points have one split: the paper's two and two.
+  const auto squared_error = [](const AkerLine& l, std::span<const AkerPoint> pts) {
+    double e = 0;
+    for (const AkerPoint& p : pts) e += (l.at(p.x) - p.y) * (l.at(p.x) - p.y);
+    return e;
+  };
+  std::optional<AkerFusedModel> best;
+  double best_error = 0;
+  Status why;
+  for (size_t k = 2; k + 2 <= profiled.size(); ++k) {
+    const std::vector<AkerPoint> lo(profiled.begin(), profiled.begin() + static_cast<std::ptrdiff_t>(k));
+    const std::vector<AkerPoint> hi(profiled.begin() + static_cast<std::ptrdiff_t>(k), profiled.end());
+    auto left = AkerRefitLine::fit(lo);
+    if (!left) {
+      why = Status(left.status().code(), "fused model, co-run segment: " + left.status().message());
+      continue;
+    }
+    auto right = AkerRefitLine::fit(hi);
+    if (!right) {
+      why = Status(right.status().code(), "fused model, solo-run segment: " + right.status().message());
+      continue;
+    }
+    if (!(right->line().slope > left->line().slope + kAkerMinSlopeGap)) {
+      if (why.is_ok() || k == profiled.size() / 2) {
+        why = Status::invalid_argument("fused model: the solo-run segment (slope " + std::to_string(right->line().slope) +
+                                       ") is not steeper than the co-run segment (slope " +
+                                       std::to_string(left->line().slope) + ") by " + std::to_string(kAkerMinSlopeGap) +
+                                       " or more: no inflection");
+      }
+      continue;
+    }
+    AkerFusedModel m;
+    m.left_ = std::move(*left);
+    m.right_ = std::move(*right);
+    if (!(m.opportune_ratio() > 0)) {
+      why = Status::invalid_argument("fused model: the segments meet at a ratio <= 0");
+      continue;
+    }
+    const double error = squared_error(m.left(), lo) + squared_error(m.right(), hi);
+    if (!best || error < best_error) {
+      best = std::move(m);
+      best_error = error;
+    }
   }
-  AkerFusedModel m;
-  m.left_ = std::move(*left);
-  m.right_ = std::move(*right);
-  if (!(m.opportune_ratio() > 0)) return Status::invalid_argument("fused model: the segments meet at a ratio <= 0");
-  return m;
+  if (!best) return why;
+  return std::move(*best);
 }
 
 AkerFusedModel AkerFusedModel::estimated(double contention) {

@@ -36,8 +36,13 @@ double aker_relative_error(double predicted, double actual);
 inline constexpr double kAkerRefitError = 0.10;
 // Online points a refit keeps beside the profiled ones (the most recent).
 inline constexpr size_t kAkerOnlineWindow = 8;
-// The load ratios each fused version is profiled at (6.3): two on each segment.
+// The load ratios the paper profiles each fused version at (6.3): two on each segment.
 inline constexpr double kAkerProfileRatios[] = {0.1, 0.2, 1.8, 1.9};
+// How much steeper (in X_k1 per unit of load ratio) the solo-run segment must be than the co-run
+// one to count as an inflection. Past the knee K_2 runs alone and its time adds about one unit per
+// unit of ratio (Section 6.2); a difference a tenth of that is within what noise and refits give a
+// straight line, and a fit splitting such a line would place its knee anywhere.
+inline constexpr double kAkerMinSlopeGap = 0.1;
 
 // A line fitted to profiled points and refitted with online ones.
 class AkerRefitLine {
@@ -82,9 +87,12 @@ class AkerSoloModel {
 // and a solo-run segment (right) after it; the duration is the larger of the two lines.
 class AkerFusedModel {
  public:
-  // From profiled (ratio, fused seconds / X_k1) points: the lower half of the ratios fits the
-  // left segment, the upper half the right; at least two points on each, and the right segment
-  // steeper than the left (else there is no inflection). Errors say which.
+  // From profiled (ratio, fused seconds / X_k1) points, by segmented regression: of the splits
+  // into lower and upper ratios with at least two points on each side whose upper line is steeper
+  // than the lower one by kAkerMinSlopeGap (else there is no inflection) and meets it at a
+  // positive ratio, the one
+  // with the least squared error of each line over its own points (four points: two and two, the
+  // paper's profile). Errors say what no split had.
   static Result<AkerFusedModel> fit(std::vector<AkerPoint> profiled);
   // A model without measurements (7's shape with slopes k and 1): y = max(1 + k R, k + R), whose
   // components end together at R = 1 with y = 1 + k; k in [0, 1] is how much the two contend

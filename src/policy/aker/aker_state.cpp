@@ -62,34 +62,61 @@ const AkerKernel& AkerState::kernel(const SchedContext& ctx, const KernelSpec& k
   return kernels_.emplace(key, std::move(out)).first->second;
 }
 
-const AkerVersion* AkerState::version(const SchedContext& ctx, const KernelSpec& self, const KernelSpec& partner) {
-  const PairKey key{&self, &partner};
-  if (refused_.count(key)) return nullptr;
-  if (auto it = versions_.find(key); it != versions_.end()) return &it->second;
-  const AkerKernel& a = kernel(ctx, self, self.default_variant);
-  const AkerKernel& b = kernel(ctx, partner, partner.default_variant);
+BlockRange aker_pending_in(const ReadyLaunch& r, int variant) {
+  if (r.variant >= 0 || variant == r.kernel->default_variant) return r.pending;
+  return BlockRange{0, r.kernel->variant(variant).logical_blocks};
+}
+
+const AkerVersion* AkerState::version(const SchedContext& ctx, const ReadyLaunch& self_launch, const ReadyLaunch& partner_launch) {
+  const KernelSpec& self = *self_launch.kernel;
+  const KernelSpec& partner = *partner_launch.kernel;
+  if (refused_.count({&self, &partner})) return nullptr;
+  const VersionKey key{&self, &partner, self_launch.variant, partner_launch.variant};
+  if (auto it = versions_.find(key); it != versions_.end()) return it->second ? &*it->second : nullptr;
+  const DeviceSpec& dev = ctx.device();
+  FusionShapeFilter within;
+  within.variant_a = self_launch.variant;
+  within.variant_b = partner_launch.variant;
+  // Measured versions: every variant of K_1 whose facet holds entries for this partner, each
+  // entry's partner variant and ratio as long as the launches allow them and the block fits.
   std::vector<AkerFusedModel> models;
-  std::vector<const AkerFusedEntry*> entries;
-  if (a.facet) {
-    const std::string& pv = partner.variant(partner.default_variant).name;
+  std::vector<AkerVersion> measured;
+  for (int va = 0; va < self.variant_count(); ++va) {
+    if (within.variant_a >= 0 && va != within.variant_a) continue;
+    const AkerKernel& a = kernel(ctx, self, va);
+    if (!a.facet) continue;
     for (const AkerFusedEntry& e : a.facet->fused) {
-      if (e.partner != partner.name || e.partner_variant != pv || e.partner_size != partner.size) continue;
-      if (auto m = AkerFusedModel::fit(e.points)) {
-        models.push_back(std::move(*m));
-        entries.push_back(&e);
+      if (e.partner != partner.name || e.partner_size != partner.size) continue;
+      int vb = -1;
+      for (int i = 0; i < partner.variant_count(); ++i) {
+        if (partner.variant(i).name == e.partner_variant) vb = i;
       }
+      if (vb < 0 || (within.variant_b >= 0 && vb != within.variant_b)) continue;
+      FusionShapeFilter exact{va, vb, e.self_parts, e.partner_parts};
+      const std::vector<FusionShape> fits = fusion_shapes_that_fit(dev, self, partner, exact);
+      if (fits.empty()) continue;
+      auto m = AkerFusedModel::fit(e.points);
+      if (!m) continue;
+      models.push_back(*m);
+      measured.push_back(AkerVersion{std::move(*m), va, vb, e.self_parts, e.partner_parts, fits.front().blocks_per_sm, true});
     }
   }
-  AkerVersion v;
-  if (auto best = aker_best_version(models)) {
-    v.model = models[*best];
-    v.self_parts = entries[*best]->self_parts;
-    v.partner_parts = entries[*best]->partner_parts;
-    v.measured = true;
-  } else {
-    v.model = AkerFusedModel::estimated(aker_contention(a.utilisation, b.utilisation));
+  std::optional<AkerVersion> best;
+  if (const auto i = aker_best_version(models)) {
+    best = std::move(measured[*i]);
+  } else if (const auto shape = best_fusion_shape(dev, self, partner, within)) {
+    const AkerKernel& a = kernel(ctx, self, shape->variant_a);
+    const AkerKernel& b = kernel(ctx, partner, shape->variant_b);
+    best = AkerVersion{AkerFusedModel::estimated(aker_contention(a.utilisation, b.utilisation)),
+                       shape->variant_a,
+                       shape->variant_b,
+                       shape->parts_a,
+                       shape->parts_b,
+                       shape->blocks_per_sm,
+                       false};
   }
-  return &versions_.emplace(key, std::move(v)).first->second;
+  auto& stored = versions_.emplace(key, std::move(best)).first->second;
+  return stored ? &*stored : nullptr;
 }
 
 std::optional<int> AkerState::pair_rank(const SchedContext& ctx, const KernelSpec& a, const KernelSpec& b) {
@@ -129,8 +156,7 @@ const AkerPresent& AkerState::present(const SchedContext& ctx) {
       continue;
     }
     seen[{r.tenant.value, r.request}] = r.request_arrival;
-    query(r.tenant, r.request, r.request_arrival).remaining +=
-        solo_seconds(ctx, *r.kernel, r.kernel->default_variant, r.pending_blocks);
+    query(r.tenant, r.request, r.request_arrival).remaining += solo_seconds(ctx, *r.kernel, aker_variant_of(r), r.pending_blocks);
     if (!r.has_running_dispatch && (!present_.lc || r.request_arrival < present_.lc->request_arrival)) present_.lc = r;
   }
   for (const TenantView& t : ctx.tenants()) {
@@ -165,14 +191,18 @@ const AkerPresent& AkerState::present(const SchedContext& ctx) {
 
 Result<bool> AkerState::dispatch_fused(SchedContext& ctx, const ReadyLaunch& self, const ReadyLaunch& partner, int64_t self_blocks,
                                        const AkerFusionPlan& plan, bool lc) {
-  const AkerVersion* v = version(ctx, *self.kernel, *partner.kernel);
+  const AkerVersion* v = version(ctx, self, partner);
   if (!v) return false;
+  const BlockRange self_pending = aker_pending_in(self, v->self_variant);
+  const BlockRange partner_pending = aker_pending_in(partner, v->partner_variant);
   Placement p;
   p.sms = ctx.device().all_sms();
   p.form = LaunchForm::persistent;
   p.priority = lc ? kHighStreamPriority : kNormalStreamPriority;
-  p.range = BlockRange{self.pending.begin, self.pending.begin + self_blocks};
-  p.fusion = Fusion{partner.id, {partner.pending.begin, partner.pending.begin + plan.partner_blocks}, v->self_parts, v->partner_parts};
+  p.variant = v->self_variant;
+  p.range = BlockRange{self_pending.begin, self_pending.begin + self_blocks};
+  p.fusion = Fusion{partner.id, {partner_pending.begin, partner_pending.begin + plan.partner_blocks}, v->self_parts,
+                    v->partner_parts, v->partner_variant};
   auto d = ctx.dispatch(self.id, p);
   if (!d) {
     const StatusCode code = d.status().code();
@@ -181,7 +211,12 @@ Result<bool> AkerState::dispatch_fused(SchedContext& ctx, const ReadyLaunch& sel
     ++refusals_;
     return false;
   }
-  flight_ = Flight{*d, self.kernel, partner.kernel, 0, plan.ratio, plan.self};
+  Flight f;
+  f.id = *d;
+  f.version = VersionKey{self.kernel, partner.kernel, self.variant, partner.variant};
+  f.ratio = plan.ratio;
+  f.self = plan.self;
+  flight_ = f;
   ++(lc ? fused_lc_ : fused_be_);
   be_cursor_ = partner.tenant.value;
   return true;
@@ -194,7 +229,12 @@ Status AkerState::dispatch_alone(SchedContext& ctx, const ReadyLaunch& r, int64_
   p.range = BlockRange{r.pending.begin, r.pending.begin + blocks};
   auto d = ctx.dispatch(r.id, p);
   if (!d) return d.status();
-  flight_ = Flight{*d, r.kernel, nullptr, blocks, 0, 0};
+  Flight f;
+  f.id = *d;
+  f.kernel = r.kernel;
+  f.variant = aker_variant_of(r);
+  f.blocks = blocks;
+  flight_ = f;
   if (lc) {
     ++lc_alone_;
   } else {
@@ -207,10 +247,11 @@ Status AkerState::dispatch_alone(SchedContext& ctx, const ReadyLaunch& r, int64_
 Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit) {
   int64_t blocks = r.pending.size();
   if (std::isfinite(limit) && ctx.capabilities(*r.kernel).split_range) {
-    const double fit = kernel(ctx, *r.kernel, r.kernel->default_variant).solo.blocks_within(limit);
+    const int variant = aker_variant_of(r);
+    const double fit = kernel(ctx, *r.kernel, variant).solo.blocks_within(limit);
     // Never less than one wave (every SM full): a smaller piece leaves the GPU idle.
-    const int64_t wave = std::max<int64_t>(
-        1, int64_t{ctx.device().sm_count} * max_resident_blocks(ctx.device(), r.kernel->variant(r.kernel->default_variant)));
+    const int64_t wave =
+        std::max<int64_t>(1, int64_t{ctx.device().sm_count} * max_resident_blocks(ctx.device(), r.kernel->variant(variant)));
     blocks = std::clamp<int64_t>(static_cast<int64_t>(std::floor(std::min(fit, 9e18))), std::min(wave, blocks), blocks);
   }
   return dispatch_alone(ctx, r, blocks, false);
@@ -218,7 +259,7 @@ Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Se
 
 Status AkerState::reorder_or_lc(SchedContext& ctx, const ReadyLaunch& lc, const std::vector<ReadyLaunch>& be, Seconds headroom) {
   for (const ReadyLaunch& r : be) {
-    if (solo_seconds(ctx, *r.kernel, r.kernel->default_variant, r.pending.size()) < headroom) {
+    if (solo_seconds(ctx, *r.kernel, aker_variant_of(r), r.pending.size()) < headroom) {
       end_lc_decision();
       return dispatch_alone(ctx, r, r.pending.size(), false);
     }
@@ -233,13 +274,13 @@ void AkerState::complete(const Completion& c) {
   flight_.reset();
   const Seconds took = c.end - c.start;
   if (!c.error.is_ok() || c.preempted || !(took > 0)) return;
-  if (!f.partner) {
-    auto it = kernels_.find({f.kernel, f.kernel->default_variant});
+  if (!f.version) {
+    auto it = kernels_.find({f.kernel, f.variant});
     if (it != kernels_.end()) solo_errors_.push_back(it->second.solo.observe(static_cast<double>(f.blocks), took));
     return;
   }
-  auto it = versions_.find({f.kernel, f.partner});
-  if (it != versions_.end() && f.self > 0) fused_errors_.push_back(it->second.model.observe(f.ratio, took / f.self));
+  auto it = versions_.find(*f.version);
+  if (it != versions_.end() && it->second && f.self > 0) fused_errors_.push_back(it->second->model.observe(f.ratio, took / f.self));
 }
 
 void AkerState::end_lc_decision() {
@@ -267,16 +308,19 @@ std::map<std::string, double> AkerState::stats() const {
     solo_refits += k.solo.refits();
     measured += k.measured ? 1 : 0;
   }
+  int versions = 0;
   for (const auto& [key, v] : versions_) {
-    fused_refits += v.model.refits();
-    measured_versions += v.measured ? 1 : 0;
+    if (!v) continue;
+    ++versions;
+    fused_refits += v->model.refits();
+    measured_versions += v->measured ? 1 : 0;
   }
   s["solo_refits"] = solo_refits;
   s["fused_refits"] = fused_refits;
   s["kernels_measured"] = measured;
   s["kernels_estimated"] = static_cast<double>(kernels_.size()) - measured;
   s["versions_measured"] = measured_versions;
-  s["versions_estimated"] = static_cast<double>(versions_.size()) - measured_versions;
+  s["versions_estimated"] = versions - measured_versions;
   return s;
 }
 

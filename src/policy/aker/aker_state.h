@@ -30,13 +30,23 @@ struct AkerKernel {
   std::optional<AkerFacet> facet;
 };
 
-// A fused version of a pair: the model, the ratio of parts in a block, and whether it was measured.
+// A fused version of a pair: the model, the block-size variant of each kernel, the ratio of parts
+// in a block, the fused blocks an SM holds, and whether it was measured.
 struct AkerVersion {
   AkerFusedModel model;
+  int self_variant = 0;
+  int partner_variant = 0;
   int self_parts = 1;
   int partner_parts = 1;
+  int blocks_per_sm = 0;
   bool measured = false;
 };
+
+// The variant a ready launch runs: the one its first dispatch fixed, else its kernel's default.
+inline int aker_variant_of(const ReadyLaunch& r) { return r.variant >= 0 ? r.variant : r.kernel->default_variant; }
+// A ready launch's first pending range in `variant`'s logical blocks: its pending range when the
+// variant is fixed (it must then be that one) or is the default; else the variant's whole grid.
+BlockRange aker_pending_in(const ReadyLaunch& r, int variant);
 
 // The present as the three policies decide on it.
 struct AkerPresent {
@@ -57,10 +67,13 @@ class AkerState {
   Seconds solo_seconds(const SchedContext& ctx, const KernelSpec& k, int variant, int64_t blocks) {
     return kernel(ctx, k, variant).solo.seconds(static_cast<double>(blocks));
   }
-  // The version K_1 = `self` with K_2 = `partner` runs in: the measured one with the largest
-  // makespan reduction (Section 7), else one estimated from the two kernels' utilisations at 1:1;
-  // nullptr when the backend refused it before.
-  const AkerVersion* version(const SchedContext& ctx, const KernelSpec& self, const KernelSpec& partner);
+  // The version K_1 = `self` with K_2 = `partner` runs in, within the variants the two launches
+  // already run (aker_variant_of when fixed, any before their first dispatch): the measured one
+  // with the largest makespan reduction (Section 7) among every variant pair and ratio the facet
+  // holds and the rule lets fit; else one estimated from the two kernels' utilisations in the
+  // shape best_fusion_shape chooses (several fused blocks per SM). nullptr when the backend
+  // refused the pair before or no shape fits.
+  const AkerVersion* version(const SchedContext& ctx, const ReadyLaunch& self, const ReadyLaunch& partner);
   // Whether two ready launches may fuse at all: both elastic with fusion on this backend, a pair
   // of classes (aker_pair_rank), and not refused before. Returns the pair's rank.
   std::optional<int> pair_rank(const SchedContext& ctx, const KernelSpec& a, const KernelSpec& b);
@@ -98,19 +111,22 @@ class AkerState {
   std::map<std::string, double> stats() const;
 
  private:
+  using PairKey = std::pair<const KernelSpec*, const KernelSpec*>;
+  // A pair and the variants its launches were fixed to (-1: free).
+  using VersionKey = std::tuple<const KernelSpec*, const KernelSpec*, int, int>;
   struct Flight {
     DispatchId id;
-    const KernelSpec* kernel = nullptr;  // solo: the kernel; fused: K_1
-    const KernelSpec* partner = nullptr; // fused: K_2
+    const KernelSpec* kernel = nullptr;  // solo: the kernel
+    int variant = 0;                     // solo: the variant it ran
     int64_t blocks = 0;                  // solo: blocks run
+    std::optional<VersionKey> version;   // fused: the version it ran
     double ratio = 0;                    // fused: the planned load ratio
     Seconds self = 0;                    // fused: predicted X_k1
   };
-  using PairKey = std::pair<const KernelSpec*, const KernelSpec*>;
 
   double idle_cap_;
   std::map<std::pair<const KernelSpec*, int>, AkerKernel> kernels_;
-  std::map<PairKey, AkerVersion> versions_;
+  std::map<VersionKey, std::optional<AkerVersion>> versions_;
   std::map<PairKey, bool> refused_;
   std::map<std::pair<int64_t, int64_t>, Seconds> arrivals_;  // (tenant, request) -> arrival, for queued requests
   Seconds last_call_ = 0;
