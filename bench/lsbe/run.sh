@@ -22,27 +22,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 out=${1:?usage: bench/lsbe/run.sh OUTDIR}
 mkdir -p "$out"
-if [ -n "${BUILD:-}" ]; then
-  bench=$BUILD/bench/lsbe/concord_lsbe_bench
-else
-  bin=${BIN:-.gpu/bin}
-  bench=$bin/concord_lsbe_bench
-  if [ -d "$bin/../lib" ]; then
-    lib=$(cd "$bin/../lib" && pwd)
-    export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
-  fi
-fi
-[ -x "$bench" ] || { echo "run.sh: no $bench (build it, or set BIN or BUILD)" >&2; exit 2; }
+source scripts/bench_env.sh
+bench_env lsbe concord_lsbe_bench "$out"
 backend=${BACKEND:-cuda}
 status=0
 STEP_TAIL=15
 source scripts/step.sh
-{
-  date -u
-  echo "commit: $(cat "${bin:-.}/../COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
-} >"$out/device.txt" 2>&1
-cat "$out/device.txt"
 
 read -r -a mixes <<<"${MIXES:-$(echo bench/lsbe/mixes/*.yaml)}"
 run_args=(--backend "$backend" --skip-unknown-schemes --out "$out/lsbe.json"
