@@ -149,6 +149,8 @@ TEST(Aker, DoesNotFuseOrReorderWithoutHeadroom) {
   ASSERT_TRUE(run) << run.status().to_string();
   EXPECT_TRUE(lc_fusions(*run).empty());
   EXPECT_EQ(aker.stats().at("fused_lc_be"), 0);
+  // Nor does BE work start alone while a query is active (not even one wave).
+  EXPECT_EQ(be_dispatches_during_lc_requests(*run), 0);
   // BE still runs between queries.
   EXPECT_GT(aker.stats().at("be_alone") + aker.stats().at("fused_be_be"), 0);
 }
