@@ -38,7 +38,7 @@ Result<BackendConfig> backend_config(const std::string& kind, const std::string&
 }
 
 Ran run_one(const Workload& w, const BackendConfig& cfg, const PolicySpec& policy, uint64_t seed, Seconds time_limit,
-            EngineObserver* observer) {
+            EngineObserver* observer, BeWhileLc::StopBe stop_be) {
   Ran out;
   auto backend = make_backend(cfg);
   if (!backend) {
@@ -52,7 +52,7 @@ Ran run_one(const Workload& w, const BackendConfig& cfg, const PolicySpec& polic
   }
   SpecSourceOptions source;
   source.seed = seed;
-  BeWhileLc src(w, source);
+  BeWhileLc src(w, source, std::move(stop_be));
   EngineOptions o;
   o.seed = seed;
   o.time_limit = time_limit;

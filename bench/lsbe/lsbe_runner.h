@@ -38,8 +38,9 @@ struct Ran {
   Status status;
   bool be_stopped = false;
 };
+// `stop_be` as BeWhileLc takes it (bench/pbs ends every tenant when the first is done).
 Ran run_one(const Workload& w, const BackendConfig& cfg, const PolicySpec& policy, uint64_t seed, Seconds time_limit,
-            EngineObserver* observer = nullptr);
+            EngineObserver* observer = nullptr, BeWhileLc::StopBe stop_be = {});
 inline const PolicySpec kSerial{"serial", {}};
 
 // The engine's costs of a run (makespan, seconds in policy, backend and engine, calls).

@@ -91,38 +91,15 @@ Result<PolicySpec> scheme_policy(const std::string& label, const Options& o) {
   return p;
 }
 
-struct Ran {
-  RunRecord record;
-  Status status;
-};
+using lsbe::Ran;
+// One run that ends with the co-run window: once a tenant has ended all its requests, the others
+// start none (their requests in flight finish), so no run goes on alone to its end.
 Ran run_once(const Workload& w, const BackendConfig& cfg, const PolicySpec& policy, const Options& o) {
-  Ran out;
-  auto backend = make_backend(cfg);
-  if (!backend) {
-    out.status = backend.status();
-    return out;
-  }
-  auto p = builtin_policies().make(policy.name, policy.params);
-  if (!p) {
-    out.status = p.status();
-    return out;
-  }
-  EngineOptions e;
-  e.seed = o.seed;
-  e.time_limit = o.time_limit;
-  SpecSourceOptions source;
-  source.seed = o.seed;
-  // The figures need only the co-run window: once a tenant has ended all its requests, the others
-  // start none (their requests in flight finish), so no run goes on alone to its end.
   std::vector<int64_t> ended(w.tenants.size(), 0);
-  lsbe::BeWhileLc src(w, source, [&](TenantId t) {
+  return lsbe::run_one(w, cfg, policy, o.seed, o.time_limit, nullptr, [&](TenantId t) {
     const auto i = static_cast<size_t>(t.value);
     return i < ended.size() && ++ended[i] >= w.tenants[i].requests;
   });
-  RunOutcome r = run_engine_outcome(src, **backend, **p, e);
-  out.record = std::move(r.record);
-  out.status = r.status;
-  return out;
 }
 
 nlohmann::json sd_json(const Result<pbs_bench::SdMetrics>& m) {
