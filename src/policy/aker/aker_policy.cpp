@@ -20,37 +20,9 @@ Status AkerPolicy::lc_step(SchedContext& ctx, const AkerPresent& present) {
   // 8.3.2: earlier queries' kernels run first, as they are; only the newest query's are fused or
   // reordered.
   if (!present.lc_of_newest || !(present.headroom > 0)) return state_.reorder_or_lc(ctx, lc, {}, 0);
-  for (;;) {
-    const ReadyLaunch* best = nullptr;
-    AkerFusionPlan best_plan;
-    int64_t best_self_blocks = 0;
-    int best_rank = 0;
-    for (const ReadyLaunch& be : present.be) {
-      const std::optional<int> rank = state_.pair_rank(ctx, *lc.kernel, *be.kernel);
-      if (!rank) continue;
-      const AkerVersion* v = state_.version(ctx, lc, be);
-      if (!v) continue;
-      // The LC kernel whole in the version's variant, the BE kernel split in its own.
-      const int64_t self_blocks = aker_pending_in(lc, v->self_variant).size();
-      const Seconds self = state_.solo_seconds(ctx, *lc.kernel, v->self_variant, self_blocks);
-      const auto plan = aker_plan_opportune(self, state_.kernel(ctx, *be.kernel, v->partner_variant).solo,
-                                            aker_pending_in(be, v->partner_variant).size(), v->model);
-      if (!plan || !aker_fits(*plan, present.headroom)) continue;
-      // 5.1's order of pairs first, then the largest gain (8.3.1).
-      if (!best || *rank < best_rank || (*rank == best_rank && plan->gain() > best_plan.gain())) {
-        best = &be;
-        best_plan = *plan;
-        best_self_blocks = self_blocks;
-        best_rank = *rank;
-      }
-    }
-    if (!best) break;
-    state_.end_lc_decision();
-    auto fused = state_.dispatch_fused(ctx, lc, *best, best_self_blocks, best_plan, true);
-    if (!fused) return fused.status();
-    if (*fused) return Status::ok();
-    // The backend refused that version (the pair is now excluded): choose again.
-  }
+  auto fused = state_.fuse_beside_lc(ctx, present, lc, /*whole_be=*/false, /*tc_cd_only=*/false);
+  if (!fused) return fused.status();
+  if (*fused) return Status::ok();
   return state_.reorder_or_lc(ctx, lc, present.be, present.headroom);
 }
 

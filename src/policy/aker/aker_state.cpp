@@ -244,6 +244,42 @@ Status AkerState::dispatch_alone(SchedContext& ctx, const ReadyLaunch& r, int64_
   return Status::ok();
 }
 
+Result<bool> AkerState::fuse_beside_lc(SchedContext& ctx, const AkerPresent& present, const ReadyLaunch& lc, bool whole_be,
+                                       bool tc_cd_only) {
+  for (;;) {
+    const ReadyLaunch* best = nullptr;
+    AkerFusionPlan best_plan;
+    int64_t best_self_blocks = 0;
+    int best_rank = 0;
+    for (const ReadyLaunch& be : present.be) {
+      const std::optional<int> rank = pair_rank(ctx, *lc.kernel, *be.kernel);
+      if (!rank || (tc_cd_only && *rank != 0)) continue;  // rank 0: tensor-core with CUDA-core
+      const AkerVersion* v = version(ctx, lc, be);
+      if (!v) continue;
+      // The LC kernel whole in the version's variant, the BE kernel in its own.
+      const int64_t self_blocks = aker_pending_in(lc, v->self_variant).size();
+      const Seconds self = solo_seconds(ctx, *lc.kernel, v->self_variant, self_blocks);
+      const AkerSoloModel& partner = kernel(ctx, *be.kernel, v->partner_variant).solo;
+      const int64_t partner_blocks = aker_pending_in(be, v->partner_variant).size();
+      const auto plan = whole_be ? aker_plan_whole(self, partner, partner_blocks, v->model)
+                                 : aker_plan_opportune(self, partner, partner_blocks, v->model);
+      if (!plan || !aker_fits(*plan, present.headroom)) continue;
+      if (!best || *rank < best_rank || (*rank == best_rank && plan->gain() > best_plan.gain())) {
+        best = &be;
+        best_plan = *plan;
+        best_self_blocks = self_blocks;
+        best_rank = *rank;
+      }
+    }
+    if (!best) return false;
+    end_lc_decision();
+    auto fused = dispatch_fused(ctx, lc, *best, best_self_blocks, best_plan, true);
+    if (!fused) return fused.status();
+    if (*fused) return true;
+    // The backend refused that version (the pair is now excluded): choose again.
+  }
+}
+
 Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit) {
   int64_t blocks = r.pending.size();
   if (std::isfinite(limit) && ctx.capabilities(*r.kernel).split_range) {

@@ -89,6 +89,13 @@ class AkerState {
   Result<bool> dispatch_fused(SchedContext& ctx, const ReadyLaunch& self, const ReadyLaunch& partner, int64_t self_blocks,
                               const AkerFusionPlan& plan, bool lc);
   Status dispatch_alone(SchedContext& ctx, const ReadyLaunch& r, int64_t blocks, bool lc);
+  // Fusion beside the LC launch (8.3.1): among the BE launches with a version beside `lc` (only
+  // tensor-core + CUDA-core pairs when `tc_cd_only`: Tacker), the plan that fits the headroom —
+  // the BE kernel split at the opportune ratio, or whole when `whole_be` (Tacker) — by pair rank
+  // (Section 5.1's order), then gain, is dispatched fused. A version the backend refuses is
+  // excluded and the choice made again. False when none fits (nothing dispatched).
+  Result<bool> fuse_beside_lc(SchedContext& ctx, const AkerPresent& present, const ReadyLaunch& lc, bool whole_be,
+                              bool tc_cd_only);
   // A BE launch alone within `limit` seconds: elastic kernels split to fit (never below one wave
   // of blocks, every SM full), others whole.
   Status dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit);
