@@ -222,9 +222,9 @@ Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const st
   return out;
 }
 
-Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
-                                const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
-                                const std::string& source) {
+namespace {
+// Every pass measured every job (the passes are matched to the jobs by position).
+Status check_passes(const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes, const std::string& source) {
   if (passes.empty()) return Status::invalid_argument(source + ": no ncu pass to store");
   for (size_t k = 0; k < passes.size(); ++k) {
     if (passes[k].size() != jobs.size()) {
@@ -232,6 +232,14 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
                                       " measured jobs for " + std::to_string(jobs.size()) + " jobs");
     }
   }
+  return Status::ok();
+}
+}  // namespace
+
+Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
+                                const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
+                                const std::string& source) {
+  CONCORD_RETURN_IF_ERROR(check_passes(jobs, passes, source));
   int written = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const NcuJob& job = jobs[i];
@@ -288,13 +296,7 @@ Result<policy::PbsFacet> pbs_facet_of_job(const std::vector<std::vector<NcuLaunc
 Result<PbsStored> store_pbs_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
                                     const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
                                     const std::string& source) {
-  if (passes.empty()) return Status::invalid_argument(source + ": no ncu pass to store");
-  for (size_t k = 0; k < passes.size(); ++k) {
-    if (passes[k].size() != jobs.size()) {
-      return Status::invalid_argument(source + ": pass " + std::to_string(k + 1) + " has " + std::to_string(passes[k].size()) +
-                                      " measured jobs for " + std::to_string(jobs.size()) + " jobs");
-    }
-  }
+  CONCORD_RETURN_IF_ERROR(check_passes(jobs, passes, source));
   PbsStored out;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const NcuJob& job = jobs[i];
