@@ -521,9 +521,24 @@ Result<cudaStream_t> CudaBackend::tenant_stream(int tenant, int placement_priori
 }
 
 Result<cudaStream_t> CudaBackend::helper_stream() {
-  cudaStream_t s = helper_streams_[next_helper_ % helper_streams_.size()].get();
-  ++next_helper_;
-  return s;
+  // A grow's grid stays resident for as long as its dispatch runs, so a helper stream that still
+  // holds one would delay the next launch queued on it until that dispatch ends: take an idle
+  // stream (round robin from the last one taken), and make a new one when all are busy.
+  const size_t n = helper_streams_.size();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = (next_helper_ + i) % n;
+    const cudaError_t q = cudaStreamQuery(helper_streams_[k].get());
+    if (q == cudaSuccess) {
+      next_helper_ = k + 1;
+      return helper_streams_[k].get();
+    }
+    if (q != cudaErrorNotReady) CONCORD_CUDA(q);
+  }
+  Stream s;
+  CONCORD_RETURN_IF_ERROR(s.create());
+  helper_streams_.push_back(std::move(s));
+  next_helper_ = 0;
+  return helper_streams_.back().get();
 }
 
 Status CudaBackend::set_persist_window(cudaStream_t stream, const kernels::DeviceKernel* kernel) {
