@@ -280,15 +280,22 @@ Result<bool> AkerState::fuse_beside_lc(SchedContext& ctx, const AkerPresent& pre
   }
 }
 
-Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit) {
+Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit, bool idle) {
   int64_t blocks = r.pending.size();
   if (std::isfinite(limit) && ctx.capabilities(*r.kernel).split_range) {
     const int variant = aker_variant_of(r);
     const double fit = kernel(ctx, *r.kernel, variant).solo.blocks_within(limit);
-    // Never less than one wave (every SM full): a smaller piece leaves the GPU idle.
+    // Whole waves (every SM full) where the limit allows one, a part of a wave where it does not.
+    // Where not one block fits: nothing beside an active query (its target comes first), one block
+    // when no query is active (idle_limit), so that BE work always moves.
     const int64_t wave =
         std::max<int64_t>(1, int64_t{ctx.device().sm_count} * max_resident_blocks(ctx.device(), r.kernel->variant(variant)));
-    blocks = std::clamp<int64_t>(static_cast<int64_t>(std::floor(std::min(fit, 9e18))), std::min(wave, blocks), blocks);
+    auto fits = static_cast<int64_t>(std::floor(std::clamp(fit, 0.0, 9e18)));
+    if (fits < 1) {
+      if (!idle) return Status::ok();
+      fits = 1;
+    }
+    blocks = std::min(blocks, fits >= wave ? fits / wave * wave : fits);
   }
   return dispatch_alone(ctx, r, blocks, false);
 }

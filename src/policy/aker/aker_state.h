@@ -96,9 +96,10 @@ class AkerState {
   // excluded and the choice made again. False when none fits (nothing dispatched).
   Result<bool> fuse_beside_lc(SchedContext& ctx, const AkerPresent& present, const ReadyLaunch& lc, bool whole_be,
                               bool tc_cd_only);
-  // A BE launch alone within `limit` seconds: elastic kernels split to fit (never below one wave
-  // of blocks, every SM full), others whole.
-  Status dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit);
+  // A BE launch alone within `limit` seconds: elastic kernels split to fit (whole waves of blocks
+  // where at least one fits), others whole. Where not one block fits, nothing is dispatched
+  // beside active queries, and one block when `idle` (no active query).
+  Status dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit, bool idle);
   // Kernel reorder (8.3.1): the first BE launch, in round-robin order, whose predicted duration
   // is below the headroom runs alone before the LC launch; if none, the LC launch runs alone.
   // Ends the LC decision's timing.
@@ -106,7 +107,8 @@ class AkerState {
   // The BE step with no LC launch ready: the first BE launch within the headroom of the active
   // queries, or idle_limit() when there are none.
   Status be_alone(SchedContext& ctx, const AkerPresent& present) {
-    return dispatch_be_within(ctx, present.be.front(), present.queries.empty() ? idle_limit(ctx) : present.headroom);
+    const bool idle = present.queries.empty();
+    return dispatch_be_within(ctx, present.be.front(), idle ? idle_limit(ctx) : present.headroom, idle);
   }
   bool in_flight() const { return flight_.has_value(); }
   // Refits the models from the dispatch's duration; forgets the dispatch.
