@@ -1,0 +1,71 @@
+// The tenant's end of the node daemon: what the interception library (src/intercept) and any
+// other tenant program use to be scheduled by concordd.
+//
+// A TenantClient registers over the control socket (and keeps that connection open for the
+// process's life, so the daemon notices a crash at once), opens the tenant's two rings, beats a
+// heartbeat from a thread of its own, posts launch notices and completions up, and takes decisions
+// (and SM-set announcements) down. It is safe to call from several application threads: posting
+// is serialised, and a decision for another thread's launch is kept for that thread.
+//
+// When the daemon goes away (its heartbeat stops, its pid is gone, the socket closes, or a wait
+// outlasts its bound) the client turns to pass-through for good: every later wait answers
+// `release` at once and nothing more is posted, so the application finishes without the daemon.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "concord/status.h"
+#include "ipc/protocol.h"
+#include "ipc/ring.h"
+
+namespace concord::ipc {
+
+struct TenantClientOptions {
+  std::string socket_path = "/run/concord/concordd.sock";
+  RegisterTenant info;                     // pid is filled in by connect() when 0
+  WaitPolicy wait;                         // how a launch waits for its decision
+  std::chrono::milliseconds connect_timeout{1000};
+  std::chrono::milliseconds heartbeat_period{100};
+};
+
+// An SM set the daemon named by a handle before using it in a decision (0: the whole GPU).
+struct SmSetAnnouncement {
+  uint32_t handle = 0;
+  std::vector<int> sms;  // SM indices, ascending
+};
+
+class TenantClient {
+ public:
+  // Registers and opens the rings; an error (no daemon, refused, bad rings) names why, and the
+  // caller runs pass-through.
+  static Result<std::unique_ptr<TenantClient>> connect(const TenantClientOptions& options);
+  virtual ~TenantClient() = default;
+
+  virtual uint64_t tenant() const = 0;
+  // True once the daemon is gone (or the client was closed): pass-through from then on.
+  virtual bool pass_through() const = 0;
+  // True while the daemon lets this tenant launch without waiting for decisions (it still wants
+  // the notices and completions).
+  virtual bool free_run() const = 0;
+
+  // Posts a launch notice; fills in and returns its sequence number (1, 2, ...). In pass-through
+  // it posts nothing and returns 0.
+  virtual Result<uint64_t> notice(LaunchNotice notice) = 0;
+  // Waits until the launch `seq` is released and returns the release decision (its priority and
+  // SM-set handle). A hold is waited out. In pass-through (or when the daemon dies during the
+  // wait) returns a release on the whole GPU at normal priority.
+  virtual Result<Decision> wait_release(uint64_t seq) = 0;
+  // The launch `seq` ended on the device.
+  virtual Status completed(uint64_t seq, bool ok) = 0;
+  // SM sets announced so far and not yet taken by this call.
+  virtual std::vector<SmSetAnnouncement> take_announcements() = 0;
+  // Says goodbye (Bye up the ring and on the socket) and stops the heartbeat; idempotent.
+  virtual void close() = 0;
+};
+
+}  // namespace concord::ipc
