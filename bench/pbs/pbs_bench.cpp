@@ -2,7 +2,8 @@
 // context made once), each tenant alone on its share of SMs at each oracle TLP level (its best
 // alone rate is what its slowdown is measured against, Table III's SD; its best level is
 // ++bestTLP's), then every scheme on the whole mix, then the oracle: every combination of the
-// levels as fixed `manual` placements on the mix's work scaled by --oracle-work. Each run's
+// levels as fixed TLPs (the `besttlp` policy with every tlp.T given) on the mix's work scaled by
+// --oracle-work. Each run's
 // figures go to DIR/<mix>/{alone-I-L,SCHEME,oracle-L1_L2[_L3]}.json as soon as it ends; a file
 // already there is kept (a rerun goes on where one stopped). Rates are kernels per second over
 // the co-run window (all tenants running), and for the PBS schemes also over the part of it
@@ -230,12 +231,13 @@ int run_mix(const std::string& file, const Options& o, const BackendConfig& cfg,
     auto small = pbs_bench::scaled(w, o.oracle_work);
     if (!small) return fail(small.status());
     for (const std::vector<int>& c : pbs_bench::combinations(levels, k)) {
-      PolicySpec manual{"manual", {{"form", "persistent"}}};
+      // Through the policy ++bestTLP runs with (the same SM sharing, form and runner), so that an
+      // oracle combination and a scheme holding the same TLPs run alike.
+      PolicySpec fixed{"besttlp", {{"sms", o.sms}}};
       for (int i = 0; i < k; ++i) {
-        manual.params["sms." + std::to_string(i)] = sms[static_cast<size_t>(i)];
-        if (c[static_cast<size_t>(i)] != 0) manual.params["tlp." + std::to_string(i)] = std::to_string(c[static_cast<size_t>(i)]);
+        if (c[static_cast<size_t>(i)] != 0) fixed.params["tlp." + std::to_string(i)] = std::to_string(c[static_cast<size_t>(i)]);
       }
-      if (Status s = run_shared("oracle-" + pbs_bench::combination_name(c), *small, manual, "",
+      if (Status s = run_shared("oracle-" + pbs_bench::combination_name(c), *small, fixed, "",
                                 {{"kind", "oracle"}, {"work_scale", o.oracle_work}, {"tlp", c}});
           !s) {
         return fail(s);

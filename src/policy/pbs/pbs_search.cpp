@@ -92,11 +92,14 @@ Status PbsSearch::finish_sweeps() {
     return range[ua] > range[ub];
   });
   // The critical tenant at its knee: the lowest level within the tolerance of its sweep's best.
+  // Where even its sweep stays within the tolerance (no tenant's TLP moves the metric: a flat
+  // surface), it keeps its highest level: a knee there would be noise, and throttling a tenant
+  // for noise costs it throughput the metric never gives back.
   const auto critical = static_cast<size_t>(ranking_.front());
   const auto& s = sweeps_[critical];
   const double best = *std::max_element(s.begin(), s.end());
   size_t knee = s.size() - 1;
-  if (best > 0) {
+  if (best > 0 && range[critical] > options_.knee_tolerance) {
     for (size_t k = 0; k < s.size(); ++k) {
       if (s[k] >= best * (1 - options_.knee_tolerance)) {
         knee = k;
@@ -183,7 +186,10 @@ Status PbsSearch::advance() {
         }
         auto m = metric_of(it->second);
         if (!m) return m.status();
-        if (!tune_best_ || *m > *tune_best_) {
+        // A lower level is taken only for a gain beyond the tolerance: on a flat stretch the
+        // tenant keeps the higher TLP (a smaller "gain" is noise, and the TLP it would give up is
+        // throughput the metric does not count).
+        if (!tune_best_ || *m > *tune_best_ * (1 + options_.knee_tolerance)) {
           tune_best_ = *m;
           tune_best_level_ = static_cast<int>(level_);
         }

@@ -10,11 +10,13 @@
 //      wider range of the metric over the sweep). With k tenants they are ranked (Section VI-D).
 //   3. The critical tenant is fixed at its knee: the lowest level whose metric is within
 //      `knee_tolerance` of its sweep's best (the inflection point before the drop; on a curve
-//      that only saturates, the start of the plateau).
+//      that only saturates, the start of the plateau). Where the critical tenant's sweep stays
+//      within `knee_tolerance` (a flat surface: TLP does not matter), it keeps its highest level.
 //   4. The others, in rank order, are tuned one at a time from their highest TLP down, the ones
 //      already decided at their values and the rest at their highest: the walk stops when the
 //      metric falls below the best seen by more than `knee_tolerance`, and the best level seen
-//      is kept.
+//      is kept (a lower level counts as better only when it beats the best by more than
+//      `knee_tolerance`, so a flat stretch keeps the higher TLP).
 // A combination sampled once is not sampled again (its metric is remembered).
 #pragma once
 
