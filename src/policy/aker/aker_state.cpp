@@ -255,7 +255,7 @@ Result<bool> AkerState::fuse_beside_lc(SchedContext& ctx, const AkerPresent& pre
       const std::optional<int> rank = pair_rank(ctx, *lc.kernel, *be.kernel);
       if (!rank || (tc_cd_only && *rank != 0)) continue;  // rank 0: tensor-core with CUDA-core
       const AkerVersion* v = version(ctx, lc, be);
-      if (!v) continue;
+      if (!v || (!v->measured && !lc_fusion_estimated_)) continue;
       // The LC kernel whole in the version's variant, the BE kernel in its own.
       const int64_t self_blocks = aker_pending_in(lc, v->self_variant).size();
       const Seconds self = solo_seconds(ctx, *lc.kernel, v->self_variant, self_blocks);

@@ -62,6 +62,10 @@ class AkerState {
   // `idle_cap`: when no LC query is active, a BE dispatch is kept within this share of the
   // smallest LC target (0: no limit).
   explicit AkerState(double idle_cap) : idle_cap_(idle_cap) {}
+  // Whether an LC kernel may fuse in a version without a measured model (estimated from the two
+  // kernels' utilisations). Off by default: on the H100 such estimates took fused versions to be
+  // 1.0-1.6x the slower kernel where they measured 1.6-4x, and the fusions broke LC targets.
+  void set_lc_fusion_estimated(bool on) { lc_fusion_estimated_ = on; }
 
   const AkerKernel& kernel(const SchedContext& ctx, const KernelSpec& k, int variant);
   Seconds solo_seconds(const SchedContext& ctx, const KernelSpec& k, int variant, int64_t blocks) {
@@ -134,6 +138,7 @@ class AkerState {
   };
 
   double idle_cap_;
+  bool lc_fusion_estimated_ = false;
   std::map<std::pair<const KernelSpec*, int>, AkerKernel> kernels_;
   std::map<VersionKey, std::optional<AkerVersion>> versions_;
   std::map<PairKey, bool> refused_;
