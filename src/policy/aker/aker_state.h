@@ -101,8 +101,8 @@ class AkerState {
   Result<bool> fuse_beside_lc(SchedContext& ctx, const AkerPresent& present, const ReadyLaunch& lc, bool whole_be,
                               bool tc_cd_only);
   // A BE launch alone within `limit` seconds: elastic kernels split to fit (whole waves of blocks
-  // where at least one fits), others whole. Where not one block fits, nothing is dispatched
-  // beside active queries, and one block when `idle` (no active query).
+  // where at least one fits), others whole. Where less than a wave fits: one wave when `idle` (no
+  // active query), else the blocks that fit, and nothing where not one does.
   Status dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit, bool idle);
   // Kernel reorder (8.3.1): the first BE launch, in round-robin order, whose predicted duration
   // is below the headroom runs alone before the LC launch; if none, the LC launch runs alone.
