@@ -64,6 +64,21 @@ class TenantSink {
   virtual Status submit(TenantId tenant, const LaunchSubmission& launch) = 0;
   // The tenant submits nothing more; it leaves once its submitted work has run.
   virtual Status leave(TenantId tenant) = 0;
+  // The open request of `tenant` ends with the launch it submitted last (a live source learns of
+  // a request's end only after its launches were submitted). Its latency counts to that launch's
+  // end, which may already have come.
+  virtual Status end_request(TenantId tenant) {
+    (void)tenant;
+    return Status::unsupported("end_request: this sink takes a request's end only with its last launch");
+  }
+  // The tenant is gone (its process died, or ended with launches outstanding): it submits nothing
+  // more, its launches not yet dispatched are dropped, its running dispatches end as the backend
+  // reports them (a failed end does not end the run), and then it leaves. `why` goes to the record.
+  virtual Status drop(TenantId tenant, const std::string& why) {
+    (void)tenant;
+    (void)why;
+    return Status::unsupported("drop: this sink cannot drop a tenant");
+  }
 };
 
 class TenantSource {

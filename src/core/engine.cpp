@@ -43,7 +43,9 @@ struct TenantState {
   mutable bool queued_dirty = true;
   int64_t submitted_in_request = 0;  // launches submitted into the latest request
   int64_t open_request = -1;         // the latest request that has not yet had its last launch
+  int64_t last_submitted = -1;       // the launch it submitted last
   bool finished = false;             // left and drained
+  bool dropped = false;              // gone (TenantSink::drop): what it left is dropped, failures too
 };
 
 // Removes [r.begin, r.end) from `pending`, which must contain it.
@@ -107,8 +109,16 @@ class Engine final : public SchedContext, public TenantSink {
   Result<int64_t> arrive(TenantId tenant, Seconds at) override;
   Status submit(TenantId tenant, const LaunchSubmission& launch) override;
   Status leave(TenantId tenant) override;
+  Status end_request(TenantId tenant) override;
+  Status drop(TenantId tenant, const std::string& why) override;
 
  private:
+  // A dropped tenant's launch that will not run (never dispatched, or its dispatch failed):
+  // out of its stream, unfinished (end -1).
+  void discard(TenantState& t, LaunchState& ls);
+  // A completion of a dispatch whose tenants were all dropped: recorded, no error, nothing more runs.
+  void complete_dropped(const Completion& c);
+  bool all_parts_dropped(const DispatchRecord& rec) const;
   LaunchState* launch_state(LaunchId id) {
     return id.valid() && id.value < static_cast<int64_t>(launches_.size()) ? &launches_[static_cast<size_t>(id.value)] : nullptr;
   }
@@ -581,6 +591,7 @@ Status Engine::submit(TenantId tenant, const LaunchSubmission& launch) {
   launches_.push_back(std::move(ls));
   ++unfinished_;
   t->stream.push_back(launches_.back().record.id.value);
+  t->last_submitted = launches_.back().record.id.value;
   t->queued_dirty = true;
   if (t->stream.size() == 1) reach_front(*t, backend_.now());
   return Status::ok();
@@ -602,6 +613,96 @@ Status Engine::leave(TenantId tenant) {
     newly_left_.push_back(tenant);
   }
   return Status::ok();
+}
+
+Status Engine::end_request(TenantId tenant) {
+  TenantState* t = tenant_state(tenant);
+  if (!t) return Status::not_found("end_request: no tenant " + std::to_string(tenant.value));
+  const auto who = [&] { return "end_request: tenant '" + t->view.info.name + "'"; };
+  if (t->open_request < 0) return Status::failed_precondition(who() + " has no open request");
+  if (t->last_submitted < 0 || launches_[static_cast<size_t>(t->last_submitted)].record.request != t->open_request) {
+    return Status::failed_precondition(who() + ": request " + std::to_string(t->open_request) + " has no launch");
+  }
+  LaunchState& ls = launches_[static_cast<size_t>(t->last_submitted)];
+  const int64_t request = t->open_request;
+  t->open_request = -1;
+  ls.last_of_request = true;
+  t->queued_dirty = true;
+  const bool finished = ls.running == 0 && ls.pending.empty() && ls.blocks_done == ls.record.logical_blocks;
+  if (!finished) {
+    refresh_ready(ls);
+    return Status::ok();
+  }
+  // Its last launch ended before the source knew it was the last.
+  RequestRecord& req = t->record.requests[static_cast<size_t>(request)];
+  req.end = ls.record.end;
+  if (options_.observer) options_.observer->on_request_end(tenant, req);
+  return source_.on_request_end(*this, tenant, request, req.end);
+}
+
+void Engine::discard(TenantState& t, LaunchState& ls) {
+  ls.pending.clear();
+  ls.record.end = -1;
+  --unfinished_;
+  t.stream.erase(std::remove(t.stream.begin(), t.stream.end(), ls.record.id.value), t.stream.end());
+  const auto at = std::find(reached_order_.begin(), reached_order_.end(), ls.record.id.value);
+  if (at != reached_order_.end()) reached_order_.erase(at);
+  t.queued_dirty = true;
+  ready_dirty_ = true;
+}
+
+Status Engine::drop(TenantId tenant, const std::string& why) {
+  TenantState* t = tenant_state(tenant);
+  if (!t) return Status::not_found("drop: no tenant " + std::to_string(tenant.value));
+  if (t->finished) return Status::ok();
+  (void)why;
+  t->dropped = true;
+  t->view.left = true;
+  views_[static_cast<size_t>(tenant.value)].left = true;
+  t->open_request = -1;
+  // What no dispatch runs will never run; what runs ends as the backend reports it.
+  std::vector<int64_t> idle;
+  for (int64_t id : t->stream) {
+    if (launches_[static_cast<size_t>(id)].running == 0) idle.push_back(id);
+  }
+  for (int64_t id : idle) discard(*t, launches_[static_cast<size_t>(id)]);
+  if (t->stream.empty()) {
+    t->finished = true;
+    t->record.finish = started_ ? backend_.now() : 0;
+    newly_left_.push_back(tenant);
+  }
+  return Status::ok();
+}
+
+bool Engine::all_parts_dropped(const DispatchRecord& rec) const {
+  return std::all_of(rec.tenants.begin(), rec.tenants.end(),
+                     [&](TenantId t) { return tenants_[static_cast<size_t>(t.value)].dropped; });
+}
+
+void Engine::complete_dropped(const Completion& c) {
+  DispatchRecord& rec = dispatch_records_[static_cast<size_t>(c.dispatch.value)];
+  running_.erase(std::remove_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; }),
+                 running_.end());
+  rec.start = c.start;
+  rec.end = c.end;
+  rec.seen = backend_.now();
+  rec.preempted = c.preempted;
+  rec.blocks_done = c.blocks_done;
+  rec.error = c.error ? "" : c.error.message();
+  for (LaunchId l : rec.launches) {
+    LaunchState& ls = launches_[static_cast<size_t>(l.value)];
+    TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
+    if (--ls.running > 0) continue;
+    discard(t, ls);
+    // Launches queued behind it on its stream (dispatched after it) end with it; those still
+    // running come back the same way.
+    if (t.stream.empty() && !t.finished) {
+      t.finished = true;
+      t.record.finish = c.end;
+      newly_left_.push_back(ls.record.tenant);
+    }
+  }
+  if (options_.observer) options_.observer->on_dispatch_end(rec);
 }
 
 void Engine::reach_front(TenantState& t, Seconds ready_at) {
@@ -697,6 +798,11 @@ Status Engine::handle_completion(const Completion& c) {
     return Status::internal("completion of unknown dispatch " + std::to_string(c.dispatch.value));
   }
   DispatchRecord& rec = dispatch_records_[idx];
+  if (!c.error && all_parts_dropped(rec)) {
+    // Its tenant is gone (a process that died mid-launch): the run goes on without it.
+    complete_dropped(c);
+    return Status::ok();
+  }
   if (!c.error) {
     // A fault on the device: it ends the run, naming the tenant (the backend's message names the
     // tenant by id).

@@ -117,9 +117,11 @@ Status TenantRegistry::note_launch(uint64_t tenant) {
   return Status::ok();
 }
 
-Status TenantRegistry::note_progress(uint64_t tenant, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns) {
+Status TenantRegistry::note_progress(uint64_t tenant, uint64_t launches, uint64_t completions, uint64_t p50_ns,
+                                     uint64_t p99_ns) {
   const auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
+  it->second.launches = launches;
   it->second.completions = completions;
   it->second.p50_ns = p50_ns;
   it->second.p99_ns = p99_ns;

@@ -46,11 +46,14 @@ class TenantRegistry final : public ControlHandler {
   // The daemon's side (not reachable through the socket): what the rings told it.
   Status note_launch(uint64_t tenant);
   void note_rejected() { ++rejected_; }
-  Status note_progress(uint64_t tenant, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns);
+  // What the daemon's engine counted for the tenant (shown by list).
+  Status note_progress(uint64_t tenant, uint64_t launches, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns);
   // Removes a tenant whose process died (counted as dropped) or said goodbye.
   Status drop(uint64_t tenant, bool died);
 
   const std::map<uint64_t, TenantRecord>& tenants() const { return tenants_; }
+  uint64_t rejected() const { return rejected_; }
+  uint64_t dropped() const { return dropped_; }
 
  private:
   static bool may_see(const PeerCredentials& peer, const TenantRecord& tenant);

@@ -1,0 +1,351 @@
+#include "daemon/daemon.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "concord/engine.h"
+#include "concord/policy.h"
+#include "daemon/live_source.h"
+#include "daemon/log.h"
+#include "daemon/remote_backend.h"
+#include "daemon/tenant_hub.h"
+
+namespace concord::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The registry behind the shared mutex, as the control server's handler.
+class LockedRegistry final : public ipc::ControlHandler {
+ public:
+  explicit LockedRegistry(SharedRegistry& shared) : shared_(shared) {}
+  ipc::Message handle(const ipc::PeerCredentials& peer, const ipc::Message& request) override {
+    std::lock_guard lock(shared_.mu);
+    ipc::Message reply = shared_.registry->handle(peer, request);
+    if (const auto* r = std::get_if<ipc::Registered>(&reply)) {
+      log_event(spdlog::level::info, "tenant_registered",
+                {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"channel", r->channel}});
+    } else if (const auto* e = std::get_if<ipc::ErrorReply>(&reply)) {
+      log_event(spdlog::level::warn, "request_refused",
+                {{"request", ipc::to_string(ipc::type_of(request))}, {"uid", peer.uid}, {"pid", peer.pid}, {"error", e->message}});
+    }
+    return reply;
+  }
+  void disconnected(const ipc::PeerCredentials& peer) override {
+    std::lock_guard lock(shared_.mu);
+    shared_.registry->disconnected(peer);
+  }
+
+ private:
+  SharedRegistry& shared_;
+};
+
+// A listening socket that answers every connection with the Prometheus text (any request line;
+// HTTP/1.0 reply, then close).
+class MetricsServer {
+ public:
+  Status listen_unix(const std::string& path) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (path.size() >= sizeof a.sun_path) return Status::invalid_argument(fmt::format("metrics socket '{}': path too long", path));
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) return Status::already_exists(fmt::format("metrics socket {}: exists and is not a socket", path));
+      ::unlink(path.c_str());
+    }
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return sys("socket");
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) {
+      ::close(fd);
+      return sys("bind " + path);
+    }
+    fds_.push_back(fd);
+    unix_path_ = path;
+    return Status::ok();
+  }
+  Status listen_tcp(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return sys("socket");
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // localhost only
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) {
+      ::close(fd);
+      return sys(fmt::format("bind 127.0.0.1:{}", port));
+    }
+    fds_.push_back(fd);
+    return Status::ok();
+  }
+  ~MetricsServer() {
+    for (int fd : fds_) ::close(fd);
+    if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+  }
+  bool active() const { return !fds_.empty(); }
+  // Serves what comes within `timeout`.
+  void serve_once(std::chrono::milliseconds timeout, const std::function<std::string()>& text) {
+    std::vector<pollfd> p;
+    for (int fd : fds_) p.push_back({fd, POLLIN, 0});
+    if (::poll(p.data(), p.size(), static_cast<int>(timeout.count())) <= 0) return;
+    for (const pollfd& q : p) {
+      if (!(q.revents & POLLIN)) continue;
+      for (;;) {
+        const int c = ::accept4(q.fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) break;
+        answer(c, text());
+        ::close(c);
+      }
+    }
+  }
+
+ private:
+  static Status sys(const std::string& what) {
+    return Status::io_error(fmt::format("metrics endpoint: {}: {}", what, std::strerror(errno)));
+  }
+  static void answer(int fd, const std::string& body) {
+    // Read the request head (bounded in size and time); its content does not matter.
+    timeval tv{0, 200'000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    std::string head;
+    char buf[1024];
+    while (head.size() < 8192 && head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    const std::string reply = fmt::format(
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        body.size(), body);
+    size_t sent = 0;
+    while (sent < reply.size()) {
+      const ssize_t n = ::send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+  }
+  std::vector<int> fds_;
+  std::string unix_path_;
+};
+
+// LC request latencies into the tenants' windows.
+class LatencyObserver final : public EngineObserver {
+ public:
+  explicit LatencyObserver(TenantHub& hub) : hub_(hub) {}
+  void on_request_end(TenantId tenant, const RequestRecord& request) override {
+    TenantConn* conn = hub_.by_engine(tenant);
+    if (conn == nullptr || conn->record.info.cls != TenantClass::latency_critical) return;
+    ++conn->stats.requests;
+    conn->stats.latency.add(Clock::now(), request.latency());
+  }
+
+ private:
+  TenantHub& hub_;
+};
+
+}  // namespace
+
+struct Daemon::Impl {
+  DaemonOptions options;
+  ipc::KernelCredentials kernel_credentials;
+  SharedRegistry shared;
+  std::optional<LockedRegistry> handler;
+  std::optional<ipc::ControlServer> server;
+  std::optional<TenantHub> hub;
+  std::optional<LiveSource> source;
+  std::optional<RemoteBackend> backend;
+  std::unique_ptr<Policy> policy;
+  std::optional<LatencyObserver> observer;
+  MetricsServer metrics_server;
+  MetricsBoard board;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> control_stop{false};
+  std::thread control_thread, engine_thread, metrics_thread;
+  Status engine_status;
+  bool joined = false;
+  // Throughput: completions at the previous publish.
+  std::map<uint64_t, std::pair<uint64_t, Clock::time_point>> last_completions;
+
+  void publish();
+  void run_engine();
+};
+
+void Daemon::Impl::publish() {
+  const auto now = Clock::now();
+  DaemonSnapshot snap;
+  snap.policy = options.policy;
+  snap.device = options.device.name;
+  snap.decisions = backend->decisions();
+  std::lock_guard lock(shared.mu);
+  snap.rejected = shared.registry->rejected();
+  snap.dropped = shared.registry->dropped();
+  for (auto& [id, conn] : hub->conns()) {
+    TenantStats& st = conn->stats;
+    TenantSnapshot t;
+    t.id = id;
+    t.name = conn->record.info.name;
+    t.cls = conn->record.info.cls;
+    t.uid = conn->record.owner.uid;
+    t.pid = conn->record.info.pid;
+    const auto rec = shared.registry->tenants().find(id);
+    t.weight = rec != shared.registry->tenants().end() ? rec->second.info.weight : conn->record.info.weight;
+    t.launches = st.launches;
+    t.completions = st.completions;
+    t.failed = st.failed;
+    t.releases = st.releases;
+    t.holds = st.holds;
+    t.requests = st.requests;
+    t.held_seconds = st.held_seconds;
+    t.p50 = st.latency.quantile(0.5, now);
+    t.p99 = st.latency.quantile(0.99, now);
+    t.window_requests = st.latency.count(now);
+    t.window_latency_sum = st.latency.sum(now);
+    auto& last = last_completions[id];
+    const double dt = std::chrono::duration<double>(now - last.second).count();
+    if (last.second != Clock::time_point{} && dt > 0) t.throughput = static_cast<double>(st.completions - last.first) / dt;
+    last = {st.completions, now};
+    (void)shared.registry->note_progress(id, st.launches, st.completions, static_cast<uint64_t>(t.p50 * 1e9),
+                                         static_cast<uint64_t>(t.p99 * 1e9));
+    snap.tenants.push_back(std::move(t));
+  }
+  std::erase_if(last_completions, [&](const auto& e) { return hub->find(e.first) == nullptr; });
+  board.publish(std::move(snap));
+}
+
+void Daemon::Impl::run_engine() {
+  EngineOptions eo;
+  eo.time_limit = std::numeric_limits<double>::infinity();
+  eo.stop = &stop;
+  eo.observer = &*observer;
+  eo.abort_grace = options.abort_grace;
+  RunOutcome out = run_engine_outcome(*source, *backend, *policy, eo);
+  engine_status = out.status.code() == StatusCode::cancelled ? Status::ok() : out.status;
+  if (!engine_status.is_ok()) {
+    log_event(spdlog::level::err, "engine_stopped", {{"error", engine_status.message()}});
+  }
+  publish();
+  hub->say_goodbye(ipc::ByeReason::shutdown);
+  log_event(spdlog::level::info, "tenants_told_goodbye", {{"tenants", hub->conns().size()}});
+  control_stop = true;
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
+  CONCORD_RETURN_IF_ERROR(options.device.validate());
+  Result<PolicySpec> spec = parse_policy_spec(options.policy);
+  if (!spec.is_ok()) return spec.status();
+  auto impl = std::make_unique<Impl>();
+  Impl& d = *impl;
+  d.options = options;
+  Result<std::unique_ptr<Policy>> policy = builtin_policies().make(spec->name, spec->params);
+  if (!policy.is_ok()) return policy.status();
+  d.policy = std::move(*policy);
+
+  const std::string prefix = options.shm_prefix;
+  const int pid = ::getpid();
+  d.shared.registry.emplace([&d, prefix, pid](uint64_t tenant, const ipc::PeerCredentials& owner) -> Result<std::string> {
+    // Called under d.shared.mu (the registry's handler holds it).
+    const std::string base = fmt::format("{}.{}.{}", prefix, pid, tenant);
+    Result<ipc::TenantChannel> c = ipc::TenantChannel::create(base, {ipc::kRingSlotBytes, 1024}, 0600, owner.uid);
+    if (!c.is_ok()) return c.status();
+    const uint64_t now = ipc::monotonic_ns();
+    c->up().claim(ipc::RingSide::consumer, pid, 1, now);
+    c->down().claim(ipc::RingSide::producer, pid, 1, now);
+    d.shared.made.emplace(tenant, std::move(*c));
+    return base;
+  });
+  d.handler.emplace(d.shared);
+  ipc::ControlServerOptions so;
+  so.path = options.socket_path;
+  so.mode = options.socket_mode;
+  so.gid = options.socket_gid;
+  const ipc::CredentialSource& creds = options.credentials ? *options.credentials : d.kernel_credentials;
+  Result<ipc::ControlServer> server = ipc::ControlServer::listen(so, creds, *d.handler);
+  if (!server.is_ok()) return server.status();
+  d.server.emplace(std::move(*server));
+  if (!options.metrics_socket.empty()) CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_unix(options.metrics_socket));
+  if (options.metrics_port > 0) CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_tcp(options.metrics_port));
+
+  ipc::WaitPolicy liveness;
+  liveness.stale_after_ns = options.stale_after_ns;
+  d.hub.emplace(d.shared, liveness, options.free_run);
+  d.source.emplace(*d.hub);
+  RemoteBackendOptions bo;
+  bo.periodic = [&d] { d.publish(); };
+  d.backend.emplace(*d.hub, options.device, bo);
+  d.observer.emplace(*d.hub);
+
+  d.control_thread = std::thread([&d] {
+    while (!d.control_stop.load()) {
+      if (Status s = d.server->serve_once(std::chrono::milliseconds(50)); !s.is_ok()) {
+        log_event(spdlog::level::err, "control_socket_failed", {{"error", s.message()}});
+        d.stop = true;
+        return;
+      }
+    }
+  });
+  d.engine_thread = std::thread([&d] { d.run_engine(); });
+  if (d.metrics_server.active()) {
+    d.metrics_thread = std::thread([&d] {
+      while (!d.control_stop.load()) d.metrics_server.serve_once(std::chrono::milliseconds(50), [&d] { return prometheus_text(d.board.read()); });
+    });
+  }
+  log_event(spdlog::level::info, "started",
+            {{"socket", options.socket_path}, {"policy", options.policy}, {"device", options.device.name},
+             {"sms", options.device.sm_count}, {"free_run", options.free_run}, {"metrics_socket", options.metrics_socket},
+             {"metrics_port", options.metrics_port}});
+  return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
+}
+
+Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+void Daemon::stop() { impl_->stop = true; }
+
+Status Daemon::wait() {
+  Impl& d = *impl_;
+  if (!d.joined) {
+    if (d.engine_thread.joinable()) d.engine_thread.join();
+    d.control_stop = true;
+    if (d.control_thread.joinable()) d.control_thread.join();
+    if (d.metrics_thread.joinable()) d.metrics_thread.join();
+    d.joined = true;
+    log_event(spdlog::level::info, "stopped", {{"ok", d.engine_status.is_ok()}});
+  }
+  return d.engine_status;
+}
+
+Daemon::~Daemon() {
+  stop();
+  (void)wait();
+}
+
+std::string Daemon::metrics_text() const { return prometheus_text(impl_->board.read()); }
+
+int Daemon::metrics_port() const { return impl_->options.metrics_port; }
+
+Result<DeviceSpec> daemon_device(const std::string& name_or_file) {
+  Result<DeviceSpec> builtin = builtin_device(name_or_file);
+  if (builtin.is_ok()) return builtin;
+  if (name_or_file.find('/') != std::string::npos || name_or_file.find(".json") != std::string::npos) {
+    return load_device_file(name_or_file);
+  }
+  return Status::not_found(fmt::format("device '{}': not a built-in device (h100, h200) or a JSON file", name_or_file));
+}
+
+}  // namespace concord::daemon

@@ -1,0 +1,67 @@
+// concordd's body, for the binary and for tests: the control socket on a thread of its own (the
+// registry of tenants), the engine on another (LiveSource + RemoteBackend + a policy), and the
+// metrics endpoint on a third. stop() ends the engine's run; the tenants are told goodbye (they
+// go on pass-through) and the socket file is removed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "concord/device.h"
+#include "concord/status.h"
+#include "daemon/metrics.h"
+#include "ipc/control_socket.h"
+#include "ipc/ring.h"
+
+namespace concord::daemon {
+
+struct DaemonOptions {
+  std::string socket_path = "/run/concord/concordd.sock";
+  mode_t socket_mode = 0660;
+  std::optional<uint32_t> socket_gid;
+  std::string policy = "priority-streams";  // "name" or "name:key=value;key=value"
+  DeviceSpec device;                         // what the policies plan for (the daemon never touches a GPU)
+  // Tenants launch without waiting for decisions (only meaningful for a policy that releases
+  // every launch at once on the whole GPU, such as streams): notices and completions still come.
+  bool free_run = false;
+  // The Prometheus endpoint: a Unix socket path and/or a TCP port on 127.0.0.1 (0: none).
+  std::string metrics_socket;
+  int metrics_port = 0;
+  // A tenant whose ring heartbeat is older than this is dead.
+  uint64_t stale_after_ns = 2'000'000'000;
+  // Shared-memory names of the rings: "<prefix>.<daemon pid>.<tenant>.up|down".
+  std::string shm_prefix = "/concordd";
+  // Who is on the other end of a connection (tests inject their own); null: the kernel's word.
+  const ipc::CredentialSource* credentials = nullptr;
+  double abort_grace = 1.0;  // at shutdown, how long running launches get to report their end
+};
+
+class Daemon {
+ public:
+  static Result<std::unique_ptr<Daemon>> start(const DaemonOptions& options);
+  ~Daemon();
+  // Asks the daemon to stop (safe from any thread; not from a signal handler).
+  void stop();
+  // Waits for the engine's thread to end; ok when it ended because stop() was called.
+  Status wait();
+  // The Prometheus text of now.
+  std::string metrics_text() const;
+  // The metrics endpoint's TCP port (the one bound when options asked for port 0 with a socket... )
+  int metrics_port() const;
+
+  struct Impl;
+
+ private:
+  explicit Daemon(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// "name" (h100, h200) or a device JSON file.
+Result<DeviceSpec> daemon_device(const std::string& name_or_file);
+
+}  // namespace concord::daemon

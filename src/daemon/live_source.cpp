@@ -1,0 +1,142 @@
+#include "daemon/live_source.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "daemon/log.h"
+
+namespace concord::daemon {
+
+const KernelSpec* LiveSource::kernel_for(uint64_t tenant, const ipc::LaunchNotice& n) {
+  const KernelKey key{tenant, n.kernel, n.grid, n.block, n.shared_mem, n.graph};
+  auto it = kernels_.find(key);
+  if (it != kernels_.end()) return it->second.get();
+  auto k = std::make_unique<KernelSpec>();
+  k->elastic = false;
+  KernelVariant v;
+  v.name = "native";
+  if (n.graph) {
+    // A graph is placed whole; its shape is none of one kernel's.
+    k->name = fmt::format("t{}:graph:{:016x}", tenant, n.kernel);
+    v.threads_per_block = 32;
+    v.logical_blocks = 1;
+  } else {
+    k->name = fmt::format("t{}:{:016x}:{}x{}x{}/{}x{}x{}", tenant, n.kernel, n.grid.x, n.grid.y, n.grid.z, n.block.x,
+                          n.block.y, n.block.z);
+    v.threads_per_block = static_cast<int>(n.block.x * n.block.y * n.block.z);
+    v.shared_bytes_per_block = static_cast<int>(n.shared_mem);
+    v.logical_blocks = int64_t(n.grid.x) * n.grid.y * n.grid.z;
+  }
+  // Registers, FLOPs and bytes are not visible to interception: left at the defaults (32
+  // registers; no work), so policies estimate such kernels as having no measured cost.
+  k->variants.push_back(v);
+  return kernels_.emplace(key, std::move(k)).first->second.get();
+}
+
+Status LiveSource::join_new(TenantSink& sink) {
+  for (TenantConn* conn : hub_.sync_registry()) {
+    const ipc::RegisterTenant& r = conn->record.info;
+    TenantInfo info;
+    info.name = r.name;
+    info.cls = r.cls;
+    info.latency_target = static_cast<double>(r.latency_target_ns) / 1e9;
+    info.labels = {{"weight", std::to_string(r.weight)},
+                   {"uid", std::to_string(conn->record.owner.uid)},
+                   {"pid", std::to_string(r.pid)},
+                   {"daemon_tenant", std::to_string(conn->id)}};
+    Result<TenantId> id = sink.join(info, std::nullopt, {});
+    if (!id.is_ok()) return id.status();
+    hub_.bind(*conn, *id);
+    log_event(spdlog::level::info, "tenant_joined",
+              {{"tenant", conn->id}, {"name", r.name}, {"class", r.cls == TenantClass::latency_critical ? "lc" : "be"},
+               {"target_ms", static_cast<double>(r.latency_target_ns) / 1e6}, {"weight", r.weight}, {"pid", r.pid},
+               {"uid", conn->record.owner.uid}});
+  }
+  return Status::ok();
+}
+
+Status LiveSource::open(TenantSink& sink) { return join_new(sink); }
+
+Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn) {
+  const bool lc = conn.record.info.cls == TenantClass::latency_critical;
+  while (!conn.inbox.empty()) {
+    const UpEvent ev = conn.inbox.front();
+    conn.inbox.pop_front();
+    if (const auto* n = std::get_if<NoticeEvent>(&ev)) {
+      const KernelSpec* kernel = kernel_for(conn.id, n->notice);
+      LaunchSubmission s;
+      s.kernel = kernel;
+      if (conn.in_boundary) {
+        if (conn.open_request < 0) {
+          const Seconds at = std::clamp(hub_.seconds(conn.begin_at), 0.0, sink.now());
+          Result<int64_t> req = sink.arrive(conn.engine, at);
+          if (!req.is_ok()) return req.status();
+          conn.open_request = *req;
+        }
+        s.request = conn.open_request;
+        s.last_of_request = false;
+      } else {
+        Result<int64_t> req = sink.arrive(conn.engine, sink.now());
+        if (!req.is_ok()) return req.status();
+        s.request = *req;
+        s.last_of_request = true;
+      }
+      CONCORD_RETURN_IF_ERROR(sink.submit(conn.engine, s));
+      conn.submitted.push_back(n->notice.seq);
+      conn.undecided.insert(n->notice.seq);
+    } else if (const auto* b = std::get_if<BoundaryEvent>(&ev)) {
+      if (!lc) continue;  // a BE tenant's launches are each their own request
+      // An end closes the request that has launches; a begin inside an open request closes it too.
+      if (conn.open_request >= 0) CONCORD_RETURN_IF_ERROR(sink.end_request(conn.engine));
+      conn.open_request = -1;
+      conn.in_boundary = b->boundary.edge == ipc::RequestEdge::begin;
+      if (conn.in_boundary) conn.begin_at = b->at;
+    }
+  }
+  return Status::ok();
+}
+
+Status LiveSource::settle(TenantSink& sink, TenantConn& conn) {
+  if (conn.left_engine) return Status::ok();
+  if (conn.state == ConnState::leaving && conn.ledger.outstanding() == 0) {
+    if (conn.open_request >= 0) CONCORD_RETURN_IF_ERROR(sink.end_request(conn.engine));
+    conn.open_request = -1;
+    CONCORD_RETURN_IF_ERROR(sink.leave(conn.engine));
+    conn.left_engine = true;
+    log_event(spdlog::level::info, "tenant_left", {{"tenant", conn.id}, {"name", conn.record.info.name}, {"why", conn.why}});
+    return Status::ok();
+  }
+  if (conn.state == ConnState::live) return Status::ok();
+  std::string why = conn.why;
+  if (conn.state == ConnState::leaving) {
+    why = fmt::format("{} with {} launches outstanding", conn.why, conn.ledger.outstanding());
+    conn.why = why;
+  }
+  CONCORD_RETURN_IF_ERROR(sink.drop(conn.engine, fmt::format("tenant '{}' (daemon tenant {}) {}", conn.record.info.name, conn.id, why)));
+  conn.left_engine = true;
+  conn.dropped_in_engine = true;
+  log_event(spdlog::level::warn, "tenant_dropped",
+            {{"tenant", conn.id}, {"name", conn.record.info.name}, {"why", why}, {"running", conn.running.size()}});
+  conn.inbox.clear();
+  conn.submitted.clear();  // the engine dropped what it had not dispatched
+  conn.undecided.clear();
+  conn.held.clear();
+  conn.open_request = -1;
+  return Status::ok();
+}
+
+Result<Seconds> LiveSource::pump(TenantSink& sink) {
+  CONCORD_RETURN_IF_ERROR(join_new(sink));
+  std::vector<uint64_t> finished;
+  for (auto& [id, conn] : hub_.conns()) {
+    if (!conn->engine.valid()) continue;
+    if (!conn->left_engine && conn->state != ConnState::gone) CONCORD_RETURN_IF_ERROR(take_inbox(sink, *conn));
+    CONCORD_RETURN_IF_ERROR(settle(sink, *conn));
+    if (conn->left_engine && conn->running.empty()) finished.push_back(id);
+  }
+  for (uint64_t id : finished) hub_.remove(id);
+  return sink.now() + std::chrono::duration<double>(poll_).count();
+}
+
+}  // namespace concord::daemon

@@ -1,0 +1,48 @@
+// LiveSource: the engine's tenants, requests and launches from live processes. Registrations
+// (the control socket's registry) become tenants that join; launch notices from their rings become
+// submitted launches of opaque kernels the source owns (one KernelSpec per tenant, kernel id and
+// shape); a goodbye makes the tenant leave, and a process that died (or broke the protocol, or
+// said goodbye with launches outstanding) is dropped, its unlaunched work with it.
+//
+// Requests: between an LC tenant's request begin and end boundaries, its launches are one request
+// whose latency runs from the begin; every other launch (BE, or LC without boundaries) is a request
+// of its own.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "concord/tenant_source.h"
+#include "daemon/tenant_hub.h"
+
+namespace concord::daemon {
+
+class LiveSource final : public TenantSource {
+ public:
+  // `poll`: how far ahead pump() says it next has something (the backend returns sooner when a
+  // tenant posts anything).
+  explicit LiveSource(TenantHub& hub, std::chrono::microseconds poll = std::chrono::milliseconds(5))
+      : hub_(hub), poll_(poll) {}
+  std::string name() const override { return "live"; }
+  Status open(TenantSink& sink) override;
+  Result<Seconds> pump(TenantSink& sink) override;
+  bool exhausted() const override { return false; }
+
+  // The opaque kernel of a notice (built on first sight).
+  const KernelSpec* kernel_for(uint64_t tenant, const ipc::LaunchNotice& notice);
+
+ private:
+  Status join_new(TenantSink& sink);
+  Status take_inbox(TenantSink& sink, TenantConn& conn);
+  Status settle(TenantSink& sink, TenantConn& conn);
+
+  TenantHub& hub_;
+  std::chrono::microseconds poll_;
+  using KernelKey = std::tuple<uint64_t, uint64_t, ipc::Dim3, ipc::Dim3, uint32_t, bool>;
+  std::map<KernelKey, std::unique_ptr<KernelSpec>> kernels_;  // outlive every run they were in
+};
+
+}  // namespace concord::daemon

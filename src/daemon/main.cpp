@@ -1,0 +1,86 @@
+// concordd: the node daemon. Tenants (processes under libconcord_intercept, or programs using
+// ipc::TenantClient) register on its control socket; it runs the engine with a live source and
+// a remote backend, so one policy places the launches of every process on the GPU. SIGTERM or
+// SIGINT stops it: tenants are told goodbye and go on without it.
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "ipc/control_socket.h"
+
+int main(int argc, char** argv) {
+  using namespace concord;
+  CLI::App app{"concordd: the Concord node daemon (one per GPU)"};
+  daemon::DaemonOptions o;
+  std::string group, device = "h100", level = "info";
+  std::string mode = "0660";
+  double stale_s = 2.0;
+  app.add_option("--socket", o.socket_path, "Control socket path")->capture_default_str();
+  app.add_option("--group", group, "Group of the control socket (its members may register tenants)");
+  app.add_option("--socket-mode", mode, "File mode of the control socket (octal)")->capture_default_str();
+  app.add_option("--policy", o.policy, "Policy, with parameters as name:key=value;key=value")->capture_default_str();
+  app.add_option("--device-spec", device,
+                 "The GPU the policies plan for: a built-in spec (h100, h200) or a device JSON file "
+                 "(the daemon never touches the GPU itself)")
+      ->capture_default_str();
+  app.add_flag("--free-run", o.free_run,
+               "Tenants launch without waiting for decisions (for policies that release everything at once, e.g. streams)");
+  app.add_option("--metrics-socket", o.metrics_socket, "Serve Prometheus text on this Unix socket");
+  app.add_option("--metrics-port", o.metrics_port, "Serve Prometheus text on 127.0.0.1:PORT")->check(CLI::Range(0, 65535));
+  app.add_option("--stale-after", stale_s, "Seconds without a tenant's heartbeat before it counts as dead")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--log-level", level, "trace, debug, info, warn, error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  daemon::install_json_logger(spdlog::level::from_str(level));
+  auto fail = [](const Status& s, int code) {
+    daemon::log_event(spdlog::level::err, "failed", {{"error", s.to_string()}});
+    std::cerr << "concordd: " << s.to_string() << "\n";
+    return code;
+  };
+  Result<DeviceSpec> spec = daemon::daemon_device(device);
+  if (!spec.is_ok()) return fail(spec.status(), 2);
+  o.device = *spec;
+  try {
+    o.socket_mode = static_cast<mode_t>(std::stoul(mode, nullptr, 8));
+  } catch (const std::exception&) {
+    return fail(Status::invalid_argument("--socket-mode '" + mode + "' is not an octal mode"), 2);
+  }
+  if (!group.empty()) {
+    Result<uint32_t> gid = ipc::group_id(group);
+    if (!gid.is_ok()) return fail(gid.status(), 2);
+    o.socket_gid = *gid;
+  }
+  o.stale_after_ns = static_cast<uint64_t>(stale_s * 1e9);
+
+  // SIGTERM and SIGINT are taken by this thread alone (blocked before any other thread starts).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  Result<std::unique_ptr<daemon::Daemon>> d = daemon::Daemon::start(o);
+  if (!d.is_ok()) return fail(d.status(), 1);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    if (sig != 0) {
+      daemon::log_event(spdlog::level::info, "stopping", {{"signal", sig}});
+      (*d)->stop();
+    }
+  });
+  const Status st = (*d)->wait();
+  // The engine ended by itself (an error): wake the signal thread.
+  ::kill(::getpid(), SIGTERM);
+  waiter.join();
+  if (!st.is_ok()) return fail(st, 1);
+  return 0;
+}

@@ -1,0 +1,84 @@
+// What the daemon counts per tenant, and its Prometheus text rendering.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "concord/tenant_source.h"
+
+namespace concord::daemon {
+
+// LC request latencies of the recent past: at most `max_entries`, none older than `window`.
+class LatencyWindow {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit LatencyWindow(std::chrono::seconds window = std::chrono::seconds(60), size_t max_entries = 4096)
+      : window_(window), max_entries_(max_entries) {}
+  void add(Clock::time_point at, double seconds);
+  // The q-quantile (nearest rank) of the latencies within the window at `now`; 0 when none.
+  double quantile(double q, Clock::time_point now);
+  size_t count(Clock::time_point now);
+  double sum(Clock::time_point now);
+
+ private:
+  void expire(Clock::time_point now);
+  std::chrono::seconds window_;
+  size_t max_entries_;
+  std::deque<std::pair<Clock::time_point, double>> entries_;
+};
+
+struct TenantStats {
+  uint64_t launches = 0;     // notices taken
+  uint64_t completions = 0;  // completions taken (failed ones included)
+  uint64_t failed = 0;       // completions that reported a failure
+  uint64_t releases = 0;     // release decisions sent
+  uint64_t holds = 0;        // hold decisions sent
+  uint64_t requests = 0;     // LC requests ended
+  double held_seconds = 0;   // total time launches spent held before their release
+  LatencyWindow latency;
+};
+
+// One tenant as the metrics endpoint and `concord top` show it.
+struct TenantSnapshot {
+  uint64_t id = 0;
+  std::string name;
+  TenantClass cls = TenantClass::best_effort;
+  uint32_t uid = 0;
+  int32_t pid = 0;
+  uint32_t weight = 1;
+  uint64_t launches = 0, completions = 0, failed = 0, releases = 0, holds = 0, requests = 0;
+  double held_seconds = 0;
+  double p50 = 0, p99 = 0;          // LC request latency over the window (seconds)
+  uint64_t window_requests = 0;
+  double window_latency_sum = 0;
+  double throughput = 0;            // completions per second over the last publish interval
+};
+
+struct DaemonSnapshot {
+  std::string policy;
+  std::string device;
+  uint64_t rejected = 0;
+  uint64_t dropped = 0;
+  uint64_t decisions = 0;
+  std::vector<TenantSnapshot> tenants;
+};
+
+// The latest snapshot, written by the engine thread and read by the endpoint's.
+class MetricsBoard {
+ public:
+  void publish(DaemonSnapshot snapshot);
+  DaemonSnapshot read() const;
+
+ private:
+  mutable std::mutex mu_;
+  DaemonSnapshot snapshot_;
+};
+
+// The Prometheus text exposition (format 0.0.4) of a snapshot.
+std::string prometheus_text(const DaemonSnapshot& s);
+
+}  // namespace concord::daemon

@@ -1,0 +1,257 @@
+#include "daemon/remote_backend.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+namespace concord::daemon {
+namespace {
+
+bool sm_less(const SmSet& a, const SmSet& b) { return a.words() < b.words(); }
+
+void pause_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void nap(std::chrono::microseconds d) {
+  timespec ts{static_cast<time_t>(d.count() / 1'000'000), static_cast<long>(d.count() % 1'000'000) * 1000};
+  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+std::string who(const TenantConn& conn) { return fmt::format("tenant '{}' (daemon tenant {})", conn.record.info.name, conn.id); }
+
+}  // namespace
+
+RemoteBackend::RemoteBackend(TenantHub& hub, DeviceSpec device, RemoteBackendOptions options)
+    : hub_(hub), device_(std::move(device)), options_(std::move(options)), handles_(&sm_less) {}
+
+Capabilities RemoteBackend::capabilities(const KernelSpec& kernel) const {
+  (void)kernel;
+  // Opaque launches in another process: what a held launch on a stream of a green context can be.
+  return Capabilities{};
+}
+
+uint32_t RemoteBackend::handle_of(const SmSet& sms) {
+  if (sms.empty() || sms == device_.all_sms()) return 0;
+  const auto it = handles_.find(sms);
+  if (it != handles_.end()) return it->second;
+  const auto h = static_cast<uint32_t>(handles_.size() + 1);
+  handles_.emplace(sms, h);
+  sets_.emplace(h, sms);
+  return h;
+}
+
+void RemoteBackend::announce(TenantConn& conn, uint32_t handle) {
+  if (handle == 0 || conn.announced.count(handle)) return;
+  Result<std::vector<uint64_t>> words = ipc::sm_words(sets_.at(handle).ids());
+  if (!words.is_ok()) return;  // SmSet holds at most 256 SMs: always within the protocol's 1024
+  hub_.send(conn, ipc::SmSetAnnounce{handle, *words});
+  conn.announced.insert(handle);
+}
+
+Status RemoteBackend::prepare_sm_set(const SmSet& sms, TenantId tenant) {
+  TenantConn* conn = hub_.by_engine(tenant);
+  if (conn == nullptr) return Status::not_found(fmt::format("prepare_sm_set: engine tenant {} has no connection", tenant.value));
+  announce(*conn, handle_of(device_.round_up_to_tpcs(sms)));
+  return Status::ok();
+}
+
+Status RemoteBackend::start_clock() {
+  hub_.start_clock();
+  return Status::ok();
+}
+
+void RemoteBackend::decide(TenantConn& conn, const ipc::Decision& d) {
+  if (!conn.free_run) (void)conn.ledger.decision(d);  // free-run launches were released when noticed
+  hub_.send(conn, d);
+  ++decisions_;
+  if (d.verdict == ipc::Verdict::release) ++conn.stats.releases;
+  else ++conn.stats.holds;
+}
+
+Status RemoteBackend::dispatch(const DispatchRequest& request) {
+  if (request.parts.size() != 1) return Status::unsupported("remote backend: fused dispatches are not possible for opaque launches");
+  const DispatchPart& part = request.parts[0];
+  TenantConn* conn = hub_.by_engine(part.tenant);
+  if (conn == nullptr || conn->submitted.empty()) {
+    return Status::internal(fmt::format("remote backend: dispatch {} of engine tenant {}, which has no launch waiting", request.id.value,
+                                        part.tenant.value));
+  }
+  // A tenant's launches are dispatched in its stream's order: the oldest submitted is this one.
+  const uint64_t seq = conn->submitted.front();
+  conn->submitted.pop_front();
+  const uint32_t handle = handle_of(request.placement.sms);
+  announce(*conn, handle);
+  const auto prio = request.placement.priority > 0 ? ipc::Priority::high : ipc::Priority::normal;
+  decide(*conn, ipc::Decision{seq, ipc::Verdict::release, prio, handle});
+  conn->undecided.erase(seq);
+  if (const auto h = conn->held.find(seq); h != conn->held.end()) {
+    conn->stats.held_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - h->second).count();
+    conn->held.erase(h);
+  }
+  conn->running[seq] = request.id;
+  dispatches_[request.id] = Running{conn->id, seq, request.after, now(), part.range.size()};
+  if (conn->done_early.erase(seq) > 0) finish(request.id, Status::ok());
+  if (conn->dropped_in_engine) finish(request.id, Status::device_error(who(*conn) + " is gone: " + conn->why));
+  return Status::ok();
+}
+
+Status RemoteBackend::set_sm_set(DispatchId dispatch, const SmSet& sms) {
+  (void)sms;
+  return Status::unsupported(fmt::format("remote backend: dispatch {} is an opaque launch in another process (no resize)", dispatch.value));
+}
+
+Status RemoteBackend::set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) {
+  (void)tlp;
+  (void)tight_sms;
+  (void)tight_tlp;
+  return Status::unsupported(fmt::format("remote backend: dispatch {} is an opaque launch in another process (no TLP)", dispatch.value));
+}
+
+Status RemoteBackend::preempt(DispatchId dispatch) {
+  return Status::unsupported(fmt::format("remote backend: dispatch {} is an opaque launch in another process (no preemption)", dispatch.value));
+}
+
+Result<std::vector<int64_t>> RemoteBackend::progress(DispatchId dispatch) const {
+  if (!dispatches_.count(dispatch)) return Status::not_found(fmt::format("remote backend: dispatch {} is not running", dispatch.value));
+  return std::vector<int64_t>{0};  // an opaque launch reports only its end
+}
+
+void RemoteBackend::finish(DispatchId id, Status error) {
+  const auto it = dispatches_.find(id);
+  if (it == dispatches_.end()) return;
+  if (TenantConn* conn = hub_.find(it->second.tenant)) conn->running.erase(it->second.seq);
+  Completion c;
+  c.dispatch = id;
+  c.start = it->second.start;
+  c.end = now();
+  c.blocks_done = PartList<int64_t>{error.is_ok() ? it->second.blocks : 0};
+  c.error = std::move(error);
+  ended_.push_back(std::move(c));
+}
+
+void RemoteBackend::take_completions(std::vector<Completion>& out) {
+  // A dispatch queued behind another ends after it, as on a stream.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (auto it = ended_.begin(); it != ended_.end();) {
+      const DispatchId after = dispatches_.at(it->dispatch).after;
+      const bool waiting = after.valid() && dispatches_.count(after) &&
+                           std::none_of(out.begin(), out.end(), [&](const Completion& c) { return c.dispatch == after; });
+      if (waiting) {
+        ++it;
+        continue;
+      }
+      out.push_back(std::move(*it));
+      it = ended_.erase(it);
+      moved = true;
+    }
+  }
+  for (const Completion& c : out) dispatches_.erase(c.dispatch);
+}
+
+void RemoteBackend::send_holds() {
+  const auto now_tp = std::chrono::steady_clock::now();
+  for (auto& [id, conn] : hub_.conns()) {
+    if (conn->undecided.empty()) continue;
+    for (uint64_t seq : conn->undecided) {
+      if (!conn->free_run) decide(*conn, ipc::Decision{seq, ipc::Verdict::hold, ipc::Priority::normal, 0});
+      conn->held.emplace(seq, now_tp);
+    }
+    conn->undecided.clear();
+  }
+}
+
+bool RemoteBackend::poll_once() {
+  std::vector<std::tuple<uint64_t, uint64_t, bool>> done;
+  bool any = hub_.poll(done);
+  for (const auto& [tenant, seq, ok] : done) {
+    TenantConn* conn = hub_.find(tenant);
+    if (conn == nullptr) continue;
+    const auto r = conn->running.find(seq);
+    if (r == conn->running.end()) {
+      // Free-run: the launch ran before the engine dispatched it; it ends when dispatched.
+      if (conn->free_run) conn->done_early.insert(seq);
+      continue;
+    }
+    if (ok) {
+      finish(r->second, Status::ok());
+    } else if (conn->state != ConnState::gone) {
+      // Its context is most likely broken: the source drops it, then its dispatches fail.
+      conn->state = ConnState::gone;
+      conn->why = fmt::format("reported launch {} failed on the device", seq);
+      conn->died = false;
+    }
+  }
+  // Dropped tenants: what they still run ends now, failed, naming them.
+  for (auto& [id, conn] : hub_.conns()) {
+    if (!conn->dropped_in_engine || conn->running.empty()) continue;
+    const std::vector<std::pair<uint64_t, DispatchId>> left(conn->running.begin(), conn->running.end());
+    for (const auto& [seq, d] : left) finish(d, Status::device_error(who(*conn) + " is gone: " + conn->why));
+    any = true;
+  }
+  return any;
+}
+
+Result<std::vector<Completion>> RemoteBackend::advance(Seconds until) {
+  send_holds();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Completion> out;
+  for (;;) {
+    const auto t = std::chrono::steady_clock::now();
+    if (t - last_beat_ >= std::chrono::milliseconds(50)) {
+      hub_.beat();
+      last_beat_ = t;
+    }
+    if (options_.periodic && t - last_periodic_ >= options_.periodic_every) {
+      last_periodic_ = t;
+      options_.periodic();
+    }
+    const bool any = poll_once();
+    if (any) last_activity_ = t;
+    take_completions(out);
+    if (!out.empty() || any) return out;
+    if (now() >= until || t - t0 >= options_.max_block) return out;
+    if (t - last_activity_ < options_.spin) {
+      pause_cpu();
+    } else {
+      nap(options_.sleep);
+    }
+  }
+}
+
+Status RemoteBackend::abort_all(Seconds grace) {
+  // Nothing opaque can be stopped from here: release what is held, so every tenant goes on.
+  for (auto& [id, conn] : hub_.conns()) {
+    std::vector<uint64_t> waiting(conn->submitted.begin(), conn->submitted.end());
+    for (uint64_t seq : waiting) decide(*conn, ipc::Decision{seq, ipc::Verdict::release, ipc::Priority::normal, 0});
+    conn->submitted.clear();
+    conn->undecided.clear();
+    conn->held.clear();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
+  while (!dispatches_.empty() && std::chrono::steady_clock::now() < deadline) {
+    (void)poll_once();
+    if (dispatches_.size() == ended_.size()) break;
+    nap(options_.sleep);
+  }
+  if (dispatches_.size() == ended_.size()) return Status::ok();
+  std::string names;
+  for (const auto& [id, r] : dispatches_) {
+    if (std::any_of(ended_.begin(), ended_.end(), [&](const Completion& c) { return c.dispatch == id; })) continue;
+    TenantConn* conn = hub_.find(r.tenant);
+    names += fmt::format("{}dispatch {} (launch {} of {})", names.empty() ? "" : ", ", id.value, r.seq,
+                         conn ? who(*conn) : fmt::format("daemon tenant {}", r.tenant));
+  }
+  return Status::device_error("remote backend: still running in their processes: " + names);
+}
+
+}  // namespace concord::daemon

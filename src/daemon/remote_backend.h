@@ -1,0 +1,91 @@
+// RemoteBackend: a Backend whose launches run in the tenants' own processes. It never touches a
+// GPU: dispatch() sends the tenant a release decision (stream priority and an SM-set handle, the
+// set announced to the tenant before its first use), completions come back up the tenant's ring,
+// and a launch the policy does not dispatch at once is told to hold. Kernels are opaque native
+// launches: no persistent form, TLP, ranges, resizing, preemption or fusion; SM sets are
+// TPC-granular (green contexts in the tenant). Time is the monotonic wall clock from start_clock.
+//
+// A tenant that is gone (dead, broken, or left with launches outstanding) is dropped by the
+// LiveSource first; then its running dispatches complete with an error naming it, and the engine
+// goes on. A failure a tenant reports for one of its launches makes it gone the same way (its
+// CUDA context is most likely broken).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "concord/backend.h"
+#include "daemon/tenant_hub.h"
+
+namespace concord::daemon {
+
+struct RemoteBackendOptions {
+  // advance() returns at least this often with nothing to report.
+  std::chrono::microseconds max_block{2000};
+  // After the last message from any tenant, poll without sleeping for this long (a decision's
+  // latency), then sleep `sleep` between polls.
+  std::chrono::microseconds spin{200};
+  std::chrono::microseconds sleep{50};
+  // Called from advance() about every `periodic_every` (metrics, the registry's counts).
+  std::function<void()> periodic;
+  std::chrono::milliseconds periodic_every{200};
+};
+
+class RemoteBackend final : public Backend {
+ public:
+  RemoteBackend(TenantHub& hub, DeviceSpec device, RemoteBackendOptions options = {});
+  std::string name() const override { return "remote"; }
+  const DeviceSpec& device() const override { return device_; }
+  Capabilities capabilities(const KernelSpec& kernel) const override;
+  Status prepare_sm_set(const SmSet& sms, TenantId tenant) override;
+  Status start_clock() override;
+  Status dispatch(const DispatchRequest& request) override;
+  Status set_sm_set(DispatchId dispatch, const SmSet& sms) override;
+  Status set_tlp(DispatchId dispatch, int tlp, const SmSet& tight_sms, int tight_tlp) override;
+  Status preempt(DispatchId dispatch) override;
+  Result<std::vector<int64_t>> progress(DispatchId dispatch) const override;
+  Seconds now() const override { return hub_.now(); }
+  Result<std::vector<Completion>> advance(Seconds until) override;
+  int running() const override { return static_cast<int>(dispatches_.size()); }
+  // Releases every launch still held (the tenants then run as if pass-through) and waits up to
+  // `grace` for the running ones to report their end.
+  Status abort_all(Seconds grace) override;
+
+  uint64_t decisions() const { return decisions_; }
+  // The handle of an SM set (0: the whole device), made on first sight.
+  uint32_t handle_of(const SmSet& sms);
+
+ private:
+  struct Running {
+    uint64_t tenant = 0;  // the hub's id
+    uint64_t seq = 0;
+    DispatchId after;
+    Seconds start = 0;
+    int64_t blocks = 0;
+  };
+  void announce(TenantConn& conn, uint32_t handle);
+  // Hold decisions for every launch submitted and not dispatched since the last call.
+  void send_holds();
+  void decide(TenantConn& conn, const ipc::Decision& d);
+  // Moves what ended into `ready_` (completions whose stream predecessor has ended).
+  void finish(DispatchId id, Status error);
+  void take_completions(std::vector<Completion>& out);
+  bool poll_once();
+
+  TenantHub& hub_;
+  DeviceSpec device_;
+  RemoteBackendOptions options_;
+  std::map<SmSet, uint32_t, bool (*)(const SmSet&, const SmSet&)> handles_;
+  std::map<uint32_t, SmSet> sets_;
+  std::map<DispatchId, Running> dispatches_;
+  std::vector<Completion> ended_;  // ended, waiting for their predecessor or for advance()
+  uint64_t decisions_ = 0;
+  std::chrono::steady_clock::time_point last_activity_{};
+  std::chrono::steady_clock::time_point last_beat_{};
+  std::chrono::steady_clock::time_point last_periodic_{};
+};
+
+}  // namespace concord::daemon

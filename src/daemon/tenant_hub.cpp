@@ -1,0 +1,187 @@
+#include "daemon/tenant_hub.h"
+
+#include <fmt/format.h>
+
+namespace concord::daemon {
+
+TenantConn* TenantHub::find(uint64_t id) {
+  const auto it = conns_.find(id);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+TenantConn* TenantHub::by_engine(TenantId id) {
+  const auto it = by_engine_.find(id.value);
+  return it == by_engine_.end() ? nullptr : find(it->second);
+}
+
+void TenantHub::mark_gone(TenantConn& conn, std::string why, bool died) {
+  if (conn.state == ConnState::gone) return;
+  conn.state = ConnState::gone;
+  conn.why = std::move(why);
+  conn.died = died;
+}
+
+std::vector<TenantConn*> TenantHub::sync_registry() {
+  std::vector<TenantConn*> fresh;
+  std::lock_guard lock(shared_.mu);
+  const auto& records = shared_.registry->tenants();
+  for (auto it = shared_.made.begin(); it != shared_.made.end();) {
+    const auto rec = records.find(it->first);
+    if (rec == records.end()) {
+      // Registered and gone before the engine saw it: its rings go now.
+      it = shared_.made.erase(it);
+      continue;
+    }
+    auto conn = std::make_unique<TenantConn>();
+    conn->id = it->first;
+    conn->record = rec->second;
+    conn->channel = std::move(it->second);
+    conn->free_run = free_run_;
+    if (free_run_) {
+      // Before any notice: the library reads the mode when it posts its first.
+      send(*conn, ipc::TenantMode{true});
+    }
+    fresh.push_back(conn.get());
+    conns_.emplace(it->first, std::move(conn));
+    it = shared_.made.erase(it);
+  }
+  for (auto& [id, conn] : conns_) {
+    if (conn->state != ConnState::live) continue;
+    if (records.count(id) == 0) {
+      // The registry removed it: a goodbye on the socket, or its connection closed.
+      mark_gone(*conn, "its control connection ended", true);
+    }
+  }
+  return fresh;
+}
+
+void TenantHub::reject(TenantConn& conn, const std::string& why) {
+  ++counters_.rejected;
+  {
+    std::lock_guard lock(shared_.mu);
+    shared_.registry->note_rejected();
+  }
+  mark_gone(conn, "broke the protocol: " + why, true);
+}
+
+bool TenantHub::poll(std::vector<std::tuple<uint64_t, uint64_t, bool>>& done) {
+  bool any = false;
+  uint8_t buf[ipc::kRingSlotBytes];
+  const uint64_t now = ipc::monotonic_ns();
+  for (auto& [id, conn_ptr] : conns_) {
+    TenantConn& conn = *conn_ptr;
+    if (conn.state == ConnState::gone) continue;
+    ipc::SpscRing& up = conn.channel.up();
+    for (;;) {
+      Result<size_t> n = up.try_pop(buf);
+      if (!n.is_ok()) {
+        reject(conn, "up ring: " + n.status().message());
+        break;
+      }
+      if (*n == 0) break;
+      Result<ipc::Message> m = ipc::decode_on({buf, *n}, ipc::Channel::up_ring);
+      if (!m.is_ok()) {
+        reject(conn, m.status().message());
+        break;
+      }
+      any = true;
+      if (const auto* l = std::get_if<ipc::LaunchNotice>(&*m)) {
+        if (Status s = conn.ledger.notice(l->seq); !s.is_ok()) {
+          reject(conn, s.message());
+          break;
+        }
+        if (conn.free_run) (void)conn.ledger.decision(ipc::Decision{l->seq, ipc::Verdict::release, ipc::Priority::normal, 0});
+        ++conn.stats.launches;
+        conn.inbox.push_back(NoticeEvent{*l});
+      } else if (const auto* c = std::get_if<ipc::CompletionNotice>(&*m)) {
+        if (Status s = conn.ledger.completion(c->seq); !s.is_ok()) {
+          reject(conn, s.message());
+          break;
+        }
+        ++conn.stats.completions;
+        if (!c->ok) ++conn.stats.failed;
+        done.emplace_back(id, c->seq, c->ok);
+      } else if (const auto* b = std::get_if<ipc::RequestBoundary>(&*m)) {
+        if (b->last_seq != conn.ledger.last_noticed()) {
+          reject(conn, fmt::format("request boundary: field last_seq: {}, but the last notice was {}", b->last_seq,
+                                   conn.ledger.last_noticed()));
+          break;
+        }
+        conn.inbox.push_back(BoundaryEvent{*b, std::chrono::steady_clock::now()});
+      } else if (std::holds_alternative<ipc::Bye>(*m)) {
+        if (conn.state == ConnState::live) {
+          conn.state = ConnState::leaving;
+          conn.why = "said goodbye";
+        }
+      }
+    }
+    if (conn.state == ConnState::gone) {
+      any = true;
+      continue;
+    }
+    const ipc::PeerStatus peer = up.peer(ipc::RingSide::producer, now, liveness_.stale_after_ns);
+    if (peer.state != ipc::PeerState::absent && !conn.unlinked) {
+      // Attached: the names are no longer needed, and nothing is left in /dev/shm if both die.
+      (void)conn.channel.unlink();
+      conn.unlinked = true;
+    }
+    if (peer.state == ipc::PeerState::dead) {
+      mark_gone(conn, "its process died: " + peer.reason, true);
+      any = true;
+    } else if (peer.state == ipc::PeerState::closed && conn.state == ConnState::live) {
+      conn.state = ConnState::leaving;
+      conn.why = "closed its ring";
+      any = true;
+    }
+  }
+  return any;
+}
+
+void TenantHub::beat() {
+  const uint64_t now = ipc::monotonic_ns();
+  for (auto& [id, conn] : conns_) {
+    conn->channel.up().beat(ipc::RingSide::consumer, now);
+    conn->channel.down().beat(ipc::RingSide::producer, now);
+  }
+}
+
+void TenantHub::send(TenantConn& conn, const ipc::Message& m) {
+  if (conn.state == ConnState::gone) return;
+  Result<std::span<uint8_t>> slot = conn.channel.down().reserve();
+  if (!slot.is_ok() || slot->empty()) {
+    // A tenant that reads nothing for a whole ring of decisions is not waiting for any.
+    mark_gone(conn, slot.is_ok() ? "its down ring is full (it reads no decisions)" : slot.status().message(), true);
+    return;
+  }
+  Result<size_t> n = ipc::encode_into(m, *slot);
+  if (!n.is_ok()) {
+    mark_gone(conn, "encode: " + n.status().message(), false);
+    return;
+  }
+  (void)conn.channel.down().commit(*n);
+}
+
+void TenantHub::remove(uint64_t id) {
+  const auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  TenantConn& conn = *it->second;
+  conn.channel.down().close(ipc::RingSide::producer);
+  conn.channel.up().close(ipc::RingSide::consumer);
+  if (conn.engine.valid()) by_engine_.erase(conn.engine.value);
+  {
+    std::lock_guard lock(shared_.mu);
+    // Still registered when the rings told first (a dead peer, a broken protocol); the registry
+    // counts the drop (it counted those whose connection ended itself).
+    if (shared_.registry->tenants().count(id)) (void)shared_.registry->drop(id, conn.died);
+  }
+  conns_.erase(it);
+}
+
+void TenantHub::say_goodbye(ipc::ByeReason reason) {
+  for (auto& [id, conn] : conns_) {
+    send(*conn, ipc::Bye{reason});
+    conn->channel.down().close(ipc::RingSide::producer);
+  }
+}
+
+}  // namespace concord::daemon

@@ -1,0 +1,141 @@
+// The daemon's side of its tenants: one connection per registered tenant (its rings, the order
+// of its launches, what it noticed and what was decided), shared by the LiveSource (which turns
+// notices into the engine's tenants, requests and launches) and the RemoteBackend (which turns
+// dispatches into decisions and completions back into the engine's). Both run on the engine's
+// thread; only the registry (the control socket's, on its own thread) is behind a mutex.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "concord/ids.h"
+#include "concord/kernel.h"
+#include "concord/status.h"
+#include "daemon/metrics.h"
+#include "ipc/protocol.h"
+#include "ipc/ring.h"
+#include "ipc/tenant_registry.h"
+
+namespace concord::daemon {
+
+// The registry and the rings its registrations made, behind one mutex: the control thread
+// registers and removes, the engine thread reads and reports.
+struct SharedRegistry {
+  std::mutex mu;
+  std::optional<ipc::TenantRegistry> registry;
+  std::map<uint64_t, ipc::TenantChannel> made;  // rings of registrations the engine has not taken yet
+};
+
+// Something that came up a tenant's ring for the source, in ring order.
+struct NoticeEvent {
+  ipc::LaunchNotice notice;
+};
+struct BoundaryEvent {
+  ipc::RequestBoundary boundary;
+  std::chrono::steady_clock::time_point at;
+};
+using UpEvent = std::variant<NoticeEvent, BoundaryEvent>;
+
+enum class ConnState : uint8_t {
+  live,
+  leaving,  // said goodbye (ring or socket)
+  gone,     // its process died, its connection closed, or it broke the protocol
+};
+
+struct TenantConn {
+  uint64_t id = 0;  // the registry's
+  ipc::TenantRecord record;
+  ipc::TenantChannel channel;
+  bool unlinked = false;  // ring names removed once the tenant attached
+  ipc::LaunchLedger ledger;
+  ConnState state = ConnState::live;
+  std::string why;        // why it left or went
+  bool died = false;      // counted as dropped
+  bool free_run = false;
+
+  // Source side.
+  TenantId engine;                   // valid once joined
+  std::deque<UpEvent> inbox;
+  std::deque<uint64_t> submitted;    // seqs submitted to the engine and not yet dispatched, in order
+  bool left_engine = false;          // leave() or drop() called
+  bool dropped_in_engine = false;    // drop() called: failed completions may now come out
+  int64_t open_request = -1;         // the engine's open request of this tenant (-1: none)
+  bool in_boundary = false;          // between a request begin and its end
+  std::chrono::steady_clock::time_point begin_at;
+
+  // Backend side.
+  std::set<uint64_t> undecided;      // noticed, submitted, neither released nor told to hold
+  std::map<uint64_t, std::chrono::steady_clock::time_point> held;  // told to hold, since
+  std::set<uint64_t> done_early;     // free-run: completed before the engine dispatched it
+  std::set<uint32_t> announced;      // SM-set handles sent down
+  std::map<uint64_t, DispatchId> running;  // released seq -> its dispatch
+
+  TenantStats stats;
+};
+
+struct HubCounters {
+  uint64_t rejected = 0;  // malformed or out-of-order messages from tenants
+};
+
+class TenantHub {
+ public:
+  TenantHub(SharedRegistry& shared, ipc::WaitPolicy liveness, bool free_run)
+      : shared_(shared), liveness_(liveness), free_run_(free_run) {}
+
+  // Takes new registrations (their rings) and marks tenants the registry no longer has as gone.
+  // Returns the connections that appeared.
+  std::vector<TenantConn*> sync_registry();
+  // Reads every up ring: notices and boundaries to the inboxes, completions to `done`
+  // (tenant id, seq, ok); checks each tenant's liveness. True when anything came.
+  bool poll(std::vector<std::tuple<uint64_t, uint64_t, bool>>& done);
+  // Beats the daemon's heartbeat on every ring.
+  void beat();
+  // Posts a message down a tenant's ring; a full ring or a dead tenant is not an error (the
+  // tenant is going: the source drops it).
+  void send(TenantConn& conn, const ipc::Message& m);
+  // Forgets a tenant the engine has finished with (its rings go).
+  void remove(uint64_t id);
+  // Sends `bye` down every ring.
+  void say_goodbye(ipc::ByeReason reason);
+
+  std::map<uint64_t, std::unique_ptr<TenantConn>>& conns() { return conns_; }
+  TenantConn* find(uint64_t id);
+  TenantConn* by_engine(TenantId id);
+  void bind(TenantConn& conn, TenantId id) {
+    conn.engine = id;
+    by_engine_[id.value] = conn.id;
+  }
+  const HubCounters& counters() const { return counters_; }
+  bool free_run() const { return free_run_; }
+  SharedRegistry& shared() { return shared_; }
+
+  // The run's clock (RemoteBackend::start_clock sets its start): monotonic wall time.
+  void start_clock() { start_ = std::chrono::steady_clock::now(); }
+  Seconds seconds(std::chrono::steady_clock::time_point at) const {
+    return std::chrono::duration<double>(at - start_).count();
+  }
+  Seconds now() const { return seconds(std::chrono::steady_clock::now()); }
+
+ private:
+  void reject(TenantConn& conn, const std::string& why);
+  void mark_gone(TenantConn& conn, std::string why, bool died);
+  SharedRegistry& shared_;
+  ipc::WaitPolicy liveness_;
+  bool free_run_;
+  std::map<uint64_t, std::unique_ptr<TenantConn>> conns_;
+  std::map<int64_t, uint64_t> by_engine_;
+  HubCounters counters_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace concord::daemon
