@@ -222,8 +222,10 @@ Result<std::vector<Completion>> RemoteBackend::advance(Seconds until) {
     if (now() >= until || t - t0 >= options_.max_block) return out;
     if (t - last_activity_ < options_.spin) {
       pause_cpu();
-    } else {
+    } else if (t - last_activity_ < options_.idle_after) {
       nap(options_.sleep);
+    } else {
+      nap(options_.idle_sleep);
     }
   }
 }

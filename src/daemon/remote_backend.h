@@ -29,6 +29,10 @@ struct RemoteBackendOptions {
   // latency), then sleep `sleep` between polls.
   std::chrono::microseconds spin{200};
   std::chrono::microseconds sleep{50};
+  // With nothing from any tenant for `idle_after`, sleep `idle_sleep` between polls (an idle
+  // daemon costs little CPU; the first notice after a quiet spell waits up to this long).
+  std::chrono::microseconds idle_after{50'000};
+  std::chrono::microseconds idle_sleep{500};
   // Called from advance() about every `periodic_every` (metrics, the registry's counts).
   std::function<void()> periodic;
   std::chrono::milliseconds periodic_every{200};

@@ -1,0 +1,83 @@
+// `concord top`: the live tenants of a node daemon (concordd), from its control socket: who they
+// are, how many launches they made and finished, and LC request latency. Refreshes every
+// --interval seconds until interrupted; --once prints one snapshot (for scripts and tests).
+// A client sees its own user's tenants (root sees all), as the daemon decides.
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/stop_signals.h"
+#include "ipc/control_socket.h"
+
+namespace concord::cli {
+namespace {
+
+Result<std::string> snapshot(const std::string& socket) {
+  Result<ipc::ControlClient> client = ipc::ControlClient::connect(socket);
+  if (!client.is_ok()) return client.status();
+  const auto timeout = std::chrono::seconds(2);
+  Result<ipc::Message> stats = client->call(ipc::GetStats{}, timeout);
+  if (!stats.is_ok()) return stats.status();
+  Result<ipc::Message> list = client->call(ipc::ListTenants{}, timeout);
+  if (!list.is_ok()) return list.status();
+  for (const ipc::Message* m : {&*stats, &*list}) {
+    if (const auto* e = std::get_if<ipc::ErrorReply>(m)) return Status(e->code, "concordd: " + e->message);
+  }
+  const auto* s = std::get_if<ipc::Stats>(&*stats);
+  const auto* l = std::get_if<ipc::TenantList>(&*list);
+  if (s == nullptr || l == nullptr) return Status::parse_error("concordd answered with an unexpected message");
+  std::string out = fmt::format("concordd {}: {} tenants, {} launches, {} rejected, {} dropped\n", socket, s->tenants,
+                                s->launches, s->rejected, s->dropped);
+  out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "ID", "NAME", "CLASS", "UID",
+                     "PID", "WEIGHT", "LAUNCHES", "DONE", "TARGETms", "P50ms", "P99ms");
+  const auto ms = [](uint64_t ns) { return ns == 0 ? std::string("-") : fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); };
+  for (const ipc::TenantEntry& t : l->tenants) {
+    const bool lc = t.cls == TenantClass::latency_critical;
+    out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n", t.id, t.name, lc ? "LC" : "BE",
+                       t.uid, t.pid, t.weight, t.launches, t.completions, ms(t.latency_target_ns), lc ? ms(t.p50_ns) : "-",
+                       lc ? ms(t.p99_ns) : "-");
+  }
+  return out;
+}
+
+}  // namespace
+
+Subcommand add_top_command(CLI::App& parent) {
+  CLI::App* app = parent.add_subcommand("top", "Show the live tenants of the node daemon (concordd)");
+  struct Args {
+    std::string socket;
+    bool once = false;
+    double interval = 1.0;
+  };
+  auto args = std::make_shared<Args>();
+  const char* env = std::getenv("CONCORD_SOCKET");
+  args->socket = env != nullptr && *env != '\0' ? env : "/run/concord/concordd.sock";
+  app->add_option("--socket", args->socket, "The daemon's control socket (default: $CONCORD_SOCKET or /run/concord/concordd.sock)");
+  app->add_flag("--once", args->once, "Print one snapshot and exit");
+  app->add_option("--interval", args->interval, "Seconds between refreshes")->check(CLI::PositiveNumber);
+  return {app, [args](const Config&) {
+            if (args->once) {
+              Result<std::string> s = snapshot(args->socket);
+              if (!s.is_ok()) return fail(s.status());
+              std::cout << *s << std::flush;
+              return kExitOk;
+            }
+            StopSignals signals(true);
+            while (!signals.flag()->load()) {
+              Result<std::string> s = snapshot(args->socket);
+              if (!s.is_ok()) return fail(s.status());
+              std::cout << "\033[H\033[2J" << *s << std::flush;  // home, clear
+              const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(args->interval);
+              while (std::chrono::steady_clock::now() < until && !signals.flag()->load()) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+              }
+            }
+            return kExitOk;
+          }};
+}
+
+}  // namespace concord::cli

@@ -1,0 +1,657 @@
+// concordd end to end on the CPU: fake tenant processes (fork) register through TenantClient,
+// post launch notices, wait for their releases, "run" each launch for a while (a sleep) and post
+// its completion, against a daemon in this process (LiveSource + RemoteBackend + the real engine
+// and policies). The tests read what each tenant was told and when.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "daemon/daemon.h"
+#include "ipc/control_socket.h"
+#include "ipc/tenant_client.h"
+
+namespace concord::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Script {
+  ipc::RegisterTenant info;
+  int launches = 10;
+  int per_request = 0;  // LC: launches per request between request boundaries (0: no boundaries)
+  ipc::Dim3 grid{64, 1, 1}, block{128, 1, 1};
+  std::chrono::microseconds run{2000};  // the "kernel": a sleep between release and completion
+  bool hang_on_first = false;           // never completes its first launch (the test kills it)
+};
+
+// What a tenant reports to the test, one fixed-size record each.
+struct Record {
+  uint32_t kind = 0;  // 1: a launch; 2: an SM-set announcement; 3: the end (pass-through or not)
+  uint32_t sm_set = 0;
+  uint64_t seq = 0;
+  uint8_t priority = 0;
+  uint8_t pass = 0;
+  int64_t released_ns = 0;
+  int64_t done_ns = 0;
+  std::array<uint64_t, 4> words{};
+};
+
+ipc::RegisterTenant lc(const std::string& name, uint64_t target_ms = 50) {
+  return ipc::RegisterTenant{TenantClass::latency_critical, target_ms * 1'000'000, 1, 0, name};
+}
+ipc::RegisterTenant be(const std::string& name) { return ipc::RegisterTenant{TenantClass::best_effort, 0, 1, 0, name}; }
+
+void put(int fd, const Record& r) {
+  if (::write(fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(5);
+}
+
+// The tenant process's body.
+[[noreturn]] void run_tenant(const std::string& socket, const Script& s, int out) {
+  ipc::TenantClientOptions o;
+  o.socket_path = socket;
+  o.info = s.info;
+  o.wait.stale_after_ns = 500'000'000;
+  o.heartbeat_period = 20ms;
+  auto client = ipc::TenantClient::connect(o);
+  if (!client.is_ok()) {
+    std::fprintf(stderr, "tenant %s: %s\n", s.info.name.c_str(), client.status().to_string().c_str());
+    ::_exit(3);
+  }
+  ipc::TenantClient& c = **client;
+  for (int i = 0; i < s.launches; ++i) {
+    if (s.per_request > 0 && i % s.per_request == 0) (void)c.request_begin();
+    Result<uint64_t> seq = c.notice(ipc::LaunchNotice{0, 1, 7, s.grid, s.block, 0, false});
+    if (!seq.is_ok()) ::_exit(4);
+    Result<ipc::Decision> d = c.wait_release(*seq);
+    if (!d.is_ok()) ::_exit(4);
+    Record r;
+    r.kind = 1;
+    r.seq = *seq;
+    r.priority = static_cast<uint8_t>(d->priority);
+    r.sm_set = d->sm_set;
+    r.pass = c.pass_through() ? 1 : 0;
+    r.released_ns = static_cast<int64_t>(ipc::monotonic_ns());
+    for (const ipc::SmSetAnnouncement& a : c.take_announcements()) {
+      Record ar;
+      ar.kind = 2;
+      ar.sm_set = a.handle;
+      for (int sm : a.sms) {
+        if (sm < 256) ar.words[static_cast<size_t>(sm / 64)] |= uint64_t{1} << (sm % 64);
+      }
+      put(out, ar);
+    }
+    if (s.hang_on_first && i == 0) {
+      put(out, r);
+      for (;;) ::pause();
+    }
+    std::this_thread::sleep_for(s.run);
+    r.done_ns = static_cast<int64_t>(ipc::monotonic_ns());
+    put(out, r);
+    (void)c.completed(*seq, true);
+    if (s.per_request > 0 && (i % s.per_request == s.per_request - 1 || i == s.launches - 1)) (void)c.request_end();
+  }
+  Record end;
+  end.kind = 3;
+  end.pass = c.pass_through() ? 1 : 0;
+  put(out, end);
+  c.close();
+  ::_exit(0);
+}
+
+// A tenant process, forked before the daemon's threads start, waiting for go().
+class ForkedTenant {
+ public:
+  ForkedTenant(const std::string& socket, const Script& s) : script_(s) {
+    int go[2], out[2];
+    EXPECT_EQ(::pipe(go), 0);
+    EXPECT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(go[1]);
+      ::close(out[0]);
+      char b = 0;
+      if (::read(go[0], &b, 1) != 1) ::_exit(6);
+      run_tenant(socket, s, out[1]);
+    }
+    ::close(go[0]);
+    ::close(out[1]);
+    go_ = go[1];
+    out_ = out[0];
+  }
+  ~ForkedTenant() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(go_);
+    ::close(out_);
+  }
+  void go() {
+    const char b = 1;
+    EXPECT_EQ(::write(go_, &b, 1), 1);
+  }
+  pid_t pid() const { return pid_; }
+  void kill() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+    drain();
+  }
+  // Waits for the process to end (at most `limit`); its exit status, or -1 when it did not end.
+  int finish(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      drain();
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        drain();
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return -1;
+  }
+  std::vector<Record> launches() const {
+    std::vector<Record> out;
+    for (const Record& r : records_) {
+      if (r.kind == 1) out.push_back(r);
+    }
+    return out;
+  }
+  std::map<uint32_t, std::array<uint64_t, 4>> sets() const {
+    std::map<uint32_t, std::array<uint64_t, 4>> out;
+    for (const Record& r : records_) {
+      if (r.kind == 2) out[r.sm_set] = r.words;
+    }
+    return out;
+  }
+  std::optional<Record> end() const {
+    for (const Record& r : records_) {
+      if (r.kind == 3) return r;
+    }
+    return std::nullopt;
+  }
+  const Script& script() const { return script_; }
+
+ private:
+  void drain() {
+    for (;;) {
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return;
+      Record r;
+      const ssize_t n = ::read(out_, &r, sizeof r);
+      if (n != static_cast<ssize_t>(sizeof r)) return;
+      records_.push_back(r);
+    }
+  }
+  Script script_;
+  pid_t pid_ = -1;
+  int go_ = -1, out_ = -1;
+  bool reaped_ = false;
+  std::vector<Record> records_;
+};
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / fmt::format("concordd-test-{}-{}", ::getpid(), counter_++);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    tenants_.clear();
+    if (daemon_) {
+      daemon_->stop();
+      EXPECT_TRUE(daemon_->wait().is_ok());
+      daemon_.reset();
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  std::string socket() const { return (dir_ / "concordd.sock").string(); }
+  ForkedTenant& add(const Script& s) { return *tenants_.emplace_back(std::make_unique<ForkedTenant>(socket(), s)); }
+  DaemonOptions options(const std::string& policy) {
+    DaemonOptions o;
+    o.socket_path = socket();
+    o.policy = policy;
+    o.device = h100_sxm_spec();
+    o.metrics_socket = (dir_ / "metrics.sock").string();
+    o.stale_after_ns = 500'000'000;
+    o.shm_prefix = fmt::format("/concordd-test-{}", counter_);
+    return o;
+  }
+  void start(const DaemonOptions& o) {
+    Result<std::unique_ptr<Daemon>> d = Daemon::start(o);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    daemon_ = std::move(*d);
+  }
+  // Starts the daemon with `policy`, lets every tenant go and waits for all to end.
+  void run_all(const std::string& policy, std::chrono::milliseconds limit = 20s) {
+    start(options(policy));
+    for (auto& t : tenants_) t->go();
+    for (auto& t : tenants_) {
+      ASSERT_EQ(t->finish(limit), 0) << "tenant " << t->script().info.name << " did not finish cleanly";
+      ASSERT_TRUE(t->end().has_value());
+      EXPECT_EQ(t->end()->pass, 0) << t->script().info.name << " fell back to pass-through";
+      EXPECT_EQ(static_cast<int>(t->launches().size()), t->script().launches);
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Daemon> daemon_;
+  std::vector<std::unique_ptr<ForkedTenant>> tenants_;
+  static inline int counter_ = 0;
+};
+
+// Whether `x` was released while `y` ran. A process notes its release when it wakes, a little
+// after the daemon sent it: a release noted within kWake of y's own is not counted (it may have
+// been sent before y's notice came).
+constexpr int64_t kWake = 2'000'000;
+bool during(const Record& x, const Record& y) { return x.released_ns > y.released_ns + kWake && x.released_ns < y.done_ns; }
+
+bool overlaps(const Record& a, const Record& b) { return a.released_ns < b.done_ns && b.released_ns < a.done_ns; }
+
+int count_overlaps(const std::vector<Record>& a, const std::vector<Record>& b) {
+  int n = 0;
+  for (const Record& x : a) {
+    for (const Record& y : b) n += overlaps(x, y) ? 1 : 0;
+  }
+  return n;
+}
+
+TEST_F(DaemonTest, SerialNeverReleasesTwoLaunchesAtOnce) {
+  ForkedTenant& a = add({be("a"), 12});
+  ForkedTenant& b = add({be("b"), 12});
+  run_all("serial");
+  EXPECT_EQ(count_overlaps(a.launches(), b.launches()), 0);
+}
+
+TEST_F(DaemonTest, StreamsRunsTenantsSideBySide) {
+  ForkedTenant& a = add({be("a"), 12});
+  ForkedTenant& b = add({be("b"), 12});
+  run_all("streams");
+  EXPECT_GT(count_overlaps(a.launches(), b.launches()), 0);
+}
+
+TEST_F(DaemonTest, PriorityStreamsGivesLcTheHighPriority) {
+  ForkedTenant& l = add({lc("lc"), 10});
+  ForkedTenant& b = add({be("be"), 10});
+  run_all("priority-streams");
+  for (const Record& r : l.launches()) EXPECT_EQ(r.priority, static_cast<uint8_t>(ipc::Priority::high));
+  for (const Record& r : b.launches()) EXPECT_EQ(r.priority, static_cast<uint8_t>(ipc::Priority::normal));
+  EXPECT_GT(count_overlaps(l.launches(), b.launches()), 0) << "no holding under priority streams";
+}
+
+// BE kernels too big to share the GPU (Orion's SM threshold): none starts while an LC one runs.
+TEST_F(DaemonTest, OrionHoldsBeWhileLcRuns) {
+  Script l{lc("lc"), 9, 3};
+  l.run = 8000us;
+  Script b{be("be"), 20};
+  b.grid = {1'000'000, 1, 1};
+  b.block = {1024, 1, 1};
+  b.run = 1000us;
+  ForkedTenant& lt = add(l);
+  ForkedTenant& bt = add(b);
+  run_all("orion");
+  for (const Record& x : bt.launches()) {
+    for (const Record& y : lt.launches()) {
+      EXPECT_FALSE(during(x, y)) << "BE launch " << x.seq << " released while LC launch " << y.seq << " ran";
+    }
+  }
+}
+
+// SGDRC: LC on its side of the TPCs (high priority), a BE launch released while LC runs gets
+// SMs disjoint from the LC launch's.
+TEST_F(DaemonTest, SgdrcKeepsBeOffTheLcSide) {
+  Script l{lc("lc"), 9, 3};
+  l.run = 8000us;
+  Script b{be("be"), 30};
+  b.run = 1500us;
+  ForkedTenant& lt = add(l);
+  ForkedTenant& bt = add(b);
+  run_all("sgdrc");
+  auto sets = lt.sets();
+  for (const auto& [h, w] : bt.sets()) sets[h] = w;
+  int checked = 0;
+  for (const Record& y : lt.launches()) {
+    EXPECT_EQ(y.priority, static_cast<uint8_t>(ipc::Priority::high));
+    ASSERT_NE(y.sm_set, 0u) << "LC runs on its side, not the whole GPU";
+    ASSERT_TRUE(sets.count(y.sm_set)) << "the handle was announced before its use";
+    for (const Record& x : bt.launches()) {
+      if (!during(x, y)) continue;
+      ASSERT_NE(x.sm_set, 0u);
+      ASSERT_TRUE(sets.count(x.sm_set));
+      for (size_t k = 0; k < 4; ++k) EXPECT_EQ(sets[x.sm_set][k] & sets[y.sm_set][k], 0u) << "BE on the LC side";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0) << "BE ran beside LC at least once";
+}
+
+// One launch through an in-process client: notice, release, a sleep, completion.
+void launch_once(ipc::TenantClient& c, std::chrono::microseconds run = 0us) {
+  const uint64_t s = *c.notice(ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 0, false});
+  ASSERT_TRUE(c.wait_release(s).is_ok());
+  std::this_thread::sleep_for(run);
+  ASSERT_TRUE(c.completed(s, true).is_ok());
+}
+
+// The daemon's metrics once `pattern` matches them (at most 3 s).
+std::string metrics_when(const Daemon& d, const std::regex& pattern) {
+  std::string text;
+  for (int i = 0; i < 150; ++i) {
+    text = d.metrics_text();
+    if (std::regex_search(text, pattern)) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  return text;
+}
+
+TEST_F(DaemonTest, LcLatencyIsMeasuredPerRequest) {
+  start(options("streams"));
+  ipc::TenantClientOptions co;
+  co.socket_path = socket();
+  co.info = lc("lc");
+  auto client = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(client.is_ok());
+  ipc::TenantClient& c = **client;
+  // Three requests of three 3-ms launches: each request's latency is at least 9 ms.
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(c.request_begin().is_ok());
+    for (int i = 0; i < 3; ++i) launch_once(c, 3000us);
+    ASSERT_TRUE(c.request_end().is_ok());
+  }
+  const std::string text = metrics_when(*daemon_, std::regex(R"(concord_tenant_requests_total\{[^}]*\} 3\n)"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(concord_tenant_requests_total\{[^}]*name="lc"[^}]*\} (\d+))"))) << text;
+  EXPECT_EQ(m[1], "3");
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(quantile="0.5"\} ([0-9.e-]+))"))) << text;
+  EXPECT_GE(std::stod(m[1]), 0.009);
+  EXPECT_LT(std::stod(m[1]), 1.0);
+  // Launches outside request boundaries are requests of their own.
+  launch_once(c);
+  const std::string after = metrics_when(*daemon_, std::regex(R"(concord_tenant_requests_total\{[^}]*\} 4\n)"));
+  EXPECT_NE(after.find("name=\"lc\",class=\"lc\",uid=\"" + std::to_string(::getuid()) + "\"} 4\n"), std::string::npos) << after;
+  c.close();
+}
+
+TEST_F(DaemonTest, ATenantKilledMidLaunchIsDroppedAndTheOtherFinishes) {
+  Script dying{be("dying"), 5};
+  dying.hang_on_first = true;
+  ForkedTenant& d = add(dying);
+  ForkedTenant& b = add({be("b"), 10});
+  start(options("serial"));
+  d.go();
+  // Its first launch is released and "runs" for ever: serial holds every other launch.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (d.launches().empty() && std::chrono::steady_clock::now() - t0 < 5s) {
+    (void)d.finish(10ms);
+  }
+  ASSERT_EQ(d.launches().size(), 1u);
+  b.go();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(b.finish(1ms), -1) << "held behind the running launch";
+  d.kill();
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_EQ(b.finish(10s), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 5s);
+  EXPECT_EQ(b.launches().size(), 10u);
+  EXPECT_EQ(b.end()->pass, 0);
+  const std::string text = metrics_when(*daemon_, std::regex("concord_dropped_total 1\n"));
+  EXPECT_NE(text.find("concord_dropped_total 1\n"), std::string::npos) << text;
+}
+
+TEST_F(DaemonTest, ADaemonKilledLeavesItsTenantsRunningPassThrough) {
+  // The daemon in a child process (killed with SIGKILL), the tenant in this one.
+  const std::string sock = socket();
+  DaemonOptions o = options("serial");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    Result<std::unique_ptr<Daemon>> d = Daemon::start(o);
+    if (!d.is_ok()) ::_exit(3);
+    const char b = 1;
+    if (::write(ready[1], &b, 1) != 1) ::_exit(4);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char b = 0;
+  ASSERT_EQ(::read(ready[0], &b, 1), 1);
+  ::close(ready[0]);
+  ipc::TenantClientOptions co;
+  co.socket_path = sock;
+  co.info = be("survivor");
+  co.wait.stale_after_ns = 500'000'000;
+  co.heartbeat_period = 20ms;
+  auto client = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+  ipc::TenantClient& c = **client;
+  const auto t0 = std::chrono::steady_clock::now();
+  int released = 0;
+  for (int i = 0; i < 40; ++i) {
+    if (i == 10) ::kill(child, SIGKILL);
+    Result<uint64_t> seq = c.notice(ipc::LaunchNotice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false});
+    ASSERT_TRUE(seq.is_ok());
+    Result<ipc::Decision> d = c.wait_release(*seq);
+    ASSERT_TRUE(d.is_ok());
+    released += d->verdict == ipc::Verdict::release ? 1 : 0;
+    std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(c.completed(*seq, true).is_ok());
+  }
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(released, 40);
+  EXPECT_TRUE(c.pass_through());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  c.close();
+  // The killed daemon's ring names (its tenant 1), gone with it otherwise only at reboot.
+  for (const char* side : {"up", "down"}) ::shm_unlink(fmt::format("{}.{}.1.{}", o.shm_prefix, child, side).c_str());
+}
+
+// Another user's client (its uid injected) sees none of this user's tenants and cannot steer them.
+class SwitchableCredentials final : public ipc::CredentialSource {
+ public:
+  Result<ipc::PeerCredentials> peer(int fd) const override {
+    Result<ipc::PeerCredentials> p = real_.peer(fd);
+    if (p.is_ok() && uid_override >= 0) p->uid = static_cast<uint32_t>(uid_override.load());
+    return p;
+  }
+  std::atomic<int64_t> uid_override{-1};
+
+ private:
+  ipc::KernelCredentials real_;
+};
+
+TEST_F(DaemonTest, SocketModeGroupAndOwnership) {
+  SwitchableCredentials creds;
+  DaemonOptions o = options("streams");
+  o.credentials = &creds;
+  o.socket_gid = ::getgid();
+  o.socket_mode = 0660;
+  start(o);
+  struct stat st {};
+  ASSERT_EQ(::stat(socket().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, ::getgid());
+
+  ipc::TenantClientOptions co;
+  co.socket_path = socket();
+  co.info = be("mine");
+  auto client = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+  const uint64_t id = (*client)->tenant();
+  const uint32_t me = ::getuid();
+  const int64_t stranger = me == 4242 ? 4343 : 4242;
+
+  creds.uid_override = stranger;
+  Result<ipc::ControlClient> other = ipc::ControlClient::connect(socket());
+  ASSERT_TRUE(other.is_ok());
+  Result<ipc::Message> list = other->call(ipc::ListTenants{}, 2s);
+  ASSERT_TRUE(list.is_ok());
+  EXPECT_TRUE(std::get<ipc::TenantList>(*list).tenants.empty());
+  Result<ipc::Message> steer = other->call(ipc::SetWeight{id, 100}, 2s);
+  ASSERT_TRUE(steer.is_ok());
+  ASSERT_TRUE(std::holds_alternative<ipc::ErrorReply>(*steer));
+  EXPECT_EQ(std::get<ipc::ErrorReply>(*steer).code, StatusCode::not_found);
+  Result<ipc::Message> stats = other->call(ipc::GetStats{}, 2s);
+  ASSERT_TRUE(stats.is_ok());
+  EXPECT_EQ(std::get<ipc::Stats>(*stats).tenants, 0u);
+
+  creds.uid_override = me;
+  Result<ipc::ControlClient> own = ipc::ControlClient::connect(socket());
+  ASSERT_TRUE(own.is_ok());
+  list = own->call(ipc::ListTenants{}, 2s);
+  ASSERT_TRUE(list.is_ok());
+  ASSERT_EQ(std::get<ipc::TenantList>(*list).tenants.size(), 1u);
+  EXPECT_EQ(std::get<ipc::TenantList>(*list).tenants[0].name, "mine");
+  steer = own->call(ipc::SetWeight{id, 100}, 2s);
+  ASSERT_TRUE(steer.is_ok());
+  EXPECT_TRUE(std::holds_alternative<ipc::Ack>(*steer));
+  (*client)->close();
+}
+
+TEST_F(DaemonTest, MalformedRingMessagesDropOnlyTheirTenant) {
+  start(options("streams"));
+  ipc::TenantClientOptions co;
+  co.socket_path = socket();
+  co.info = be("liar");
+  // Register by hand, then write garbage into the up ring.
+  Result<ipc::ControlClient> c = ipc::ControlClient::connect(socket());
+  ASSERT_TRUE(c.is_ok());
+  ipc::RegisterTenant info = be("liar");
+  info.pid = ::getpid();
+  Result<ipc::Message> reg = c->call(info, 2s);
+  ASSERT_TRUE(reg.is_ok());
+  const auto& registered = std::get<ipc::Registered>(*reg);
+  Result<ipc::TenantChannel> ch = ipc::TenantChannel::open(registered.channel);
+  ASSERT_TRUE(ch.is_ok()) << ch.status().to_string();
+  ch->up().claim(ipc::RingSide::producer, ::getpid(), 1, ipc::monotonic_ns());
+  const uint8_t junk[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  ASSERT_TRUE(*ch->up().try_push(junk));
+  // Meanwhile an honest tenant in this process works normally.
+  co.info = be("honest");
+  auto honest = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(honest.is_ok());
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t s = *(*honest)->notice(ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 0, false});
+    ASSERT_TRUE((*honest)->wait_release(s).is_ok());
+    ASSERT_TRUE((*honest)->completed(s, true).is_ok());
+  }
+  EXPECT_FALSE((*honest)->pass_through());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string text;
+  while (std::chrono::steady_clock::now() - t0 < 3s) {
+    text = daemon_->metrics_text();
+    if (text.find("concord_rejected_total 1\n") != std::string::npos && text.find("name=\"liar\"") == std::string::npos) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_NE(text.find("concord_rejected_total 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("name=\"liar\""), std::string::npos) << "the liar was dropped";
+  (*honest)->close();
+}
+
+// The metrics endpoint speaks the Prometheus text format (over HTTP on a Unix socket).
+TEST_F(DaemonTest, PrometheusTextOverTheMetricsSocket) {
+  start(options("priority-streams"));
+  ipc::TenantClientOptions co;
+  co.socket_path = socket();
+  co.info = lc("svc");
+  auto svc = ipc::TenantClient::connect(co);
+  co.info = be("batch");
+  auto batch = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(svc.is_ok() && batch.is_ok());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE((*svc)->request_begin().is_ok());
+    launch_once(**svc);
+    launch_once(**svc);
+    ASSERT_TRUE((*svc)->request_end().is_ok());
+    launch_once(**batch);
+  }
+  (void)metrics_when(*daemon_, std::regex(R"(concord_tenant_requests_total\{[^}]*name="svc"[^}]*\} 2\n)"));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string path = (dir_ / "metrics.sock").string();
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  std::string reply;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  ASSERT_EQ(reply.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << reply;
+  const std::string body = reply.substr(reply.find("\r\n\r\n") + 4);
+  // Every line: a comment (# HELP / # TYPE) or `name{labels} value`.
+  const std::regex sample(R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?[0-9.e+-]+$)");
+  const std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
+  std::istringstream lines(body);
+  int samples = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("#", 0) == 0) {
+      EXPECT_TRUE(std::regex_match(line, comment)) << line;
+    } else {
+      EXPECT_TRUE(std::regex_match(line, sample)) << line;
+      ++samples;
+    }
+  }
+  EXPECT_GT(samples, 10);
+  EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"1\",name=\"svc\",class=\"lc\""), std::string::npos) << body;
+  EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"2\",name=\"batch\",class=\"be\""), std::string::npos) << body;
+  EXPECT_NE(body.find("quantile=\"0.99\""), std::string::npos);
+  EXPECT_NE(body.find("concord_decisions_total 6\n"), std::string::npos) << body;
+  (*svc)->close();
+  (*batch)->close();
+}
+
+TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
+  start(options("streams"));
+  ipc::TenantClientOptions co;
+  co.socket_path = socket();
+  co.info = lc("web-frontend", 25);
+  auto client = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(client.is_ok());
+  for (int i = 0; i < 3; ++i) launch_once(**client);
+  std::this_thread::sleep_for(400ms);  // the daemon's counts reach the registry
+  const std::string cmd = fmt::format("{} top --once --socket {} 2>&1", CONCORD_CLI_BINARY, socket());
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[1024];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int rc = ::pclose(p);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("1 tenants, 3 launches"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\s1 web-frontend\s+LC\s+\d+\s+\d+\s+1\s+3\s+3\s+25\.000)"))) << out;
+  (*client)->close();
+  // No daemon: a clear error and exit status 1.
+  FILE* q = ::popen(fmt::format("{} top --once --socket {}/none.sock 2>&1", CONCORD_CLI_BINARY, dir_.string()).c_str(), "r");
+  std::string err;
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, q)) > 0;) err.append(buf, n);
+  EXPECT_EQ(WEXITSTATUS(::pclose(q)), 1);
+  EXPECT_NE(err.find("none.sock"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace concord::daemon
