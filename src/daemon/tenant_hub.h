@@ -57,7 +57,7 @@ struct TenantConn {
   ipc::TenantRecord record;
   ipc::TenantChannel channel;
   bool unlinked = false;  // ring names removed once the tenant attached
-  ipc::LaunchLedger ledger;
+  ipc::LaunchLedger ledger{ipc::kMaxOutstandingLaunches};
   ConnState state = ConnState::live;
   std::string why;        // why it left or went
   bool died = false;      // counted as dropped

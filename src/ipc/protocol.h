@@ -248,6 +248,10 @@ Result<Message> decode_on(std::span<const uint8_t> frame, Channel channel);
 // the length against kMaxFrameBytes): how much a stream reader must read next.
 Result<size_t> body_length(std::span<const uint8_t, kHeaderBytes> header);
 
+// Launches one tenant may have noticed and not completed (a process can queue thousands ahead
+// of the GPU); past it, a notice is refused.
+inline constexpr size_t kMaxOutstandingLaunches = 65536;
+
 // The order of one tenant's launches through their life: noticed (seq 1, 2, ... with no gap),
 // held, released, completed. The daemon checks the notices and completions it takes; the library
 // checks the decisions it takes. A message out of order is refused by name and changes nothing.

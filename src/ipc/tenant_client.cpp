@@ -259,7 +259,7 @@ class Client final : public TenantClient {
   const uint64_t tenant_;
 
   std::mutex mu_;  // the rings' ends, the ledger and what came down
-  LaunchLedger ledger_;
+  LaunchLedger ledger_{kMaxOutstandingLaunches};
   uint64_t next_seq_ = 0;
   std::map<uint64_t, Decision> released_;  // releases not yet waited for
   std::set<uint64_t> held_;

@@ -625,6 +625,32 @@ TEST_F(DaemonTest, PrometheusTextOverTheMetricsSocket) {
   (*batch)->close();
 }
 
+// --free-run: tenants launch without waiting; the daemon still takes notices and completions
+// (a completion may come before the engine dispatched its launch).
+TEST_F(DaemonTest, FreeRunTenantsNeverWaitAndStayInTheBooks) {
+  DaemonOptions o = options("streams");
+  o.free_run = true;
+  start(o);
+  ipc::TenantClientOptions co;
+  co.socket_path = socket();
+  co.info = be("fast");
+  co.wait.timeout_ns = 1'000'000;  // would turn pass-through if any launch waited for a decision
+  auto client = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(client.is_ok());
+  ipc::TenantClient& c = **client;
+  for (int i = 0; i < 100 && !c.free_run(); ++i) {
+    (void)c.take_announcements();  // reads what came down, the mode among it
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(c.free_run());
+  for (int i = 0; i < 50; ++i) launch_once(c);
+  EXPECT_FALSE(c.pass_through());
+  const std::string text = metrics_when(*daemon_, std::regex(R"(concord_tenant_completions_total\{[^}]*name="fast"[^}]*\} 50\n)"));
+  EXPECT_NE(text.find("concord_rejected_total 0\n"), std::string::npos) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_completions_total\{[^}]*name="fast"[^}]*\} 50\n)"))) << text;
+  c.close();
+}
+
 TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   start(options("streams"));
   ipc::TenantClientOptions co;
