@@ -1,6 +1,6 @@
 # What `cmake --install` puts where, and the Debian package CPack makes of it (docs/running.md,
 # "Installing").
-#   runtime     bin/concord, share/concord/plot.py (`concord plot`), share/concord/examples/
+#   runtime     bin/concord, bin/concordd and its systemd unit (lib/systemd/system), share/concord/plot.py (`concord plot`), share/concord/examples/
 #   dev         the static libraries (lib/) and the public headers (include/concord/)
 #   docs        share/doc/concord/: README.md and docs/ (figures and the results schema included)
 #   gpu_bundle  not installed by default: the GPU machine's bundle (scripts/gpu_build.sh): the CLI,
@@ -8,7 +8,9 @@
 #               plain CUDA image lacks in lib/
 include(GNUInstallDirs)
 
-install(TARGETS concord_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(TARGETS concord_cli concordd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+# The node daemon's systemd unit (not enabled by the package: `systemctl enable --now concordd`).
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/concordd.service DESTINATION lib/systemd/system COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/src/cli/plot.py DESTINATION ${CMAKE_INSTALL_DATADIR}/concord COMPONENT runtime)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DATADIR}/concord/examples
         COMPONENT runtime FILES_MATCHING PATTERN "*.yaml")
@@ -48,7 +50,7 @@ set(CPACK_PACKAGE_NAME concord)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "kernel-level GPU co-location runtime for NVIDIA GPUs")
 set(CPACK_PACKAGE_DESCRIPTION
-    "Concord shares one GPU among tenants kernel by kernel: it chooses each kernel's SMs, resident blocks per SM, cache policy, fusion, split, order and preemption. The package holds the concord command, its static libraries and public headers, examples and documentation.")
+    "Concord shares one GPU among tenants kernel by kernel: it chooses each kernel's SMs, resident blocks per SM, cache policy, fusion, split, order and preemption. The package holds the concord command, the node daemon concordd and its systemd unit, its static libraries and public headers, examples and documentation.")
 set(CPACK_PACKAGE_CONTACT "Concord developers <concord@invalid>")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_COMPONENTS_ALL runtime dev docs)
@@ -59,5 +61,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, python3-matplotlib")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nvidia-driver")
+# postinst: the "concord" group of concordd's control socket.
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/packaging/debian/postinst)
 set(CPACK_OUTPUT_FILE_PREFIX ${PROJECT_BINARY_DIR}/package)
 include(CPack)

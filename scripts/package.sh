@@ -22,7 +22,7 @@ dpkg-deb --field "$deb" Package Version Architecture Depends Recommends
 
 # What the package must hold (paths under /usr).
 contents=$(dpkg-deb --contents "$deb" | awk '{print $NF}')
-for want in ./usr/bin/concord ./usr/share/concord/plot.py ./usr/share/concord/examples/pair.yaml \
+for want in ./usr/bin/concord ./usr/bin/concordd ./usr/lib/systemd/system/concordd.service ./usr/share/concord/plot.py ./usr/share/concord/examples/pair.yaml \
             ./usr/include/concord/backend.h ./usr/include/concord/device/context.cuh ./usr/lib/libconcord_core.a \
             ./usr/share/doc/concord/README.md ./usr/share/doc/concord/docs/schema/results-v1.json; do
   grep -qxF "$want" <<<"$contents" || { echo "package: $deb lacks $want" >&2; exit 1; }
@@ -34,6 +34,7 @@ trap 'rm -rf "$work"' EXIT
 check() {
   local concord=$1 share=$2
   "$concord" --version
+  "$(dirname "$concord")/concordd" --help >/dev/null
   "$concord" -q run "$share/examples/pair.yaml" --no-serial --out "$work/pair.json" >/dev/null
   "$concord" -q plot stp "$work/pair.json" -o "$work/pair.svg"
   test -s "$work/pair.svg"
