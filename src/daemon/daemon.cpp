@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -33,10 +34,19 @@ using Clock = std::chrono::steady_clock;
 class LockedRegistry final : public ipc::ControlHandler {
  public:
   explicit LockedRegistry(SharedRegistry& shared) : shared_(shared) {}
+  ~LockedRegistry() override { close_passed(); }
   ipc::Message handle(const ipc::PeerCredentials& peer, const ipc::Message& request) override {
+    close_passed();
     std::lock_guard lock(shared_.mu);
     ipc::Message reply = shared_.registry->handle(peer, request);
     if (const auto* r = std::get_if<ipc::Registered>(&reply)) {
+      // The rings' descriptors go with the reply: copies, so the engine thread may take the
+      // rings (or drop them) meanwhile.
+      if (const auto it = shared_.made.find(r->tenant); it != shared_.made.end()) {
+        for (int fd : it->second.fds()) {
+          if (fd >= 0) passed_.push_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+        }
+      }
       log_event(spdlog::level::info, "tenant_registered",
                 {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"channel", r->channel}});
     } else if (const auto* e = std::get_if<ipc::ErrorReply>(&reply)) {
@@ -45,13 +55,24 @@ class LockedRegistry final : public ipc::ControlHandler {
     }
     return reply;
   }
+  std::vector<int> reply_fds(const ipc::PeerCredentials&, const ipc::Message& reply) override {
+    if (!std::holds_alternative<ipc::Registered>(reply)) return {};
+    return passed_;
+  }
   void disconnected(const ipc::PeerCredentials& peer) override {
     std::lock_guard lock(shared_.mu);
     shared_.registry->disconnected(peer);
   }
 
  private:
+  void close_passed() {
+    for (int fd : passed_) {
+      if (fd >= 0) ::close(fd);
+    }
+    passed_.clear();
+  }
   SharedRegistry& shared_;
+  std::vector<int> passed_;  // descriptors of the last Registered reply (control thread only)
 };
 
 // A listening socket that answers every connection with the Prometheus text (any request line;
@@ -261,8 +282,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   const int pid = ::getpid();
   d.shared.registry.emplace([&d, prefix, pid](uint64_t tenant, const ipc::PeerCredentials& owner) -> Result<std::string> {
     // Called under d.shared.mu (the registry's handler holds it).
+    // Sealed anonymous rings, passed to the tenant with the reply: no names, nothing left behind
+    // by a crash, and the tenant cannot resize them under the daemon. `base` only labels them.
+    (void)owner;
     const std::string base = fmt::format("{}.{}.{}", prefix, pid, tenant);
-    Result<ipc::TenantChannel> c = ipc::TenantChannel::create(base, {ipc::kRingSlotBytes, 1024}, 0600, owner.uid);
+    Result<ipc::TenantChannel> c = ipc::TenantChannel::create_sealed(base, {ipc::kRingSlotBytes, 1024});
     if (!c.is_ok()) return c.status();
     const uint64_t now = ipc::monotonic_ns();
     c->up().claim(ipc::RingSide::consumer, pid, 1, now);

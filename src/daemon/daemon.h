@@ -34,7 +34,8 @@ struct DaemonOptions {
   int metrics_port = 0;
   // A tenant whose ring heartbeat is older than this is dead.
   uint64_t stale_after_ns = 2'000'000'000;
-  // Shared-memory names of the rings: "<prefix>.<daemon pid>.<tenant>.up|down".
+  // Labels of the rings (sealed anonymous objects, passed to the tenant over the socket):
+  // "<prefix>.<daemon pid>.<tenant>.up|down", in messages and /proc/<pid>/fd only.
   std::string shm_prefix = "/concordd";
   // Who is on the other end of a connection (tests inject their own); null: the kernel's word.
   const ipc::CredentialSource* credentials = nullptr;

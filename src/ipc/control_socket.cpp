@@ -53,10 +53,32 @@ Status send_all(int fd, std::span<const uint8_t> bytes) {
   return Status::ok();
 }
 
-Status reply(int fd, const Message& message) {
+Status reply(int fd, const Message& message, const std::vector<int>& fds = {}) {
   Result<std::vector<uint8_t>> frame = encode(message);
   if (!frame.is_ok()) return frame.status();
-  return send_all(fd, *frame);
+  if (fds.empty()) return send_all(fd, *frame);
+  // The descriptors ride on the frame's first byte.
+  char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+  if (fds.size() > 4) return Status::internal("control socket: more than 4 descriptors in one reply");
+  iovec iov{frame->data(), 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  for (;;) {
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n == 1) break;
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? Status::io_error("control socket: the peer does not read its replies")
+                                                              : sys_error("sendmsg");
+  }
+  return send_all(fd, std::span<const uint8_t>(*frame).subspan(1));
 }
 
 ErrorReply error_reply(const Status& s) {
@@ -68,8 +90,9 @@ ErrorReply error_reply(const Status& s) {
   return ErrorReply{s.code(), std::move(m)};
 }
 
-// Reads exactly `bytes.size()` bytes before `deadline`.
-Status recv_exact(int fd, std::span<uint8_t> bytes, std::chrono::steady_clock::time_point deadline) {
+// Reads exactly `bytes.size()` bytes before `deadline`; descriptors that come with them go to
+// `fds` (closed when `fds` is null).
+Status recv_exact(int fd, std::span<uint8_t> bytes, std::chrono::steady_clock::time_point deadline, std::vector<int>* fds) {
   size_t got = 0;
   while (got < bytes.size()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -79,7 +102,24 @@ Status recv_exact(int fd, std::span<uint8_t> bytes, std::chrono::steady_clock::t
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return sys_error("poll");
     if (r == 0) continue;
-    const ssize_t n = ::recv(fd, bytes.data() + got, bytes.size() - got, 0);
+    char control[CMSG_SPACE(sizeof(int) * 4)];
+    iovec iov{bytes.data() + got, bytes.size() - got};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int passed = -1;
+        std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        if (fds != nullptr) fds->push_back(passed);
+        else ::close(passed);
+      }
+    }
     if (n == 0) return Status::io_error("control socket: the daemon closed the connection");
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
@@ -212,7 +252,8 @@ bool ControlServer::read_from(int fd, Client& client) {
       return false;
     }
     client.in.erase(client.in.begin(), client.in.begin() + static_cast<ptrdiff_t>(frame.size()));
-    if (!reply(fd, handler_->handle(client.peer, *request)).is_ok()) return false;
+    const Message answer = handler_->handle(client.peer, *request);
+    if (!reply(fd, answer, handler_->reply_fds(client.peer, answer)).is_ok()) return false;
   }
   return true;
 }
@@ -258,15 +299,24 @@ Result<Message> ControlClient::call(const Message& request, std::chrono::millise
   return call_raw(*frame, timeout);
 }
 
-Result<Message> ControlClient::call_raw(std::span<const uint8_t> bytes, std::chrono::milliseconds timeout) {
+Result<Message> ControlClient::call(const Message& request, std::chrono::milliseconds timeout, std::vector<int>& fds) {
+  if (!allowed_on(type_of(request), Channel::control_request)) {
+    return Status::invalid_argument(fmt::format("control socket: a {} message is not a request", to_string(type_of(request))));
+  }
+  Result<std::vector<uint8_t>> frame = encode(request);
+  if (!frame.is_ok()) return frame.status();
+  return call_raw(*frame, timeout, &fds);
+}
+
+Result<Message> ControlClient::call_raw(std::span<const uint8_t> bytes, std::chrono::milliseconds timeout, std::vector<int>* fds) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   CONCORD_RETURN_IF_ERROR(send_all(fd_, bytes));
   std::vector<uint8_t> frame(kHeaderBytes);
-  CONCORD_RETURN_IF_ERROR(recv_exact(fd_, frame, deadline));
+  CONCORD_RETURN_IF_ERROR(recv_exact(fd_, frame, deadline, fds));
   Result<size_t> body = body_length(std::span<const uint8_t, kHeaderBytes>(frame.data(), kHeaderBytes));
   if (!body.is_ok()) return body.status();
   frame.resize(kHeaderBytes + *body);
-  CONCORD_RETURN_IF_ERROR(recv_exact(fd_, std::span<uint8_t>(frame).subspan(kHeaderBytes), deadline));
+  CONCORD_RETURN_IF_ERROR(recv_exact(fd_, std::span<uint8_t>(frame).subspan(kHeaderBytes), deadline, fds));
   return decode_on(frame, Channel::control_reply);
 }
 

@@ -48,6 +48,13 @@ class ControlHandler {
  public:
   virtual ~ControlHandler() = default;
   virtual Message handle(const PeerCredentials& peer, const Message& request) = 0;
+  // Descriptors to pass with `reply` (SCM_RIGHTS; the handler keeps its own): a Registered reply's
+  // rings, when they are anonymous objects. None by default.
+  virtual std::vector<int> reply_fds(const PeerCredentials& peer, const Message& reply) {
+    (void)peer;
+    (void)reply;
+    return {};
+  }
   // The client's connection closed (a tenant library whose process ended).
   virtual void disconnected(const PeerCredentials& peer) { (void)peer; }
 };
@@ -111,8 +118,11 @@ class ControlClient {
   // Sends one request and waits at most `timeout` for its reply (an ErrorReply is a reply, not an
   // error: the caller reads it).
   Result<Message> call(const Message& request, std::chrono::milliseconds timeout);
+  // call(), and the descriptors the reply carried (the caller owns them; at most 4 are taken).
+  Result<Message> call(const Message& request, std::chrono::milliseconds timeout, std::vector<int>& fds);
   // Sends raw bytes (tests of malformed frames) and reads one reply frame.
-  Result<Message> call_raw(std::span<const uint8_t> bytes, std::chrono::milliseconds timeout);
+  Result<Message> call_raw(std::span<const uint8_t> bytes, std::chrono::milliseconds timeout,
+                           std::vector<int>* fds = nullptr);
   int fd() const { return fd_; }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -298,6 +299,63 @@ Result<SharedRing> SharedRing::open(const std::string& name) {
   if (!ring.is_ok()) return Status(ring.status().code(), fmt::format("{}: {}", name, ring.status().message()));
   r.ring_ = *ring;
   return r;
+}
+
+namespace {
+Result<SpscRing> format_in(SharedMemory& memory, const RingGeometry& geometry) {
+  return SpscRing::format({memory.data(), memory.size()}, geometry);
+}
+}  // namespace
+
+Result<SharedRing> SharedRing::create_sealed(const std::string& label, const RingGeometry& geometry) {
+  Result<size_t> bytes = SpscRing::bytes_for(geometry);
+  if (!bytes.is_ok()) return bytes.status();
+  Result<SharedMemory> memory = SharedMemory::create_sealed(label, *bytes);
+  if (!memory.is_ok()) return memory.status();
+  SharedRing r;
+  r.memory_ = std::move(*memory);
+  Result<SpscRing> ring = format_in(r.memory_, geometry);
+  if (!ring.is_ok()) return ring.status();
+  r.ring_ = *ring;
+  return r;
+}
+
+Result<SharedRing> SharedRing::from_fd(int fd, const std::string& label) {
+  Result<SharedMemory> memory = SharedMemory::from_fd(fd, label);
+  if (!memory.is_ok()) return memory.status();
+  SharedRing r;
+  r.memory_ = std::move(*memory);
+  Result<SpscRing> ring = SpscRing::attach({r.memory_.data(), r.memory_.size()});
+  if (!ring.is_ok()) return Status(ring.status().code(), fmt::format("{}: {}", label, ring.status().message()));
+  r.ring_ = *ring;
+  return r;
+}
+
+Result<TenantChannel> TenantChannel::create_sealed(const std::string& base, const RingGeometry& geometry) {
+  TenantChannel c;
+  Result<SharedRing> up = SharedRing::create_sealed(base + ".up", geometry);
+  if (!up.is_ok()) return up.status();
+  c.up_ = std::move(*up);
+  Result<SharedRing> down = SharedRing::create_sealed(base + ".down", geometry);
+  if (!down.is_ok()) return down.status();
+  c.down_ = std::move(*down);
+  c.up_fd_ = c.up_.memory().fd();
+  c.down_fd_ = c.down_.memory().fd();
+  return c;
+}
+
+Result<TenantChannel> TenantChannel::from_fds(int up_fd, int down_fd, const std::string& base) {
+  TenantChannel c;
+  Result<SharedRing> up = SharedRing::from_fd(up_fd, base + ".up");
+  if (!up.is_ok()) {
+    ::close(down_fd);
+    return up.status();
+  }
+  c.up_ = std::move(*up);
+  Result<SharedRing> down = SharedRing::from_fd(down_fd, base + ".down");
+  if (!down.is_ok()) return down.status();
+  c.down_ = std::move(*down);
+  return c;
 }
 
 Result<TenantChannel> TenantChannel::create(const std::string& base, const RingGeometry& geometry, mode_t mode,

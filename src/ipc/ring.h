@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "concord/status.h"
 #include "ipc/shared_memory.h"
@@ -125,6 +126,10 @@ class SharedRing {
   static Result<SharedRing> create(const std::string& name, const RingGeometry& geometry, mode_t mode = 0600,
                                    std::optional<uid_t> owner = std::nullopt);
   static Result<SharedRing> open(const std::string& name);
+  // A ring in a sealed anonymous object (SharedMemory::create_sealed), and one received as its
+  // descriptor.
+  static Result<SharedRing> create_sealed(const std::string& label, const RingGeometry& geometry);
+  static Result<SharedRing> from_fd(int fd, const std::string& label);
   SpscRing& ring() { return ring_; }
   SharedMemory& memory() { return memory_; }
 
@@ -140,6 +145,11 @@ class TenantChannel {
   static Result<TenantChannel> create(const std::string& base, const RingGeometry& geometry, mode_t mode = 0600,
                                       std::optional<uid_t> owner = std::nullopt);
   static Result<TenantChannel> open(const std::string& base);
+  // The same two rings without names: sealed anonymous objects whose descriptors (fds(): up,
+  // down) the daemon passes over the control socket, and the tenant's end made of them.
+  static Result<TenantChannel> create_sealed(const std::string& base, const RingGeometry& geometry);
+  static Result<TenantChannel> from_fds(int up, int down, const std::string& base);
+  std::vector<int> fds() const { return {up_fd_, down_fd_}; }
   SpscRing& up() { return up_.ring(); }
   SpscRing& down() { return down_.ring(); }
   // Removes both names (the mappings stay).
@@ -148,6 +158,8 @@ class TenantChannel {
  private:
   SharedRing up_;
   SharedRing down_;
+  int up_fd_ = -1;    // owned by the rings' memory (sealed objects only)
+  int down_fd_ = -1;
 };
 
 }  // namespace concord::ipc

@@ -78,6 +78,43 @@ Result<SharedMemory> SharedMemory::open(const std::string& name) {
   return m;
 }
 
+Result<SharedMemory> SharedMemory::create_sealed(const std::string& label, size_t bytes) {
+  if (bytes == 0) return Status::invalid_argument(fmt::format("shared memory {}: size 0", label));
+  Fd fd{::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING)};
+  if (fd.fd < 0) return errno_status("memfd_create", label, errno);
+  if (::ftruncate(fd.fd, static_cast<off_t>(bytes)) != 0) return errno_status("ftruncate", label, errno);
+  if (::fcntl(fd.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return errno_status("F_ADD_SEALS", label, errno);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
+  if (p == MAP_FAILED) return errno_status("mmap", label, errno);
+  SharedMemory m;
+  m.name_ = label;
+  m.owner_ = true;
+  m.data_ = static_cast<std::byte*>(p);
+  m.size_ = bytes;
+  m.fd_ = std::exchange(fd.fd, -1);
+  return m;
+}
+
+Result<SharedMemory> SharedMemory::from_fd(int raw, const std::string& label) {
+  Fd fd{raw};
+  const int seals = ::fcntl(fd.fd, F_GET_SEALS);
+  if (seals < 0) return errno_status("F_GET_SEALS", label, errno);
+  if ((seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL)) {
+    return Status::failed_precondition(fmt::format("shared memory {}: not sealed against shrinking", label));
+  }
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) return errno_status("fstat", label, errno);
+  if (st.st_size <= 0) return Status::failed_precondition(fmt::format("shared memory {}: empty", label));
+  const auto bytes = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
+  if (p == MAP_FAILED) return errno_status("mmap", label, errno);
+  SharedMemory m;
+  m.name_ = label;
+  m.data_ = static_cast<std::byte*>(p);
+  m.size_ = bytes;
+  return m;
+}
+
 SharedMemory::SharedMemory(SharedMemory&& other) noexcept { *this = std::move(other); }
 
 SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
@@ -88,6 +125,7 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
     name_ = std::move(other.name_);
     owner_ = std::exchange(other.owner_, false);
     linked_ = std::exchange(other.linked_, false);
+    fd_ = std::exchange(other.fd_, -1);
   }
   return *this;
 }
@@ -104,6 +142,8 @@ Status SharedMemory::unlink() {
 void SharedMemory::reset() {
   if (data_ != nullptr) ::munmap(data_, size_);
   if (owner_ && linked_) ::shm_unlink(name_.c_str());
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   data_ = nullptr;
   size_ = 0;
   owner_ = false;

@@ -22,6 +22,14 @@ class SharedMemory {
                                      std::optional<uid_t> owner = std::nullopt);
   // Maps an existing object whole; its size is what fstat says, never what its contents claim.
   static Result<SharedMemory> open(const std::string& name);
+  // An anonymous object (memfd) of `bytes`, sealed against growing and shrinking: nothing in
+  // /dev/shm, gone when the last mapping and descriptor go, and a peer that is handed the
+  // descriptor cannot truncate it under the creator (which would fault its reads). The
+  // descriptor is kept (fd()) so it can be passed over a Unix socket. `label` names it in messages.
+  static Result<SharedMemory> create_sealed(const std::string& label, size_t bytes);
+  // Maps a sealed object received as a descriptor (taking the descriptor: it is closed here); one
+  // whose size could still change is refused.
+  static Result<SharedMemory> from_fd(int fd, const std::string& label);
 
   SharedMemory() = default;
   SharedMemory(SharedMemory&& other) noexcept;
@@ -34,6 +42,8 @@ class SharedMemory {
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }
   bool owner() const { return owner_; }
+  // The descriptor of a sealed object this handle created (-1 otherwise).
+  int fd() const { return fd_; }
   // Removes the name now (the mapping stays): the creator's side does it once the peer attached,
   // so nothing is left in /dev/shm if both die.
   Status unlink();
@@ -45,6 +55,7 @@ class SharedMemory {
   std::string name_;
   bool owner_ = false;
   bool linked_ = false;
+  int fd_ = -1;
 };
 
 }  // namespace concord::ipc

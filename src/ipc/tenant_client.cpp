@@ -285,14 +285,22 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
   if (o.info.pid == 0) o.info.pid = static_cast<int32_t>(::getpid());
   Result<ControlClient> control = ControlClient::connect(o.socket_path);
   if (!control.is_ok()) return control.status();
-  Result<Message> reply = control->call(o.info, o.connect_timeout);
+  std::vector<int> fds;
+  Result<Message> reply = control->call(o.info, o.connect_timeout, fds);
+  // Descriptors beyond the two rings' are not ours to keep.
+  for (size_t i = 2; i < fds.size(); ++i) ::close(fds[i]);
+  const bool passed = fds.size() >= 2;
+  if (!reply.is_ok() || !std::holds_alternative<Registered>(*reply)) {
+    for (size_t i = 0; i < std::min<size_t>(fds.size(), 2); ++i) ::close(fds[i]);
+  }
   if (!reply.is_ok()) return reply.status();
   if (const auto* e = std::get_if<ErrorReply>(&*reply)) {
     return Status(e->code, "the daemon refused the registration: " + e->message);
   }
   const auto* r = std::get_if<Registered>(&*reply);
   if (r == nullptr) return Status::parse_error(fmt::format("register: the daemon answered with a {} message", to_string(type_of(*reply))));
-  Result<TenantChannel> channel = TenantChannel::open(r->channel);
+  // The rings come as sealed descriptors with the reply (nothing in /dev/shm), or by name.
+  Result<TenantChannel> channel = passed ? TenantChannel::from_fds(fds[0], fds[1], r->channel) : TenantChannel::open(r->channel);
   if (!channel.is_ok()) return channel.status();
   if (channel->up().max_message() + sizeof(uint32_t) < kRingSlotBytes ||
       channel->down().max_message() + sizeof(uint32_t) < kRingSlotBytes) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -303,6 +304,39 @@ TEST(IpcRing, SharedMemoryNamesAreNeverAdopted) {
   ASSERT_FALSE(gone.is_ok());
   EXPECT_EQ(gone.status().code(), StatusCode::not_found);
   EXPECT_FALSE(SharedMemory::create("no-slash", 64).is_ok());
+}
+
+}  // namespace
+}  // namespace concord::ipc
+
+namespace concord::ipc {
+namespace {
+
+// Rings the daemon passes as descriptors: no name, and the peer cannot resize them under the
+// daemon (a shrink would make the daemon's reads fault).
+TEST(IpcSealedRing, ThePeerCannotResizeItAndUnsealedMemoryIsRefused) {
+  Result<TenantChannel> mine = TenantChannel::create_sealed("/concord-sealed-test", {256, 8});
+  ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
+  const std::vector<int> fds = mine->fds();
+  ASSERT_EQ(fds.size(), 2u);
+  EXPECT_FALSE(TenantChannel::open("/concord-sealed-test").is_ok()) << "no name in /dev/shm";
+  // The peer's end, from copies of the descriptors (as SCM_RIGHTS gives them).
+  Result<TenantChannel> peer = TenantChannel::from_fds(::dup(fds[0]), ::dup(fds[1]), "/concord-sealed-test");
+  ASSERT_TRUE(peer.is_ok()) << peer.status().to_string();
+  uint8_t msg[4] = {1, 2, 3, 4};
+  ASSERT_TRUE(*peer->up().try_push(msg));
+  uint8_t out[256];
+  EXPECT_EQ(*mine->up().try_pop(out), 4u);
+  EXPECT_NE(::ftruncate(fds[0], 64), 0) << "shrinking is sealed";
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(fds[0], 1 << 20), 0) << "growing is sealed";
+
+  const int plain = ::memfd_create("plain", MFD_CLOEXEC);
+  ASSERT_GE(plain, 0);
+  ASSERT_EQ(::ftruncate(plain, 4096), 0);
+  Result<SharedMemory> refused = SharedMemory::from_fd(plain, "plain");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("not sealed"), std::string::npos);
 }
 
 }  // namespace
