@@ -125,6 +125,10 @@ struct EngineOptions {
   // Called after the backend prepared the workload and the policy started, just before the clock
   // starts (a multi-process bench waits for its peers here). An error aborts the run.
   std::function<Status()> before_clock;
+  // False: finished launches, dispatches and requests are forgotten as the run goes (a live
+  // source that runs for days, the daemon's); the RunRecord then holds only what had not
+  // finished when the run ended. Observers still hear of everything.
+  bool keep_history = true;
 };
 
 // A run as far as it went. `status` is ok when every tenant's work ran. Otherwise it says why the

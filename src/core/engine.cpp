@@ -25,6 +25,7 @@ struct LaunchState {
   int64_t blocks_done = 0;
   Seconds request_arrival = 0;
   bool dispatched_once = false;
+  bool done = false;                // finished, or dropped: nothing refers to it any more
   bool reached = false;             // the front of its tenant's stream: ready once it has pending blocks
   int64_t ready_seq = 0;            // order in which launches were reached (ties of ready time)
   int64_t successor = -1;           // the next launch of its stream, dispatched behind this one
@@ -44,6 +45,9 @@ struct TenantState {
   int64_t submitted_in_request = 0;  // launches submitted into the latest request
   int64_t open_request = -1;         // the latest request that has not yet had its last launch
   int64_t last_submitted = -1;       // the launch it submitted last
+  int64_t last_submitted_request = -1;
+  Seconds last_finished_end = 0;     // the end of its latest finished launch
+  int64_t requests_base = 0;         // index of record.requests[0] (earlier ones trimmed)
   bool finished = false;             // left and drained
   bool dropped = false;              // gone (TenantSink::drop): what it left is dropped, failures too
 };
@@ -120,8 +124,22 @@ class Engine final : public SchedContext, public TenantSink {
   void complete_dropped(const Completion& c);
   bool all_parts_dropped(const DispatchRecord& rec) const;
   LaunchState* launch_state(LaunchId id) {
-    return id.valid() && id.value < static_cast<int64_t>(launches_.size()) ? &launches_[static_cast<size_t>(id.value)] : nullptr;
+    return id.value >= launch_base_ && id.value < launch_base_ + static_cast<int64_t>(launches_.size()) ? &L(id.value) : nullptr;
   }
+  // Launches, dispatch records and requests by their ids, which count from the first ever made
+  // (EngineOptions::keep_history false trims finished ones from the front).
+  LaunchState& L(int64_t id) { return launches_[static_cast<size_t>(id - launch_base_)]; }
+  const LaunchState& L(int64_t id) const { return launches_[static_cast<size_t>(id - launch_base_)]; }
+  DispatchRecord& D(int64_t id) { return dispatch_records_[static_cast<size_t>(id - dispatch_base_)]; }
+  const DispatchRecord& D(int64_t id) const { return dispatch_records_[static_cast<size_t>(id - dispatch_base_)]; }
+  bool known_dispatch(DispatchId id) const {
+    return id.value >= dispatch_base_ && id.value < dispatch_base_ + static_cast<int64_t>(dispatch_records_.size());
+  }
+  static RequestRecord& R(TenantState& t, int64_t request) {
+    return t.record.requests[static_cast<size_t>(request - t.requests_base)];
+  }
+  // Forgets finished launches, dispatches and requests (keep_history false).
+  void trim_history();
   TenantState* tenant_state(TenantId id) {
     return id.valid() && id.value < static_cast<int64_t>(tenants_.size()) ? &tenants_[static_cast<size_t>(id.value)] : nullptr;
   }
@@ -162,9 +180,11 @@ class Engine final : public SchedContext, public TenantSink {
   Estimator estimator_;
   std::deque<TenantState> tenants_;   // stable addresses as tenants join
   std::vector<TenantView> views_;     // what policies see, indexed by TenantId
-  std::vector<LaunchState> launches_;
+  std::deque<LaunchState> launches_;
+  int64_t launch_base_ = 0;
   std::vector<RunningDispatch> running_;
-  std::vector<DispatchRecord> dispatch_records_;
+  std::deque<DispatchRecord> dispatch_records_;
+  int64_t dispatch_base_ = 0;
   mutable std::vector<ReadyLaunch> ready_;
   mutable bool ready_dirty_ = true;
   std::priority_queue<Seconds, std::vector<Seconds>, std::greater<>> ticks_;
@@ -207,7 +227,7 @@ std::span<const ReadyLaunch> Engine::ready() const {
   if (ready_dirty_) {
     ready_.clear();
     for (int64_t id : reached_order_) {
-      const LaunchState& ls = launches_[static_cast<size_t>(id)];
+      const LaunchState& ls = L(id);
       if (!ls.pending.empty()) ready_.push_back(ready_entry(ls));
     }
     ready_dirty_ = false;
@@ -229,7 +249,7 @@ void Engine::refresh_ready(const LaunchState& ls) {
     return;
   }
   it = std::find_if(ready_.begin(), ready_.end(),
-                    [&](const ReadyLaunch& r) { return ready_before(ls, launches_[static_cast<size_t>(r.id.value)]); });
+                    [&](const ReadyLaunch& r) { return ready_before(ls, L(r.id.value)); });
   ready_.insert(it, ready_entry(ls));
 }
 
@@ -239,7 +259,7 @@ std::span<const QueuedLaunch> Engine::queued(TenantId tenant) const {
   if (t.queued_dirty) {
     t.queued.clear();
     for (size_t i = 1; i < t.stream.size(); ++i) {
-      const LaunchState& ls = launches_[static_cast<size_t>(t.stream[i])];
+      const LaunchState& ls = L(t.stream[i]);
       if (ls.dispatched_once) continue;
       t.queued.push_back(QueuedLaunch{ls.record.id, ls.kernel, ls.record.request, ls.last_of_request});
     }
@@ -302,7 +322,7 @@ Status Engine::check_dispatchable(const LaunchState& ls, DispatchId after) const
   if (pos == t.stream.begin() || pos == t.stream.end() || *(pos - 1) != it->launches[0].value) {
     return Status::failed_precondition(who() + ": that dispatch does not run the launch before it in its stream");
   }
-  const LaunchState& prev = launches_[static_cast<size_t>(it->launches[0].value)];
+  const LaunchState& prev = L(it->launches[0].value);
   if (!prev.pending.empty() || prev.running != 1) {
     return Status::failed_precondition(who() + ": it runs only part of launch " + std::to_string(prev.record.id.value));
   }
@@ -351,7 +371,7 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
   CONCORD_RETURN_IF_ERROR(check_part(*ls, false, variant, range, caps));
 
   DispatchRequest req;
-  req.id = DispatchId{static_cast<int64_t>(dispatch_records_.size())};
+  req.id = DispatchId{dispatch_base_ + static_cast<int64_t>(dispatch_records_.size())};
   req.parts.push_back(DispatchPart{launch, ls->record.tenant, ls->kernel, variant, range,
                                    p.fusion ? p.fusion->self_parts : 1});
   LaunchState* partner = nullptr;
@@ -422,7 +442,7 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
   if (!ls->reached) {
     // Behind the whole launch before it in its stream (check_dispatchable).
     const auto it = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == after; });
-    launches_[static_cast<size_t>(it->launches[0].value)].successor = launch.value;
+    L(it->launches[0].value).successor = launch.value;
   }
 
   DispatchRecord rec;
@@ -503,9 +523,9 @@ Status Engine::preempt(DispatchId id) {
   CONCORD_RETURN_IF_ERROR(check_not_queued(*it, "preempt"));
   for (LaunchId l : it->launches) {
     // Its unfinished blocks would come back after the next kernel already started behind it.
-    if (launches_[static_cast<size_t>(l.value)].successor >= 0) {
+    if (L(l.value).successor >= 0) {
       return Status::failed_precondition("preempt: dispatch " + std::to_string(id.value) + " has launch " +
-                                         std::to_string(launches_[static_cast<size_t>(l.value)].successor) + " queued behind it");
+                                         std::to_string(L(l.value).successor) + " queued behind it");
     }
   }
   const auto b0 = std::chrono::steady_clock::now();
@@ -555,7 +575,7 @@ Result<int64_t> Engine::arrive(TenantId tenant, Seconds at) {
     return Status::failed_precondition("arrive: tenant '" + t->view.info.name + "': request " + std::to_string(t->open_request) +
                                        " has not had its last launch submitted");
   }
-  const int64_t index = static_cast<int64_t>(t->record.requests.size());
+  const int64_t index = t->requests_base + static_cast<int64_t>(t->record.requests.size());
   t->record.requests.push_back(RequestRecord{at, -1, -1});
   if (index == 0) t->record.begin = at;
   t->open_request = index;
@@ -577,7 +597,7 @@ Status Engine::submit(TenantId tenant, const LaunchSubmission& launch) {
   LaunchState ls;
   ls.kernel = launch.kernel;
   ls.last_of_request = launch.last_of_request;
-  ls.record.id = LaunchId{static_cast<int64_t>(launches_.size())};
+  ls.record.id = LaunchId{launch_base_ + static_cast<int64_t>(launches_.size())};
   ls.record.tenant = tenant;
   ls.record.kernel = launch.kernel->name;
   ls.record.request = launch.request;
@@ -586,12 +606,13 @@ Status Engine::submit(TenantId tenant, const LaunchSubmission& launch) {
   ls.record.start = -1;
   ls.record.logical_blocks = launch.kernel->variant(launch.kernel->default_variant).logical_blocks;
   ls.pending = {BlockRange{0, ls.record.logical_blocks}};
-  ls.request_arrival = t->record.requests[static_cast<size_t>(launch.request)].arrival;
+  ls.request_arrival = R(*t, launch.request).arrival;
   if (launch.last_of_request) t->open_request = -1;
   launches_.push_back(std::move(ls));
   ++unfinished_;
   t->stream.push_back(launches_.back().record.id.value);
   t->last_submitted = launches_.back().record.id.value;
+  t->last_submitted_request = launch.request;
   t->queued_dirty = true;
   if (t->stream.size() == 1) reach_front(*t, backend_.now());
   return Status::ok();
@@ -620,22 +641,22 @@ Status Engine::end_request(TenantId tenant) {
   if (!t) return Status::not_found("end_request: no tenant " + std::to_string(tenant.value));
   const auto who = [&] { return "end_request: tenant '" + t->view.info.name + "'"; };
   if (t->open_request < 0) return Status::failed_precondition(who() + " has no open request");
-  if (t->last_submitted < 0 || launches_[static_cast<size_t>(t->last_submitted)].record.request != t->open_request) {
+  if (t->last_submitted < 0 || t->last_submitted_request != t->open_request) {
     return Status::failed_precondition(who() + ": request " + std::to_string(t->open_request) + " has no launch");
   }
-  LaunchState& ls = launches_[static_cast<size_t>(t->last_submitted)];
   const int64_t request = t->open_request;
   t->open_request = -1;
-  ls.last_of_request = true;
   t->queued_dirty = true;
-  const bool finished = ls.running == 0 && ls.pending.empty() && ls.blocks_done == ls.record.logical_blocks;
-  if (!finished) {
-    refresh_ready(ls);
+  // Null when it finished and was trimmed since.
+  LaunchState* ls = launch_state(LaunchId{t->last_submitted});
+  if (ls != nullptr) ls->last_of_request = true;
+  if (ls != nullptr && !ls->done) {
+    refresh_ready(*ls);
     return Status::ok();
   }
   // Its last launch ended before the source knew it was the last.
-  RequestRecord& req = t->record.requests[static_cast<size_t>(request)];
-  req.end = ls.record.end;
+  RequestRecord& req = R(*t, request);
+  req.end = t->last_finished_end;
   if (options_.observer) options_.observer->on_request_end(tenant, req);
   return source_.on_request_end(*this, tenant, request, req.end);
 }
@@ -643,6 +664,7 @@ Status Engine::end_request(TenantId tenant) {
 void Engine::discard(TenantState& t, LaunchState& ls) {
   ls.pending.clear();
   ls.record.end = -1;
+  ls.done = true;
   --unfinished_;
   t.stream.erase(std::remove(t.stream.begin(), t.stream.end(), ls.record.id.value), t.stream.end());
   const auto at = std::find(reached_order_.begin(), reached_order_.end(), ls.record.id.value);
@@ -663,9 +685,9 @@ Status Engine::drop(TenantId tenant, const std::string& why) {
   // What no dispatch runs will never run; what runs ends as the backend reports it.
   std::vector<int64_t> idle;
   for (int64_t id : t->stream) {
-    if (launches_[static_cast<size_t>(id)].running == 0) idle.push_back(id);
+    if (L(id).running == 0) idle.push_back(id);
   }
-  for (int64_t id : idle) discard(*t, launches_[static_cast<size_t>(id)]);
+  for (int64_t id : idle) discard(*t, L(id));
   if (t->stream.empty()) {
     t->finished = true;
     t->record.finish = started_ ? backend_.now() : 0;
@@ -680,7 +702,7 @@ bool Engine::all_parts_dropped(const DispatchRecord& rec) const {
 }
 
 void Engine::complete_dropped(const Completion& c) {
-  DispatchRecord& rec = dispatch_records_[static_cast<size_t>(c.dispatch.value)];
+  DispatchRecord& rec = D(c.dispatch.value);
   running_.erase(std::remove_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; }),
                  running_.end());
   rec.start = c.start;
@@ -690,7 +712,7 @@ void Engine::complete_dropped(const Completion& c) {
   rec.blocks_done = c.blocks_done;
   rec.error = c.error ? "" : c.error.message();
   for (LaunchId l : rec.launches) {
-    LaunchState& ls = launches_[static_cast<size_t>(l.value)];
+    LaunchState& ls = L(l.value);
     TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
     if (--ls.running > 0) continue;
     discard(t, ls);
@@ -706,12 +728,12 @@ void Engine::complete_dropped(const Completion& c) {
 }
 
 void Engine::reach_front(TenantState& t, Seconds ready_at) {
-  LaunchState& ls = launches_[static_cast<size_t>(t.stream.front())];
+  LaunchState& ls = L(t.stream.front());
   ls.reached = true;
   ls.ready_seq = reached_++;
   ls.record.ready = ready_at;
   const auto pos = std::upper_bound(reached_order_.begin(), reached_order_.end(), ls.record.id.value, [this](int64_t a, int64_t b) {
-    return ready_before(launches_[static_cast<size_t>(a)], launches_[static_cast<size_t>(b)]);
+    return ready_before(L(a), L(b));
   });
   reached_order_.insert(pos, ls.record.id.value);
   t.queued_dirty = true;
@@ -732,7 +754,7 @@ Status Engine::call(const char* hook, const std::function<Status()>& fn) {
 std::string Engine::describe_dispatch(const DispatchRecord& rec) const {
   std::string out;
   for (size_t k = 0; k < rec.launches.size(); ++k) {
-    const LaunchState& ls = launches_[static_cast<size_t>(rec.launches[k].value)];
+    const LaunchState& ls = L(rec.launches[k].value);
     if (k > 0) out += " fused with ";
     out += "tenant '" + tenants_[static_cast<size_t>(ls.record.tenant.value)].view.info.name + "' kernel '" +
            ls.kernel->name + "' (launch " + std::to_string(ls.record.id.value) + ", dispatch " +
@@ -744,18 +766,17 @@ std::string Engine::describe_dispatch(const DispatchRecord& rec) const {
 std::string Engine::describe_running() const {
   std::string out;
   for (const RunningDispatch& r : running_) {
-    out += (out.empty() ? "" : "; ") + describe_dispatch(dispatch_records_[static_cast<size_t>(r.id.value)]);
+    out += (out.empty() ? "" : "; ") + describe_dispatch(D(r.id.value));
   }
   return out;
 }
 
 void Engine::record_late(const Completion& c) {
-  const auto idx = static_cast<size_t>(c.dispatch.value);
-  if (c.dispatch.value < 0 || idx >= dispatch_records_.size()) return;
+  if (!known_dispatch(c.dispatch)) return;
   const auto running = std::find_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; });
   if (running == running_.end()) return;
   running_.erase(running);
-  DispatchRecord& rec = dispatch_records_[idx];
+  DispatchRecord& rec = D(c.dispatch.value);
   rec.start = c.start;
   rec.end = c.end;
   rec.seen = backend_.now();
@@ -765,13 +786,13 @@ void Engine::record_late(const Completion& c) {
   if (!c.error) failed_.push_back(rec.id);
   latest_end_ = std::max(latest_end_, c.end);
   for (size_t k = 0; k < rec.launches.size() && k < c.blocks_done.size(); ++k) {
-    LaunchState& ls = launches_[static_cast<size_t>(rec.launches[k].value)];
+    LaunchState& ls = L(rec.launches[k].value);
     const int64_t done = std::clamp<int64_t>(c.blocks_done[k], 0, rec.ranges[k].size());
     ls.blocks_done += done;
     --ls.running;
     if (done > 0 && (ls.record.start < 0 || c.start < ls.record.start)) ls.record.start = c.start;
     TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
-    RequestRecord& req = t.record.requests[static_cast<size_t>(ls.record.request)];
+    RequestRecord& req = R(t, ls.record.request);
     if (done > 0 && (req.start < 0 || c.start < req.start)) req.start = c.start;
     // Finished only in stream order: a launch that ran to its end behind one that was stopped
     // (queued behind it) does not finish its request.
@@ -781,6 +802,8 @@ void Engine::record_late(const Completion& c) {
     }
     ls.pending.clear();
     ls.record.end = c.end;
+    ls.done = true;
+    t.last_finished_end = c.end;
     --unfinished_;
     t.record.logical_blocks += ls.blocks_done;
     t.stream.pop_front();
@@ -793,11 +816,10 @@ void Engine::record_late(const Completion& c) {
 }
 
 Status Engine::handle_completion(const Completion& c) {
-  const auto idx = static_cast<size_t>(c.dispatch.value);
-  if (c.dispatch.value < 0 || idx >= dispatch_records_.size()) {
+  if (!known_dispatch(c.dispatch)) {
     return Status::internal("completion of unknown dispatch " + std::to_string(c.dispatch.value));
   }
-  DispatchRecord& rec = dispatch_records_[idx];
+  DispatchRecord& rec = D(c.dispatch.value);
   if (!c.error && all_parts_dropped(rec)) {
     // Its tenant is gone (a process that died mid-launch): the run goes on without it.
     complete_dropped(c);
@@ -825,7 +847,7 @@ Status Engine::handle_completion(const Completion& c) {
     return Status::internal("completion of dispatch " + std::to_string(c.dispatch.value) + " reports the wrong number of parts");
   }
   for (size_t k = 0; k < rec.launches.size(); ++k) {
-    LaunchState& ls = launches_[static_cast<size_t>(rec.launches[k].value)];
+    LaunchState& ls = L(rec.launches[k].value);
     const BlockRange r = rec.ranges[k];
     const int64_t done = c.blocks_done[k];
     if (done < 0 || done > r.size()) return Status::internal("backend reported " + std::to_string(done) + " blocks done of a range of " + std::to_string(r.size()));
@@ -835,7 +857,7 @@ Status Engine::handle_completion(const Completion& c) {
     refresh_ready(ls);
     if (ls.record.start < 0 || c.start < ls.record.start) ls.record.start = c.start;
     TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
-    RequestRecord& req = t.record.requests[static_cast<size_t>(ls.record.request)];
+    RequestRecord& req = R(t, ls.record.request);
     if (req.start < 0 || c.start < req.start) req.start = c.start;
     if (ls.successor >= 0 && !ls.pending.empty() && ls.running == 0) {
       return Status::internal("launch " + std::to_string(ls.record.id.value) + " came back with " +
@@ -848,6 +870,8 @@ Status Engine::handle_completion(const Completion& c) {
                               " of " + std::to_string(ls.record.logical_blocks) + " logical blocks");
     }
     ls.record.end = c.end;
+    ls.done = true;
+    t.last_finished_end = c.end;
     --unfinished_;
     t.record.logical_blocks += ls.blocks_done;
     if (t.stream.empty() || t.stream.front() != ls.record.id.value) {
@@ -947,7 +971,7 @@ Status Engine::wind_down(Status why) {
     // fails with it, and the device does not say which one caused it.
     std::string others;
     for (size_t i = 1; i < failed_.size(); ++i) {
-      others += (others.empty() ? "" : "; ") + describe_dispatch(dispatch_records_[static_cast<size_t>(failed_[i].value)]);
+      others += (others.empty() ? "" : "; ") + describe_dispatch(D(failed_[i].value));
     }
     why = Status(why.code(), why.message() + "; failed with it (a fault that poisons the device fails every dispatch "
                                              "running then, and the device does not say which one caused it): " + others);
@@ -972,10 +996,10 @@ RunRecord Engine::collect(std::chrono::steady_clock::time_point wall0) {
   for (auto& l : launches_) out.launches.push_back(std::move(l.record));
   // Dispatches that never ended (the run ended early and they could not be stopped).
   for (const RunningDispatch& r : running_) {
-    DispatchRecord& rec = dispatch_records_[static_cast<size_t>(r.id.value)];
+    DispatchRecord& rec = D(r.id.value);
     rec.start = rec.end = rec.seen = -1;
   }
-  out.dispatches = std::move(dispatch_records_);
+  out.dispatches.assign(std::make_move_iterator(dispatch_records_.begin()), std::make_move_iterator(dispatch_records_.end()));
   stats_.engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   stats_.policy = policy_.stats();
   out.stats = stats_;
@@ -1045,8 +1069,32 @@ Status Engine::drive() {
       ticked = true;
     }
     if (ticked) CONCORD_RETURN_IF_ERROR(call("on_tick", [&] { return policy_.on_tick(*this); }));
+    if (!options_.keep_history) trim_history();
   }
   return Status::ok();
+}
+
+void Engine::trim_history() {
+  while (!launches_.empty() && launches_.front().done) {
+    launches_.pop_front();
+    ++launch_base_;
+  }
+  while (!dispatch_records_.empty()) {
+    const DispatchId front = dispatch_records_.front().id;
+    if (std::any_of(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == front; })) break;
+    dispatch_records_.pop_front();
+    ++dispatch_base_;
+  }
+  for (TenantState& t : tenants_) {
+    auto& reqs = t.record.requests;
+    size_t ended = 0;
+    while (ended < reqs.size() && reqs[ended].end >= 0 && t.requests_base + static_cast<int64_t>(ended) != t.open_request) ++ended;
+    // Erasing from the front of a vector moves the rest: only in batches.
+    if (ended >= 64) {
+      reqs.erase(reqs.begin(), reqs.begin() + static_cast<std::ptrdiff_t>(ended));
+      t.requests_base += static_cast<int64_t>(ended);
+    }
+  }
 }
 
 }  // namespace

@@ -256,6 +256,7 @@ void Daemon::Impl::run_engine() {
   eo.stop = &stop;
   eo.observer = &*observer;
   eo.abort_grace = options.abort_grace;
+  eo.keep_history = false;  // a daemon runs for days: the engine forgets what finished
   RunOutcome out = run_engine_outcome(*source, *backend, *policy, eo);
   engine_status = out.status.code() == StatusCode::cancelled ? Status::ok() : out.status;
   if (!engine_status.is_ok()) {

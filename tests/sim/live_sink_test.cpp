@@ -219,3 +219,74 @@ TEST(LiveSink, AFailedDispatchOfATenantNotDroppedStillEndsTheRun) {
 
 }  // namespace
 }  // namespace concord
+
+namespace concord {
+namespace {
+
+class CountRequests final : public EngineObserver {
+ public:
+  void on_request_end(TenantId, const RequestRecord& r) override {
+    ++ended;
+    if (r.end < r.arrival) ++backwards;
+  }
+  int ended = 0;
+  int backwards = 0;
+};
+
+// A daemon runs for days: with keep_history off the engine forgets what finished, and ending a
+// request whose last launch was forgotten already still works.
+TEST(LiveSink, WithoutHistoryFinishedWorkIsForgottenAndRequestsStillEnd) {
+  const KernelSpec k = *make_suite_kernel("vector_add", 1 << 16);
+  ScriptSource src;
+  TenantId t;
+  src.open_fn = [&](TenantSink& sink) -> Status {
+    auto id = sink.join(TenantInfo{"lc", TenantClass::latency_critical, 0.01, {}}, std::nullopt, {});
+    if (!id) return id.status();
+    t = *id;
+    return Status::ok();
+  };
+  constexpr int kRequests = 500;
+  int started = 0;
+  bool end_pending = false;
+  auto next = [&](TenantSink& sink) -> Status {
+    if (started == kRequests) {
+      src.done = true;
+      return sink.leave(t);
+    }
+    ++started;
+    auto r = sink.arrive(t, sink.now());
+    if (!r) return r.status();
+    CONCORD_RETURN_IF_ERROR(sink.submit(t, {&k, *r, false}));
+    CONCORD_RETURN_IF_ERROR(sink.submit(t, {&k, *r, false}));
+    end_pending = true;
+    return Status::ok();
+  };
+  src.pump_fn = [&](TenantSink& sink) -> Result<Seconds> {
+    if (end_pending) {
+      // The boundary comes late: both launches (maybe long trimmed) have ended.
+      end_pending = false;
+      CONCORD_RETURN_IF_ERROR(sink.end_request(t));
+      CONCORD_RETURN_IF_ERROR(next(sink));
+      return src.done ? kNever : sink.now() + 1e-3;
+    }
+    if (started == 0) CONCORD_RETURN_IF_ERROR(next(sink));
+    return src.done ? kNever : sink.now() + 1e-3;
+  };
+  auto backend = sim();
+  auto policy = builtin_policies().make("streams", {});
+  ASSERT_TRUE(policy.is_ok());
+  CountRequests count;
+  EngineOptions o;
+  o.keep_history = false;
+  o.observer = &count;
+  Result<RunRecord> rec = run_engine(src, *backend, **policy, o);
+  ASSERT_TRUE(rec.is_ok()) << rec.status().to_string();
+  EXPECT_EQ(count.ended, kRequests);
+  EXPECT_EQ(count.backwards, 0);
+  EXPECT_LT(rec->launches.size(), 8u) << "finished launches were forgotten";
+  EXPECT_LT(rec->dispatches.size(), 8u);
+  EXPECT_LT(rec->tenants[0].requests.size(), 100u);
+}
+
+}  // namespace
+}  // namespace concord
