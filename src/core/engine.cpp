@@ -123,6 +123,15 @@ class Engine final : public SchedContext, public TenantSink {
   // A completion of a dispatch whose tenants were all dropped: recorded, no error, nothing more runs.
   void complete_dropped(const Completion& c);
   bool all_parts_dropped(const DispatchRecord& rec) const;
+  // Copies what a completion says into its dispatch's record.
+  void note_end(DispatchRecord& rec, const Completion& c) const {
+    rec.start = c.start;
+    rec.end = c.end;
+    rec.seen = backend_.now();
+    rec.preempted = c.preempted;
+    rec.blocks_done = c.blocks_done;
+    rec.error = c.error ? "" : c.error.message();
+  }
   LaunchState* launch_state(LaunchId id) {
     return id.value >= launch_base_ && id.value < launch_base_ + static_cast<int64_t>(launches_.size()) ? &L(id.value) : nullptr;
   }
@@ -705,12 +714,7 @@ void Engine::complete_dropped(const Completion& c) {
   DispatchRecord& rec = D(c.dispatch.value);
   running_.erase(std::remove_if(running_.begin(), running_.end(), [&](const RunningDispatch& r) { return r.id == c.dispatch; }),
                  running_.end());
-  rec.start = c.start;
-  rec.end = c.end;
-  rec.seen = backend_.now();
-  rec.preempted = c.preempted;
-  rec.blocks_done = c.blocks_done;
-  rec.error = c.error ? "" : c.error.message();
+  note_end(rec, c);
   for (LaunchId l : rec.launches) {
     LaunchState& ls = L(l.value);
     TenantState& t = tenants_[static_cast<size_t>(ls.record.tenant.value)];
@@ -777,12 +781,7 @@ void Engine::record_late(const Completion& c) {
   if (running == running_.end()) return;
   running_.erase(running);
   DispatchRecord& rec = D(c.dispatch.value);
-  rec.start = c.start;
-  rec.end = c.end;
-  rec.seen = backend_.now();
-  rec.preempted = c.preempted;
-  rec.blocks_done = c.blocks_done;
-  rec.error = c.error ? "" : c.error.message();
+  note_end(rec, c);
   if (!c.error) failed_.push_back(rec.id);
   latest_end_ = std::max(latest_end_, c.end);
   for (size_t k = 0; k < rec.launches.size() && k < c.blocks_done.size(); ++k) {

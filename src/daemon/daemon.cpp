@@ -362,8 +362,6 @@ Daemon::~Daemon() {
 
 std::string Daemon::metrics_text() const { return prometheus_text(impl_->board.read()); }
 
-int Daemon::metrics_port() const { return impl_->options.metrics_port; }
-
 Result<DeviceSpec> daemon_device(const std::string& name_or_file) {
   Result<DeviceSpec> builtin = builtin_device(name_or_file);
   if (builtin.is_ok()) return builtin;

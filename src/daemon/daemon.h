@@ -50,10 +50,8 @@ class Daemon {
   void stop();
   // Waits for the engine's thread to end; ok when it ended because stop() was called.
   Status wait();
-  // The Prometheus text of now.
+  // The Prometheus text of the latest snapshot (refreshed about every 200 ms).
   std::string metrics_text() const;
-  // The metrics endpoint's TCP port (the one bound when options asked for port 0 with a socket... )
-  int metrics_port() const;
 
   struct Impl;
 

@@ -1,9 +1,7 @@
 #include "daemon/remote_backend.h"
 
-#include <time.h>
 
 #include <algorithm>
-#include <cerrno>
 
 #include <fmt/format.h>
 
@@ -12,19 +10,7 @@ namespace {
 
 bool sm_less(const SmSet& a, const SmSet& b) { return a.words() < b.words(); }
 
-void pause_cpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-void nap(std::chrono::microseconds d) {
-  timespec ts{static_cast<time_t>(d.count() / 1'000'000), static_cast<long>(d.count() % 1'000'000) * 1000};
-  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
+void nap(std::chrono::microseconds d) { ipc::sleep_ns(static_cast<uint64_t>(d.count()) * 1000); }
 
 std::string who(const TenantConn& conn) { return fmt::format("tenant '{}' (daemon tenant {})", conn.record.info.name, conn.id); }
 
@@ -221,7 +207,7 @@ Result<std::vector<Completion>> RemoteBackend::advance(Seconds until) {
     if (!out.empty() || any) return out;
     if (now() >= until || t - t0 >= options_.max_block) return out;
     if (t - last_activity_ < options_.spin) {
-      pause_cpu();
+      ipc::cpu_pause();
     } else if (t - last_activity_ < options_.idle_after) {
       nap(options_.sleep);
     } else {

@@ -57,6 +57,8 @@ Status check_geometry(const RingGeometry& g) {
 
 Endpoint& endpoint(RingHeader& h, RingSide side) { return side == RingSide::producer ? h.producer : h.consumer; }
 
+}  // namespace
+
 void cpu_pause() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -70,8 +72,6 @@ void sleep_ns(uint64_t ns) {
   while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }
-
-}  // namespace
 
 uint64_t monotonic_ns() {
   timespec ts{};

@@ -34,6 +34,9 @@
 namespace concord::ipc {
 
 uint64_t monotonic_ns();
+// A CPU pause for spin loops, and a sleep that resumes after signals: the waits of both ends.
+void cpu_pause();
+void sleep_ns(uint64_t ns);
 
 struct RingGeometry {
   uint32_t slot_size = 128;  // bytes a slot holds, its u32 length included: 16..65536, a multiple of 8

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -37,6 +38,17 @@ struct Fd {
   }
 };
 
+// Maps all of an object opened as `fd` (its size from fstat, never from its contents).
+Result<std::pair<std::byte*, size_t>> map_whole(int fd, const std::string& name) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno_status("fstat", name, errno);
+  if (st.st_size <= 0) return Status::failed_precondition(fmt::format("shared memory {}: empty (its creator has not sized it yet)", name));
+  const auto bytes = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return errno_status("mmap", name, errno);
+  return std::pair{static_cast<std::byte*>(p), bytes};
+}
+
 }  // namespace
 
 Result<SharedMemory> SharedMemory::create(const std::string& name, size_t bytes, mode_t mode, std::optional<uid_t> owner) {
@@ -65,16 +77,11 @@ Result<SharedMemory> SharedMemory::open(const std::string& name) {
   CONCORD_RETURN_IF_ERROR(check_name(name));
   Fd fd{::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0)};
   if (fd.fd < 0) return errno_status("shm_open", name, errno);
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) return errno_status("fstat", name, errno);
-  if (st.st_size <= 0) return Status::failed_precondition(fmt::format("shared memory {}: empty (its creator has not sized it yet)", name));
-  const auto bytes = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
-  if (p == MAP_FAILED) return errno_status("mmap", name, errno);
+  auto mapped = map_whole(fd.fd, name);
+  if (!mapped.is_ok()) return mapped.status();
   SharedMemory m;
   m.name_ = name;
-  m.data_ = static_cast<std::byte*>(p);
-  m.size_ = bytes;
+  std::tie(m.data_, m.size_) = *mapped;
   return m;
 }
 
@@ -102,16 +109,11 @@ Result<SharedMemory> SharedMemory::from_fd(int raw, const std::string& label) {
   if ((seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL)) {
     return Status::failed_precondition(fmt::format("shared memory {}: not sealed against shrinking", label));
   }
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) return errno_status("fstat", label, errno);
-  if (st.st_size <= 0) return Status::failed_precondition(fmt::format("shared memory {}: empty", label));
-  const auto bytes = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
-  if (p == MAP_FAILED) return errno_status("mmap", label, errno);
+  auto mapped = map_whole(fd.fd, label);
+  if (!mapped.is_ok()) return mapped.status();
   SharedMemory m;
   m.name_ = label;
-  m.data_ = static_cast<std::byte*>(p);
-  m.size_ = bytes;
+  std::tie(m.data_, m.size_) = *mapped;
   return m;
 }
 

@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,20 +18,6 @@
 
 namespace concord::ipc {
 namespace {
-
-void pause_cpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-void nap(uint64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 Decision whole_gpu_release(uint64_t seq) { return Decision{seq, Verdict::release, Priority::normal, 0}; }
 
@@ -88,7 +73,7 @@ class Client final : public TenantClient {
       }
       if (pass_through()) return whole_gpu_release(seq);
       if (i < w.spin_iterations) {
-        pause_cpu();
+        cpu_pause();
         continue;
       }
       const uint64_t now = monotonic_ns();
@@ -97,7 +82,7 @@ class Client final : public TenantClient {
         go_pass_through(fmt::format("no decision for launch {} within {} ms", seq, w.timeout_ns / 1'000'000));
         return whole_gpu_release(seq);
       }
-      nap(w.sleep_ns);
+      sleep_ns(w.sleep_ns);
     }
   }
 
@@ -170,8 +155,8 @@ class Client final : public TenantClient {
       if (final || (!final && pass_through())) return false;
       if (i >= options_.wait.spin_iterations && !daemon_alive(monotonic_ns())) return false;
       lock.unlock();
-      if (i < options_.wait.spin_iterations) pause_cpu();
-      else nap(options_.wait.sleep_ns);
+      if (i < options_.wait.spin_iterations) cpu_pause();
+      else sleep_ns(options_.wait.sleep_ns);
       lock.lock();
       if (pass_through()) return false;
     }
