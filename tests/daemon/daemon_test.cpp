@@ -227,6 +227,13 @@ class DaemonTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   std::string socket() const { return (dir_ / "concordd.sock").string(); }
+  // An in-process tenant's options.
+  ipc::TenantClientOptions client_options(const ipc::RegisterTenant& info) const {
+    ipc::TenantClientOptions o;
+    o.socket_path = socket();
+    o.info = info;
+    return o;
+  }
   ForkedTenant& add(const Script& s) { return *tenants_.emplace_back(std::make_unique<ForkedTenant>(socket(), s)); }
   DaemonOptions options(const std::string& policy) {
     DaemonOptions o;
@@ -367,9 +374,7 @@ std::string metrics_when(const Daemon& d, const std::regex& pattern) {
 
 TEST_F(DaemonTest, LcLatencyIsMeasuredPerRequest) {
   start(options("streams"));
-  ipc::TenantClientOptions co;
-  co.socket_path = socket();
-  co.info = lc("lc");
+  ipc::TenantClientOptions co = client_options(lc("lc"));
   auto client = ipc::TenantClient::connect(co);
   ASSERT_TRUE(client.is_ok());
   ipc::TenantClient& c = **client;
@@ -421,7 +426,6 @@ TEST_F(DaemonTest, ATenantKilledMidLaunchIsDroppedAndTheOtherFinishes) {
 
 TEST_F(DaemonTest, ADaemonKilledLeavesItsTenantsRunningPassThrough) {
   // The daemon in a child process (killed with SIGKILL), the tenant in this one.
-  const std::string sock = socket();
   DaemonOptions o = options("serial");
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -439,9 +443,7 @@ TEST_F(DaemonTest, ADaemonKilledLeavesItsTenantsRunningPassThrough) {
   char b = 0;
   ASSERT_EQ(::read(ready[0], &b, 1), 1);
   ::close(ready[0]);
-  ipc::TenantClientOptions co;
-  co.socket_path = sock;
-  co.info = be("survivor");
+  ipc::TenantClientOptions co = client_options(be("survivor"));
   co.wait.stale_after_ns = 500'000'000;
   co.heartbeat_period = 20ms;
   auto client = ipc::TenantClient::connect(co);
@@ -497,9 +499,7 @@ TEST_F(DaemonTest, SocketModeGroupAndOwnership) {
   EXPECT_EQ(st.st_mode & 07777, 0660u);
   EXPECT_EQ(st.st_gid, ::getgid());
 
-  ipc::TenantClientOptions co;
-  co.socket_path = socket();
-  co.info = be("mine");
+  ipc::TenantClientOptions co = client_options(be("mine"));
   auto client = ipc::TenantClient::connect(co);
   ASSERT_TRUE(client.is_ok()) << client.status().to_string();
   const uint64_t id = (*client)->tenant();
@@ -535,9 +535,7 @@ TEST_F(DaemonTest, SocketModeGroupAndOwnership) {
 
 TEST_F(DaemonTest, MalformedRingMessagesDropOnlyTheirTenant) {
   start(options("streams"));
-  ipc::TenantClientOptions co;
-  co.socket_path = socket();
-  co.info = be("liar");
+  ipc::TenantClientOptions co = client_options(be("liar"));
   // Register by hand, then write garbage into the up ring.
   Result<ipc::ControlClient> c = ipc::ControlClient::connect(socket());
   ASSERT_TRUE(c.is_ok());
@@ -579,9 +577,7 @@ TEST_F(DaemonTest, MalformedRingMessagesDropOnlyTheirTenant) {
 // The metrics endpoint speaks the Prometheus text format (over HTTP on a Unix socket).
 TEST_F(DaemonTest, PrometheusTextOverTheMetricsSocket) {
   start(options("priority-streams"));
-  ipc::TenantClientOptions co;
-  co.socket_path = socket();
-  co.info = lc("svc");
+  ipc::TenantClientOptions co = client_options(lc("svc"));
   auto svc = ipc::TenantClient::connect(co);
   co.info = be("batch");
   auto batch = ipc::TenantClient::connect(co);
@@ -636,9 +632,7 @@ TEST_F(DaemonTest, FreeRunTenantsNeverWaitAndStayInTheBooks) {
   DaemonOptions o = options("streams");
   o.free_run = true;
   start(o);
-  ipc::TenantClientOptions co;
-  co.socket_path = socket();
-  co.info = be("fast");
+  ipc::TenantClientOptions co = client_options(be("fast"));
   co.wait.timeout_ns = 1'000'000;  // would turn pass-through if any launch waited for a decision
   auto client = ipc::TenantClient::connect(co);
   ASSERT_TRUE(client.is_ok());
@@ -658,9 +652,7 @@ TEST_F(DaemonTest, FreeRunTenantsNeverWaitAndStayInTheBooks) {
 
 TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   start(options("streams"));
-  ipc::TenantClientOptions co;
-  co.socket_path = socket();
-  co.info = lc("web-frontend", 25);
+  ipc::TenantClientOptions co = client_options(lc("web-frontend", 25));
   auto client = ipc::TenantClient::connect(co);
   ASSERT_TRUE(client.is_ok());
   for (int i = 0; i < 3; ++i) launch_once(**client);
