@@ -68,6 +68,9 @@ bool TenantHub::poll(std::vector<std::tuple<uint64_t, uint64_t, bool>>& done) {
   bool any = false;
   uint8_t buf[ipc::kRingSlotBytes];
   const uint64_t now = ipc::monotonic_ns();
+  // Liveness (a kill(pid, 0) per tenant) every few milliseconds, not on every poll.
+  const bool check_peers = now - last_peer_check_ns_ >= kPeerCheckNs;
+  if (check_peers) last_peer_check_ns_ = now;
   for (auto& [id, conn_ptr] : conns_) {
     TenantConn& conn = *conn_ptr;
     if (conn.state == ConnState::gone) continue;
@@ -119,6 +122,7 @@ bool TenantHub::poll(std::vector<std::tuple<uint64_t, uint64_t, bool>>& done) {
       any = true;
       continue;
     }
+    if (!check_peers && conn.unlinked) continue;
     const ipc::PeerStatus peer = up.peer(ipc::RingSide::producer, now, liveness_.stale_after_ns);
     if (peer.state != ipc::PeerState::absent && !conn.unlinked) {
       // Attached: the names are no longer needed, and nothing is left in /dev/shm if both die.

@@ -135,6 +135,8 @@ class TenantHub {
   std::map<uint64_t, std::unique_ptr<TenantConn>> conns_;
   std::map<int64_t, uint64_t> by_engine_;
   HubCounters counters_;
+  static constexpr uint64_t kPeerCheckNs = 5'000'000;
+  uint64_t last_peer_check_ns_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 

@@ -21,6 +21,8 @@ namespace {
 
 Decision whole_gpu_release(uint64_t seq) { return Decision{seq, Verdict::release, Priority::normal, 0}; }
 
+constexpr uint64_t kLivenessCheckNs = 2'000'000;
+
 class Client final : public TenantClient {
  public:
   Client(TenantClientOptions options, ControlClient control, TenantChannel channel, uint64_t tenant)
@@ -58,6 +60,7 @@ class Client final : public TenantClient {
     if (seq == 0 || pass_through()) return whole_gpu_release(seq);
     const WaitPolicy& w = options_.wait;
     const uint64_t start = monotonic_ns();
+    uint64_t last_check = 0;
     bool held = false;
     for (int i = 0;; ++i) {
       {
@@ -77,7 +80,11 @@ class Client final : public TenantClient {
         continue;
       }
       const uint64_t now = monotonic_ns();
-      if (!daemon_alive(now)) return whole_gpu_release(seq);
+      // The daemon's liveness (a kill(pid, 0)) every few milliseconds of a long wait.
+      if (now - last_check >= kLivenessCheckNs) {
+        last_check = now;
+        if (!daemon_alive(now)) return whole_gpu_release(seq);
+      }
       if (!held && now - start >= w.timeout_ns) {
         go_pass_through(fmt::format("no decision for launch {} within {} ms", seq, w.timeout_ns / 1'000'000));
         return whole_gpu_release(seq);
