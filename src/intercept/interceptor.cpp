@@ -115,6 +115,7 @@ class Interceptor {
   Status handoff(CUstream from, CUstream to, CUevent event);
   Result<CUevent> take_event();
   void track(uint64_t seq, CUstream stream);
+  void after_launch(CUresult r, uint64_t seq, CUstream app, CUstream target, HandoffEvents* events, bool green) noexcept;
   void completion_loop();
   void poll_completions();
   void take_announcements();
@@ -280,8 +281,10 @@ Result<CUstream> Interceptor::priority_shadow(CUstream app, uint64_t key, CUcont
 }
 
 Result<HandoffEvents*> Interceptor::handoff_events(CUcontext ctx) {
-  thread_local HandoffEvents* mine = nullptr;
-  if (mine && mine->context == ctx) return mine;
+  thread_local std::vector<HandoffEvents*> mine;  // this thread's, one pair per context
+  for (HandoffEvents* e : mine) {
+    if (e->context == ctx) return e;
+  }
   auto events = std::make_unique<HandoffEvents>();
   events->context = ctx;
   CUevent before = nullptr, after = nullptr;
@@ -289,10 +292,13 @@ Result<HandoffEvents*> Interceptor::handoff_events(CUcontext ctx) {
   events->before = OwnedEvent(driver_, before);
   CONCORD_INTERCEPT_CU(driver_->event_create(&after, CU_EVENT_DISABLE_TIMING));
   events->after = OwnedEvent(driver_, after);
-  mine = events.get();
-  std::lock_guard<std::mutex> lock(handoff_mu_);
-  handoffs_.push_back(std::move(events));
-  return mine;
+  HandoffEvents* pair = events.get();
+  {
+    std::lock_guard<std::mutex> lock(handoff_mu_);
+    handoffs_.push_back(std::move(events));
+  }
+  mine.push_back(pair);
+  return pair;
 }
 
 Status Interceptor::handoff(CUstream from, CUstream to, CUevent event) {
@@ -374,12 +380,7 @@ CUresult Interceptor::launch(const LaunchCall& call) {
   if (free_run) {
     counters_.free_run.fetch_add(1, std::memory_order_relaxed);
     const CUresult r = call.invoke(call.args, call.stream);
-    if (r == CUDA_SUCCESS) {
-      track(*seq, app);
-    } else {
-      counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
-      (void)client_->completed(*seq, false);
-    }
+    after_launch(r, *seq, app, app, nullptr, false);
     return r;
   }
   ipc::Decision decision;
@@ -439,24 +440,32 @@ CUresult Interceptor::launch(const LaunchCall& call) {
     green = false;
     r = call.invoke(call.args, call.stream);
   }
-  if (r != CUDA_SUCCESS) {
-    counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
-    (void)client_->completed(*seq, false);
-    return r;
-  }
-  if (target != app) {
+  after_launch(r, *seq, app, target, events, green);
+  return r;
+}
+
+void Interceptor::after_launch(CUresult r, uint64_t seq, CUstream app, CUstream target, HandoffEvents* events,
+                               bool green) noexcept {
+  // The launch is made: nothing here may throw back into launch(), whose caller would launch again.
+  try {
+    if (r != CUDA_SUCCESS) {
+      counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
+      (void)client_->completed(seq, false);
+      return;
+    }
+    track(seq, target);
+    if (target == app) return;
     (green ? counters_.on_green_stream : counters_.on_priority_stream).fetch_add(1, std::memory_order_relaxed);
-    track(*seq, target);
     if (Status back = handoff(target, app, events->after.get()); !back) {
       // The application stream would no longer wait for this launch: wait on the host instead,
       // so that its order still holds.
       log("hand-off back to the application stream failed (" + back.message() + "); synchronising");
       driver_->get<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize)(target);
     }
-  } else {
-    track(*seq, app);
+  } catch (...) {
+    // Out of memory for the bookkeeping: the launch stands; only its completion goes unreported.
+    if (target != app) driver_->get<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize)(target);
   }
-  return r;
 }
 
 void Interceptor::stream_destroyed(CUstream stream) {
