@@ -83,7 +83,7 @@ Workload tc_beside_memory(Seconds target) {
 }
 
 TEST(Aker, FusesASplitBeKernelBesideTheLcKernelWhenTheHeadroomAllows) {
-  policy::AkerPolicy aker({});
+  policy::AkerPolicy aker({.idle_cap = 0.1, .lc_fusion_estimated = true});
   auto run = run_on_sim(tc_beside_memory(20e-3), aker);
   ASSERT_TRUE(run) << run.status().to_string();
   const auto fused = lc_fusions(*run);
@@ -113,7 +113,7 @@ TEST(Aker, FusesInVariantsThatLeaveSeveralBlocksPerSm) {
   ASSERT_EQ(max_resident_blocks(dev, fused_block_variant(tc.variant(tc.default_variant), 1, triad.variant(triad.default_variant), 1)), 1);
   const auto chosen = best_fusion_shape(dev, tc, triad);
   ASSERT_TRUE(chosen);
-  policy::AkerPolicy aker({});
+  policy::AkerPolicy aker({.idle_cap = 0.1, .lc_fusion_estimated = true});
   auto run = run_on_sim(w, aker);
   ASSERT_TRUE(run) << run.status().to_string();
   const auto fused = lc_fusions(*run);
@@ -144,7 +144,7 @@ TEST(Aker, FusesInVariantsThatLeaveSeveralBlocksPerSm) {
 
 TEST(Aker, DoesNotFuseOrReorderWithoutHeadroom) {
   // A target below the LC request's own time: every query is late, so no BE work goes first.
-  policy::AkerPolicy aker({});
+  policy::AkerPolicy aker({.idle_cap = 0.1, .lc_fusion_estimated = true});
   auto run = run_on_sim(tc_beside_memory(1e-6), aker);
   ASSERT_TRUE(run) << run.status().to_string();
   EXPECT_TRUE(lc_fusions(*run).empty());
@@ -159,11 +159,11 @@ TEST(Aker, FusesComputeWithMemoryAndTackerDoesNot) {
   // Two CUDA-core kernels: compute-prefer LC (fma_loop), memory-prefer BE (stream_triad).
   const Workload w =
       workload({lc_tenant({step("fma_loop", 1 << 22)}, 20, 1000, 20e-3), tenant("train", {step("stream_triad", 1 << 28)}, 100)});
-  policy::AkerPolicy aker({});
+  policy::AkerPolicy aker({.idle_cap = 0.1, .lc_fusion_estimated = true});
   auto a = run_on_sim(w, aker);
   ASSERT_TRUE(a) << a.status().to_string();
   EXPECT_FALSE(lc_fusions(*a).empty()) << "aker fuses compute-prefer with memory-prefer kernels (rank 1)";
-  auto t = run_on_sim(w, "tacker");
+  auto t = run_on_sim(w, "tacker", 1, {{"lc_fusion", "estimated"}});
   ASSERT_TRUE(t) << t.status().to_string();
   EXPECT_TRUE(lc_fusions(*t).empty()) << "tacker fuses tensor-core with CUDA-core kernels only";
 }
@@ -172,7 +172,7 @@ TEST(Tacker, FusesTheWholeBeKernelBesideATensorCoreKernel) {
   // A BE kernel short enough to fit the headroom whole.
   const Workload w =
       workload({lc_tenant({step("tc_gemm", 2048), step("tc_gemm", 2048)}, 20, 1000, 20e-3), tenant("train", {step("stream_triad", 1 << 22)}, 4000)});
-  auto run = run_on_sim(w, "tacker");
+  auto run = run_on_sim(w, "tacker", 1, {{"lc_fusion", "estimated"}});
   ASSERT_TRUE(run) << run.status().to_string();
   const auto fused = lc_fusions(*run);
   ASSERT_FALSE(fused.empty());
@@ -223,6 +223,19 @@ TEST(Aker, DegradesToReorderBesideAnOpaqueLcTenant) {
     }
   }
   EXPECT_GT(be_dispatches_during_lc_requests(*run), 0);  // reordered
+}
+
+TEST(Aker, FusesAnLcKernelOnlyInAMeasuredVersionByDefault) {
+  // Without profiles no fused version has a measured model: by default the LC kernel is not fused
+  // (reordering still applies), while BE pairs may still fuse on estimates.
+  auto run = run_on_sim(tc_beside_memory(20e-3), "aker");
+  ASSERT_TRUE(run) << run.status().to_string();
+  EXPECT_TRUE(lc_fusions(*run).empty());
+  EXPECT_EQ(within_target(*run), 1.0);
+  auto estimated = run_on_sim(tc_beside_memory(20e-3), "aker", 1, {{"lc_fusion", "estimated"}});
+  ASSERT_TRUE(estimated) << estimated.status().to_string();
+  EXPECT_FALSE(lc_fusions(*estimated).empty());
+  EXPECT_FALSE(run_on_sim(tc_beside_memory(20e-3), "aker", 1, {{"lc_fusion", "always"}}));
 }
 
 }  // namespace

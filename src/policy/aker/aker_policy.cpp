@@ -81,11 +81,20 @@ Result<double> idle_cap_param(const std::string& policy, const PolicyParams& par
   return *cap;
 }
 
+Result<bool> lc_fusion_param(const std::string& policy, const PolicyParams& params) {
+  const auto it = params.find("lc_fusion");
+  if (it == params.end() || it->second == "measured") return false;
+  if (it->second == "estimated") return true;
+  return Status::invalid_argument(policy + ": parameter 'lc_fusion' must be measured or estimated, not '" + it->second + "'");
+}
+
 Result<std::unique_ptr<Policy>> make_aker(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("aker", params, {"idle_cap"}));
+  CONCORD_RETURN_IF_ERROR(only_params("aker", params, {"idle_cap", "lc_fusion"}));
   auto cap = idle_cap_param("aker", params);
   if (!cap) return cap.status();
-  return std::unique_ptr<Policy>(std::make_unique<AkerPolicy>(AkerOptions{*cap}));
+  auto estimated = lc_fusion_param("aker", params);
+  if (!estimated) return estimated.status();
+  return std::unique_ptr<Policy>(std::make_unique<AkerPolicy>(AkerOptions{*cap, *estimated}));
 }
 
 }  // namespace concord::policy

@@ -18,11 +18,16 @@ struct AkerOptions {
   // With no LC query active, BE work dispatched at once is kept within this share of the smallest
   // LC target (elastic kernels are split to fit; 0: no limit).
   double idle_cap = 0.1;
+  // An LC kernel fuses only in versions with a measured model (`lc_fusion=measured`, the
+  // default) or also in estimated ones (`lc_fusion=estimated`).
+  bool lc_fusion_estimated = false;
 };
+// Parses `lc_fusion` (measured | estimated).
+Result<bool> lc_fusion_param(const std::string& policy, const PolicyParams& params);
 
 class AkerPolicy final : public Policy {
  public:
-  explicit AkerPolicy(AkerOptions o) : state_(o.idle_cap) {}
+  explicit AkerPolicy(AkerOptions o) : state_(o.idle_cap) { state_.set_lc_fusion_estimated(o.lc_fusion_estimated); }
   std::string name() const override { return "aker"; }
   Status on_complete(SchedContext& ctx, const Completion& completion) override {
     state_.complete(completion);

@@ -255,7 +255,7 @@ Result<bool> AkerState::fuse_beside_lc(SchedContext& ctx, const AkerPresent& pre
       const std::optional<int> rank = pair_rank(ctx, *lc.kernel, *be.kernel);
       if (!rank || (tc_cd_only && *rank != 0)) continue;  // rank 0: tensor-core with CUDA-core
       const AkerVersion* v = version(ctx, lc, be);
-      if (!v) continue;
+      if (!v || (!v->measured && !lc_fusion_estimated_)) continue;
       // The LC kernel whole in the version's variant, the BE kernel in its own.
       const int64_t self_blocks = aker_pending_in(lc, v->self_variant).size();
       const Seconds self = solo_seconds(ctx, *lc.kernel, v->self_variant, self_blocks);
@@ -285,17 +285,22 @@ Status AkerState::dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Se
   if (std::isfinite(limit) && ctx.capabilities(*r.kernel).split_range) {
     const int variant = aker_variant_of(r);
     const double fit = kernel(ctx, *r.kernel, variant).solo.blocks_within(limit);
-    // Whole waves (every SM full) where the limit allows one, a part of a wave where it does not.
-    // Where not one block fits: nothing beside an active query (its target comes first), one block
-    // when no query is active (idle_limit), so that BE work always moves.
+    // Whole waves (every SM full) where the limit allows one. Less than a wave: with no query
+    // active (idle_limit) one wave all the same, since a smaller piece leaves the GPU idle while
+    // nothing waits for it; beside an active query the part of a wave that fits, and nothing where
+    // not one block fits (its target comes first).
     const int64_t wave =
         std::max<int64_t>(1, int64_t{ctx.device().sm_count} * max_resident_blocks(ctx.device(), r.kernel->variant(variant)));
-    auto fits = static_cast<int64_t>(std::floor(std::clamp(fit, 0.0, 9e18)));
-    if (fits < 1) {
-      if (!idle) return Status::ok();
-      fits = 1;
+    const auto fits = static_cast<int64_t>(std::floor(std::clamp(fit, 0.0, 9e18)));
+    if (fits >= wave) {
+      blocks = std::min(blocks, fits / wave * wave);
+    } else if (idle) {
+      blocks = std::min(blocks, wave);
+    } else if (fits >= 1) {
+      blocks = std::min(blocks, fits);
+    } else {
+      return Status::ok();
     }
-    blocks = std::min(blocks, fits >= wave ? fits / wave * wave : fits);
   }
   return dispatch_alone(ctx, r, blocks, false);
 }

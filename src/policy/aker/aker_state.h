@@ -62,6 +62,10 @@ class AkerState {
   // `idle_cap`: when no LC query is active, a BE dispatch is kept within this share of the
   // smallest LC target (0: no limit).
   explicit AkerState(double idle_cap) : idle_cap_(idle_cap) {}
+  // Whether an LC kernel may fuse in a version without a measured model (estimated from the two
+  // kernels' utilisations). Off by default: on the H100 such estimates took fused versions to be
+  // 1.0-1.6x the slower kernel where they measured 1.6-4x, and the fusions broke LC targets.
+  void set_lc_fusion_estimated(bool on) { lc_fusion_estimated_ = on; }
 
   const AkerKernel& kernel(const SchedContext& ctx, const KernelSpec& k, int variant);
   Seconds solo_seconds(const SchedContext& ctx, const KernelSpec& k, int variant, int64_t blocks) {
@@ -97,8 +101,8 @@ class AkerState {
   Result<bool> fuse_beside_lc(SchedContext& ctx, const AkerPresent& present, const ReadyLaunch& lc, bool whole_be,
                               bool tc_cd_only);
   // A BE launch alone within `limit` seconds: elastic kernels split to fit (whole waves of blocks
-  // where at least one fits), others whole. Where not one block fits, nothing is dispatched
-  // beside active queries, and one block when `idle` (no active query).
+  // where at least one fits), others whole. Where less than a wave fits: one wave when `idle` (no
+  // active query), else the blocks that fit, and nothing where not one does.
   Status dispatch_be_within(SchedContext& ctx, const ReadyLaunch& r, Seconds limit, bool idle);
   // Kernel reorder (8.3.1): the first BE launch, in round-robin order, whose predicted duration
   // is below the headroom runs alone before the LC launch; if none, the LC launch runs alone.
@@ -134,6 +138,7 @@ class AkerState {
   };
 
   double idle_cap_;
+  bool lc_fusion_estimated_ = false;
   std::map<std::pair<const KernelSpec*, int>, AkerKernel> kernels_;
   std::map<VersionKey, std::optional<AkerVersion>> versions_;
   std::map<PairKey, bool> refused_;

@@ -20,10 +20,12 @@ Status TackerPolicy::schedule(SchedContext& ctx) {
 }
 
 Result<std::unique_ptr<Policy>> make_tacker(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("tacker", params, {"idle_cap"}));
+  CONCORD_RETURN_IF_ERROR(only_params("tacker", params, {"idle_cap", "lc_fusion"}));
   auto cap = idle_cap_param("tacker", params);
   if (!cap) return cap.status();
-  return std::unique_ptr<Policy>(std::make_unique<TackerPolicy>(*cap));
+  auto estimated = lc_fusion_param("tacker", params);
+  if (!estimated) return estimated.status();
+  return std::unique_ptr<Policy>(std::make_unique<TackerPolicy>(*cap, *estimated));
 }
 
 }  // namespace concord::policy

@@ -13,7 +13,7 @@ namespace concord::policy {
 
 class TackerPolicy final : public Policy {
  public:
-  explicit TackerPolicy(double idle_cap) : state_(idle_cap) {}
+  TackerPolicy(double idle_cap, bool lc_fusion_estimated) : state_(idle_cap) { state_.set_lc_fusion_estimated(lc_fusion_estimated); }
   std::string name() const override { return "tacker"; }
   Status on_complete(SchedContext& ctx, const Completion& completion) override {
     state_.complete(completion);
