@@ -82,7 +82,9 @@ std::string program_name() {
 
 class Interceptor {
  public:
-  enum class Mode : int { unstarted, pass_through, active };
+  // unstarted -> connected (registered with the daemon; from the first launch or request mark)
+  // -> active (the first launch's context known, the completion thread running); or pass_through.
+  enum class Mode : int { unstarted, pass_through, connected, active };
 
   CUresult launch(const LaunchCall& call);
   void stream_destroyed(CUstream stream);
@@ -104,6 +106,8 @@ class Interceptor {
  private:
   void start();
   Status connect();
+  void enter_context();
+  Mode started_mode();
   void log(const std::string& line) const { std::fprintf(stderr, "concord-intercept: %s\n", line.c_str()); }
   void fall_back(const std::string& why);
   uint64_t stream_key(CUstream app) const;
@@ -123,6 +127,7 @@ class Interceptor {
 
   std::atomic<Mode> mode_{Mode::unstarted};
   std::once_flag started_;
+  std::once_flag context_once_;
   InterceptConfig config_;
   const RealDriver* driver_ = nullptr;
   std::unique_ptr<ipc::TenantClient> client_;
@@ -160,6 +165,15 @@ class Interceptor {
   std::once_flag shut_;
 };
 
+Interceptor::Mode Interceptor::started_mode() {
+  Mode mode = mode_.load(std::memory_order_acquire);
+  if (mode == Mode::unstarted) {
+    std::call_once(started_, [this] { start(); });
+    mode = mode_.load(std::memory_order_acquire);
+  }
+  return mode;
+}
+
 Interceptor& instance() {
   static auto* interceptor = new Interceptor();  // never destroyed: see interceptor.h
   return *interceptor;
@@ -194,18 +208,30 @@ void Interceptor::start() {
     if (!config_.stats_path.empty()) std::atexit(fall_back_at_exit);
     return;
   }
-  mode_.store(Mode::active, std::memory_order_release);
-  completion_thread_ = std::thread([this] { completion_loop(); });
+  mode_.store(Mode::connected, std::memory_order_release);
   // Registered after the CUDA runtime's own exit handlers, so it runs before them.
   std::atexit(fall_back_at_exit);
   if (config_.log) log("registered as tenant " + std::to_string(client_->tenant()) + " (" + config_.tenant.name + ")");
 }
 
+void Interceptor::enter_context() {
+  Status st = [this]() -> Status {
+    CONCORD_INTERCEPT_CU(driver_->ctx_get_current(&context_));
+    if (!context_) return Status::failed_precondition("the first launch came with no current CUDA context");
+    CONCORD_INTERCEPT_CU(driver_->ctx_get_device(&device_));
+    CONCORD_INTERCEPT_CU(driver_->ctx_get_stream_priority_range(&least_priority_, &greatest_priority_));
+    return Status::ok();
+  }();
+  if (!st) {
+    client_->close();
+    fall_back(st.message());
+    return;
+  }
+  completion_thread_ = std::thread([this] { completion_loop(); });
+  mode_.store(Mode::active, std::memory_order_release);
+}
+
 Status Interceptor::connect() {
-  CONCORD_INTERCEPT_CU(driver_->ctx_get_current(&context_));
-  if (!context_) return Status::failed_precondition("the first launch came with no current CUDA context");
-  CONCORD_INTERCEPT_CU(driver_->ctx_get_device(&device_));
-  CONCORD_INTERCEPT_CU(driver_->ctx_get_stream_priority_range(&least_priority_, &greatest_priority_));
   ipc::TenantClientOptions options;
   options.socket_path = config_.socket_path;
   options.info = config_.tenant;
@@ -343,9 +369,9 @@ void Interceptor::track(uint64_t seq, CUstream stream) {
 
 CUresult Interceptor::launch(const LaunchCall& call) {
   counters_.launches.fetch_add(1, std::memory_order_relaxed);
-  Mode mode = mode_.load(std::memory_order_acquire);
-  if (mode == Mode::unstarted) {
-    std::call_once(started_, [this] { start(); });
+  Mode mode = started_mode();
+  if (mode == Mode::connected) {
+    std::call_once(context_once_, [this] { enter_context(); });
     mode = mode_.load(std::memory_order_acquire);
   }
   const CUstream app = (call.per_thread && call.stream == nullptr) ? CU_STREAM_PER_THREAD : call.stream;
@@ -360,7 +386,8 @@ CUresult Interceptor::launch(const LaunchCall& call) {
   if (call.graph) counters_.graphs.fetch_add(1, std::memory_order_relaxed);
   const uint64_t key = stream_key(app);
   const FunctionInfo info = function_info(call.function, call.graph);
-  // Read before the notice: a launch noticed while the tenant runs free is not waited for.
+  // Read before the notice: a launch noticed while the tenant runs free goes where the application
+  // put it, unplaced.
   const bool free_run = client_->free_run();
   ipc::LaunchNotice notice;
   notice.stream = key;
@@ -377,17 +404,19 @@ CUresult Interceptor::launch(const LaunchCall& call) {
     return call.invoke(call.args, call.stream);
   }
   counters_.noticed.fetch_add(1, std::memory_order_relaxed);
-  if (free_run) {
-    counters_.free_run.fetch_add(1, std::memory_order_relaxed);
-    const CUresult r = call.invoke(call.args, call.stream);
-    after_launch(r, *seq, app, app, nullptr, false);
-    return r;
-  }
+  // A launch noticed in free run is released at once (the client knows which were); anything else
+  // waits here, a hold included.
   ipc::Decision decision;
   if (auto d = client_->wait_release(*seq)) {
     decision = *d;
   } else if (config_.log) {
     log("launch " + std::to_string(*seq) + " released without a decision: " + d.status().message());
+  }
+  if (free_run && decision.sm_set == 0 && decision.priority == ipc::Priority::normal) {
+    counters_.free_run.fetch_add(1, std::memory_order_relaxed);
+    const CUresult r = call.invoke(call.args, call.stream);
+    after_launch(r, *seq, app, app, nullptr, false);
+    return r;
   }
   counters_.released.fetch_add(1, std::memory_order_relaxed);
 
@@ -496,9 +525,15 @@ void Interceptor::freed(CUdeviceptr ptr) {
 
 int Interceptor::request(bool begin) {
   (begin ? counters_.requests_begun : counters_.requests_ended).fetch_add(1, std::memory_order_relaxed);
-  // The daemon's protocol has no request messages yet (ipc::TenantClient offers none): the
-  // boundary is counted here and reaches no policy.
-  return 1;
+  // A request may be marked before the process's first launch: register then.
+  const Mode mode = started_mode();
+  if ((mode != Mode::connected && mode != Mode::active) || client_->pass_through()) return 1;
+  const Status st = begin ? client_->request_begin() : client_->request_end();
+  if (!st) {
+    if (config_.log) log(std::string("request ") + (begin ? "begin" : "end") + " not told: " + st.message());
+    return 1;
+  }
+  return 0;
 }
 
 void Interceptor::take_announcements() {
@@ -595,7 +630,11 @@ void Interceptor::write_stats() const {
     log("cannot write CONCORD_INTERCEPT_STATS file " + config_.stats_path);
     return;
   }
-  const char* mode = mode_.load() == Mode::active ? "active" : mode_.load() == Mode::pass_through ? "pass_through" : "unstarted";
+  const Mode m = mode_.load();
+  const char* mode = m == Mode::active        ? "active"
+                     : m == Mode::connected   ? "connected"
+                     : m == Mode::pass_through ? "pass_through"
+                                               : "unstarted";
   const Counters& c = counters_;
   std::fprintf(f,
                "{\"mode\": \"%s\", \"daemon_gone\": %s, \"launches\": %llu, \"passed_through\": %llu, \"captured\": %llu, "

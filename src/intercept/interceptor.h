@@ -1,6 +1,6 @@
 // The launch path of an intercepted process: every kernel (or CUDA graph) launch the hooks catch
-// comes here. Lazily, on the first launch, the interceptor reads its settings and registers the
-// process with the node daemon (ipc::TenantClient); any failure makes it pass every call through
+// comes here. Lazily, on the first launch (or request mark), the interceptor reads its settings and
+// registers the process with the node daemon (ipc::TenantClient); any failure makes it pass every call through
 // for the process's life, with one line on stderr. While connected, a launch is noticed to the
 // daemon, waits for its release unless the daemon lets the tenant run free, and goes where the
 // decision puts it:
