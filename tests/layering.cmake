@@ -7,7 +7,7 @@
 # each other are open to them, and the profiler may use them.
 set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics|class|model)\\.h$")
 set(rules
-  "core|policy/,mechanism/,ipc/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h"
+  "core|policy/,mechanism/,ipc/,intercept/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h"
   "mechanism|policy/,backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
   "policy|backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
   "backend/sim|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/,concord/spec_source.h,concord/experiment.h"
@@ -15,7 +15,8 @@ set(rules
   "workload|policy/,mechanism/,backend/,runner/,cli/,profile/,concord/experiment.h"
   "kernels|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/"
   "profile|policy/,mechanism/,frontend/,runner/,cli/"
-  "ipc|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h")
+  "intercept|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
+  "ipc|intercept/,policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h")
 set(violations "")
 foreach(rule IN LISTS rules)
   string(REPLACE "|" ";" parts "${rule}")

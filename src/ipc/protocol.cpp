@@ -1,5 +1,6 @@
 #include "ipc/protocol.h"
 
+#include <bit>
 #include <cstring>
 #include <string_view>
 #include <type_traits>
@@ -208,6 +209,17 @@ Status check_fields(const Message& m, Bad bad) {
     return Status::ok();
   }
   if (const auto* s = std::get_if<SetWeight>(&m)) return check_weight(s->weight, bad);
+  if (const auto* a = std::get_if<SmSetAnnounce>(&m)) {
+    if (a->handle == 0) return bad("handle", "is 0 (the whole GPU needs no announcement)");
+    if (a->words.empty()) return bad("words", "is empty (an SM set has at least one SM)");
+    if (a->words.size() > limits::kMaxSms / 64) return bad("words", fmt::format("{} words, over {} ({} SMs)", a->words.size(), limits::kMaxSms / 64, limits::kMaxSms));
+    if (a->words.back() == 0) return bad("words", "ends with a zero word (not the shortest form)");
+    return Status::ok();
+  }
+  if (const auto* r = std::get_if<RequestBoundary>(&m)) {
+    if (static_cast<uint8_t>(r->edge) > 1) return bad("edge", fmt::format("{} is not begin (0) or end (1)", static_cast<int>(r->edge)));
+    return Status::ok();
+  }
   if (const auto* r = std::get_if<Registered>(&m)) {
     if (r->channel.size() > limits::kChannelBytes) return bad("channel", fmt::format("is {} bytes, over {}", r->channel.size(), limits::kChannelBytes));
     if (!channel_chars(r->channel)) return bad("channel", "is not '/' followed by letters, digits, '.', '_' or '-'");
@@ -282,6 +294,9 @@ void write_body(Writer& w, const Message& m) {
             w.u64(e.latency_target_ns);
             w.u32(e.weight);
             w.u64(e.launches);
+            w.u64(e.completions);
+            w.u64(e.p50_ns);
+            w.u64(e.p99_ns);
             w.str(e.name);
           }
         } else if constexpr (std::is_same_v<T, Stats>) {
@@ -292,6 +307,15 @@ void write_body(Writer& w, const Message& m) {
         } else if constexpr (std::is_same_v<T, ErrorReply>) {
           w.u8(static_cast<uint8_t>(v.code));
           w.str(v.message);
+        } else if constexpr (std::is_same_v<T, SmSetAnnounce>) {
+          w.u32(v.handle);
+          w.u8(static_cast<uint8_t>(v.words.size()));
+          for (uint64_t word : v.words) w.u64(word);
+        } else if constexpr (std::is_same_v<T, TenantMode>) {
+          w.u8(v.free_run ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, RequestBoundary>) {
+          w.u8(static_cast<uint8_t>(v.edge));
+          w.u64(v.last_seq);
         }
         // ListTenants, GetStats, Ack: no body.
       },
@@ -389,9 +413,9 @@ Result<Message> read_body(Reader& r, MessageType type) {
       uint16_t n = 0;
       CONCORD_RETURN_IF_ERROR(r.u16(n, "tenants"));
       if (n > limits::kTenantsPerList) return r.fail("tenants", fmt::format("{} entries, over {}", n, limits::kTenantsPerList));
-      // The smallest entry is 39 bytes: a count the frame cannot hold is refused before any
+      // The smallest entry is 63 bytes: a count the frame cannot hold is refused before any
       // allocation it would cause.
-      constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 2 + 1;
+      constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 2 + 1;
       if (size_t(n) * kMinEntryBytes > r.left()) {
         return r.fail("tenants", fmt::format("{} entries cannot fit in the {} bytes left", n, r.left()));
       }
@@ -404,6 +428,9 @@ Result<Message> read_body(Reader& r, MessageType type) {
         CONCORD_RETURN_IF_ERROR(r.u64(e.latency_target_ns, "tenants.latency_target_ns"));
         CONCORD_RETURN_IF_ERROR(r.u32(e.weight, "tenants.weight"));
         CONCORD_RETURN_IF_ERROR(r.u64(e.launches, "tenants.launches"));
+        CONCORD_RETURN_IF_ERROR(r.u64(e.completions, "tenants.completions"));
+        CONCORD_RETURN_IF_ERROR(r.u64(e.p50_ns, "tenants.p50_ns"));
+        CONCORD_RETURN_IF_ERROR(r.u64(e.p99_ns, "tenants.p99_ns"));
         CONCORD_RETURN_IF_ERROR(r.str(e.name, limits::kNameBytes, "tenants.name"));
       }
       return Message(std::move(v));
@@ -414,6 +441,30 @@ Result<Message> read_body(Reader& r, MessageType type) {
       CONCORD_RETURN_IF_ERROR(r.u64(v.launches, "launches"));
       CONCORD_RETURN_IF_ERROR(r.u64(v.rejected, "rejected"));
       CONCORD_RETURN_IF_ERROR(r.u64(v.dropped, "dropped"));
+      return Message(v);
+    }
+    case MessageType::sm_set: {
+      SmSetAnnounce v;
+      uint8_t n = 0;
+      CONCORD_RETURN_IF_ERROR(r.u32(v.handle, "handle"));
+      CONCORD_RETURN_IF_ERROR(r.u8(n, "words"));
+      if (n > limits::kMaxSms / 64) return r.fail("words", fmt::format("{} words, over {} ({} SMs)", n, limits::kMaxSms / 64, limits::kMaxSms));
+      v.words.resize(n);
+      for (uint64_t& word : v.words) CONCORD_RETURN_IF_ERROR(r.u64(word, "words"));
+      return Message(std::move(v));
+    }
+    case MessageType::tenant_mode: {
+      TenantMode v;
+      CONCORD_RETURN_IF_ERROR(read_bool(r, v.free_run, "free_run"));
+      return Message(v);
+    }
+    case MessageType::request: {
+      RequestBoundary v;
+      uint8_t edge = 0;
+      CONCORD_RETURN_IF_ERROR(r.u8(edge, "edge"));
+      if (edge > 1) return r.fail("edge", fmt::format("{} is not begin (0) or end (1)", edge));
+      v.edge = static_cast<RequestEdge>(edge);
+      CONCORD_RETURN_IF_ERROR(r.u64(v.last_seq, "last_seq"));
       return Message(v);
     }
     case MessageType::error: {
@@ -446,7 +497,10 @@ bool known_type(uint16_t t) {
     case MessageType::tenant_list:
     case MessageType::stats:
     case MessageType::ack:
-    case MessageType::error: return true;
+    case MessageType::error:
+    case MessageType::sm_set:
+    case MessageType::tenant_mode:
+    case MessageType::request: return true;
   }
   return false;
 }
@@ -472,6 +526,9 @@ const char* to_string(MessageType type) {
     case MessageType::stats: return "stats";
     case MessageType::ack: return "ack";
     case MessageType::error: return "error";
+    case MessageType::sm_set: return "sm set";
+    case MessageType::tenant_mode: return "tenant mode";
+    case MessageType::request: return "request boundary";
   }
   return "unknown";
 }
@@ -488,12 +545,34 @@ const char* to_string(Channel channel) {
 
 const char* to_string(Verdict verdict) { return verdict == Verdict::release ? "release" : "hold"; }
 
+Result<std::vector<uint64_t>> sm_words(const std::vector<int>& sms) {
+  std::vector<uint64_t> words;
+  for (int sm : sms) {
+    if (sm < 0 || sm >= static_cast<int>(limits::kMaxSms)) {
+      return Status::invalid_argument(fmt::format("sm set: SM {} is outside 0..{}", sm, limits::kMaxSms - 1));
+    }
+    const auto w = static_cast<size_t>(sm) / 64;
+    if (words.size() <= w) words.resize(w + 1, 0);
+    words[w] |= uint64_t{1} << (sm % 64);
+  }
+  return words;
+}
+
+std::vector<int> sm_ids(const std::vector<uint64_t>& words) {
+  std::vector<int> ids;
+  for (size_t w = 0; w < words.size(); ++w) {
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) ids.push_back(static_cast<int>(w * 64) + std::countr_zero(bits));
+  }
+  return ids;
+}
+
 MessageType type_of(const Message& message) {
   static constexpr MessageType kTypes[] = {
       MessageType::register_tenant, MessageType::launch_notice, MessageType::decision, MessageType::completion,
       MessageType::heartbeat,       MessageType::bye,           MessageType::list_tenants, MessageType::get_stats,
       MessageType::set_weight,      MessageType::registered,    MessageType::tenant_list, MessageType::stats,
-      MessageType::ack,             MessageType::error};
+      MessageType::ack,             MessageType::error,         MessageType::sm_set,      MessageType::tenant_mode,
+      MessageType::request};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[message.index()];
 }
@@ -501,10 +580,11 @@ MessageType type_of(const Message& message) {
 bool allowed_on(MessageType type, Channel channel) {
   switch (channel) {
     case Channel::up_ring:
-      return type == MessageType::launch_notice || type == MessageType::completion ||
+      return type == MessageType::launch_notice || type == MessageType::completion || type == MessageType::request ||
              type == MessageType::heartbeat || type == MessageType::bye;
     case Channel::down_ring:
-      return type == MessageType::decision || type == MessageType::heartbeat || type == MessageType::bye;
+      return type == MessageType::decision || type == MessageType::sm_set || type == MessageType::tenant_mode ||
+             type == MessageType::heartbeat || type == MessageType::bye;
     case Channel::control_request:
       return type == MessageType::register_tenant || type == MessageType::list_tenants ||
              type == MessageType::get_stats || type == MessageType::set_weight || type == MessageType::bye;

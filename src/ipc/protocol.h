@@ -25,10 +25,15 @@
 namespace concord::ipc {
 
 inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
-inline constexpr uint16_t kVersion = 1;
+// 2: SM-set announcements, tenant modes and request boundaries; tenant entries carry completions
+// and LC latency percentiles.
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHeaderBytes = 12;
 // The largest frame either side accepts (a tenant list of many tenants is the largest).
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
+// The slot size of a tenant's rings: every ring message fits one slot (an SM-set announcement of
+// 1024 SMs, the largest, is 157 bytes with its header).
+inline constexpr uint32_t kRingSlotBytes = 256;
 
 // Limits a message must keep (CUDA's own limits where the field is a CUDA one).
 namespace limits {
@@ -43,6 +48,7 @@ inline constexpr uint32_t kMaxGridYZ = 65535;
 inline constexpr uint32_t kMaxBlockThreads = 1024;
 inline constexpr uint32_t kMaxBlockZ = 64;
 inline constexpr uint32_t kMaxSharedMemBytes = 256 * 1024;
+inline constexpr size_t kMaxSms = 1024;          // an SM-set announcement's bitmap: 16 words
 }  // namespace limits
 
 enum class MessageType : uint16_t {
@@ -51,8 +57,11 @@ enum class MessageType : uint16_t {
   // tenant library -> daemon, up ring
   launch_notice = 2,
   completion = 4,
+  request = 9,
   // daemon -> tenant library, down ring
   decision = 3,
+  sm_set = 7,
+  tenant_mode = 8,
   // either way, rings; bye also on the control socket (the caller's tenants leave)
   heartbeat = 5,
   bye = 6,
@@ -131,6 +140,39 @@ struct Bye {
   bool operator==(const Bye&) const = default;
 };
 
+// The SM set a handle names, sent down before any decision uses the handle (the library builds
+// its green context then, so no launch waits for one). Handles are >= 1 (0 is the whole GPU) and
+// never change meaning for the tenant's life. The bitmap: 64-bit words, SM s is bit s % 64 of
+// word s / 64; at least one SM, no trailing zero word, at most limits::kMaxSms SMs.
+struct SmSetAnnounce {
+  uint32_t handle = 1;
+  std::vector<uint64_t> words;
+  bool operator==(const SmSetAnnounce&) const = default;
+};
+// SM ids <-> an announcement's bitmap (ids outside 0..kMaxSms-1 are an invalid_argument).
+Result<std::vector<uint64_t>> sm_words(const std::vector<int>& sms);
+std::vector<int> sm_ids(const std::vector<uint64_t>& words);
+
+// How the tenant launches from now on: free_run = launch at once after posting the notice (no
+// wait for a decision); else wait for each launch's decision. Also kept in effect for launches
+// already noticed: a wait in progress is not cut short (their decisions still come).
+struct TenantMode {
+  bool free_run = false;
+  bool operator==(const TenantMode&) const = default;
+};
+
+// An LC request's boundary, posted by the library when the application calls
+// concord_request_begin() / concord_request_end(): the launches noticed between a begin and its
+// end are one request, whose latency runs from the begin to the end of its last launch.
+// `last_seq` is the last launch noticed before the boundary (0: none yet), so the daemon can
+// check the ring's order.
+enum class RequestEdge : uint8_t { begin = 0, end = 1 };
+struct RequestBoundary {
+  RequestEdge edge = RequestEdge::begin;
+  uint64_t last_seq = 0;
+  bool operator==(const RequestBoundary&) const = default;
+};
+
 struct ListTenants {
   bool operator==(const ListTenants&) const = default;
 };
@@ -157,6 +199,9 @@ struct TenantEntry {
   uint64_t latency_target_ns = 0;
   uint32_t weight = 1;
   uint64_t launches = 0;
+  uint64_t completions = 0;
+  uint64_t p50_ns = 0;  // LC request latency over the daemon's recent window (0: none yet)
+  uint64_t p99_ns = 0;
   std::string name;
   bool operator==(const TenantEntry&) const = default;
 };
@@ -184,7 +229,8 @@ struct ErrorReply {
 };
 
 using Message = std::variant<RegisterTenant, LaunchNotice, Decision, CompletionNotice, Heartbeat, Bye,
-                             ListTenants, GetStats, SetWeight, Registered, TenantList, Stats, Ack, ErrorReply>;
+                             ListTenants, GetStats, SetWeight, Registered, TenantList, Stats, Ack, ErrorReply,
+                             SmSetAnnounce, TenantMode, RequestBoundary>;
 
 MessageType type_of(const Message& message);
 // Whether a message of `type` may travel on `channel`.

@@ -275,10 +275,11 @@ PeerStatus SpscRing::peer(RingSide side, uint64_t now_ns, uint64_t stale_after_n
   return s;
 }
 
-Result<SharedRing> SharedRing::create(const std::string& name, const RingGeometry& geometry, mode_t mode) {
+Result<SharedRing> SharedRing::create(const std::string& name, const RingGeometry& geometry, mode_t mode,
+                                      std::optional<uid_t> owner) {
   Result<size_t> bytes = SpscRing::bytes_for(geometry);
   if (!bytes.is_ok()) return bytes.status();
-  Result<SharedMemory> memory = SharedMemory::create(name, *bytes, mode);
+  Result<SharedMemory> memory = SharedMemory::create(name, *bytes, mode, owner);
   if (!memory.is_ok()) return memory.status();
   SharedRing r;
   r.memory_ = std::move(*memory);
@@ -299,12 +300,13 @@ Result<SharedRing> SharedRing::open(const std::string& name) {
   return r;
 }
 
-Result<TenantChannel> TenantChannel::create(const std::string& base, const RingGeometry& geometry, mode_t mode) {
+Result<TenantChannel> TenantChannel::create(const std::string& base, const RingGeometry& geometry, mode_t mode,
+                                            std::optional<uid_t> owner) {
   TenantChannel c;
-  Result<SharedRing> up = SharedRing::create(base + ".up", geometry, mode);
+  Result<SharedRing> up = SharedRing::create(base + ".up", geometry, mode, owner);
   if (!up.is_ok()) return up.status();
   c.up_ = std::move(*up);
-  Result<SharedRing> down = SharedRing::create(base + ".down", geometry, mode);
+  Result<SharedRing> down = SharedRing::create(base + ".down", geometry, mode, owner);
   if (!down.is_ok()) return down.status();
   c.down_ = std::move(*down);
   return c;

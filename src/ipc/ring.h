@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -121,7 +122,8 @@ class SpscRing {
 // A ring in its own shared-memory object: the creator formats it, the other end opens it.
 class SharedRing {
  public:
-  static Result<SharedRing> create(const std::string& name, const RingGeometry& geometry, mode_t mode = 0600);
+  static Result<SharedRing> create(const std::string& name, const RingGeometry& geometry, mode_t mode = 0600,
+                                   std::optional<uid_t> owner = std::nullopt);
   static Result<SharedRing> open(const std::string& name);
   SpscRing& ring() { return ring_; }
   SharedMemory& memory() { return memory_; }
@@ -135,7 +137,8 @@ class SharedRing {
 // decisions come down. Named "<base>.up" and "<base>.down".
 class TenantChannel {
  public:
-  static Result<TenantChannel> create(const std::string& base, const RingGeometry& geometry, mode_t mode = 0600);
+  static Result<TenantChannel> create(const std::string& base, const RingGeometry& geometry, mode_t mode = 0600,
+                                      std::optional<uid_t> owner = std::nullopt);
   static Result<TenantChannel> open(const std::string& base);
   SpscRing& up() { return up_.ring(); }
   SpscRing& down() { return down_.ring(); }

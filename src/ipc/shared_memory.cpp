@@ -39,7 +39,7 @@ struct Fd {
 
 }  // namespace
 
-Result<SharedMemory> SharedMemory::create(const std::string& name, size_t bytes, mode_t mode) {
+Result<SharedMemory> SharedMemory::create(const std::string& name, size_t bytes, mode_t mode, std::optional<uid_t> owner) {
   CONCORD_RETURN_IF_ERROR(check_name(name));
   if (bytes == 0) return Status::invalid_argument(fmt::format("shared memory {}: size 0", name));
   Fd fd{::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)};
@@ -50,6 +50,9 @@ Result<SharedMemory> SharedMemory::create(const std::string& name, size_t bytes,
   m.linked_ = true;  // from here on, failures unlink it (m's destructor)
   // The umask may have narrowed the mode; the caller's mode is what the peer's access rests on.
   if (::fchmod(fd.fd, mode) != 0) return errno_status("fchmod", name, errno);
+  if (owner && *owner != ::geteuid() && ::fchown(fd.fd, *owner, static_cast<gid_t>(-1)) != 0) {
+    return errno_status("fchown", name, errno);
+  }
   if (::ftruncate(fd.fd, static_cast<off_t>(bytes)) != 0) return errno_status("ftruncate", name, errno);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
   if (p == MAP_FAILED) return errno_status("mmap", name, errno);

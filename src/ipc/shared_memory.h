@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "concord/status.h"
@@ -15,7 +16,10 @@ class SharedMemory {
  public:
   // Creates `name` ("/" then no further "/", as shm_open wants) of `bytes`, zero-filled, with file
   // mode `mode`; already_exists when the name is taken (O_EXCL: never adopts a stranger's object).
-  static Result<SharedMemory> create(const std::string& name, size_t bytes, mode_t mode = 0600);
+  // `owner` (a uid): the object is handed to that user (fchown) before it is sized, so the
+  // daemon (root) can make a tenant's rings that only the tenant's user can open.
+  static Result<SharedMemory> create(const std::string& name, size_t bytes, mode_t mode = 0600,
+                                     std::optional<uid_t> owner = std::nullopt);
   // Maps an existing object whole; its size is what fstat says, never what its contents claim.
   static Result<SharedMemory> open(const std::string& name);
 

@@ -28,7 +28,10 @@ namespace concord::ipc {
 struct TenantClientOptions {
   std::string socket_path = "/run/concord/concordd.sock";
   RegisterTenant info;                     // pid is filled in by connect() when 0
-  WaitPolicy wait;                         // how a launch waits for its decision
+  // How a launch waits for its decision: spin, then sleep. timeout_ns bounds how long the daemon
+  // may take to answer a notice at all (a release, or a hold); a launch the daemon said it holds
+  // waits as long as the daemon lives (its heartbeat no older than stale_after_ns, its socket open).
+  WaitPolicy wait;
   std::chrono::milliseconds connect_timeout{1000};
   std::chrono::milliseconds heartbeat_period{100};
 };
@@ -64,6 +67,10 @@ class TenantClient {
   virtual Status completed(uint64_t seq, bool ok) = 0;
   // SM sets announced so far and not yet taken by this call.
   virtual std::vector<SmSetAnnouncement> take_announcements() = 0;
+  // An LC request's boundaries (concord_request_begin/end in the application): the launches
+  // noticed between them are one request. No-ops in pass-through.
+  virtual Status request_begin() = 0;
+  virtual Status request_end() = 0;
   // Says goodbye (Bye up the ring and on the socket) and stops the heartbeat; idempotent.
   virtual void close() = 0;
 };

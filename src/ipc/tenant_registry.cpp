@@ -65,7 +65,7 @@ Message TenantRegistry::list(const PeerCredentials& peer) const {
     if (!may_see(peer, t)) continue;
     if (out.tenants.size() == limits::kTenantsPerList) break;
     out.tenants.push_back(TenantEntry{id, t.owner.uid, t.info.pid, t.info.cls, t.info.latency_target_ns, t.info.weight,
-                                      t.launches, t.info.name});
+                                      t.launches, t.completions, t.p50_ns, t.p99_ns, t.info.name});
   }
   return out;
 }
@@ -114,6 +114,15 @@ Status TenantRegistry::note_launch(uint64_t tenant) {
   const auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
   ++it->second.launches;
+  return Status::ok();
+}
+
+Status TenantRegistry::note_progress(uint64_t tenant, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns) {
+  const auto it = tenants_.find(tenant);
+  if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
+  it->second.completions = completions;
+  it->second.p50_ns = p50_ns;
+  it->second.p99_ns = p99_ns;
   return Status::ok();
 }
 

@@ -26,6 +26,9 @@ struct TenantRecord {
   RegisterTenant info;
   std::string channel;    // base name of its rings
   uint64_t launches = 0;
+  uint64_t completions = 0;
+  uint64_t p50_ns = 0;  // LC request latency (the daemon's window)
+  uint64_t p99_ns = 0;
 };
 
 // Tenants one user (other than root) may have registered at once.
@@ -43,6 +46,7 @@ class TenantRegistry final : public ControlHandler {
   // The daemon's side (not reachable through the socket): what the rings told it.
   Status note_launch(uint64_t tenant);
   void note_rejected() { ++rejected_; }
+  Status note_progress(uint64_t tenant, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns);
   // Removes a tenant whose process died (counted as dropped) or said goodbye.
   Status drop(uint64_t tenant, bool died);
 

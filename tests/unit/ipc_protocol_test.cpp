@@ -2,9 +2,13 @@
 // with a Status naming the field; random frames never crash the decoder.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "ipc/protocol.h"
+#include "ipc/ring.h"
 
 namespace concord::ipc {
 namespace {
@@ -23,11 +27,18 @@ std::vector<Message> samples() {
       GetStats{},
       SetWeight{4, 10},
       Registered{4, "/concord-1000-4"},
-      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, "a"},
-                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, "b b"}}},
+      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, "a"},
+                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, "b b"}}},
       Stats{3, 100, 2, 1},
       Ack{},
       ErrorReply{StatusCode::permission_denied, "no"},
+      SmSetAnnounce{3, {0xff00ff00ff00ff00ULL, 0x1}},
+      // 1024 SMs: the largest ring message.
+      SmSetAnnounce{1, std::vector<uint64_t>(16, ~0ULL)},
+      TenantMode{true},
+      TenantMode{false},
+      RequestBoundary{RequestEdge::begin, 0},
+      RequestBoundary{RequestEdge::end, 42},
   };
 }
 
@@ -56,7 +67,7 @@ TEST(IpcProtocol, EveryMessageRoundTrips) {
 }
 
 TEST(IpcProtocol, EncodeIntoARingSlotFitsEveryRingMessage) {
-  uint8_t slot[124];
+  uint8_t slot[kRingSlotBytes - sizeof(uint32_t)];
   for (const Message& m : samples()) {
     const MessageType t = type_of(m);
     if (!allowed_on(t, Channel::up_ring) && !allowed_on(t, Channel::down_ring)) continue;
@@ -157,7 +168,37 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
   bad[h] = 0;
   EXPECT_NE(refusal(bad).find("field code"), std::string::npos);
 
-  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, "a"}}});
+  auto sms = frame_of(SmSetAnnounce{5, {0x3, 0x1}});
+  bad = sms;
+  for (int i = 0; i < 4; ++i) bad[h + i] = 0;
+  EXPECT_NE(refusal(bad).find("field handle"), std::string::npos);
+  bad = sms;
+  bad[h + 4] = 17;  // 17 words: more than 1024 SMs
+  EXPECT_NE(refusal(bad).find("field words"), std::string::npos);
+  bad = sms;
+  bad[h + 4 + 1 + 8] = 0;  // the last word zero: not the shortest form
+  EXPECT_NE(refusal(bad).find("ends with a zero word"), std::string::npos);
+  bad = sms;
+  bad[h + 4] = 0;
+  bad.resize(h + 5);
+  bad[8] = 5;
+  EXPECT_NE(refusal(bad).find("is empty"), std::string::npos);
+
+  auto mode = frame_of(TenantMode{true});
+  bad = mode;
+  bad[h] = 2;
+  EXPECT_NE(refusal(bad).find("field free_run"), std::string::npos);
+
+  auto boundary = frame_of(RequestBoundary{RequestEdge::end, 3});
+  bad = boundary;
+  bad[h] = 2;
+  EXPECT_NE(refusal(bad).find("field edge"), std::string::npos);
+  bad = boundary;
+  bad.pop_back();
+  bad[8] -= 1;
+  EXPECT_NE(refusal(bad).find("field last_seq"), std::string::npos);
+
+  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, "a"}}});
   bad = list;
   bad[h] = 0xff;
   bad[h + 1] = 0x01;  // 511 entries in a frame that holds one
@@ -176,6 +217,19 @@ TEST(IpcProtocol, EncodeRefusesWhatDecodeWould) {
   EXPECT_FALSE(encode(LaunchNotice{1, 0, 0, {1, 1, 1}, {0, 1, 1}, 0, false}).is_ok());
 }
 
+TEST(IpcProtocol, SmSetBitmapsRoundTripIds) {
+  const std::vector<int> ids = {0, 1, 63, 64, 130, 1023};
+  Result<std::vector<uint64_t>> words = sm_words(ids);
+  ASSERT_TRUE(words.is_ok());
+  EXPECT_EQ(words->size(), 16u);
+  EXPECT_EQ(sm_ids(*words), ids);
+  EXPECT_FALSE(sm_words({1024}).is_ok());
+  EXPECT_FALSE(sm_words({-1}).is_ok());
+  EXPECT_FALSE(encode(SmSetAnnounce{0, {1}}).is_ok());
+  EXPECT_FALSE(encode(SmSetAnnounce{1, {}}).is_ok());
+  EXPECT_FALSE(encode(SmSetAnnounce{1, std::vector<uint64_t>(17, 1)}).is_ok());
+}
+
 TEST(IpcProtocol, ChannelsCarryOnlyTheirTypes) {
   const auto notice = frame_of(LaunchNotice{1, 0, 0, {1, 1, 1}, {32, 1, 1}, 0, false});
   EXPECT_TRUE(decode_on(notice, Channel::up_ring).is_ok());
@@ -185,6 +239,12 @@ TEST(IpcProtocol, ChannelsCarryOnlyTheirTypes) {
   EXPECT_FALSE(decode_on(frame_of(Registered{1, "/x"}), Channel::control_request).is_ok());
   EXPECT_TRUE(decode_on(frame_of(SetWeight{1, 2}), Channel::control_request).is_ok());
   EXPECT_FALSE(decode_on(frame_of(Decision{1, Verdict::release, Priority::normal, 0}), Channel::up_ring).is_ok());
+  EXPECT_TRUE(decode_on(frame_of(SmSetAnnounce{1, {1}}), Channel::down_ring).is_ok());
+  EXPECT_FALSE(decode_on(frame_of(SmSetAnnounce{1, {1}}), Channel::up_ring).is_ok());
+  EXPECT_TRUE(decode_on(frame_of(TenantMode{true}), Channel::down_ring).is_ok());
+  EXPECT_FALSE(decode_on(frame_of(TenantMode{true}), Channel::control_request).is_ok());
+  EXPECT_TRUE(decode_on(frame_of(RequestBoundary{}), Channel::up_ring).is_ok());
+  EXPECT_FALSE(decode_on(frame_of(RequestBoundary{}), Channel::down_ring).is_ok());
 }
 
 TEST(IpcProtocol, RandomAndMutatedFramesNeverCrashTheDecoder) {
@@ -238,6 +298,74 @@ TEST(IpcProtocol, LedgerKeepsLaunchOrder) {
   EXPECT_FALSE(ledger.completion(1).is_ok()) << "completed twice";
   EXPECT_TRUE(ledger.notice(4).is_ok());
   EXPECT_EQ(ledger.outstanding(), 3u);
+}
+
+// The fuzz corpus (fuzz/corpus/ipc_protocol): one valid frame of each kind, and a ring image. With
+// CONCORD_IPC_CORPUS_OUT=<dir> the test writes them there (how the corpus is made after a layout
+// change); otherwise it checks that every file of the corpus is current: each frame decodes, and
+// the ring image attaches and yields a frame that decodes.
+std::vector<std::pair<std::string, Message>> corpus_frames() {
+  return {
+      {"register_lc", RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving"}},
+      {"register_be", RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer"}},
+      {"launch", LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false}},
+      {"launch_graph", LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true}},
+      {"decision", Decision{7, Verdict::release, Priority::high, 5}},
+      {"completion", CompletionNotice{7, true}},
+      {"heartbeat", Heartbeat{123456789}},
+      {"bye", Bye{ByeReason::exit}},
+      {"list", ListTenants{}},
+      {"stats_request", GetStats{}},
+      {"set_weight", SetWeight{4, 10}},
+      {"registered", Registered{4, "/concord-1000-4"}},
+      {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, "a"}}}},
+      {"stats", Stats{3, 100, 2, 1}},
+      {"ack", Ack{}},
+      {"error", ErrorReply{StatusCode::permission_denied, "no"}},
+      {"sm_set", SmSetAnnounce{3, {0xff00ff00ff00ff00ULL, 0x1}}},
+      {"sm_set_1024", SmSetAnnounce{1, std::vector<uint64_t>(16, ~0ULL)}},
+      {"tenant_mode", TenantMode{true}},
+      {"request_begin", RequestBoundary{RequestEdge::begin, 0}},
+      {"request_end", RequestBoundary{RequestEdge::end, 42}},
+  };
+}
+
+std::vector<uint8_t> ring_image() {
+  const RingGeometry g{64, 2};
+  const size_t bytes = *SpscRing::bytes_for(g);
+  std::vector<std::byte> storage(bytes + 64);
+  const size_t pad = (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  std::span<std::byte> memory(storage.data() + pad, bytes);
+  Result<SpscRing> ring = SpscRing::format(memory, g);
+  EXPECT_TRUE(ring.is_ok());
+  const auto frame = frame_of(Decision{7, Verdict::release, Priority::normal, 5});
+  EXPECT_TRUE(*ring->try_push(frame));
+  const auto* p = reinterpret_cast<const uint8_t*>(memory.data());
+  return {p, p + bytes};
+}
+
+TEST(IpcProtocol, FuzzCorpusIsCurrent) {
+  if (const char* out = std::getenv("CONCORD_IPC_CORPUS_OUT")) {
+    for (const auto& [name, m] : corpus_frames()) {
+      const auto f = frame_of(m);
+      std::ofstream(std::filesystem::path(out) / name, std::ios::binary).write(reinterpret_cast<const char*>(f.data()), std::streamsize(f.size()));
+    }
+    const auto image = ring_image();
+    std::ofstream(std::filesystem::path(out) / "ring_one_decision", std::ios::binary)
+        .write(reinterpret_cast<const char*>(image.data()), std::streamsize(image.size()));
+  }
+  const std::filesystem::path dir = CONCORD_IPC_CORPUS_DIR;
+  for (const auto& [name, m] : corpus_frames()) {
+    std::ifstream in(dir / name, std::ios::binary);
+    ASSERT_TRUE(in.good()) << (dir / name) << " is missing";
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Result<Message> back = decode(bytes);
+    ASSERT_TRUE(back.is_ok()) << name << ": " << back.status().to_string();
+    EXPECT_EQ(*back, m) << name;
+  }
+  std::ifstream in(dir / "ring_one_decision", std::ios::binary);
+  const std::vector<uint8_t> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(image, ring_image());
 }
 
 }  // namespace

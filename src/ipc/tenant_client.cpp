@@ -1,0 +1,304 @@
+#include "ipc/tenant_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "ipc/control_socket.h"
+
+namespace concord::ipc {
+namespace {
+
+void pause_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void nap(uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+Decision whole_gpu_release(uint64_t seq) { return Decision{seq, Verdict::release, Priority::normal, 0}; }
+
+class Client final : public TenantClient {
+ public:
+  Client(TenantClientOptions options, ControlClient control, TenantChannel channel, uint64_t tenant)
+      : options_(std::move(options)), control_(std::move(control)), channel_(std::move(channel)), tenant_(tenant) {
+    const uint64_t now = monotonic_ns();
+    channel_.up().claim(RingSide::producer, options_.info.pid, 1, now);
+    channel_.down().claim(RingSide::consumer, options_.info.pid, 1, now);
+    heartbeat_ = std::thread([this] { beat_loop(); });
+  }
+  ~Client() override {
+    close();
+  }
+
+  uint64_t tenant() const override { return tenant_; }
+  bool pass_through() const override { return pass_.load(std::memory_order_acquire); }
+  bool free_run() const override { return !pass_through() && free_run_.load(std::memory_order_acquire); }
+
+  Result<uint64_t> notice(LaunchNotice notice) override {
+    if (pass_through()) return uint64_t{0};
+    std::unique_lock lock(mu_);
+    notice.seq = next_seq_ + 1;
+    CONCORD_RETURN_IF_ERROR(ledger_.notice(notice.seq));
+    next_seq_ = notice.seq;
+    if (free_run_.load(std::memory_order_relaxed)) {
+      // Launched without waiting: released in the books now; its decision, when it comes, only
+      // closes the daemon's.
+      free_running_.insert(notice.seq);
+      CONCORD_RETURN_IF_ERROR(ledger_.decision(whole_gpu_release(notice.seq)));
+    }
+    if (!push_up(lock, notice)) return uint64_t{0};
+    return notice.seq;
+  }
+
+  Result<Decision> wait_release(uint64_t seq) override {
+    if (seq == 0 || pass_through()) return whole_gpu_release(seq);
+    const WaitPolicy& w = options_.wait;
+    const uint64_t start = monotonic_ns();
+    bool held = false;
+    for (int i = 0;; ++i) {
+      {
+        std::unique_lock lock(mu_);
+        take_down();
+        if (free_running_.count(seq) > 0) return whole_gpu_release(seq);
+        if (const auto it = released_.find(seq); it != released_.end()) {
+          const Decision d = it->second;
+          released_.erase(it);
+          return d;
+        }
+        held = held || held_.count(seq) > 0;
+      }
+      if (pass_through()) return whole_gpu_release(seq);
+      if (i < w.spin_iterations) {
+        pause_cpu();
+        continue;
+      }
+      const uint64_t now = monotonic_ns();
+      if (!daemon_alive(now)) return whole_gpu_release(seq);
+      if (!held && now - start >= w.timeout_ns) {
+        go_pass_through(fmt::format("no decision for launch {} within {} ms", seq, w.timeout_ns / 1'000'000));
+        return whole_gpu_release(seq);
+      }
+      nap(w.sleep_ns);
+    }
+  }
+
+  Status completed(uint64_t seq, bool ok) override {
+    if (seq == 0 || pass_through()) return Status::ok();
+    std::unique_lock lock(mu_);
+    CONCORD_RETURN_IF_ERROR(ledger_.completion(seq));
+    push_up(lock, CompletionNotice{seq, ok});
+    return Status::ok();
+  }
+
+  std::vector<SmSetAnnouncement> take_announcements() override {
+    std::unique_lock lock(mu_);
+    if (!pass_through()) take_down();
+    std::vector<SmSetAnnouncement> out;
+    out.swap(announcements_);
+    return out;
+  }
+
+  Status request_begin() override { return boundary(RequestEdge::begin); }
+  Status request_end() override { return boundary(RequestEdge::end); }
+
+  void close() override {
+    if (closed_.exchange(true)) return;
+    {
+      std::lock_guard lock(stop_mu_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
+    if (!pass_.exchange(true)) {
+      std::unique_lock lock(mu_);
+      push_up(lock, Bye{ByeReason::exit}, /*final=*/true);
+      (void)control_.call(Bye{ByeReason::exit}, std::chrono::milliseconds(200));
+    }
+    channel_.up().close(RingSide::producer);
+    channel_.down().close(RingSide::consumer);
+  }
+
+ private:
+  Status boundary(RequestEdge edge) {
+    if (pass_through()) return Status::ok();
+    std::unique_lock lock(mu_);
+    push_up(lock, RequestBoundary{edge, next_seq_});
+    return Status::ok();
+  }
+
+  // Posts one message up (mu_ held). A full ring is waited out while the daemon lives; false when
+  // the client turned pass-through instead.
+  bool push_up(std::unique_lock<std::mutex>& lock, const Message& m, bool final = false) {
+    for (int i = 0;; ++i) {
+      Result<std::span<uint8_t>> slot = channel_.up().reserve();
+      if (!slot.is_ok()) {
+        go_pass_through("up ring: " + slot.status().message());
+        return false;
+      }
+      if (!slot->empty()) {
+        Result<size_t> n = encode_into(m, *slot);
+        if (!n.is_ok()) {
+          go_pass_through("encode: " + n.status().message());
+          return false;
+        }
+        if (Status s = channel_.up().commit(*n); !s.is_ok()) {
+          go_pass_through("up ring: " + s.message());
+          return false;
+        }
+        return true;
+      }
+      // Full: the daemon is behind (or gone). Let it catch up without holding the lock.
+      if (final || (!final && pass_through())) return false;
+      if (i >= options_.wait.spin_iterations && !daemon_alive(monotonic_ns())) return false;
+      lock.unlock();
+      if (i < options_.wait.spin_iterations) pause_cpu();
+      else nap(options_.wait.sleep_ns);
+      lock.lock();
+      if (pass_through()) return false;
+    }
+  }
+
+  // Takes every message the daemon posted down (mu_ held).
+  void take_down() {
+    uint8_t buf[kRingSlotBytes];
+    for (;;) {
+      Result<size_t> n = channel_.down().try_pop(buf);
+      if (!n.is_ok()) {
+        go_pass_through("down ring: " + n.status().message());
+        return;
+      }
+      if (*n == 0) return;
+      Result<Message> m = decode_on({buf, *n}, Channel::down_ring);
+      if (!m.is_ok()) {
+        go_pass_through("down ring: " + m.status().message());
+        return;
+      }
+      if (const auto* d = std::get_if<Decision>(&*m)) {
+        if (free_running_.count(d->seq)) {
+          if (d->verdict == Verdict::release) free_running_.erase(d->seq);
+          continue;
+        }
+        if (Status s = ledger_.decision(*d); !s.is_ok()) {
+          go_pass_through("down ring: " + s.message());
+          return;
+        }
+        if (d->verdict == Verdict::release) {
+          held_.erase(d->seq);
+          released_[d->seq] = *d;
+        } else {
+          held_.insert(d->seq);
+        }
+      } else if (const auto* a = std::get_if<SmSetAnnounce>(&*m)) {
+        announcements_.push_back(SmSetAnnouncement{a->handle, sm_ids(a->words)});
+      } else if (const auto* t = std::get_if<TenantMode>(&*m)) {
+        free_run_.store(t->free_run, std::memory_order_release);
+      } else if (std::holds_alternative<Bye>(*m)) {
+        go_pass_through("the daemon said goodbye");
+        return;
+      }
+      // Heartbeats: the ring's endpoint carries the daemon's liveness; nothing to do.
+    }
+  }
+
+  bool daemon_alive(uint64_t now) {
+    const PeerStatus p = channel_.down().peer(RingSide::producer, now, options_.wait.stale_after_ns);
+    if (p.state == PeerState::alive) return true;
+    go_pass_through(fmt::format("the daemon (pid {}) is {}{}{}", p.pid, to_string(p.state), p.reason.empty() ? "" : ": ", p.reason));
+    return false;
+  }
+
+  void go_pass_through(const std::string& why) {
+    if (pass_.exchange(true)) return;
+    std::lock_guard lock(why_mu_);
+    why_ = why;
+  }
+
+  void beat_loop() {
+    std::unique_lock lock(stop_mu_);
+    while (!stopping_) {
+      const uint64_t now = monotonic_ns();
+      channel_.up().beat(RingSide::producer, now);
+      channel_.down().beat(RingSide::consumer, now);
+      if (!pass_through()) {
+        (void)daemon_alive(now);
+        // The control socket: the daemon never writes to it unasked, so anything readable is its
+        // end (EOF) or a stray byte; either way it is gone or broken.
+        pollfd p{control_.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+          uint8_t b = 0;
+          const ssize_t n = ::recv(control_.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) go_pass_through("the daemon closed the control socket");
+        }
+      }
+      stop_cv_.wait_for(lock, options_.heartbeat_period, [this] { return stopping_; });
+    }
+  }
+
+  TenantClientOptions options_;
+  ControlClient control_;
+  TenantChannel channel_;
+  const uint64_t tenant_;
+
+  std::mutex mu_;  // the rings' ends, the ledger and what came down
+  LaunchLedger ledger_;
+  uint64_t next_seq_ = 0;
+  std::map<uint64_t, Decision> released_;  // releases not yet waited for
+  std::set<uint64_t> held_;
+  std::set<uint64_t> free_running_;        // noticed in free-run: no wait, decision discarded
+  std::vector<SmSetAnnouncement> announcements_;
+
+  std::atomic<bool> pass_{false};
+  std::atomic<bool> free_run_{false};
+  std::atomic<bool> closed_{false};
+  std::mutex why_mu_;
+  std::string why_;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread heartbeat_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOptions& options) {
+  TenantClientOptions o = options;
+  if (o.info.pid == 0) o.info.pid = static_cast<int32_t>(::getpid());
+  Result<ControlClient> control = ControlClient::connect(o.socket_path);
+  if (!control.is_ok()) return control.status();
+  Result<Message> reply = control->call(o.info, o.connect_timeout);
+  if (!reply.is_ok()) return reply.status();
+  if (const auto* e = std::get_if<ErrorReply>(&*reply)) {
+    return Status(e->code, "the daemon refused the registration: " + e->message);
+  }
+  const auto* r = std::get_if<Registered>(&*reply);
+  if (r == nullptr) return Status::parse_error(fmt::format("register: the daemon answered with a {} message", to_string(type_of(*reply))));
+  Result<TenantChannel> channel = TenantChannel::open(r->channel);
+  if (!channel.is_ok()) return channel.status();
+  if (channel->up().max_message() + sizeof(uint32_t) < kRingSlotBytes ||
+      channel->down().max_message() + sizeof(uint32_t) < kRingSlotBytes) {
+    return Status::failed_precondition(fmt::format("rings {}: slots under {} bytes", r->channel, kRingSlotBytes));
+  }
+  return std::unique_ptr<TenantClient>(std::make_unique<Client>(std::move(o), std::move(*control), std::move(*channel), r->tenant));
+}
+
+}  // namespace concord::ipc
