@@ -29,7 +29,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR
 # The GPU bundle: the binaries gpu_run.sh runs and the Debian libraries they link (yaml-cpp, fmt,
 # spdlog, Google Benchmark), resolved from the binaries themselves at install time.
 set(bundle_targets concord_cli)
-foreach(t concord_gpu_tests concord_gpu_bench concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench
+foreach(t concord_gpu_tests concord_gpu_bench concord_intercept_app concord_intercept_bench concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench
           concord_channel_probe concord_channel_analyze)
   if(TARGET ${t})
     list(APPEND bundle_targets ${t})
@@ -37,6 +37,11 @@ foreach(t concord_gpu_tests concord_gpu_bench concord_raise_bench concord_fedcm_
 endforeach()
 install(TARGETS ${bundle_targets} RUNTIME_DEPENDENCY_SET concord_bundle_libraries
         RUNTIME DESTINATION bin COMPONENT gpu_bundle EXCLUDE_FROM_ALL)
+# The interception library beside the Debian libraries (the GPU tests and bench/intercept find it
+# in lib/).
+if(TARGET concord_intercept)
+  install(TARGETS concord_intercept LIBRARY DESTINATION lib COMPONENT gpu_bundle EXCLUDE_FROM_ALL)
+endif()
 install(RUNTIME_DEPENDENCY_SET concord_bundle_libraries
         PRE_INCLUDE_REGEXES "yaml-cpp" "libfmt" "libspdlog" "libbenchmark"
         PRE_EXCLUDE_REGEXES ".*"

@@ -8,7 +8,8 @@
 # RAISE's metrics with ncu (the suite, and bench/raise's tasks) into OUT/profiles.db and runs
 # bench/raise; "channel" runs the VRAM channel probe and its analysis into OUT/channel; "fedcm"
 # runs bench/fedcm in one process and then as MPS peers (it starts and stops the MPS daemon
-# itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise); "aker" runs bench/aker/run.sh.
+# itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise); "aker" runs bench/aker/run.sh;
+# "intercept" runs bench/intercept/run.sh and scripts/intercept_torch_check.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -163,6 +164,20 @@ has lsbe && step lsbe "${LSBE_S:-600}" env QUICK="${LSBE_QUICK:-0}" bash bench/l
 # AKER_QUICK=1 for its quick mode, and its other variables (SCHEMES, MIXES, LOADS, TARGETS, PAIRS,
 # RATIOS, STEPS, ARGS) pass through.
 has aker && step aker "${AKER_S:-600}" env QUICK="${AKER_QUICK:-0}" bash bench/aker/run.sh "$out/aker"
+# The interception library (docs/intercept.md): its per-launch cost (bench/intercept/run.sh; its
+# DAEMON_FREE_RUN / DAEMON_DECIDE pass through) into OUT/intercept, and the PyTorch check when torch
+# imports (INTERCEPT_SOCKET: a running concordd's socket for it).
+if has intercept; then
+  step intercept_bench 300 bash bench/intercept/run.sh "$out/intercept"
+  if python3 -c "import torch" >/dev/null 2>&1; then
+    torch_args=()
+    [ -n "${INTERCEPT_SOCKET:-}" ] && torch_args=(--socket "$INTERCEPT_SOCKET")
+    step intercept_torch 300 python3 scripts/intercept_torch_check.py "$out/intercept" --lib .gpu/lib/libconcord_intercept.so \
+      "${torch_args[@]}"
+  else
+    echo "intercept_torch: skipped (python3 cannot import torch)" | tee -a "$out/summary.txt"
+  fi
+fi
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then
   python3 bench/gpu/summarize.py "$out" >"$out/tables.md" 2>>"$out/summary.txt" || status=1

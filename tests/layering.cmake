@@ -7,16 +7,17 @@
 # each other are open to them, and the profiler may use them.
 set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics|class|model)\\.h$")
 set(rules
-  "core|policy/,mechanism/,ipc/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,daemon/"
-  "mechanism|policy/,backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,daemon/"
-  "policy|backend/,frontend/,workload/,runner/,cli/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,daemon/"
-  "backend/sim|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/,concord/spec_source.h,concord/experiment.h,daemon/"
-  "frontend|policy/,mechanism/,backend/,runner/,cli/,profile/,concord/experiment.h,daemon/"
-  "workload|policy/,mechanism/,backend/,runner/,cli/,profile/,concord/experiment.h,daemon/"
+  "core|policy/,mechanism/,ipc/,intercept/,daemon/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h"
+  "mechanism|policy/,backend/,frontend/,workload/,runner/,cli/,daemon/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
+  "policy|backend/,frontend/,workload/,runner/,cli/,daemon/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
+  "backend/sim|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/,daemon/,concord/spec_source.h,concord/experiment.h"
+  "frontend|policy/,mechanism/,backend/,runner/,cli/,profile/,daemon/,concord/experiment.h"
+  "workload|policy/,mechanism/,backend/,runner/,cli/,profile/,daemon/,concord/experiment.h"
   "kernels|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/,daemon/"
   "profile|policy/,mechanism/,frontend/,runner/,cli/,daemon/"
-  "ipc|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h,daemon/"
-  "daemon|policy/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,mechanism/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h")
+  "intercept|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,daemon/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
+  "ipc|intercept/,daemon/,policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
+  "daemon|intercept/,policy/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,mechanism/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h")
 set(violations "")
 foreach(rule IN LISTS rules)
   string(REPLACE "|" ";" parts "${rule}")

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""bench/apps: unmodified PyTorch processes as tenants. An LC inference service (lc_service.py)
+at a share of its alone capacity (Poisson arrivals) beside a BE training job (be_train.py), as
+separate processes, under each scheme:
+
+  timeslice          two plain processes (the GPU time-slices their contexts)
+  mps                both as MPS clients, no limit
+  mps-be75|50|25     MPS, the BE client at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=75|50|25
+  priority-streams   one process, two threads (prio_streams.py): LC on a high-priority stream
+  concord:POLICY     MPS clients under libconcord_intercept.so, scheduled by concordd --policy POLICY
+
+  run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N]
+
+A combo is LC/BE: MODEL:BATCH[:graph]/MODEL:BATCH, e.g. resnet50:64:graph/resnet50:64 (default)
+or bert:32:graph/bert:16. Per combo it first measures the LC service alone back to back (its
+service time; capacity = 1 / mean), then per load the LC alone at that rate and the BE alone,
+then each scheme. Every run's JSON goes to OUTDIR/<combo>/<load>/<scheme>/{lc,be}.json, logs
+beside them; a run already there is kept (rerun to resume). summarize.py OUTDIR makes the tables.
+
+Environment: CONCORDD (the daemon binary), INTERCEPT (libconcord_intercept.so), both needed only
+for concord:* schemes; PYTHON (python3).
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = os.environ.get("PYTHON", sys.executable)
+SCHEMES = ["timeslice", "mps", "mps-be75", "mps-be50", "mps-be25", "priority-streams",
+           "concord:sgdrc", "concord:orion", "concord:priority-streams"]
+
+
+def parse_combo(text):
+    try:
+        lc, be = text.split("/")
+        lp, bp = lc.split(":"), be.split(":")
+        return {"name": text.replace("/", "__").replace(":", "-"), "lc_model": lp[0], "lc_batch": int(lp[1]),
+                "graph": len(lp) > 2 and lp[2] == "graph", "be_model": bp[0], "be_batch": int(bp[1])}
+    except (ValueError, IndexError):
+        raise SystemExit(f"run.py: combo '{text}': expected LCMODEL:BATCH[:graph]/BEMODEL:BATCH")
+
+
+class Mps:
+    """An MPS control daemon of our own (pipe and log directories under `work`)."""
+
+    def __init__(self, work):
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(work, "mps-pipe"),
+                    "CUDA_MPS_LOG_DIRECTORY": os.path.join(work, "mps-log")}
+        for d in self.env.values():
+            os.makedirs(d, exist_ok=True)
+
+    def __enter__(self):
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], env={**os.environ, **self.env}, check=True)
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**os.environ, **self.env}, timeout=30)
+        time.sleep(1.0)
+
+
+class Concordd:
+    """concordd with one policy, its socket under `work`."""
+
+    def __init__(self, work, policy, env):
+        self.socket = os.path.join(work, "concordd.sock")
+        self.log = open(os.path.join(work, "concordd.log"), "w")
+        self.cmd = [os.environ["CONCORDD"], "--socket", self.socket, "--policy", policy]
+        self.env = env
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+        for _ in range(100):
+            if os.path.exists(self.socket):
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"concordd did not come up (see {self.log.name})")
+
+    def __exit__(self, *exc):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def wait_file(path, proc, timeout):
+    t = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.args[1]} ended (rc {proc.returncode}) before {path} appeared")
+        if time.monotonic() > t:
+            raise RuntimeError(f"{path} did not appear within {timeout} s")
+        time.sleep(0.05)
+
+
+def finish(proc, timeout, what):
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise RuntimeError(f"{what} did not finish within {timeout} s")
+    if rc != 0:
+        raise RuntimeError(f"{what} failed (rc {rc})")
+
+
+def lc_cmd(c, out, rate=None, requests=None, calibrate=None, ready=None):
+    cmd = [PY, os.path.join(HERE, "lc_service.py"), "--model", c["lc_model"], "--batch", str(c["lc_batch"]), "--out", out]
+    if c["graph"]:
+        cmd.append("--graph")
+    if calibrate:
+        cmd += ["--calibrate", str(calibrate)]
+    else:
+        cmd += ["--rate", f"{rate:.6f}", "--requests", str(requests)]
+    if ready:
+        cmd += ["--ready", ready]
+    return cmd
+
+
+def be_cmd(c, out, seconds=600, stop=None, ready=None):
+    cmd = [PY, os.path.join(HERE, "be_train.py"), "--model", c["be_model"], "--batch", str(c["be_batch"]),
+           "--seconds", str(seconds), "--out", out]
+    if stop:
+        cmd += ["--stop-file", stop]
+    if ready:
+        cmd += ["--ready", ready]
+    return cmd
+
+
+def pair(d, c, rate, requests, lc_env, be_env, timeout):
+    """The BE job started and warm, then the LC service's open loop, then the BE job stopped."""
+    stop, ready = os.path.join(d, "stop"), os.path.join(d, "be.ready")
+    for f in (stop, ready):
+        if os.path.exists(f):
+            os.remove(f)
+    with open(os.path.join(d, "be.log"), "w") as bl, open(os.path.join(d, "lc.log"), "w") as ll:
+        be = subprocess.Popen(be_cmd(c, os.path.join(d, "be.json"), stop=stop, ready=ready), stdout=bl, stderr=subprocess.STDOUT,
+                              env={**os.environ, **be_env})
+        try:
+            wait_file(ready, be, timeout)
+            lc = subprocess.Popen(lc_cmd(c, os.path.join(d, "lc.json"), rate, requests), stdout=ll, stderr=subprocess.STDOUT,
+                                  env={**os.environ, **lc_env})
+            finish(lc, timeout, "the LC service")
+        finally:
+            open(stop, "w").close()
+            finish(be, 60, "the BE job")
+
+
+def run_scheme(scheme, d, c, rate, requests, target_ms, work, timeout):
+    if scheme == "timeslice":
+        return pair(d, c, rate, requests, {}, {}, timeout)
+    if scheme == "priority-streams":
+        cmd = [PY, os.path.join(HERE, "prio_streams.py"), "--lc-model", c["lc_model"], "--lc-batch", str(c["lc_batch"]),
+               "--rate", f"{rate:.6f}", "--requests", str(requests), "--be-model", c["be_model"], "--be-batch",
+               str(c["be_batch"]), "--lc-out", os.path.join(d, "lc.json"), "--be-out", os.path.join(d, "be.json")]
+        if c["graph"]:
+            cmd.append("--graph")
+        with open(os.path.join(d, "run.log"), "w") as log:
+            return finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), timeout, "prio_streams.py")
+    if scheme.startswith("mps"):
+        with Mps(work) as mps:
+            be_env = dict(mps.env)
+            if scheme != "mps":
+                be_env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = scheme[len("mps-be"):]
+            return pair(d, c, rate, requests, dict(mps.env), be_env, timeout)
+    if scheme.startswith("concord:"):
+        for var in ("CONCORDD", "INTERCEPT"):
+            if not os.environ.get(var):
+                raise RuntimeError(f"{scheme}: set {var}")
+        with Mps(work) as mps, Concordd(work, scheme.split(":", 1)[1], mps.env) as daemon:
+            common = {**mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
+            lc_env = {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc", "CONCORD_TARGET_MS": f"{target_ms:.3f}"}
+            be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be"}
+            return pair(d, c, rate, requests, lc_env, be_env, timeout)
+    raise RuntimeError(f"unknown scheme '{scheme}' (known: {', '.join(SCHEMES)})")
+
+
+def done(d):
+    return all(os.path.exists(os.path.join(d, f)) for f in ("lc.json", "be.json"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--combos", default="resnet50:64:graph/resnet50:64")
+    ap.add_argument("--loads", default="0.3,0.6")
+    ap.add_argument("--schemes", default=",".join(SCHEMES))
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--be-alone-s", type=float, default=15.0)
+    ap.add_argument("--slo-factor", type=float, default=1.5, help="the LC target: this x its alone p99 at the load")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds any one process may take")
+    a = ap.parse_args()
+    loads = [float(x) for x in a.loads.split(",") if x]
+    schemes = [s for s in a.schemes.split(",") if s]
+    for s in schemes:
+        if s not in SCHEMES and not s.startswith("concord:"):
+            ap.error(f"unknown scheme '{s}' (known: {', '.join(SCHEMES)})")
+    if any(not 0 < x < 1 for x in loads):
+        ap.error("--loads must be in (0, 1)")
+    work = os.path.join(a.out, "work")
+    os.makedirs(work, exist_ok=True)
+    failures = []
+    for combo in a.combos.split(","):
+        c = parse_combo(combo)
+        base = os.path.join(a.out, c["name"])
+        os.makedirs(base, exist_ok=True)
+        cal = os.path.join(base, "calibrate.json")
+        if not os.path.exists(cal):
+            with open(os.path.join(base, "calibrate.log"), "w") as log:
+                finish(subprocess.Popen(lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT), a.timeout, "calibration")
+        service_s = json.load(open(cal))["mean_s"]
+        be_alone = os.path.join(base, "be_alone.json")
+        if not os.path.exists(be_alone):
+            with open(os.path.join(base, "be_alone.log"), "w") as log:
+                finish(subprocess.Popen(be_cmd(c, be_alone, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT),
+                       a.timeout, "BE alone")
+        for load in loads:
+            rate = load / service_s
+            ld = os.path.join(base, f"load{load:g}")
+            alone = os.path.join(ld, "lc_alone")
+            os.makedirs(alone, exist_ok=True)
+            if not os.path.exists(os.path.join(alone, "lc.json")):
+                with open(os.path.join(alone, "lc.log"), "w") as log:
+                    finish(subprocess.Popen(lc_cmd(c, os.path.join(alone, "lc.json"), rate, a.requests), stdout=log,
+                                            stderr=subprocess.STDOUT), a.timeout, "LC alone")
+            target_ms = a.slo_factor * json.load(open(os.path.join(alone, "lc.json")))["p99_s"] * 1e3
+            for s in schemes:
+                d = os.path.join(ld, s.replace(":", "-"))
+                os.makedirs(d, exist_ok=True)
+                if done(d):
+                    continue
+                t = time.monotonic()
+                try:
+                    run_scheme(s, d, c, rate, a.requests, target_ms, work, a.timeout)
+                    print(f"{c['name']} load {load:g} {s}: {time.monotonic() - t:.0f} s", file=sys.stderr)
+                except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+                    failures.append(f"{c['name']} load {load:g} {s}: {e}")
+                    with open(os.path.join(d, "error.txt"), "w") as f:
+                        f.write(str(e) + "\n")
+                    print(f"{c['name']} load {load:g} {s}: FAILED: {e}", file=sys.stderr)
+            json.dump({"load": load, "rate_rps": rate, "service_s": service_s, "target_ms": target_ms},
+                      open(os.path.join(ld, "settings.json"), "w"))
+    if failures:
+        print("run.py: failed runs:\n  " + "\n  ".join(failures), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+// The interception library's settings, from the environment of the process it is preloaded into.
+// Parsing is separate from reading the environment so that it is tested without either.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "concord/status.h"
+#include "ipc/protocol.h"
+
+namespace concord::intercept {
+
+struct InterceptConfig {
+  bool disabled = false;                                 // CONCORD_DISABLE=1: pass-through, no daemon
+  std::string socket_path = "/run/concord/concordd.sock";  // CONCORD_SOCKET
+  ipc::RegisterTenant tenant;                            // CONCORD_CLASS, _TARGET_MS, _WEIGHT, _NAME
+  std::string stats_path;                                // CONCORD_INTERCEPT_STATS: counters as JSON at exit
+  bool log = false;                                      // CONCORD_INTERCEPT_LOG=1: one line per event worth it
+  uint32_t poll_us = 50;                                 // CONCORD_POLL_US: the completion thread's poll period
+};
+
+// Reads the settings through `lookup` (getenv's contract: null when unset). `default_name` names
+// the tenant when CONCORD_NAME is unset (the program's name). A bad value is an invalid_argument
+// naming the variable, its value and what it must be.
+Result<InterceptConfig> parse_config(const std::function<const char*(const char*)>& lookup,
+                                     const std::string& default_name);
+
+// A tenant name the protocol accepts made of `raw`: printable ASCII, at most the protocol's
+// length, never empty ("tenant" when nothing is left).
+std::string sanitize_name(const std::string& raw);
+
+}  // namespace concord::intercept

@@ -1,0 +1,468 @@
+// The library's exported symbols: dlsym, cuGetProcAddress (both ABIs), every intercepted driver
+// entry point under its exported name, and the client API of include/concord/intercept.h.
+// Everything else in the library is hidden (exports.map).
+//
+// How a process reaches a wrapper:
+//   - a call it links directly against libcuda (cuLaunchKernel, ...) binds to the export here,
+//     the preloaded library coming first;
+//   - dlsym(handle, name) answers with the wrapper whenever the real lookup lands on one of
+//     libcuda's intercepted functions (whatever the handle: libcuda's, RTLD_DEFAULT, RTLD_NEXT);
+//   - cuGetProcAddress / _v2 (how the CUDA runtime and libraries find the driver since 11.3) asks
+//     the real one, then hands back the wrapper of the function it returned: the requested version
+//     and stream flavour are the driver's own choice, matched by address (by the driver's naming
+//     rule, symbols.h, should the address be one dlsym does not give), and a lookup of
+//     cuGetProcAddress itself gets this file's wrapper of it.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+
+#include <array>
+
+#include "concord/intercept.h"
+#include "intercept/interceptor.h"
+#include "intercept/real_driver.h"
+#include "intercept/symbols.h"
+
+// cuda.h maps these names onto their newest versions; the library defines each version under its
+// own exported name.
+#undef cuGetProcAddress
+#undef cuStreamDestroy
+#undef cuStreamBeginCapture
+#undef cuMemAlloc
+#undef cuMemFree
+
+#define CONCORD_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace concord::intercept {
+namespace {
+
+static_assert(CU_GET_PROC_ADDRESS_LEGACY_STREAM == kProcAddressLegacyStream);
+static_assert(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM == kProcAddressPerThreadStream);
+
+// The real function of entry `e`, or null (no driver, or this driver lacks it).
+template <typename Fn>
+Fn real(Entry e) {
+  const RealDriver* d = real_driver();
+  return d ? d->get<Fn>(e) : nullptr;
+}
+
+// The older versions cudaTypedefs.h declares only for the driver's own build.
+using StreamDestroyV1 = CUresult (*)(CUstream);
+using BeginCaptureV1 = CUresult (*)(CUstream);
+
+// What a hook answers when the driver (or this entry point of it) is missing.
+constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
+
+template <Entry E>
+CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shared, CUstream stream, void** params, void** extra, bool per_thread) {
+  struct Args {
+    PFN_cuLaunchKernel_v4000 fn;
+    CUfunction f;
+    unsigned gx, gy, gz, bx, by, bz, shared;
+    void** params;
+    void** extra;
+  };
+  const Args a{real<PFN_cuLaunchKernel_v4000>(E), f, gx, gy, gz, bx, by, bz, shared, params, extra};
+  if (!a.fn) return kNoDriver;
+  LaunchCall call;
+  call.stream = stream;
+  call.per_thread = per_thread;
+  call.function = f;
+  call.grid = {gx, gy, gz};
+  call.block = {bx, by, bz};
+  call.shared_mem = shared;
+  call.args = &a;
+  call.invoke = [](const void* p, CUstream target) {
+    const Args& x = *static_cast<const Args*>(p);
+    return x.fn(x.f, x.gx, x.gy, x.gz, x.bx, x.by, x.bz, x.shared, target, x.params, x.extra);
+  };
+  return intercept_launch(call);
+}
+
+template <Entry E>
+CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned shared, CUstream stream, void** params, bool per_thread) {
+  struct Args {
+    PFN_cuLaunchCooperativeKernel_v9000 fn;
+    CUfunction f;
+    unsigned gx, gy, gz, bx, by, bz, shared;
+    void** params;
+  };
+  const Args a{real<PFN_cuLaunchCooperativeKernel_v9000>(E), f, gx, gy, gz, bx, by, bz, shared, params};
+  if (!a.fn) return kNoDriver;
+  LaunchCall call;
+  call.stream = stream;
+  call.per_thread = per_thread;
+  call.function = f;
+  call.grid = {gx, gy, gz};
+  call.block = {bx, by, bz};
+  call.shared_mem = shared;
+  call.args = &a;
+  call.invoke = [](const void* p, CUstream target) {
+    const Args& x = *static_cast<const Args*>(p);
+    return x.fn(x.f, x.gx, x.gy, x.gz, x.bx, x.by, x.bz, x.shared, target, x.params);
+  };
+  return intercept_launch(call);
+}
+
+template <Entry E>
+CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params, void** extra, bool per_thread) {
+  struct Args {
+    PFN_cuLaunchKernelEx_v11060 fn;
+    const CUlaunchConfig* config;
+    CUfunction f;
+    void** params;
+    void** extra;
+  };
+  const Args a{real<PFN_cuLaunchKernelEx_v11060>(E), config, f, params, extra};
+  if (!a.fn) return kNoDriver;
+  if (!config) return a.fn(config, f, params, extra);  // the driver's own error for a null config
+  LaunchCall call;
+  call.stream = config->hStream;
+  call.per_thread = per_thread;
+  call.function = f;
+  call.grid = {config->gridDimX, config->gridDimY, config->gridDimZ};
+  call.block = {config->blockDimX, config->blockDimY, config->blockDimZ};
+  call.shared_mem = config->sharedMemBytes;
+  call.args = &a;
+  call.invoke = [](const void* p, CUstream target) {
+    const Args& x = *static_cast<const Args*>(p);
+    if (target == x.config->hStream) return x.fn(x.config, x.f, x.params, x.extra);
+    CUlaunchConfig moved = *x.config;
+    moved.hStream = target;
+    return x.fn(&moved, x.f, x.params, x.extra);
+  };
+  return intercept_launch(call);
+}
+
+template <Entry E>
+CUresult graph_launch(CUgraphExec graph, CUstream stream, bool per_thread) {
+  struct Args {
+    PFN_cuGraphLaunch_v10000 fn;
+    CUgraphExec graph;
+  };
+  const Args a{real<PFN_cuGraphLaunch_v10000>(E), graph};
+  if (!a.fn) return kNoDriver;
+  LaunchCall call;
+  call.stream = stream;
+  call.per_thread = per_thread;
+  call.function = graph;
+  call.graph = true;
+  call.args = &a;
+  call.invoke = [](const void* p, CUstream target) {
+    const Args& x = *static_cast<const Args*>(p);
+    return x.fn(x.graph, target);
+  };
+  return intercept_launch(call);
+}
+
+// The wrappers in entry_points() order (set below, once every wrapper is declared).
+extern const std::array<void*, static_cast<size_t>(Entry::count)> kWrappers;
+
+// The wrapper for the real function `fn` found by a lookup of `symbol`, or `fn` itself.
+void* wrap(const RealDriver& driver, const char* symbol, void* fn, int cuda_version, cuuint64_t flags) {
+  int e = entry_of(driver, fn);
+  if (e < 0) e = resolve_proc(symbol, cuda_version, flags);
+  return e >= 0 ? kWrappers[static_cast<size_t>(e)] : fn;
+}
+
+}  // namespace
+}  // namespace concord::intercept
+
+using concord::intercept::Entry;
+using concord::intercept::real;
+
+// ---- launches -------------------------------------------------------------------------------
+
+CONCORD_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                       unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
+  return concord::intercept::launch_kernel<Entry::LaunchKernel>(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra, false);
+}
+CONCORD_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                            unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
+  return concord::intercept::launch_kernel<Entry::LaunchKernel_ptsz>(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra,
+                                                                     true);
+}
+CONCORD_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  return concord::intercept::launch_kernel_ex<Entry::LaunchKernelEx>(config, f, params, extra, false);
+}
+CONCORD_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  return concord::intercept::launch_kernel_ex<Entry::LaunchKernelEx_ptsz>(config, f, params, extra, true);
+}
+CONCORD_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                                  unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params) {
+  return concord::intercept::launch_cooperative<Entry::LaunchCooperativeKernel>(f, gx, gy, gz, bx, by, bz, shared, stream,
+                                                                                params, false);
+}
+CONCORD_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                                       unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                                                       void** params) {
+  return concord::intercept::launch_cooperative<Entry::LaunchCooperativeKernel_ptsz>(f, gx, gy, gz, bx, by, bz, shared,
+                                                                                     stream, params, true);
+}
+CONCORD_EXPORT CUresult cuGraphLaunch(CUgraphExec graph, CUstream stream) {
+  return concord::intercept::graph_launch<Entry::GraphLaunch>(graph, stream, false);
+}
+CONCORD_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) {
+  return concord::intercept::graph_launch<Entry::GraphLaunch_ptsz>(graph, stream, true);
+}
+
+// ---- streams ---------------------------------------------------------------------------------
+
+CONCORD_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
+  auto fn = real<PFN_cuStreamCreate_v2000>(Entry::StreamCreate);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(stream, flags);
+  if (r == CUDA_SUCCESS && stream) concord::intercept::note_stream_created(*stream);
+  return r;
+}
+CONCORD_EXPORT CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned flags, int priority) {
+  auto fn = real<PFN_cuStreamCreateWithPriority_v5050>(Entry::StreamCreateWithPriority);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(stream, flags, priority);
+  if (r == CUDA_SUCCESS && stream) concord::intercept::note_stream_created(*stream);
+  return r;
+}
+CONCORD_EXPORT CUresult cuStreamDestroy(CUstream stream) {
+  auto fn = real<concord::intercept::StreamDestroyV1>(Entry::StreamDestroy);
+  if (!fn) return concord::intercept::kNoDriver;
+  concord::intercept::note_stream_destroyed(stream);
+  return fn(stream);
+}
+CONCORD_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  auto fn = real<PFN_cuStreamDestroy_v4000>(Entry::StreamDestroy_v2);
+  if (!fn) return concord::intercept::kNoDriver;
+  concord::intercept::note_stream_destroyed(stream);
+  return fn(stream);
+}
+
+// ---- synchronisation -------------------------------------------------------------------------
+
+CONCORD_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  auto fn = real<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(stream);
+  concord::intercept::note_synchronized();
+  return r;
+}
+CONCORD_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  auto fn = real<PFN_cuStreamSynchronize_v7000_ptsz>(Entry::StreamSynchronize_ptsz);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(stream);
+  concord::intercept::note_synchronized();
+  return r;
+}
+CONCORD_EXPORT CUresult cuCtxSynchronize() {
+  auto fn = real<PFN_cuCtxSynchronize_v2000>(Entry::CtxSynchronize);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn();
+  concord::intercept::note_synchronized();
+  return r;
+}
+CONCORD_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  auto fn = real<PFN_cuCtxSynchronize_v13000>(Entry::CtxSynchronize_v2);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ctx);
+  concord::intercept::note_synchronized();
+  return r;
+}
+
+// ---- stream capture --------------------------------------------------------------------------
+
+namespace {
+CUresult captured(CUresult r) {
+  if (r == CUDA_SUCCESS) concord::intercept::note_capture_begun();
+  return r;
+}
+// A capture is over whatever EndCapture answers (an invalidated capture ends too), except when the
+// stream was not capturing or the call came from a thread that may not end it; the count never
+// drops below zero.
+CUresult capture_ended(CUresult r) {
+  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) concord::intercept::note_capture_ended();
+  return r;
+}
+}  // namespace
+
+CONCORD_EXPORT CUresult cuStreamBeginCapture(CUstream stream) {
+  auto fn = real<concord::intercept::BeginCaptureV1>(Entry::StreamBeginCapture);
+  return fn ? captured(fn(stream)) : concord::intercept::kNoDriver;
+}
+CONCORD_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream stream) {
+  auto fn = real<concord::intercept::BeginCaptureV1>(Entry::StreamBeginCapture_ptsz);
+  return fn ? captured(fn(stream)) : concord::intercept::kNoDriver;
+}
+CONCORD_EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
+  auto fn = real<PFN_cuStreamBeginCapture_v10010>(Entry::StreamBeginCapture_v2);
+  return fn ? captured(fn(stream, mode)) : concord::intercept::kNoDriver;
+}
+CONCORD_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
+  auto fn = real<PFN_cuStreamBeginCapture_v10010_ptsz>(Entry::StreamBeginCapture_v2_ptsz);
+  return fn ? captured(fn(stream, mode)) : concord::intercept::kNoDriver;
+}
+CONCORD_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode* deps,
+                                                    const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode) {
+  auto fn = real<PFN_cuStreamBeginCaptureToGraph_v12030>(Entry::StreamBeginCaptureToGraph);
+  return fn ? captured(fn(stream, graph, deps, edges, count, mode)) : concord::intercept::kNoDriver;
+}
+CONCORD_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph, const CUgraphNode* deps,
+                                                         const CUgraphEdgeData* edges, size_t count,
+                                                         CUstreamCaptureMode mode) {
+  auto fn = real<PFN_cuStreamBeginCaptureToGraph_v12030_ptsz>(Entry::StreamBeginCaptureToGraph_ptsz);
+  return fn ? captured(fn(stream, graph, deps, edges, count, mode)) : concord::intercept::kNoDriver;
+}
+CONCORD_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  auto fn = real<PFN_cuStreamEndCapture_v10000>(Entry::StreamEndCapture);
+  if (!fn) return concord::intercept::kNoDriver;
+  return capture_ended(fn(stream, graph));
+}
+CONCORD_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
+  auto fn = real<PFN_cuStreamEndCapture_v10000_ptsz>(Entry::StreamEndCapture_ptsz);
+  if (!fn) return concord::intercept::kNoDriver;
+  return capture_ended(fn(stream, graph));
+}
+
+// ---- memory (accounting only) ----------------------------------------------------------------
+
+CONCORD_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  auto fn = real<PFN_cuMemAlloc_v3020>(Entry::MemAlloc_v2);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr, bytes);
+  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
+  return r;
+}
+CONCORD_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  auto fn = real<PFN_cuMemFree_v3020>(Entry::MemFree_v2);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr);
+  if (r == CUDA_SUCCESS) concord::intercept::note_freed(ptr);
+  return r;
+}
+CONCORD_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
+  auto fn = real<PFN_cuMemAllocAsync_v11020>(Entry::MemAllocAsync);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr, bytes, stream);
+  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
+  return r;
+}
+CONCORD_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
+  auto fn = real<PFN_cuMemAllocAsync_v11020_ptsz>(Entry::MemAllocAsync_ptsz);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr, bytes, stream);
+  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
+  return r;
+}
+CONCORD_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* ptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+  auto fn = real<PFN_cuMemAllocFromPoolAsync_v11020>(Entry::MemAllocFromPoolAsync);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr, bytes, pool, stream);
+  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
+  return r;
+}
+CONCORD_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* ptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
+  auto fn = real<PFN_cuMemAllocFromPoolAsync_v11020_ptsz>(Entry::MemAllocFromPoolAsync_ptsz);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr, bytes, pool, stream);
+  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
+  return r;
+}
+CONCORD_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+  auto fn = real<PFN_cuMemFreeAsync_v11020>(Entry::MemFreeAsync);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr, stream);
+  if (r == CUDA_SUCCESS) concord::intercept::note_freed(ptr);
+  return r;
+}
+CONCORD_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
+  auto fn = real<PFN_cuMemFreeAsync_v11020_ptsz>(Entry::MemFreeAsync_ptsz);
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(ptr, stream);
+  if (r == CUDA_SUCCESS) concord::intercept::note_freed(ptr);
+  return r;
+}
+
+// ---- lookups ---------------------------------------------------------------------------------
+
+CONCORD_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
+  const concord::intercept::RealDriver* d = concord::intercept::real_driver();
+  auto fn = d ? d->get<PFN_cuGetProcAddress_v11030>(Entry::GetProcAddress) : nullptr;
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(symbol, pfn, cuda_version, flags);
+  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = concord::intercept::wrap(*d, symbol, *pfn, cuda_version, flags);
+  return r;
+}
+CONCORD_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                                            CUdriverProcAddressQueryResult* status) {
+  const concord::intercept::RealDriver* d = concord::intercept::real_driver();
+  auto fn = d ? d->get<PFN_cuGetProcAddress_v12000>(Entry::GetProcAddress_v2) : nullptr;
+  if (!fn) return concord::intercept::kNoDriver;
+  const CUresult r = fn(symbol, pfn, cuda_version, flags, status);
+  if (r == CUDA_SUCCESS && pfn && *pfn) *pfn = concord::intercept::wrap(*d, symbol, *pfn, cuda_version, flags);
+  return r;
+}
+
+CONCORD_EXPORT void* dlsym(void* handle, const char* name) {
+  const concord::intercept::DlsymFn real_dlsym = concord::intercept::real_dlsym();
+  if (!real_dlsym) return nullptr;
+  void* p = real_dlsym(handle, name);
+  if (p && concord::intercept::maybe_intercepted(name)) {
+    if (const concord::intercept::RealDriver* d = concord::intercept::real_driver()) {
+      const int e = concord::intercept::entry_of(*d, p);
+      if (e >= 0) return concord::intercept::kWrappers[static_cast<size_t>(e)];
+    }
+  }
+  return p;
+}
+
+// ---- client API ------------------------------------------------------------------------------
+
+CONCORD_EXPORT int concord_request_begin(void) { return concord::intercept::note_request(true); }
+CONCORD_EXPORT int concord_request_end(void) { return concord::intercept::note_request(false); }
+
+namespace concord::intercept {
+namespace {
+
+template <typename Fn>
+void* as_pointer(Fn fn) {
+  return reinterpret_cast<void*>(fn);
+}
+
+const std::array<void*, static_cast<size_t>(Entry::count)> kWrappers = {
+    as_pointer(&::cuLaunchKernel),
+    as_pointer(&::cuLaunchKernel_ptsz),
+    as_pointer(&::cuLaunchKernelEx),
+    as_pointer(&::cuLaunchKernelEx_ptsz),
+    as_pointer(&::cuLaunchCooperativeKernel),
+    as_pointer(&::cuLaunchCooperativeKernel_ptsz),
+    as_pointer(&::cuGraphLaunch),
+    as_pointer(&::cuGraphLaunch_ptsz),
+    as_pointer(&::cuStreamCreate),
+    as_pointer(&::cuStreamCreateWithPriority),
+    as_pointer(&::cuStreamDestroy),
+    as_pointer(&::cuStreamDestroy_v2),
+    as_pointer(&::cuStreamSynchronize),
+    as_pointer(&::cuStreamSynchronize_ptsz),
+    as_pointer(&::cuCtxSynchronize),
+    as_pointer(&::cuCtxSynchronize_v2),
+    as_pointer(&::cuStreamBeginCapture),
+    as_pointer(&::cuStreamBeginCapture_ptsz),
+    as_pointer(&::cuStreamBeginCapture_v2),
+    as_pointer(&::cuStreamBeginCapture_v2_ptsz),
+    as_pointer(&::cuStreamBeginCaptureToGraph),
+    as_pointer(&::cuStreamBeginCaptureToGraph_ptsz),
+    as_pointer(&::cuStreamEndCapture),
+    as_pointer(&::cuStreamEndCapture_ptsz),
+    as_pointer(&::cuMemAlloc_v2),
+    as_pointer(&::cuMemFree_v2),
+    as_pointer(&::cuMemAllocAsync),
+    as_pointer(&::cuMemAllocAsync_ptsz),
+    as_pointer(&::cuMemFreeAsync),
+    as_pointer(&::cuMemFreeAsync_ptsz),
+    as_pointer(&::cuGetProcAddress),
+    as_pointer(&::cuGetProcAddress_v2),
+    as_pointer(&::cuMemAllocFromPoolAsync),
+    as_pointer(&::cuMemAllocFromPoolAsync_ptsz),
+};
+
+}  // namespace
+}  // namespace concord::intercept

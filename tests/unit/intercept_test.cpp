@@ -1,0 +1,169 @@
+// The interception library's CPU-side parts: its settings, the table of intercepted entry points
+// and cuGetProcAddress's naming rule, the export list, kernel ids.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "intercept/config.h"
+#include "intercept/kernel_id.h"
+#include "intercept/symbols.h"
+
+namespace concord::intercept {
+namespace {
+
+Result<InterceptConfig> parse(const std::map<std::string, std::string>& env) {
+  return parse_config(
+      [&](const char* var) -> const char* {
+        auto it = env.find(var);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      "my_app");
+}
+
+TEST(InterceptConfig, DefaultsAreABestEffortTenantNamedAfterTheProgram) {
+  auto c = parse({});
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_FALSE(c->disabled);
+  EXPECT_EQ(c->socket_path, "/run/concord/concordd.sock");
+  EXPECT_EQ(c->tenant.cls, TenantClass::best_effort);
+  EXPECT_EQ(c->tenant.latency_target_ns, 0u);
+  EXPECT_EQ(c->tenant.weight, 1u);
+  EXPECT_EQ(c->tenant.name, "my_app");
+  EXPECT_EQ(c->poll_us, 50u);
+}
+
+TEST(InterceptConfig, ReadsAnLcTenant) {
+  auto c = parse({{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "2.5"}, {"CONCORD_WEIGHT", "3"},
+                  {"CONCORD_NAME", "infer-1"}, {"CONCORD_SOCKET", "/tmp/s.sock"}, {"CONCORD_DISABLE", "0"},
+                  {"CONCORD_INTERCEPT_STATS", "/tmp/stats.json"}, {"CONCORD_POLL_US", "20"}});
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->tenant.cls, TenantClass::latency_critical);
+  EXPECT_EQ(c->tenant.latency_target_ns, 2'500'000u);
+  EXPECT_EQ(c->tenant.weight, 3u);
+  EXPECT_EQ(c->tenant.name, "infer-1");
+  EXPECT_EQ(c->socket_path, "/tmp/s.sock");
+  EXPECT_EQ(c->stats_path, "/tmp/stats.json");
+  EXPECT_EQ(c->poll_us, 20u);
+  EXPECT_TRUE(parse({{"CONCORD_DISABLE", "1"}})->disabled);
+}
+
+TEST(InterceptConfig, BadValuesAreNamed) {
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"CONCORD_CLASS", "rt"}}, "CONCORD_CLASS='rt'"},
+      {{{"CONCORD_CLASS", "lc"}}, "needs CONCORD_TARGET_MS"},
+      {{{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "0"}}, "CONCORD_TARGET_MS='0'"},
+      {{{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "5ms"}}, "CONCORD_TARGET_MS='5ms'"},
+      {{{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "nan"}}, "CONCORD_TARGET_MS='nan'"},
+      {{{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "1e12"}}, "CONCORD_TARGET_MS='1e12'"},
+      {{{"CONCORD_TARGET_MS", "5"}}, "for lc tenants only"},
+      {{{"CONCORD_WEIGHT", "0"}}, "CONCORD_WEIGHT='0'"},
+      {{{"CONCORD_WEIGHT", "-2"}}, "CONCORD_WEIGHT='-2'"},
+      {{{"CONCORD_WEIGHT", "2000000"}}, "CONCORD_WEIGHT='2000000'"},
+      {{{"CONCORD_NAME", std::string(65, 'a')}}, "longer than 64"},
+      {{{"CONCORD_NAME", "tab\there"}}, "printable ASCII"},
+      {{{"CONCORD_DISABLE", "yes"}}, "CONCORD_DISABLE='yes'"},
+      {{{"CONCORD_POLL_US", "0"}}, "CONCORD_POLL_US='0'"},
+      {{{"CONCORD_INTERCEPT_LOG", "on"}}, "CONCORD_INTERCEPT_LOG='on'"},
+  };
+  for (const auto& [env, want] : cases) {
+    auto c = parse(env);
+    ASSERT_FALSE(c.is_ok()) << want;
+    EXPECT_EQ(c.status().code(), StatusCode::invalid_argument) << want;
+    EXPECT_NE(c.status().message().find(want), std::string::npos) << c.status().message() << " lacks " << want;
+  }
+}
+
+TEST(InterceptConfig, ProgramNamesAreMadeAcceptable) {
+  EXPECT_EQ(sanitize_name("python3"), "python3");
+  EXPECT_EQ(sanitize_name("a\nb"), "ab");
+  EXPECT_EQ(sanitize_name(""), "tenant");
+  EXPECT_EQ(sanitize_name(std::string(100, 'x')).size(), ipc::limits::kNameBytes);
+}
+
+TEST(InterceptSymbols, EveryEntryIsFoundByItsExportedName) {
+  const auto entries = entry_points();
+  ASSERT_EQ(entries.size(), static_cast<size_t>(Entry::count));
+  std::set<std::string> names;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_TRUE(names.insert(entries[i].exported).second) << entries[i].exported << " twice";
+    EXPECT_EQ(find_exported(entries[i].exported), static_cast<int>(i));
+    EXPECT_TRUE(maybe_intercepted(entries[i].exported)) << entries[i].exported;
+  }
+  EXPECT_EQ(find_exported("cuMemcpyAsync"), -1);
+  EXPECT_FALSE(maybe_intercepted("cuMemcpyAsync"));
+  EXPECT_FALSE(maybe_intercepted("malloc"));
+  EXPECT_FALSE(maybe_intercepted(nullptr));
+  EXPECT_EQ(static_cast<int>(Entry::LaunchKernel_ptsz), find_exported("cuLaunchKernel_ptsz"));
+  EXPECT_EQ(static_cast<int>(Entry::GetProcAddress_v2), find_exported("cuGetProcAddress_v2"));
+  EXPECT_EQ(static_cast<int>(Entry::MemAllocFromPoolAsync_ptsz), find_exported("cuMemAllocFromPoolAsync_ptsz"));
+}
+
+std::string resolved(const char* symbol, int version, uint64_t flags) {
+  const int e = resolve_proc(symbol, version, flags);
+  return e < 0 ? "-" : entry_points()[static_cast<size_t>(e)].exported;
+}
+
+TEST(InterceptSymbols, ProcAddressLookupsFollowTheDriversNamingRule) {
+  // The stream flavour the flags ask for.
+  EXPECT_EQ(resolved("cuLaunchKernel", 13000, kProcAddressLegacyStream), "cuLaunchKernel");
+  EXPECT_EQ(resolved("cuLaunchKernel", 13000, 0), "cuLaunchKernel");
+  EXPECT_EQ(resolved("cuLaunchKernel", 13000, kProcAddressPerThreadStream), "cuLaunchKernel_ptsz");
+  EXPECT_EQ(resolved("cuGraphLaunch", 12000, kProcAddressPerThreadStream), "cuGraphLaunch_ptsz");
+  // Per-thread asked of a version before the per-thread variant: the legacy one.
+  EXPECT_EQ(resolved("cuLaunchKernel", 6000, kProcAddressPerThreadStream), "cuLaunchKernel");
+  // No per-thread variant at all: the legacy one.
+  EXPECT_EQ(resolved("cuStreamCreate", 12000, kProcAddressPerThreadStream), "cuStreamCreate");
+  // The newest version the caller was built for.
+  EXPECT_EQ(resolved("cuStreamDestroy", 3000, 0), "cuStreamDestroy");
+  EXPECT_EQ(resolved("cuStreamDestroy", 12000, 0), "cuStreamDestroy_v2");
+  EXPECT_EQ(resolved("cuStreamBeginCapture", 10000, 0), "cuStreamBeginCapture");
+  EXPECT_EQ(resolved("cuStreamBeginCapture", 12080, 0), "cuStreamBeginCapture_v2");
+  EXPECT_EQ(resolved("cuStreamBeginCapture", 12080, kProcAddressPerThreadStream), "cuStreamBeginCapture_v2_ptsz");
+  EXPECT_EQ(resolved("cuCtxSynchronize", 12090, 0), "cuCtxSynchronize");
+  EXPECT_EQ(resolved("cuCtxSynchronize", 13000, 0), "cuCtxSynchronize_v2");
+  EXPECT_EQ(resolved("cuGetProcAddress", 11030, 0), "cuGetProcAddress");
+  EXPECT_EQ(resolved("cuGetProcAddress", 12000, 0), "cuGetProcAddress_v2");
+  EXPECT_EQ(resolved("cuMemAlloc", 13000, 0), "cuMemAlloc_v2");
+  // Too old for any intercepted variant (cuMemAlloc's 32-bit v1), or not intercepted at all.
+  EXPECT_EQ(resolved("cuMemAlloc", 3000, 0), "-");
+  EXPECT_EQ(resolved("cuLaunchKernelEx", 11000, 0), "-");
+  EXPECT_EQ(resolved("cuMemcpy", 13000, 0), "-");
+  EXPECT_EQ(resolved("cuLaunchKernel_ptsz", 13000, 0), "-");  // lookups name the base
+}
+
+TEST(InterceptSymbols, TheExportListIsTheEntryPointsPlusDlsymAndTheClientApi) {
+  std::ifstream in(CONCORD_INTERCEPT_EXPORTS_MAP);
+  ASSERT_TRUE(in) << CONCORD_INTERCEPT_EXPORTS_MAP;
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string body = text.str();
+  body = std::regex_replace(body, std::regex(R"(/\*[\s\S]*?\*/)"), "");
+  const auto global = body.find("global:");
+  const auto local = body.find("local:");
+  ASSERT_NE(global, std::string::npos);
+  ASSERT_NE(local, std::string::npos);
+  std::set<std::string> exported;
+  const std::string list = body.substr(global + 7, local - global - 7);
+  const std::regex word(R"([A-Za-z_][A-Za-z0-9_]*)");
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), word); it != std::sregex_iterator(); ++it) {
+    exported.insert(it->str());
+  }
+  std::set<std::string> want = {"dlsym", "concord_request_begin", "concord_request_end"};
+  for (const EntryPoint& e : entry_points()) want.insert(e.exported);
+  EXPECT_EQ(exported, want);
+}
+
+TEST(InterceptKernelId, IsFnv1aOfTheName) {
+  static_assert(kernel_id_of("") == 14695981039346656037ull);
+  EXPECT_EQ(kernel_id_of("a"), 0xaf63dc4c8601ec8cull);  // the published FNV-1a 64 of "a"
+  EXPECT_NE(kernel_id_of("_Z6kernelPf"), kernel_id_of("_Z6kernelPi"));
+  EXPECT_NE(handle_id_of(0x1000), handle_id_of(0x1010));
+}
+
+}  // namespace
+}  // namespace concord::intercept
