@@ -14,7 +14,7 @@ git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON -DCONCORD_GIT_COMMIT="$commit" >/dev/null
 cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench \
   concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench concord_channel_probe concord_channel_analyze \
-  concord_intercept concord_intercept_app concord_intercept_bench
+  concord_intercept concord_intercept_app concord_intercept_bench concordd
 rm -rf .gpu
 cmake --install "$build" --prefix "$PWD/.gpu" --component gpu_bundle >/dev/null
 echo "$commit" > .gpu/COMMIT
