@@ -8,7 +8,8 @@
 #   e.g. CONCORD_INTERCEPT_LIB=build/src/intercept/libconcord_intercept.so CONCORD_CLASS=lc CONCORD_TARGET_MS=20 \
 #        scripts/daemon_smoke.sh sgdrc /tmp/smoke -- python3 infer.py
 #
-# CONCORD_BUILD_DIR (default build/) holds concordd and concord; CONCORD_DEVICE_SPEC (default h100)
+# CONCORD_BIN (e.g. .gpu/bin), else CONCORD_BUILD_DIR/src (default build/src), holds concordd and
+# concord; CONCORD_DEVICE_SPEC (default h100)
 # is the device the policies plan for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +19,11 @@ out=$2
 shift 2
 [ "${1:-}" = "--" ] && shift
 build=${CONCORD_BUILD_DIR:-build}
-concordd=$build/src/concordd
-concord=$build/src/concord
+bin=${CONCORD_BIN:-$build/src}
+concordd=$bin/concordd
+concord=$bin/concord
 for b in "$concordd" "$concord"; do
-  [ -x "$b" ] || { echo "daemon_smoke: $b is not built (cmake --build $build --target concordd concord_cli)" >&2; exit 1; }
+  [ -x "$b" ] || { echo "daemon_smoke: $b is not built (cmake --build $build --target concordd concord_cli, or scripts/gpu_build.sh)" >&2; exit 1; }
 done
 mkdir -p "$out"
 run=$(mktemp -d)
