@@ -18,7 +18,9 @@ then each scheme. Every run's JSON goes to OUTDIR/<combo>/<load>/<scheme>/{lc,be
 beside them; a run already there is kept (rerun to resume). summarize.py OUTDIR makes the tables.
 
 Environment: CONCORDD (the daemon binary), INTERCEPT (libconcord_intercept.so), both needed only
-for concord:* schemes; PYTHON (python3).
+for concord:* schemes; CONCORD_DEVICE_SPEC (concordd's --device-spec; default h200 or h100 from
+the GPU's name); PYTHON (python3). The daemon's log and its Prometheus text (metrics.sock) are in
+OUTDIR/work.
 """
 import argparse
 import json
@@ -69,7 +71,8 @@ class Concordd:
     def __init__(self, work, policy, env):
         self.socket = os.path.join(work, "concordd.sock")
         self.log = open(os.path.join(work, "concordd.log"), "w")
-        self.cmd = [os.environ["CONCORDD"], "--socket", self.socket, "--policy", policy]
+        self.cmd = [os.environ["CONCORDD"], "--socket", self.socket, "--policy", policy, "--device-spec", device_spec(),
+                    "--metrics-socket", os.path.join(work, "metrics.sock")]
         self.env = env
 
     def __enter__(self):
@@ -89,6 +92,18 @@ class Concordd:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+def device_spec():
+    """concordd's --device-spec: CONCORD_DEVICE_SPEC, else h200 or h100 from the GPU's name."""
+    if os.environ.get("CONCORD_DEVICE_SPEC"):
+        return os.environ["CONCORD_DEVICE_SPEC"]
+    try:
+        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        name = ""
+    return "h200" if "H200" in name else "h100"
 
 
 def wait_file(path, proc, timeout):
