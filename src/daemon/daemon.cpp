@@ -312,6 +312,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   d.hub.emplace(d.shared, liveness, options.free_run);
   d.source.emplace(*d.hub);
   RemoteBackendOptions bo;
+  // Follow-on assumes a tenant's next launch would get the decision its previous one got unless
+  // latency-critical work intervenes: true of streams, priority-streams, orion and sgdrc, not of
+  // serial (one launch at a time across tenants).
+  bo.follow_on = options.follow_on && spec->name != "serial";
   bo.periodic = [&d] { d.publish(); };
   d.backend.emplace(*d.hub, options.device, bo);
   d.observer.emplace(*d.hub);

@@ -29,6 +29,8 @@ struct DaemonOptions {
   // Tenants launch without waiting for decisions (only meaningful for a policy that releases
   // every launch at once on the whole GPU, such as streams): notices and completions still come.
   bool free_run = false;
+  // Follow-on releases (RemoteBackendOptions::follow_on).
+  bool follow_on = true;
   // The Prometheus endpoint: a Unix socket path and/or a TCP port on 127.0.0.1 (0: none).
   std::string metrics_socket;
   int metrics_port = 0;

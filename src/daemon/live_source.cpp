@@ -122,6 +122,7 @@ Status LiveSource::settle(TenantSink& sink, TenantConn& conn) {
   conn.submitted.clear();  // the engine dropped what it had not dispatched
   conn.undecided.clear();
   conn.held.clear();
+  conn.followed.clear();
   conn.open_request = -1;
   return Status::ok();
 }

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--free-run", o.free_run,
                "Tenants launch without waiting for decisions (for policies that release everything at once, e.g. streams)");
+  app.add_flag("!--no-follow-on", o.follow_on,
+               "Release no launch before the engine dispatches it (by default a launch right behind a released one of the same "
+               "tenant is released at once while no latency-critical work is active; docs/daemon.md)");
   app.add_option("--metrics-socket", o.metrics_socket, "Serve Prometheus text on this Unix socket");
   app.add_option("--metrics-port", o.metrics_port, "Serve Prometheus text on 127.0.0.1:PORT")->check(CLI::Range(0, 65535));
   app.add_option("--stale-after", stale_s, "Seconds without a tenant's heartbeat before it counts as dead")

@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -59,8 +60,13 @@ void RemoteBackend::decide(TenantConn& conn, const ipc::Decision& d) {
   if (!conn.free_run) (void)conn.ledger.decision(d);  // free-run launches were released when noticed
   hub_.send(conn, d);
   ++decisions_;
-  if (d.verdict == ipc::Verdict::release) ++conn.stats.releases;
-  else ++conn.stats.holds;
+  if (d.verdict == ipc::Verdict::release) {
+    ++conn.stats.releases;
+    conn.last_release = d;
+    conn.last_released_seq = std::max(conn.last_released_seq, d.seq);
+  } else {
+    ++conn.stats.holds;
+  }
 }
 
 Status RemoteBackend::dispatch(const DispatchRequest& request) {
@@ -74,10 +80,12 @@ Status RemoteBackend::dispatch(const DispatchRequest& request) {
   // A tenant's launches are dispatched in its stream's order: the oldest submitted is this one.
   const uint64_t seq = conn->submitted.front();
   conn->submitted.pop_front();
-  const uint32_t handle = handle_of(request.placement.sms);
-  announce(*conn, handle);
-  const auto prio = request.placement.priority > 0 ? ipc::Priority::high : ipc::Priority::normal;
-  decide(*conn, ipc::Decision{seq, ipc::Verdict::release, prio, handle});
+  if (conn->followed.erase(seq) == 0) {
+    const uint32_t handle = handle_of(request.placement.sms);
+    announce(*conn, handle);
+    const auto prio = request.placement.priority > 0 ? ipc::Priority::high : ipc::Priority::normal;
+    decide(*conn, ipc::Decision{seq, ipc::Verdict::release, prio, handle});
+  }
   conn->undecided.erase(seq);
   if (const auto h = conn->held.find(seq); h != conn->held.end()) {
     conn->stats.held_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - h->second).count();
@@ -144,12 +152,35 @@ void RemoteBackend::take_completions(std::vector<Completion>& out) {
   for (const Completion& c : out) dispatches_.erase(c.dispatch);
 }
 
+bool RemoteBackend::lc_active() const {
+  for (const auto& [id, conn] : hub_.conns()) {
+    if (conn->state == ConnState::gone || conn->record.info.cls != TenantClass::latency_critical) continue;
+    if (conn->in_boundary || !conn->running.empty() || !conn->submitted.empty() || !conn->followed.empty()) return true;
+  }
+  return false;
+}
+
 void RemoteBackend::send_holds() {
   const auto now_tp = std::chrono::steady_clock::now();
+  std::optional<bool> lc;  // lc_active(), asked once, before this call's releases
   for (auto& [id, conn] : hub_.conns()) {
     if (conn->undecided.empty()) continue;
-    for (uint64_t seq : conn->undecided) {
-      if (!conn->free_run) decide(*conn, ipc::Decision{seq, ipc::Verdict::hold, ipc::Priority::normal, 0});
+    for (uint64_t seq : conn->undecided) {  // ascending: the tenant's order
+      if (conn->free_run) {
+        conn->held.emplace(seq, now_tp);
+        continue;
+      }
+      const bool lc_tenant = conn->record.info.cls == TenantClass::latency_critical;
+      if (options_.follow_on && conn->last_released_seq > 0 && seq == conn->last_released_seq + 1 &&
+          (lc_tenant || !(lc ? *lc : *(lc = lc_active())))) {
+        ipc::Decision d = conn->last_release;
+        d.seq = seq;
+        decide(*conn, d);
+        conn->followed.insert(seq);
+        ++followed_;
+        continue;
+      }
+      decide(*conn, ipc::Decision{seq, ipc::Verdict::hold, ipc::Priority::normal, 0});
       conn->held.emplace(seq, now_tp);
     }
     conn->undecided.clear();
@@ -164,8 +195,8 @@ bool RemoteBackend::poll_once() {
     if (conn == nullptr) continue;
     const auto r = conn->running.find(seq);
     if (r == conn->running.end()) {
-      // Free-run: the launch ran before the engine dispatched it; it ends when dispatched.
-      if (conn->free_run) conn->done_early.insert(seq);
+      // Free-run or followed: the launch ran before the engine dispatched it; it ends when dispatched.
+      if (conn->free_run || conn->followed.count(seq)) conn->done_early.insert(seq);
       continue;
     }
     if (ok) {

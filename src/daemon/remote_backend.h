@@ -33,6 +33,13 @@ struct RemoteBackendOptions {
   // daemon costs little CPU; the first notice after a quiet spell waits up to this long).
   std::chrono::microseconds idle_after{50'000};
   std::chrono::microseconds idle_sleep{500};
+  // Follow-on release: a launch noticed right behind one the daemon released (the next seq of the
+  // tenant) is released at once with the same decision, instead of waiting for its predecessor's
+  // completion to reach the engine, while the tenant is latency-critical or no latency-critical
+  // tenant has work or an open request. The engine still dispatches it in its turn (its decision
+  // is not sent again). Without it every launch of a tenant waits for the previous one's end: the
+  // host can queue nothing ahead of the GPU, which costs an eager PyTorch job most of its speed.
+  bool follow_on = true;
   // Called from advance() about every `periodic_every` (metrics, the registry's counts).
   std::function<void()> periodic;
   std::chrono::milliseconds periodic_every{200};
@@ -59,6 +66,8 @@ class RemoteBackend final : public Backend {
   Status abort_all(Seconds grace) override;
 
   uint64_t decisions() const { return decisions_; }
+  // Launches released by follow-on (above).
+  uint64_t followed() const { return followed_; }
   // The handle of an SM set (0: the whole device), made on first sight.
   uint32_t handle_of(const SmSet& sms);
 
@@ -71,8 +80,11 @@ class RemoteBackend final : public Backend {
     int64_t blocks = 0;
   };
   void announce(TenantConn& conn, uint32_t handle);
-  // Hold decisions for every launch submitted and not dispatched since the last call.
+  // For every launch submitted and not dispatched since the last call: a follow-on release where
+  // it qualifies, else a hold decision.
   void send_holds();
+  // Whether a latency-critical tenant has an open request or launches the daemon knows of.
+  bool lc_active() const;
   void decide(TenantConn& conn, const ipc::Decision& d);
   // Moves what ended into `ready_` (completions whose stream predecessor has ended).
   void finish(DispatchId id, Status error);
@@ -87,6 +99,7 @@ class RemoteBackend final : public Backend {
   std::map<DispatchId, Running> dispatches_;
   std::vector<Completion> ended_;  // ended, waiting for their predecessor or for advance()
   uint64_t decisions_ = 0;
+  uint64_t followed_ = 0;
   std::chrono::steady_clock::time_point last_activity_{};
   std::chrono::steady_clock::time_point last_beat_{};
   std::chrono::steady_clock::time_point last_periodic_{};

@@ -1,5 +1,6 @@
 #include "intercept/interceptor.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -94,8 +95,18 @@ class Interceptor {
     while (n > 0 && !captures_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) {
     }
   }
+  // In a child forked after the library connected (pthread_atfork): pass-through for good.
+  void became_child() { mode_.store(Mode::pass_through, std::memory_order_release); }
   void synchronized() {
     counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
+    kick();
+  }
+  // Wakes the completion thread (the flag under wake_mu_, so a wait about to begin sees it).
+  void kick() {
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      kick_.store(true, std::memory_order_release);
+    }
     wake_.notify_one();
   }
   void allocated(CUdeviceptr ptr, size_t bytes);
@@ -160,6 +171,8 @@ class Interceptor {
 
   std::mutex wake_mu_;
   std::condition_variable wake_;
+  std::atomic<bool> kick_{false};
+  pid_t owner_pid_ = 0;  // the process that connected (0: none did)  // set with wake_mu_ held before notifying: no wake-up is lost
   std::atomic<bool> stop_{false};
   std::thread completion_thread_;
   std::once_flag shut_;
@@ -180,6 +193,9 @@ Interceptor& instance() {
 }
 
 void fall_back_at_exit() { instance().shutdown(); }
+// A child forked after the library connected shares the parent's socket and rings but has none of
+// its threads: it runs pass-through and never touches the parent's connection (not even at exit).
+void forked_child() { instance().became_child(); }
 
 void Interceptor::fall_back(const std::string& why) {
   log("pass-through for the rest of this process: " + why);
@@ -199,8 +215,9 @@ void Interceptor::start() {
     return;
   }
   driver_ = real_driver();
-  if (!driver_) {
-    fall_back("libcuda.so.1 could not be opened or lacks functions the library needs (driver older than CUDA 12.3?)");
+  if (!driver_ || !driver_->complete) {
+    fall_back(!driver_ ? "libcuda.so.1 could not be opened"
+                       : "libcuda.so.1 lacks functions the launch path needs (a driver older than CUDA 12.3?)");
     return;
   }
   if (Status st = connect(); !st) {
@@ -208,6 +225,8 @@ void Interceptor::start() {
     if (!config_.stats_path.empty()) std::atexit(fall_back_at_exit);
     return;
   }
+  owner_pid_ = ::getpid();
+  ::pthread_atfork(nullptr, nullptr, forked_child);
   mode_.store(Mode::connected, std::memory_order_release);
   // Registered after the CUDA runtime's own exit handlers, so it runs before them.
   std::atexit(fall_back_at_exit);
@@ -360,11 +379,15 @@ void Interceptor::track(uint64_t seq, CUstream stream) {
     counters_.completions.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  bool was_idle = false;
   {
     std::lock_guard<std::mutex> lock(events_mu_);
+    was_idle = pending_.empty();
     pending_.emplace_back(seq, *event);
   }
-  wake_.notify_one();
+  // The completion thread polls on its own while anything is pending: only an idle one needs waking
+  // (a futex call per launch otherwise).
+  if (was_idle) kick();
 }
 
 CUresult Interceptor::launch(const LaunchCall& call) {
@@ -393,7 +416,9 @@ CUresult Interceptor::launch(const LaunchCall& call) {
   notice.stream = key;
   notice.kernel = info.id;
   notice.graph = call.graph;
-  if (!call.graph) {
+  if (call.graph) {
+    notice.grid = notice.block = ipc::Dim3{0, 0, 0};  // a graph has no one shape (the protocol wants zeros)
+  } else {
     notice.grid = call.grid;
     notice.block = call.block;
     notice.shared_mem = call.shared_mem;
@@ -478,8 +503,10 @@ void Interceptor::after_launch(CUresult r, uint64_t seq, CUstream app, CUstream 
   // The launch is made: nothing here may throw back into launch(), whose caller would launch again.
   try {
     if (r != CUDA_SUCCESS) {
+      // Refused before it ran (a bad configuration an autotuner probes, say): the context is fine,
+      // so the daemon hears of an ended launch, not of a failure (which drops the tenant).
       counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
-      (void)client_->completed(seq, false);
+      (void)client_->completed(seq, true);
       return;
     }
     track(seq, target);
@@ -606,16 +633,18 @@ void Interceptor::completion_loop() {
     }
     std::unique_lock<std::mutex> lock(wake_mu_);
     // Idle: sleep until a launch is tracked (announcements are looked at every 10 ms).
-    wake_.wait_for(lock, idle ? std::chrono::microseconds(10'000) : period);
+    wake_.wait_for(lock, idle ? std::chrono::microseconds(10'000) : period,
+                   [this] { return kick_.exchange(false) || stop_.load(std::memory_order_acquire); });
   }
   poll_completions();
 }
 
 void Interceptor::shutdown() {
+  if (owner_pid_ != 0 && ::getpid() != owner_pid_) return;  // a forked child: the parent's connection is not its own
   std::call_once(shut_, [this] {
     if (completion_thread_.joinable()) {
       stop_.store(true, std::memory_order_release);
-      wake_.notify_one();
+      kick();
       completion_thread_.join();
     }
     if (client_) client_->close();

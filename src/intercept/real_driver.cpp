@@ -51,16 +51,12 @@ const RealDriver* load() {
   bind(d->green_ctx_destroy, "cuGreenCtxDestroy");
   bind(d->green_ctx_stream_create, "cuGreenCtxStreamCreate");
   // The launch path needs all of these; a driver older than 12.3 lacks cuFuncGetName.
-  const bool complete = d->event_create && d->event_record && d->event_query && d->event_destroy && d->stream_wait_event &&
+  d->complete = d->event_create && d->event_record && d->event_query && d->event_destroy && d->stream_wait_event &&
                         d->stream_is_capturing && d->stream_get_priority && d->ctx_get_stream_priority_range &&
                         d->ctx_get_current && d->ctx_set_current && d->ctx_get_device && d->thread_exchange_capture_mode &&
                         d->func_get_name && d->kernel_get_name && d->get_error_name && d->memset_d32 && d->memcpy_dtoh &&
                         d->library_load_data && d->library_get_kernel && d->library_unload &&
                         d->entry[static_cast<size_t>(Entry::GetProcAddress_v2)] != nullptr;
-  if (!complete) {
-    delete d;
-    return nullptr;
-  }
   return d;
 }
 

@@ -21,6 +21,10 @@ DlsymFn real_dlsym();
 struct RealDriver {
   // The intercepted entry points, by Entry index (null where this driver lacks one).
   std::array<void*, static_cast<size_t>(Entry::count)> entry{};
+  // Whether the driver has everything the launch path calls below (a driver older than CUDA 12.3
+  // lacks cuFuncGetName): without it the hooks still forward every call, and the process runs
+  // pass-through.
+  bool complete = false;
 
   // What the library itself calls.
   PFN_cuEventCreate_v2000 event_create = nullptr;

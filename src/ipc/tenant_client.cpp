@@ -220,8 +220,15 @@ class Client final : public TenantClient {
 
   void go_pass_through(const std::string& why) {
     if (pass_.exchange(true)) return;
-    std::lock_guard lock(why_mu_);
-    why_ = why;
+    {
+      std::lock_guard lock(why_mu_);
+      why_ = why;
+    }
+    // Tell a daemon that may still be alive (a refused message, a decision that did not come)
+    // that this tenant is gone: its ring closed and its connection shut, so it drops the tenant and
+    // what it had dispatched rather than waiting forever for completions that will not come.
+    channel_.up().close(RingSide::producer);
+    (void)::shutdown(control_.fd(), SHUT_RDWR);
   }
 
   void beat_loop() {

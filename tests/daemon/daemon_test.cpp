@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -648,6 +649,49 @@ TEST_F(DaemonTest, FreeRunTenantsNeverWaitAndStayInTheBooks) {
   EXPECT_NE(text.find("concord_rejected_total 0\n"), std::string::npos) << text;
   EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_completions_total\{[^}]*name="fast"[^}]*\} 50\n)"))) << text;
   c.close();
+}
+
+// Follow-on: with no LC work, a BE tenant's launch right behind a released one is released before
+// that one completes (the host queues ahead of the GPU); with follow_on off it waits for the
+// completion (the engine's stream order).
+TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
+  for (const bool follow : {true, false}) {
+    SCOPED_TRACE(follow ? "follow_on" : "no follow_on");
+    DaemonOptions o = options("orion");
+    o.follow_on = follow;
+    start(o);
+    auto client = ipc::TenantClient::connect(client_options(be("train")));
+    ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+    ipc::TenantClient& c = **client;
+    const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
+    const uint64_t first = *c.notice(n);
+    ASSERT_TRUE(c.wait_release(first).is_ok());
+    std::vector<uint64_t> ahead;
+    for (int i = 0; i < 8; ++i) ahead.push_back(*c.notice(n));
+    auto released = std::async(std::launch::async, [&] {
+      for (uint64_t s : (follow ? ahead : std::vector<uint64_t>{ahead.front()})) {
+        if (!c.wait_release(s).is_ok()) return false;
+      }
+      return true;
+    });
+    if (follow) {
+      ASSERT_EQ(released.wait_for(2s), std::future_status::ready) << "launches behind a running one were not released before it ended";
+      EXPECT_TRUE(released.get());
+      ASSERT_TRUE(c.completed(first, true).is_ok());
+      for (uint64_t s : ahead) ASSERT_TRUE(c.completed(s, true).is_ok());
+    } else {
+      EXPECT_EQ(released.wait_for(500ms), std::future_status::timeout) << "released before its predecessor ended";
+      ASSERT_TRUE(c.completed(first, true).is_ok());
+      ASSERT_EQ(released.wait_for(2s), std::future_status::ready) << "not released after its predecessor ended";
+      EXPECT_TRUE(released.get());
+      ASSERT_TRUE(c.completed(ahead.front(), true).is_ok());
+    }
+    EXPECT_FALSE(c.pass_through());
+    c.close();
+    daemon_->stop();
+    ASSERT_TRUE(daemon_->wait().is_ok());
+    daemon_.reset();
+  }
 }
 
 TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
