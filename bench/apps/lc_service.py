@@ -25,6 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
+from stats import percentile  # noqa: E402,F401
 
 
 def request_marks():
@@ -63,14 +64,6 @@ class Service:
             else:
                 self.out = self.net(self.x)
         self.stream.synchronize()
-
-
-def percentile(values, p):
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    k = min(len(s) - 1, max(0, int(round(p / 100.0 * (len(s) - 1)))))
-    return s[k]
 
 
 def run_open_loop(service, rate, requests, seed, start_at=None, warmup=10):

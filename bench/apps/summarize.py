@@ -11,13 +11,8 @@ import math
 import os
 import sys
 
-
-def percentile(values, p):
-    s = sorted(values)
-    if not s:
-        return float("nan")
-    k = min(len(s) - 1, max(0, int(round(p / 100.0 * (len(s) - 1)))))
-    return s[k]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stats import percentile  # noqa: E402
 
 
 def be_rate(be, window):

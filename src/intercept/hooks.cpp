@@ -53,6 +53,18 @@ using BeginCaptureV1 = CUresult (*)(CUstream);
 // What a hook answers when the driver (or this entry point of it) is missing.
 constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 
+// A kernel launch's call, but for its arguments and how to invoke it.
+LaunchCall shaped_call(CUstream stream, bool per_thread, CUfunction f, ipc::Dim3 grid, ipc::Dim3 block, unsigned shared) {
+  LaunchCall call;
+  call.stream = stream;
+  call.per_thread = per_thread;
+  call.function = f;
+  call.grid = grid;
+  call.block = block;
+  call.shared_mem = shared;
+  return call;
+}
+
 template <Entry E>
 CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                        unsigned shared, CUstream stream, void** params, void** extra, bool per_thread) {
@@ -65,13 +77,7 @@ CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
   };
   const Args a{real<PFN_cuLaunchKernel_v4000>(E), f, gx, gy, gz, bx, by, bz, shared, params, extra};
   if (!a.fn) return kNoDriver;
-  LaunchCall call;
-  call.stream = stream;
-  call.per_thread = per_thread;
-  call.function = f;
-  call.grid = {gx, gy, gz};
-  call.block = {bx, by, bz};
-  call.shared_mem = shared;
+  LaunchCall call = shaped_call(stream, per_thread, f, {gx, gy, gz}, {bx, by, bz}, shared);
   call.args = &a;
   call.invoke = [](const void* p, CUstream target) {
     const Args& x = *static_cast<const Args*>(p);
@@ -91,13 +97,7 @@ CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   };
   const Args a{real<PFN_cuLaunchCooperativeKernel_v9000>(E), f, gx, gy, gz, bx, by, bz, shared, params};
   if (!a.fn) return kNoDriver;
-  LaunchCall call;
-  call.stream = stream;
-  call.per_thread = per_thread;
-  call.function = f;
-  call.grid = {gx, gy, gz};
-  call.block = {bx, by, bz};
-  call.shared_mem = shared;
+  LaunchCall call = shaped_call(stream, per_thread, f, {gx, gy, gz}, {bx, by, bz}, shared);
   call.args = &a;
   call.invoke = [](const void* p, CUstream target) {
     const Args& x = *static_cast<const Args*>(p);
