@@ -29,7 +29,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR
 # The GPU bundle: the binaries gpu_run.sh runs and the Debian libraries they link (yaml-cpp, fmt,
 # spdlog, Google Benchmark), resolved from the binaries themselves at install time.
 set(bundle_targets concord_cli concordd)
-foreach(t concord_gpu_tests concord_gpu_bench concord_intercept_app concord_intercept_bench concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench
+foreach(t concord_gpu_tests concord_gpu_bench concord_intercept_app concord_intercept_bench concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench concord_pbs_bench
           concord_channel_probe concord_channel_analyze)
   if(TARGET ${t})
     list(APPEND bundle_targets ${t})

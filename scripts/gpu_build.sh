@@ -13,9 +13,16 @@ git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 # Configure every time: the commit the binaries report is set here.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONCORD_CUDA=ON -DCONCORD_GIT_COMMIT="$commit" >/dev/null
 cmake --build "$build" -j "${CONCORD_JOBS:-2}" --target concord_cli concord_gpu_tests concord_gpu_bench \
-  concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench concord_channel_probe concord_channel_analyze \
+  concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench concord_pbs_bench concord_channel_probe concord_channel_analyze \
   concord_intercept concord_intercept_app concord_intercept_bench concordd
 rm -rf .gpu
-cmake --install "$build" --prefix "$PWD/.gpu" --component gpu_bundle >/dev/null
+cmake --install "$build" --prefix "$PWD/.gpu" --component gpu_bundle --strip >/dev/null
+# Every GPU call carries the bundle with the tree (64 MiB in all): BUNDLE_KEEP="concord concordd ..."
+# keeps only the binaries a call needs.
+if [ -n "${BUNDLE_KEEP:-}" ]; then
+  for b in .gpu/bin/*; do
+    case " $BUNDLE_KEEP " in *" $(basename "$b") "*) ;; *) rm -f "$b" ;; esac
+  done
+fi
 echo "$commit" > .gpu/COMMIT
 du -sh .gpu
