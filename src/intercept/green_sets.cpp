@@ -52,15 +52,17 @@ Result<SmSet> GreenSets::probe(CUstream stream, CUkernel kernel) {
   CUdeviceptr raw = 0;
   CONCORD_INTERCEPT_CU(driver_.get<PFN_cuMemAlloc_v3020>(Entry::MemAlloc_v2)(&raw, kWords * sizeof(unsigned)));
   OwnedDeviceMemory seen(&driver_, raw);
-  CONCORD_INTERCEPT_CU(driver_.memset_d32(seen.get(), 0, kWords));
+  // Everything on the probe's own non-blocking stream: a legacy-stream copy or memset would order
+  // itself against the application's blocking streams, and break a capture in progress on one.
+  CONCORD_INTERCEPT_CU(driver_.memset_d32_async(seen.get(), 0, kWords, stream));
   CUdeviceptr seen_arg = seen.get();
   long long spin = 20000;
   void* params[] = {&seen_arg, &spin};
   CONCORD_INTERCEPT_CU(driver_.get<PFN_cuLaunchKernel_v4000>(Entry::LaunchKernel)(
       reinterpret_cast<CUfunction>(kernel), 64, 1, 1, 128, 1, 1, 0, stream, params, nullptr));
-  CONCORD_INTERCEPT_CU(driver_.get<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize)(stream));
   unsigned host[kWords] = {};
-  CONCORD_INTERCEPT_CU(driver_.memcpy_dtoh(host, seen.get(), sizeof(host)));
+  CONCORD_INTERCEPT_CU(driver_.memcpy_dtoh_async(host, seen.get(), sizeof(host), stream));
+  CONCORD_INTERCEPT_CU(driver_.get<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize)(stream));
   SmSet out;
   for (int sm = 0; sm < kMaxSms; ++sm) {
     if (host[static_cast<size_t>(sm / 32)] & (1u << (sm % 32))) out.add(sm);

@@ -39,8 +39,8 @@ const RealDriver* load() {
   bind(d->func_get_name, "cuFuncGetName");
   bind(d->kernel_get_name, "cuKernelGetName");
   bind(d->get_error_name, "cuGetErrorName");
-  bind(d->memset_d32, "cuMemsetD32_v2");
-  bind(d->memcpy_dtoh, "cuMemcpyDtoH_v2");
+  bind(d->memset_d32_async, "cuMemsetD32Async");
+  bind(d->memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
   bind(d->library_load_data, "cuLibraryLoadData");
   bind(d->library_get_kernel, "cuLibraryGetKernel");
   bind(d->library_unload, "cuLibraryUnload");
@@ -54,7 +54,7 @@ const RealDriver* load() {
   d->complete = d->event_create && d->event_record && d->event_query && d->event_destroy && d->stream_wait_event &&
                         d->stream_is_capturing && d->stream_get_priority && d->ctx_get_stream_priority_range &&
                         d->ctx_get_current && d->ctx_set_current && d->ctx_get_device && d->thread_exchange_capture_mode &&
-                        d->func_get_name && d->kernel_get_name && d->get_error_name && d->memset_d32 && d->memcpy_dtoh &&
+                        d->func_get_name && d->kernel_get_name && d->get_error_name && d->memset_d32_async && d->memcpy_dtoh_async &&
                         d->library_load_data && d->library_get_kernel && d->library_unload &&
                         d->entry[static_cast<size_t>(Entry::GetProcAddress_v2)] != nullptr;
   return d;

@@ -42,8 +42,8 @@ struct RealDriver {
   PFN_cuFuncGetName_v12030 func_get_name = nullptr;
   PFN_cuKernelGetName_v12030 kernel_get_name = nullptr;
   PFN_cuGetErrorName_v6000 get_error_name = nullptr;
-  PFN_cuMemsetD32_v3020 memset_d32 = nullptr;
-  PFN_cuMemcpyDtoH_v3020 memcpy_dtoh = nullptr;
+  PFN_cuMemsetD32Async_v3020 memset_d32_async = nullptr;
+  PFN_cuMemcpyDtoHAsync_v3020 memcpy_dtoh_async = nullptr;
   PFN_cuLibraryLoadData_v12000 library_load_data = nullptr;
   PFN_cuLibraryGetKernel_v12000 library_get_kernel = nullptr;
   PFN_cuLibraryUnload_v12000 library_unload = nullptr;
