@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <atomic>
-#include <mutex>
 #include <string>
 
 namespace concord::intercept {
@@ -72,19 +71,22 @@ DlsymFn real_dlsym() {
 }
 
 const RealDriver* real_driver() {
+  // No lock around the load: dlopen takes the loader's lock, and a library constructor holding
+  // that lock may look up a cu* symbol through the dlsym hook, which comes here. Two threads may
+  // both load; the first to publish wins and the other's table is left (it is never freed anyway).
   static std::atomic<const RealDriver*> table{nullptr};
   static std::atomic<bool> failed{false};
-  static std::mutex mu;
   if (const RealDriver* d = table.load(std::memory_order_acquire)) return d;
   if (failed.load(std::memory_order_acquire) || t_loading) return nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (const RealDriver* d = table.load(std::memory_order_acquire)) return d;
-  if (failed.load(std::memory_order_acquire)) return nullptr;
   t_loading = true;
   const RealDriver* d = load();
   t_loading = false;
-  if (d) table.store(d, std::memory_order_release);
-  else failed.store(true, std::memory_order_release);
+  if (!d) {
+    failed.store(true, std::memory_order_release);
+    return nullptr;
+  }
+  const RealDriver* first = nullptr;
+  if (!table.compare_exchange_strong(first, d, std::memory_order_acq_rel)) return first;
   return d;
 }
 
