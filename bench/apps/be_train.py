@@ -45,8 +45,9 @@ class Trainer:
 
 
 def train(trainer, seconds, stop_file=None, ready=None, warmup=5):
+    loss = float("nan")
     for _ in range(warmup):
-        trainer.step()
+        loss = trainer.step()
     if ready:
         open(ready, "w").close()
     ends = []

@@ -45,7 +45,7 @@ def main():
         for _ in range(5):
             trainer.step()
         be["ready"] = time.monotonic()
-        ends = []
+        ends, loss = [], float("nan")
         while not stop.is_set():
             loss = trainer.step()
             ends.append(time.monotonic())
