@@ -56,6 +56,11 @@ __host__ __device__ uint32_t step_of(uint32_t x, uint32_t stream, uint32_t step)
   return x * (2654435761u + 2u * step) + (stream * 977u + step);
 }
 
+// A module global the host sets (cudaMemcpyToSymbol) before any launch: a kernel released into a
+// green context must still read the value written in the primary context, or its results are wrong.
+constexpr uint32_t kSalt = 0x9e3779b9u;
+__device__ uint32_t g_salt = 0;
+
 // One step of a chain; block 0 logs (stream, step) when it starts.
 __global__ void step_kernel(uint32_t* x, int n, uint32_t stream, uint32_t step, unsigned* log_count, unsigned* log) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -63,7 +68,7 @@ __global__ void step_kernel(uint32_t* x, int n, uint32_t stream, uint32_t step, 
     if (slot < kLogSlots) log[slot] = (stream << 16) | step;
   }
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    x[i] = step_of(x[i] + static_cast<uint32_t>(i), stream, step);
+    x[i] = step_of(x[i] + static_cast<uint32_t>(i) + g_salt, stream, step);
   }
 }
 
@@ -81,7 +86,7 @@ __global__ void smid_kernel(int* sm_of_block) {
 }
 
 uint32_t reference_step(uint32_t x, int i, uint32_t stream, uint32_t step) {
-  return step_of(x + static_cast<uint32_t>(i), stream, step);
+  return step_of(x + static_cast<uint32_t>(i) + kSalt, stream, step);
 }
 
 int run_smid(int blocks) {
@@ -126,6 +131,7 @@ int run_chains() {
 
   unsigned* log_count = nullptr;
   unsigned* log = nullptr;
+  CHECK(cudaMemcpyToSymbol(g_salt, &kSalt, sizeof(kSalt)));
   CHECK(cudaMalloc(&log_count, sizeof(unsigned)));
   CHECK(cudaMalloc(&log, sizeof(unsigned) * kLogSlots));
   CHECK(cudaMemset(log_count, 0, sizeof(unsigned)));
