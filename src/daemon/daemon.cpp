@@ -310,7 +310,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   ipc::WaitPolicy liveness;
   liveness.stale_after_ns = options.stale_after_ns;
   d.hub.emplace(d.shared, liveness, options.free_run);
-  d.source.emplace(*d.hub);
+  d.source.emplace(*d.hub, options.device);
   RemoteBackendOptions bo;
   // Follow-on assumes a tenant's next launch would get the decision its previous one got unless
   // latency-critical work intervenes: true of streams, priority-streams, orion and sgdrc, not of

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "concord/occupancy.h"
 #include "daemon/log.h"
 
 namespace concord::daemon {
@@ -29,7 +30,14 @@ const KernelSpec* LiveSource::kernel_for(uint64_t tenant, const ipc::LaunchNotic
     v.logical_blocks = int64_t(n.grid.x) * n.grid.y * n.grid.z;
   }
   // Registers, FLOPs and bytes are not visible to interception: left at the defaults (32
-  // registers; no work), so policies estimate such kernels as having no measured cost.
+  // registers; no work). The nominal curve says how many SMs one wave of the grid covers.
+  int wave_sms = device_.sm_count;
+  if (!n.graph) {
+    const int per_sm = std::max(1, max_resident_blocks(device_, v));
+    const int64_t sms = (v.logical_blocks + per_sm - 1) / per_sm;
+    wave_sms = static_cast<int>(std::clamp<int64_t>(sms, 1, device_.sm_count));
+  }
+  k->sm_curve = {SmCurvePoint{wave_sms, kOpaqueNominalSeconds}};
   k->variants.push_back(v);
   return kernels_.emplace(key, std::move(k)).first->second.get();
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <tuple>
 
+#include "concord/device.h"
 #include "concord/tenant_source.h"
 #include "daemon/tenant_hub.h"
 
@@ -24,15 +25,20 @@ class LiveSource final : public TenantSource {
  public:
   // `poll`: how far ahead pump() says it next has something (the backend returns sooner when a
   // tenant posts anything).
-  explicit LiveSource(TenantHub& hub, std::chrono::microseconds poll = std::chrono::milliseconds(5))
-      : hub_(hub), poll_(poll) {}
+  LiveSource(TenantHub& hub, DeviceSpec device, std::chrono::microseconds poll = std::chrono::milliseconds(5))
+      : hub_(hub), device_(std::move(device)), poll_(poll) {}
   std::string name() const override { return "live"; }
   Status open(TenantSink& sink) override;
   Result<Seconds> pump(TenantSink& sink) override;
   bool exhausted() const override { return false; }
 
-  // The opaque kernel of a notice (built on first sight).
+  // The opaque kernel of a notice (built on first sight). Its cost is unknown, so it gets a nominal
+  // SM curve that only says how many SMs its grid covers in one wave (all of them for a graph):
+  // time halves with twice the SMs up to that count and stays flat beyond it. The seconds are a
+  // placeholder (kOpaqueNominalSeconds at that count); what policies take from it is the demand
+  // (SGDRC's LC need, Orion's SM threshold), not the duration.
   const KernelSpec* kernel_for(uint64_t tenant, const ipc::LaunchNotice& notice);
+  static constexpr double kOpaqueNominalSeconds = 1e-4;
 
  private:
   Status join_new(TenantSink& sink);
@@ -40,6 +46,7 @@ class LiveSource final : public TenantSource {
   Status settle(TenantSink& sink, TenantConn& conn);
 
   TenantHub& hub_;
+  DeviceSpec device_;
   std::chrono::microseconds poll_;
   using KernelKey = std::tuple<uint64_t, uint64_t, ipc::Dim3, ipc::Dim3, uint32_t, bool>;
   std::map<KernelKey, std::unique_ptr<KernelSpec>> kernels_;  // outlive every run they were in

@@ -26,7 +26,9 @@
 
 #include <fmt/format.h>
 
+#include "concord/estimator.h"
 #include "daemon/daemon.h"
+#include "daemon/live_source.h"
 #include "ipc/control_socket.h"
 #include "ipc/tenant_client.h"
 
@@ -692,6 +694,27 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
     ASSERT_TRUE(daemon_->wait().is_ok());
     daemon_.reset();
   }
+}
+
+// An opaque kernel's nominal curve: the SMs one wave of its grid covers (all of them for a graph),
+// so that SGDRC's LC need and Orion's SM threshold follow the launch's shape.
+TEST(LiveSourceTest, OpaqueKernelsDemandTheSmsOfOneWave) {
+  SharedRegistry shared;
+  TenantHub hub(shared, ipc::WaitPolicy{}, false);
+  const DeviceSpec dev = h100_sxm_spec();
+  LiveSource source(hub, dev);
+  auto demand = [&](ipc::Dim3 grid, ipc::Dim3 block, bool graph) {
+    const KernelSpec* k = source.kernel_for(1, ipc::LaunchNotice{0, 1, 42, grid, block, 0, graph});
+    EXPECT_EQ(k->sm_curve.size(), 1u);
+    return k->sm_curve.front().sms;
+  };
+  EXPECT_EQ(demand({1'000'000, 1, 1}, {256, 1, 1}, false), dev.sm_count);
+  EXPECT_EQ(demand({64, 1, 1}, {1024, 1, 1}, false), 32);  // two 1024-thread blocks per SM
+  EXPECT_EQ(demand({1, 1, 1}, {32, 1, 1}, false), 1);
+  EXPECT_EQ(demand({0, 0, 0}, {0, 0, 0}, true), dev.sm_count);
+  const KernelSpec* small = source.kernel_for(1, ipc::LaunchNotice{0, 1, 42, {64, 1, 1}, {1024, 1, 1}, 0, false});
+  const Estimator est(dev);
+  EXPECT_EQ(est.demand_sms(*small, 0, 0.03), 32) << "the estimator reads the curve: more SMs than the wave do not help";
 }
 
 TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
