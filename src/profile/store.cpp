@@ -386,19 +386,32 @@ Status ProfileStore::ensure_created() {
       return open_error(db, path_, false);
     }
     sqlite3_busy_timeout(db, 5000);
-    auto app = pragma_int(db, path_, "PRAGMA application_id");
-    if (!app) return open_error(db, path_, false);
-    auto tables = pragma_int(db, path_, "SELECT count(*) FROM sqlite_master");
-    if (!tables) return tables.status();
-    if (*app != kApplicationId && (*app != 0 || *tables != 0)) {
+    // Both in one statement, so one snapshot: read apart, another process's first migration (its
+    // tables and the application id, one transaction) could commit between them and look like a
+    // file of another program (no id yet, tables already).
+    int64_t app = 0, tables = 0;
+    {
+      Stmt s(db, "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_master)");
+      if (!s.ok() || s.step() != SQLITE_ROW) return open_error(db, path_, false);
+      app = s.column_int(0);
+      tables = s.column_int(1);
+    }
+    if (app != kApplicationId && (app != 0 || tables != 0)) {
       return Status::parse_error(path_ + ": not a Concord profile store (made by another program meanwhile); left untouched");
     }
   }
   char* err = nullptr;
-  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err) != SQLITE_OK) {
+  // Switching to WAL needs the file to itself: while another process holds it (or rolls back the
+  // journal of one that was killed) SQLite may answer busy without waiting, so try again for the
+  // busy timeout's length.
+  for (int tries = 0;; ++tries) {
+    const int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err);
+    if (rc == SQLITE_OK) break;
     const std::string msg = err ? err : sqlite3_errmsg(db);
     sqlite3_free(err);
-    return Status::io_error(path_ + ": cannot enable WAL: " + msg);
+    err = nullptr;
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || tries >= 500) return Status::io_error(path_ + ": cannot enable WAL: " + msg);
+    sqlite3_sleep(10);
   }
   auto current = pragma_int(db, path_, "PRAGMA user_version");
   if (!current) return current.status();
