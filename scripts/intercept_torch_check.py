@@ -25,7 +25,7 @@ torch.backends.cudnn.benchmark = False
 dev = torch.device("cuda")
 model = torch.nn.Sequential(
     torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-    torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(4),
+    torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AvgPool2d(4),
     torch.nn.Flatten(), torch.nn.Linear(32 * 16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 gen = torch.Generator(device="cpu").manual_seed(1)

@@ -8,6 +8,7 @@ separate processes, under each scheme:
   mps-be75|50|25     MPS, the BE client at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=75|50|25
   priority-streams   one process, two threads (prio_streams.py): LC on a high-priority stream
   concord:POLICY     MPS clients under libconcord_intercept.so, scheduled by concordd --policy POLICY
+  concord:POLICY:dN  the same with concordd --be-depth N (BE launches released ahead at most N deep)
 
   run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N]
 
@@ -68,11 +69,11 @@ class Mps:
 class Concordd:
     """concordd with one policy, its socket under `work`."""
 
-    def __init__(self, work, policy, env):
+    def __init__(self, work, policy, env, extra=()):
         self.socket = os.path.join(work, "concordd.sock")
         self.log = open(os.path.join(work, "concordd.log"), "w")
         self.cmd = [os.environ["CONCORDD"], "--socket", self.socket, "--policy", policy, "--device-spec", device_spec(),
-                    "--metrics-socket", os.path.join(work, "metrics.sock")]
+                    "--metrics-socket", os.path.join(work, "metrics.sock"), *extra]
         self.env = env
 
     def __enter__(self):
@@ -92,6 +93,20 @@ class Concordd:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+def concord_scheme(scheme):
+    """concord:POLICY[:dN] -> (POLICY, concordd's extra arguments): dN sets --be-depth N."""
+    parts = scheme.split(":")[1:]
+    if not parts or not parts[0]:
+        raise RuntimeError(f"scheme '{scheme}': expected concord:POLICY[:dN]")
+    extra = []
+    for p in parts[1:]:
+        if p.startswith("d") and p[1:].isdigit():
+            extra += ["--be-depth", p[1:]]
+        else:
+            raise RuntimeError(f"scheme '{scheme}': '{p}' is not dN (the BE depth)")
+    return parts[0], extra
 
 
 def device_spec():
@@ -189,7 +204,8 @@ def run_scheme(scheme, d, c, rate, requests, target_ms, work, timeout):
         for var in ("CONCORDD", "INTERCEPT"):
             if not os.environ.get(var):
                 raise RuntimeError(f"{scheme}: set {var}")
-        with Mps(work) as mps, Concordd(work, scheme.split(":", 1)[1], mps.env) as daemon:
+        policy, extra = concord_scheme(scheme)
+        with Mps(work) as mps, Concordd(work, policy, mps.env, extra) as daemon:
             common = {**mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
             lc_env = {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc", "CONCORD_TARGET_MS": f"{target_ms:.3f}"}
             be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be"}

@@ -316,6 +316,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   // latency-critical work intervenes: true of streams, priority-streams, orion and sgdrc, not of
   // serial (one launch at a time across tenants).
   bo.follow_on = options.follow_on && spec->name != "serial";
+  bo.be_depth = options.be_depth;
   bo.periodic = [&d] { d.publish(); };
   d.backend.emplace(*d.hub, options.device, bo);
   d.observer.emplace(*d.hub);

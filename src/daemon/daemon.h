@@ -31,6 +31,8 @@ struct DaemonOptions {
   bool free_run = false;
   // Follow-on releases (RemoteBackendOptions::follow_on).
   bool follow_on = true;
+  // RemoteBackendOptions::be_depth.
+  int be_depth = 0;
   // The Prometheus endpoint: a Unix socket path and/or a TCP port on 127.0.0.1 (0: none).
   std::string metrics_socket;
   int metrics_port = 0;

@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-follow-on", o.follow_on,
                "Release no launch before the engine dispatches it (by default a launch right behind a released one of the same "
                "tenant is released at once while no latency-critical work is active; docs/daemon.md)");
+  app.add_option("--be-depth", o.be_depth,
+                 "At most this many launches of a best-effort tenant released and not yet ended through follow-on "
+                 "releases (0: no limit); a lower depth leaves less BE work queued ahead of an LC request that arrives")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   app.add_option("--metrics-socket", o.metrics_socket, "Serve Prometheus text on this Unix socket");
   app.add_option("--metrics-port", o.metrics_port, "Serve Prometheus text on 127.0.0.1:PORT")->check(CLI::Range(0, 65535));
   app.add_option("--stale-after", stale_s, "Seconds without a tenant's heartbeat before it counts as dead")

@@ -160,24 +160,46 @@ bool RemoteBackend::lc_active() const {
   return false;
 }
 
+size_t RemoteBackend::in_flight(const TenantConn& conn) {
+  size_t n = conn.running.size();
+  for (uint64_t seq : conn.followed) n += conn.done_early.count(seq) == 0 ? 1 : 0;
+  return n;
+}
+
 void RemoteBackend::send_holds() {
   const auto now_tp = std::chrono::steady_clock::now();
   std::optional<bool> lc;  // lc_active(), asked once, before this call's releases
+  const auto may_follow = [&](const TenantConn& conn, uint64_t seq) {
+    if (!options_.follow_on || conn.last_released_seq == 0 || seq != conn.last_released_seq + 1) return false;
+    if (conn.record.info.cls == TenantClass::latency_critical) return true;
+    if (lc ? *lc : *(lc = lc_active())) return false;
+    return options_.be_depth <= 0 || in_flight(conn) < static_cast<size_t>(options_.be_depth);
+  };
+  const auto follow = [&](TenantConn& conn, uint64_t seq) {
+    ipc::Decision d = conn.last_release;
+    d.seq = seq;
+    decide(conn, d);
+    conn.followed.insert(seq);
+    ++followed_;
+  };
   for (auto& [id, conn] : hub_.conns()) {
+    // Launches held while the BE depth was reached (or LC work was active) follow on, oldest
+    // first, once they qualify again.
+    while (!conn->free_run && !conn->held.empty() && may_follow(*conn, conn->held.begin()->first)) {
+      const auto h = conn->held.begin();
+      conn->stats.held_seconds += std::chrono::duration<double>(now_tp - h->second).count();
+      const uint64_t seq = h->first;
+      conn->held.erase(h);
+      follow(*conn, seq);
+    }
     if (conn->undecided.empty()) continue;
     for (uint64_t seq : conn->undecided) {  // ascending: the tenant's order
       if (conn->free_run) {
         conn->held.emplace(seq, now_tp);
         continue;
       }
-      const bool lc_tenant = conn->record.info.cls == TenantClass::latency_critical;
-      if (options_.follow_on && conn->last_released_seq > 0 && seq == conn->last_released_seq + 1 &&
-          (lc_tenant || !(lc ? *lc : *(lc = lc_active())))) {
-        ipc::Decision d = conn->last_release;
-        d.seq = seq;
-        decide(*conn, d);
-        conn->followed.insert(seq);
-        ++followed_;
+      if (may_follow(*conn, seq)) {
+        follow(*conn, seq);
         continue;
       }
       decide(*conn, ipc::Decision{seq, ipc::Verdict::hold, ipc::Priority::normal, 0});

@@ -40,6 +40,10 @@ struct RemoteBackendOptions {
   // is not sent again). Without it every launch of a tenant waits for the previous one's end: the
   // host can queue nothing ahead of the GPU, which costs an eager PyTorch job most of its speed.
   bool follow_on = true;
+  // A best-effort tenant gets a follow-on release only while fewer than this many of its launches
+  // are released and not yet ended (0: no limit). Work released ahead runs on the GPU whatever
+  // arrives later, so an LC request that arrives waits behind up to this many BE kernels.
+  int be_depth = 0;
   // Called from advance() about every `periodic_every` (metrics, the registry's counts).
   std::function<void()> periodic;
   std::chrono::milliseconds periodic_every{200};
@@ -85,6 +89,8 @@ class RemoteBackend final : public Backend {
   void send_holds();
   // Whether a latency-critical tenant has an open request or launches the daemon knows of.
   bool lc_active() const;
+  // Launches of `conn` released and not yet ended.
+  static size_t in_flight(const TenantConn& conn);
   void decide(TenantConn& conn, const ipc::Decision& d);
   // Moves what ended into `ready_` (completions whose stream predecessor has ended).
   void finish(DispatchId id, Status error);

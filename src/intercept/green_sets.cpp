@@ -42,6 +42,16 @@ Result<std::unique_ptr<GreenSets>> GreenSets::create(const RealDriver& driver, C
       return Status::device_error("green-context group " + std::to_string(g) + " has " +
                                   std::to_string(groups[g].sm.smCount) + " SMs but the probe saw " + seen->to_string());
     }
+    // Under MPS a client's green contexts confine a kernel to as many SMs as the group has, but
+    // not to the group's own SMs (measured on an H200 with driver 580: the groups' probes saw the
+    // same few SMs), so placement by SM is not possible there.
+    for (size_t h = 0; h < sets->group_sms_.size(); ++h) {
+      if (sets->group_sms_[h].intersects(*seen)) {
+        return Status::unsupported("green-context groups " + std::to_string(h) + " and " + std::to_string(g) +
+                                   " ran on the same SMs (" + (sets->group_sms_[h] & *seen).to_string() +
+                                   "): green contexts do not place work by SM here (under MPS?)");
+      }
+    }
     sets->group_sms_.push_back(*seen);
   }
   return sets;

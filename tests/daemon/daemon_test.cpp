@@ -696,6 +696,43 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
   }
 }
 
+// With a BE depth of 3, follow-on releases stop once three launches are released and not ended,
+// and go on as those end.
+TEST_F(DaemonTest, BeDepthCapsTheLaunchesReleasedAhead) {
+  DaemonOptions o = options("orion");
+  o.be_depth = 3;
+  start(o);
+  auto client = ipc::TenantClient::connect(client_options(be("train")));
+  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+  ipc::TenantClient& c = **client;
+  const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
+  const uint64_t first = *c.notice(n);
+  ASSERT_TRUE(c.wait_release(first).is_ok());
+  std::vector<uint64_t> ahead;
+  for (int i = 0; i < 6; ++i) ahead.push_back(*c.notice(n));
+  const auto wait = [&c](uint64_t s) { return std::async(std::launch::async, [&c, s] { return c.wait_release(s).is_ok(); }); };
+  // `first` and two behind it: three in flight.
+  for (size_t i = 0; i < 2; ++i) {
+    auto f = wait(ahead[i]);
+    ASSERT_EQ(f.wait_for(2s), std::future_status::ready) << "launch " << i << " behind the first was not released ahead";
+    EXPECT_TRUE(f.get());
+  }
+  auto third = wait(ahead[2]);
+  EXPECT_EQ(third.wait_for(300ms), std::future_status::timeout) << "a fourth launch was released while three were in flight";
+  ASSERT_TRUE(c.completed(first, true).is_ok());
+  ASSERT_EQ(third.wait_for(2s), std::future_status::ready) << "not released once one of the three ended";
+  EXPECT_TRUE(third.get());
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(c.completed(ahead[i], true).is_ok());
+  for (size_t i = 3; i < ahead.size(); ++i) {
+    auto f = wait(ahead[i]);
+    ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+    EXPECT_TRUE(f.get());
+    ASSERT_TRUE(c.completed(ahead[i], true).is_ok());
+  }
+  EXPECT_FALSE(c.pass_through());
+  c.close();
+}
+
 // An opaque kernel's nominal curve: the SMs one wave of its grid covers (all of them for a graph),
 // so that SGDRC's LC need and Orion's SM threshold follow the launch's shape.
 TEST(LiveSourceTest, OpaqueKernelsDemandTheSmsOfOneWave) {

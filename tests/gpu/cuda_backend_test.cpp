@@ -38,6 +38,7 @@ std::unique_ptr<cuda::CudaBackend> backend() {
 TEST(GreenContexts, GroupsPartitionTheGpuIntoTpcs) {
   auto b = backend();
   ASSERT_TRUE(b);
+  if (!b->has_green_contexts()) GTEST_SKIP() << "no green contexts that place by SM here (under MPS?)";
   const auto& groups = b->green_contexts().groups();
   SmSet all;
   for (const SmSet& g : groups) {
@@ -52,6 +53,7 @@ TEST(GreenContexts, GroupsPartitionTheGpuIntoTpcs) {
 TEST(GreenContexts, KernelsRunOnlyOnTheContextsSms) {
   auto b = backend();
   ASSERT_TRUE(b);
+  if (!b->has_green_contexts()) GTEST_SKIP() << "no green contexts that place by SM here (under MPS?)";
   const auto& groups = b->green_contexts().groups();
   const std::vector<SmSet> sets = {groups[0], groups[1] | groups[5] | groups[9], SmSet::range(0, 40), SmSet::range(50, 30)};
   int owner = 100;

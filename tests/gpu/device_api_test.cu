@@ -318,7 +318,10 @@ TEST(DeviceApi, AkerPairsAtFlexibleRatiosMatchBothReferences) {
     auto occupancy = kernels::fused_occupancy(*p.a, s.variant_a, s.parts_a, *p.b, s.variant_b, s.parts_b);
     ASSERT_TRUE(occupancy.is_ok()) << occupancy.status().to_string();
     ASSERT_GE(*occupancy, 1) << "fused_block_fits accepted a block that does not fit";
-    EXPECT_GE(*occupancy, s.blocks_per_sm) << "the compiled fused kernel holds fewer blocks per SM than the rule predicted";
+    auto footprint = kernels::fused_footprint(*p.a, s.variant_a, s.parts_a, *p.b, s.variant_b, s.parts_b);
+    ASSERT_TRUE(footprint.is_ok()) << footprint.status().to_string();
+    EXPECT_GE(*occupancy, s.blocks_per_sm) << "the compiled fused kernel holds fewer blocks per SM than the rule predicted ("
+                                           << *footprint << "; the rule: " << s.threads << " threads)";
     const int64_t blocks_a = p.a->spec().variant(s.variant_a).logical_blocks;
     const int64_t blocks_b = p.b->spec().variant(s.variant_b).logical_blocks;
     DeviceControl ca, cb;

@@ -69,6 +69,9 @@ class CudaBackend final : public Backend {
   Result<std::vector<Completion>> advance(Seconds until) override;
   int running() const override { return active_.load(); }
 
+  // False where green contexts cannot place work by SM (an old driver, or under MPS, where the
+  // topology probe finds the groups' SMs overlapping): native launches then use the whole GPU.
+  bool has_green_contexts() const { return green_ != nullptr; }
   GreenContextPool& green_contexts() { return *green_; }
   // The device instance that runs `spec`'s launches (made by prepare_tenant or the first dispatch
   // naming that spec); not_found before. Tests read its output and its block audit through it.

@@ -102,4 +102,17 @@ Result<int> fused_occupancy(const DeviceKernel& a, int va, int pa, const DeviceK
   return blocks;
 }
 
+Result<std::string> fused_footprint(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb,
+                                    CachePolicy cache) {
+  auto s = shape_of(a, va, pa, b, vb, pb);
+  if (!s) return s.status();
+  auto k = kernel_for(*s, cache);
+  if (!k) return k.status();
+  cudaFuncAttributes attr{};
+  CONCORD_CUDA(cudaFuncGetAttributes(&attr, *k));
+  return std::to_string(s->threads) + " threads, " + std::to_string(attr.numRegs) + " registers per thread (cap " +
+         std::to_string(s->register_cap) + "), " + std::to_string(attr.sharedSizeBytes) + " B static and " +
+         std::to_string(s->shared) + " B dynamic shared, " + std::to_string(attr.localSizeBytes) + " B local";
+}
+
 }  // namespace concord::kernels
