@@ -164,6 +164,14 @@ def be_cmd(c, out, seconds=600, stop=None, ready=None):
     return cmd
 
 
+def base_env():
+    """This process's environment without the library's tenant settings (CONCORD_CLASS, ...) and
+    LD_PRELOAD: each scheme sets its own, and one inherited (say CONCORD_TARGET_MS from a smoke run)
+    would make the BE's library refuse its settings and run pass-through."""
+    return {k: v for k, v in os.environ.items()
+            if not (k.startswith("CONCORD_") and k != "CONCORD_DEVICE_SPEC") and k != "LD_PRELOAD"}
+
+
 def pair(d, c, rate, requests, lc_env, be_env, timeout):
     """The BE job started and warm, then the LC service's open loop, then the BE job stopped."""
     stop, ready = os.path.join(d, "stop"), os.path.join(d, "be.ready")
@@ -172,11 +180,11 @@ def pair(d, c, rate, requests, lc_env, be_env, timeout):
             os.remove(f)
     with open(os.path.join(d, "be.log"), "w") as bl, open(os.path.join(d, "lc.log"), "w") as ll:
         be = subprocess.Popen(be_cmd(c, os.path.join(d, "be.json"), stop=stop, ready=ready), stdout=bl, stderr=subprocess.STDOUT,
-                              env={**os.environ, **be_env})
+                              env={**base_env(), **be_env})
         try:
             wait_file(ready, be, timeout)
             lc = subprocess.Popen(lc_cmd(c, os.path.join(d, "lc.json"), rate, requests), stdout=ll, stderr=subprocess.STDOUT,
-                                  env={**os.environ, **lc_env})
+                                  env={**base_env(), **lc_env})
             finish(lc, timeout, "the LC service")
         finally:
             open(stop, "w").close()
