@@ -112,7 +112,12 @@ Result<std::string> fused_footprint(const DeviceKernel& a, int va, int pa, const
   CONCORD_CUDA(cudaFuncGetAttributes(&attr, *k));
   return std::to_string(s->threads) + " threads, " + std::to_string(attr.numRegs) + " registers per thread (cap " +
          std::to_string(s->register_cap) + "), " + std::to_string(attr.sharedSizeBytes) + " B static and " +
-         std::to_string(s->shared) + " B dynamic shared, " + std::to_string(attr.localSizeBytes) + " B local";
+         std::to_string(s->shared) + " B dynamic shared, " + std::to_string(attr.localSizeBytes) + " B local, " +
+         "max threads " + std::to_string(attr.maxThreadsPerBlock) + ", carveout " + std::to_string(attr.preferredShmemCarveout) +
+         ", max dynamic shared " + std::to_string(attr.maxDynamicSharedSizeBytes) + ", cluster " +
+         std::to_string(attr.requiredClusterWidth) + "x" + std::to_string(attr.requiredClusterHeight) + "x" +
+         std::to_string(attr.requiredClusterDepth) + (attr.clusterDimMustBeSet ? " (must be set)" : "") + ", ptx " +
+         std::to_string(attr.ptxVersion) + ", binary " + std::to_string(attr.binaryVersion);
 }
 
 }  // namespace concord::kernels
