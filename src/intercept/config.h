@@ -17,6 +17,10 @@ struct InterceptConfig {
   ipc::RegisterTenant tenant;                            // CONCORD_CLASS, _TARGET_MS, _WEIGHT, _NAME
   std::string stats_path;                                // CONCORD_INTERCEPT_STATS: counters as JSON at exit
   bool log = false;                                      // CONCORD_INTERCEPT_LOG=1: one line per event worth it
+  // CONCORD_GREEN_CONTEXTS=1: honour the daemon's SM sets through green contexts. Off by default:
+  // under MPS (which cross-process co-running needs) green contexts do not place work by SM, and
+  // the SM probe crashed the library's GPU test app (docs/intercept.md, "Known problems").
+  bool green_contexts = false;
   uint32_t poll_us = 50;                                 // CONCORD_POLL_US: the completion thread's poll period
 };
 

@@ -565,6 +565,10 @@ int Interceptor::request(bool begin) {
 
 void Interceptor::take_announcements() {
   for (const ipc::SmSetAnnouncement& a : client_->take_announcements()) {
+    if (!config_.green_contexts && !green_failed_) {
+      green_failed_ = true;
+      if (config_.log) log("SM sets are not honoured (CONCORD_GREEN_CONTEXTS is not 1): launches run on the whole GPU");
+    }
     if (!green_owner_ && !green_failed_) {
       auto sets = GreenSets::create(*driver_, device_);
       if (!sets) {

@@ -35,6 +35,7 @@ TEST(InterceptConfig, DefaultsAreABestEffortTenantNamedAfterTheProgram) {
   EXPECT_EQ(c->tenant.weight, 1u);
   EXPECT_EQ(c->tenant.name, "my_app");
   EXPECT_EQ(c->poll_us, 50u);
+  EXPECT_FALSE(c->green_contexts);
 }
 
 TEST(InterceptConfig, ReadsAnLcTenant) {
@@ -50,6 +51,7 @@ TEST(InterceptConfig, ReadsAnLcTenant) {
   EXPECT_EQ(c->stats_path, "/tmp/stats.json");
   EXPECT_EQ(c->poll_us, 20u);
   EXPECT_TRUE(parse({{"CONCORD_DISABLE", "1"}})->disabled);
+  EXPECT_TRUE(parse({{"CONCORD_GREEN_CONTEXTS", "1"}})->green_contexts);
 }
 
 TEST(InterceptConfig, BadValuesAreNamed) {
@@ -69,6 +71,7 @@ TEST(InterceptConfig, BadValuesAreNamed) {
       {{{"CONCORD_DISABLE", "yes"}}, "CONCORD_DISABLE='yes'"},
       {{{"CONCORD_POLL_US", "0"}}, "CONCORD_POLL_US='0'"},
       {{{"CONCORD_INTERCEPT_LOG", "on"}}, "CONCORD_INTERCEPT_LOG='on'"},
+      {{{"CONCORD_GREEN_CONTEXTS", "yes"}}, "CONCORD_GREEN_CONTEXTS='yes'"},
   };
   for (const auto& [env, want] : cases) {
     auto c = parse(env);
