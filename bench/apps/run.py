@@ -260,6 +260,13 @@ def main():
             with open(os.path.join(base, "be_alone.log"), "w") as log:
                 finish(subprocess.Popen(be_cmd(c, be_alone, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT),
                        a.timeout, "BE alone")
+        # The BE alone as an MPS client too: an eager training job can run faster under MPS than
+        # as a plain process, so the MPS-based schemes are also compared with this.
+        be_alone_mps = os.path.join(base, "be_alone_mps.json")
+        if not os.path.exists(be_alone_mps):
+            with Mps(work) as mps, open(os.path.join(base, "be_alone_mps.log"), "w") as log:
+                finish(subprocess.Popen(be_cmd(c, be_alone_mps, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT,
+                                        env={**base_env(), **mps.env}), a.timeout, "BE alone under MPS")
         for load in loads:
             rate = load / service_s
             ld = os.path.join(base, f"load{load:g}")

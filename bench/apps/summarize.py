@@ -37,6 +37,7 @@ def rows_of(out):
     for combo in sorted(os.listdir(out)):
         base = os.path.join(out, combo)
         be_alone = load_json(os.path.join(base, "be_alone.json"))
+        be_alone_mps = load_json(os.path.join(base, "be_alone_mps.json"))
         if not os.path.isdir(base) or be_alone is None:
             continue
         for ld in sorted(d for d in os.listdir(base) if d.startswith("load")):
@@ -64,6 +65,7 @@ def rows_of(out):
                     "be_over_alone": be_rate(be, lc["window"]) / be_alone["its"],
                     "lc_p99_ms": percentile(lat, 99) * 1e3,
                     "be_its": be_rate(be, lc["window"]),
+                    "be_over_alone_mps": be_rate(be, lc["window"]) / be_alone_mps["its"] if be_alone_mps else float("nan"),
                 })
                 rows.append(row)
     return rows
@@ -89,13 +91,13 @@ def main():
         if (r["combo"], r["load"]) != key:
             key = (r["combo"], r["load"])
             print(f"\n## {r['combo']}, LC at {r['load']:g} of its alone capacity\n")
-            print("| scheme | LC p50 / alone | LC p99 / alone | SLO attainment % | BE / BE alone |")
-            print("|---|---:|---:|---:|---:|")
+            print("| scheme | LC p50 / alone | LC p99 / alone | SLO attainment % | BE / BE alone | BE / BE alone under MPS |")
+            print("|---|---:|---:|---:|---:|---:|")
         if "error" in r:
-            print(f"| {r['scheme']} | failed: {r['error'].splitlines()[0][:80]} | | | |")
+            print(f"| {r['scheme']} | failed: {r['error'].splitlines()[0][:80]} | | | | |")
             continue
         print(f"| {r['scheme']} | {fmt(r['lc_p50_over_alone'])} | {fmt(r['lc_p99_over_alone'])} | "
-              f"{fmt(100 * r['slo_attainment'], 1)} | {fmt(r['be_over_alone'])} |")
+              f"{fmt(100 * r['slo_attainment'], 1)} | {fmt(r['be_over_alone'])} | {fmt(r['be_over_alone_mps'])} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

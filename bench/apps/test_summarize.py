@@ -21,6 +21,7 @@ class SummarizeTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             base = os.path.join(out, "resnet50-64-graph__resnet50-64")
             write(os.path.join(base, "be_alone.json"), {"its": 10.0, "iteration_ends": []})
+            write(os.path.join(base, "be_alone_mps.json"), {"its": 11.0, "iteration_ends": []})
             ld = os.path.join(base, "load0.3")
             write(os.path.join(ld, "settings.json"), {"target_ms": 15.0})
             write(os.path.join(ld, "lc_alone", "lc.json"), {"latency_s": [0.01] * 100, "p50_s": 0.01, "p99_s": 0.01,
@@ -39,6 +40,7 @@ class SummarizeTest(unittest.TestCase):
             self.assertAlmostEqual(mps["lc_p99_over_alone"], 3.0)
             self.assertAlmostEqual(mps["slo_attainment"], 0.9)
             self.assertAlmostEqual(mps["be_over_alone"], 11 / 2.0 / 10.0)
+            self.assertAlmostEqual(mps["be_over_alone_mps"], 11 / 2.0 / 11.0)
             self.assertIn("did not come up", rows["concord-sgdrc"]["error"])
 
 
