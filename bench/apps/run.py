@@ -57,12 +57,12 @@ class Mps:
             os.makedirs(d, exist_ok=True)
 
     def __enter__(self):
-        subprocess.run(["nvidia-cuda-mps-control", "-d"], env={**os.environ, **self.env}, check=True)
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], env={**base_env(), **self.env}, check=True)
         time.sleep(0.5)
         return self
 
     def __exit__(self, *exc):
-        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**os.environ, **self.env}, timeout=30)
+        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**base_env(), **self.env}, timeout=30)
         time.sleep(1.0)
 
 
@@ -77,7 +77,7 @@ class Concordd:
         self.env = env
 
     def __enter__(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**base_env(), **self.env})
         for _ in range(100):
             if os.path.exists(self.socket):
                 return self
@@ -166,8 +166,9 @@ def be_cmd(c, out, seconds=600, stop=None, ready=None):
 
 def base_env():
     """This process's environment without the library's tenant settings (CONCORD_CLASS, ...) and
-    LD_PRELOAD: each scheme sets its own, and one inherited (say CONCORD_TARGET_MS from a smoke run)
-    would make the BE's library refuse its settings and run pass-through."""
+    LD_PRELOAD, for every process the bench starts: each scheme sets its own, and one inherited (say
+    CONCORD_TARGET_MS from a smoke run) would make the BE's library refuse its settings and run
+    pass-through, or put the library under a baseline."""
     return {k: v for k, v in os.environ.items()
             if not (k.startswith("CONCORD_") and k != "CONCORD_DEVICE_SPEC") and k != "LD_PRELOAD"}
 
@@ -201,7 +202,7 @@ def run_scheme(scheme, d, c, rate, requests, target_ms, work, timeout):
         if c["graph"]:
             cmd.append("--graph")
         with open(os.path.join(d, "run.log"), "w") as log:
-            return finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), timeout, "prio_streams.py")
+            return finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=base_env()), timeout, "prio_streams.py")
     if scheme.startswith("mps"):
         with Mps(work) as mps:
             be_env = dict(mps.env)
@@ -253,12 +254,13 @@ def main():
         cal = os.path.join(base, "calibrate.json")
         if not os.path.exists(cal):
             with open(os.path.join(base, "calibrate.log"), "w") as log:
-                finish(subprocess.Popen(lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT), a.timeout, "calibration")
+                finish(subprocess.Popen(lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT, env=base_env()), a.timeout,
+                       "calibration")
         service_s = json.load(open(cal))["mean_s"]
         be_alone = os.path.join(base, "be_alone.json")
         if not os.path.exists(be_alone):
             with open(os.path.join(base, "be_alone.log"), "w") as log:
-                finish(subprocess.Popen(be_cmd(c, be_alone, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT),
+                finish(subprocess.Popen(be_cmd(c, be_alone, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT, env=base_env()),
                        a.timeout, "BE alone")
         # The BE alone as an MPS client too: an eager training job can run faster under MPS than
         # as a plain process, so the MPS-based schemes are also compared with this.
@@ -275,7 +277,7 @@ def main():
             if not os.path.exists(os.path.join(alone, "lc.json")):
                 with open(os.path.join(alone, "lc.log"), "w") as log:
                     finish(subprocess.Popen(lc_cmd(c, os.path.join(alone, "lc.json"), rate, a.requests), stdout=log,
-                                            stderr=subprocess.STDOUT), a.timeout, "LC alone")
+                                            stderr=subprocess.STDOUT, env=base_env()), a.timeout, "LC alone")
             target_ms = a.slo_factor * json.load(open(os.path.join(alone, "lc.json")))["p99_s"] * 1e3
             for s in schemes:
                 d = os.path.join(ld, s.replace(":", "-"))

@@ -108,6 +108,10 @@ Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn) {
 Status LiveSource::settle(TenantSink& sink, TenantConn& conn) {
   if (conn.left_engine) return Status::ok();
   if (conn.state == ConnState::leaving && conn.ledger.outstanding() == 0) {
+    // Launches that ran ahead of the engine (follow-on releases, free run) and have ended are
+    // still in its queue: the tenant leaves once the engine has dispatched them (each ends at
+    // once), or the engine would dispatch launches of a tenant the backend no longer knows.
+    if (!conn.submitted.empty()) return Status::ok();
     if (conn.open_request >= 0) CONCORD_RETURN_IF_ERROR(sink.end_request(conn.engine));
     conn.open_request = -1;
     CONCORD_RETURN_IF_ERROR(sink.leave(conn.engine));

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <optional>
 #include <regex>
@@ -224,7 +225,8 @@ class DaemonTest : public ::testing::Test {
     tenants_.clear();
     if (daemon_) {
       daemon_->stop();
-      EXPECT_TRUE(daemon_->wait().is_ok());
+      const Status st = daemon_->wait();
+      EXPECT_TRUE(st.is_ok()) << st.to_string();
       daemon_.reset();
     }
     std::filesystem::remove_all(dir_);
@@ -656,6 +658,20 @@ TEST_F(DaemonTest, FreeRunTenantsNeverWaitAndStayInTheBooks) {
 // Follow-on: with no LC work, a BE tenant's launch right behind a released one is released before
 // that one completes (the host queues ahead of the GPU); with follow_on off it waits for the
 // completion (the engine's stream order).
+// Waits on another thread (for releases of `c`'s launches). Should the test leave early while the
+// wait goes on (a failed ASSERT), the client is closed, which ends the wait (pass-through), so the
+// future's destructor does not hang the test.
+struct GuardedWait {
+  ipc::TenantClient& c;
+  std::future<bool> f;
+  GuardedWait(ipc::TenantClient& client, std::function<bool()> wait) : c(client), f(std::async(std::launch::async, std::move(wait))) {}
+  GuardedWait(const GuardedWait&) = delete;
+  GuardedWait& operator=(const GuardedWait&) = delete;
+  ~GuardedWait() {
+    if (f.valid() && f.wait_for(0s) != std::future_status::ready) c.close();
+  }
+};
+
 TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
   for (const bool follow : {true, false}) {
     SCOPED_TRACE(follow ? "follow_on" : "no follow_on");
@@ -670,12 +686,13 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
     ASSERT_TRUE(c.wait_release(first).is_ok());
     std::vector<uint64_t> ahead;
     for (int i = 0; i < 8; ++i) ahead.push_back(*c.notice(n));
-    auto released = std::async(std::launch::async, [&] {
+    GuardedWait waiting(c, [&] {
       for (uint64_t s : (follow ? ahead : std::vector<uint64_t>{ahead.front()})) {
         if (!c.wait_release(s).is_ok()) return false;
       }
       return true;
     });
+    std::future<bool>& released = waiting.f;
     if (follow) {
       ASSERT_EQ(released.wait_for(2s), std::future_status::ready) << "launches behind a running one were not released before it ended";
       EXPECT_TRUE(released.get());
@@ -710,27 +727,61 @@ TEST_F(DaemonTest, BeDepthCapsTheLaunchesReleasedAhead) {
   ASSERT_TRUE(c.wait_release(first).is_ok());
   std::vector<uint64_t> ahead;
   for (int i = 0; i < 6; ++i) ahead.push_back(*c.notice(n));
-  const auto wait = [&c](uint64_t s) { return std::async(std::launch::async, [&c, s] { return c.wait_release(s).is_ok(); }); };
+  const auto wait = [&c](uint64_t s) { return [&c, s] { return c.wait_release(s).is_ok(); }; };
   // `first` and two behind it: three in flight.
   for (size_t i = 0; i < 2; ++i) {
-    auto f = wait(ahead[i]);
-    ASSERT_EQ(f.wait_for(2s), std::future_status::ready) << "launch " << i << " behind the first was not released ahead";
-    EXPECT_TRUE(f.get());
+    GuardedWait w(c, wait(ahead[i]));
+    ASSERT_EQ(w.f.wait_for(2s), std::future_status::ready) << "launch " << i << " behind the first was not released ahead";
+    EXPECT_TRUE(w.f.get());
   }
-  auto third = wait(ahead[2]);
-  EXPECT_EQ(third.wait_for(300ms), std::future_status::timeout) << "a fourth launch was released while three were in flight";
+  GuardedWait third(c, wait(ahead[2]));
+  EXPECT_EQ(third.f.wait_for(300ms), std::future_status::timeout) << "a fourth launch was released while three were in flight";
   ASSERT_TRUE(c.completed(first, true).is_ok());
-  ASSERT_EQ(third.wait_for(2s), std::future_status::ready) << "not released once one of the three ended";
-  EXPECT_TRUE(third.get());
+  ASSERT_EQ(third.f.wait_for(2s), std::future_status::ready) << "not released once one of the three ended";
+  EXPECT_TRUE(third.f.get());
   for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(c.completed(ahead[i], true).is_ok());
   for (size_t i = 3; i < ahead.size(); ++i) {
-    auto f = wait(ahead[i]);
-    ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
-    EXPECT_TRUE(f.get());
+    GuardedWait w(c, wait(ahead[i]));
+    ASSERT_EQ(w.f.wait_for(2s), std::future_status::ready);
+    EXPECT_TRUE(w.f.get());
     ASSERT_TRUE(c.completed(ahead[i], true).is_ok());
   }
   EXPECT_FALSE(c.pass_through());
   c.close();
+}
+
+// BE launches held while an LC request was open follow on, in order, once it ends, without
+// waiting for the launch ahead of them to end (no depth limit).
+TEST_F(DaemonTest, HeldBeLaunchesFollowOnOnceLcWorkEnds) {
+  start(options("orion"));
+  ipc::TenantClientOptions co = client_options(be("train"));
+  auto batch = ipc::TenantClient::connect(co);
+  co.info = lc("svc");
+  auto svc = ipc::TenantClient::connect(co);
+  ASSERT_TRUE(batch.is_ok() && svc.is_ok());
+  ipc::TenantClient& c = **batch;
+  const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
+  const uint64_t first = *c.notice(n);
+  ASSERT_TRUE(c.wait_release(first).is_ok());
+  ASSERT_TRUE((*svc)->request_begin().is_ok());
+  std::this_thread::sleep_for(100ms);  // the daemon sees the open request before the BE notices
+  std::vector<uint64_t> ahead;
+  for (int i = 0; i < 4; ++i) ahead.push_back(*c.notice(n));
+  GuardedWait waiting(c, [&] {
+    for (uint64_t s : ahead) {
+      if (!c.wait_release(s).is_ok()) return false;
+    }
+    return true;
+  });
+  EXPECT_EQ(waiting.f.wait_for(300ms), std::future_status::timeout) << "BE launches released while an LC request was open";
+  ASSERT_TRUE((*svc)->request_end().is_ok());
+  ASSERT_EQ(waiting.f.wait_for(2s), std::future_status::ready) << "held BE launches not released once the LC request ended";
+  EXPECT_TRUE(waiting.f.get());
+  ASSERT_TRUE(c.completed(first, true).is_ok());
+  for (uint64_t s : ahead) ASSERT_TRUE(c.completed(s, true).is_ok());
+  EXPECT_FALSE(c.pass_through());
+  c.close();
+  (*svc)->close();
 }
 
 // An opaque kernel's nominal curve: the SMs one wave of its grid covers (all of them for a graph),
