@@ -63,7 +63,6 @@ void RemoteBackend::decide(TenantConn& conn, const ipc::Decision& d) {
   if (d.verdict == ipc::Verdict::release) {
     ++conn.stats.releases;
     conn.last_release = d;
-    conn.last_released_seq = std::max(conn.last_released_seq, d.seq);
   } else {
     ++conn.stats.holds;
   }
@@ -170,7 +169,7 @@ void RemoteBackend::send_holds() {
   const auto now_tp = std::chrono::steady_clock::now();
   std::optional<bool> lc;  // lc_active(), asked once, before this call's releases
   const auto may_follow = [&](const TenantConn& conn, uint64_t seq) {
-    if (!options_.follow_on || conn.last_released_seq == 0 || seq != conn.last_released_seq + 1) return false;
+    if (!options_.follow_on || conn.last_release.seq == 0 || seq != conn.last_release.seq + 1) return false;
     if (conn.record.info.cls == TenantClass::latency_critical) return true;
     if (lc ? *lc : *(lc = lc_active())) return false;
     return options_.be_depth <= 0 || in_flight(conn) < static_cast<size_t>(options_.be_depth);

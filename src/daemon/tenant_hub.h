@@ -77,10 +77,9 @@ struct TenantConn {
   std::set<uint64_t> undecided;      // noticed, submitted, neither released nor told to hold
   std::map<uint64_t, std::chrono::steady_clock::time_point> held;  // told to hold, since
   std::set<uint64_t> done_early;     // free-run or followed: completed before the engine dispatched it
-  // Follow-on releases (RemoteBackendOptions::follow_on): the last release sent and its seq; the
-  // seqs released that way, which the engine has not dispatched yet.
-  ipc::Decision last_release;
-  uint64_t last_released_seq = 0;
+  // Follow-on releases (RemoteBackendOptions::follow_on): the last release sent (seq 0: none yet);
+  // the seqs released that way, which the engine has not dispatched yet.
+  ipc::Decision last_release{0, ipc::Verdict::hold, ipc::Priority::normal, 0};
   std::set<uint64_t> followed;
   std::set<uint32_t> announced;      // SM-set handles sent down
   std::map<uint64_t, DispatchId> running;  // released seq -> its dispatch

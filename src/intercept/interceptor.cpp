@@ -171,8 +171,8 @@ class Interceptor {
 
   std::mutex wake_mu_;
   std::condition_variable wake_;
-  std::atomic<bool> kick_{false};
-  pid_t owner_pid_ = 0;  // the process that connected (0: none did)  // set with wake_mu_ held before notifying: no wake-up is lost
+  std::atomic<bool> kick_{false};  // set with wake_mu_ held before notifying: no wake-up is lost
+  pid_t owner_pid_ = 0;             // the process that connected (0: none did)
   std::atomic<bool> stop_{false};
   std::thread completion_thread_;
   std::once_flag shut_;

@@ -239,6 +239,27 @@ class DaemonTest : public ::testing::Test {
     o.info = info;
     return o;
   }
+  // A BE tenant "train" whose first launch is released (and not ended), with `n` more noticed
+  // behind it; `client` is null (after a failed expectation) when that could not be set up.
+  struct LaunchesAhead {
+    std::unique_ptr<ipc::TenantClient> client;
+    uint64_t first = 0;
+    std::vector<uint64_t> ahead;
+  };
+  LaunchesAhead be_with_launches_ahead(int n) const {
+    LaunchesAhead out;
+    auto client = ipc::TenantClient::connect(client_options(be("train")));
+    EXPECT_TRUE(client.is_ok()) << client.status().to_string();
+    if (!client.is_ok()) return out;
+    const ipc::LaunchNotice notice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
+    out.first = *(*client)->notice(notice);
+    const bool released = (*client)->wait_release(out.first).is_ok();
+    EXPECT_TRUE(released) << "the first launch was not released";
+    if (!released) return out;
+    for (int i = 0; i < n; ++i) out.ahead.push_back(*(*client)->notice(notice));
+    out.client = std::move(*client);
+    return out;
+  }
   ForkedTenant& add(const Script& s) { return *tenants_.emplace_back(std::make_unique<ForkedTenant>(socket(), s)); }
   DaemonOptions options(const std::string& policy) {
     DaemonOptions o;
@@ -678,14 +699,9 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
     DaemonOptions o = options("orion");
     o.follow_on = follow;
     start(o);
-    auto client = ipc::TenantClient::connect(client_options(be("train")));
-    ASSERT_TRUE(client.is_ok()) << client.status().to_string();
-    ipc::TenantClient& c = **client;
-    const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
-    const uint64_t first = *c.notice(n);
-    ASSERT_TRUE(c.wait_release(first).is_ok());
-    std::vector<uint64_t> ahead;
-    for (int i = 0; i < 8; ++i) ahead.push_back(*c.notice(n));
+    auto [client, first, ahead] = be_with_launches_ahead(8);
+    ASSERT_TRUE(client);
+    ipc::TenantClient& c = *client;
     GuardedWait waiting(c, [&] {
       for (uint64_t s : (follow ? ahead : std::vector<uint64_t>{ahead.front()})) {
         if (!c.wait_release(s).is_ok()) return false;
@@ -719,14 +735,9 @@ TEST_F(DaemonTest, BeDepthCapsTheLaunchesReleasedAhead) {
   DaemonOptions o = options("orion");
   o.be_depth = 3;
   start(o);
-  auto client = ipc::TenantClient::connect(client_options(be("train")));
-  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
-  ipc::TenantClient& c = **client;
-  const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
-  const uint64_t first = *c.notice(n);
-  ASSERT_TRUE(c.wait_release(first).is_ok());
-  std::vector<uint64_t> ahead;
-  for (int i = 0; i < 6; ++i) ahead.push_back(*c.notice(n));
+  auto [client, first, ahead] = be_with_launches_ahead(6);
+  ASSERT_TRUE(client);
+  ipc::TenantClient& c = *client;
   const auto wait = [&c](uint64_t s) { return [&c, s] { return c.wait_release(s).is_ok(); }; };
   // `first` and two behind it: three in flight.
   for (size_t i = 0; i < 2; ++i) {

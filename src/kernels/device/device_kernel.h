@@ -117,8 +117,9 @@ Status launch_fused(DeviceKernel& a, int variant_a, int parts_a, device::Elastic
 // Fused blocks of this shape resident per SM (0: none fits).
 Result<int> fused_occupancy(const DeviceKernel& a, int variant_a, int parts_a, const DeviceKernel& b, int variant_b,
                             int parts_b, CachePolicy cache = CachePolicy::normal);
-// The compiled fused kernel's footprint as text: threads, registers per thread (and the cap it was
-// compiled under), static and dynamic shared bytes per block; for diagnostics.
+// The compiled fused kernel's footprint as text, for diagnostics: threads, registers per thread
+// (and the cap it was compiled under), shared and local bytes, and the other attributes that bear
+// on its occupancy (max threads, carveout, cluster shape).
 Result<std::string> fused_footprint(const DeviceKernel& a, int variant_a, int parts_a, const DeviceKernel& b,
                                     int variant_b, int parts_b, CachePolicy cache = CachePolicy::normal);
 // Compiles and loads the fused kernel of this pair and cache policy now (dispatch does it on demand).
