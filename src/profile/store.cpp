@@ -167,6 +167,23 @@ Result<int64_t> pragma_int(sqlite3* db, const std::string& path, const char* sql
   return s.column_int(0);
 }
 
+// A file's identity (application id, schema version, number of schema objects), read in one
+// statement and so from one snapshot: read apart, another process's first migration (tables, id
+// and version in one transaction) could commit between the reads, and the file would look like
+// another program's (tables or a version but no id yet).
+struct StoreHeader {
+  int64_t app = 0;
+  int64_t version = 0;
+  int64_t tables = 0;
+};
+Result<StoreHeader> read_header(sqlite3* db, const std::string& path) {
+  Stmt s(db,
+         "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT user_version FROM pragma_user_version()),"
+         " (SELECT count(*) FROM sqlite_master)");
+  if (!s.ok() || s.step() != SQLITE_ROW) return sql_error(db, path, "cannot read the store's application id and version");
+  return StoreHeader{s.column_int(0), s.column_int(1), s.column_int(2)};
+}
+
 // A file: URI for `path` (reserved characters percent-encoded).
 std::string file_uri(const std::string& path, const std::string& query) {
   std::string out = "file:";
@@ -341,20 +358,19 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& path
     return Status::io_error(path + ": read-only: no write permission on the file; open it for reading (show, export) or"
                             " fix its permissions");
   }
-  auto app = pragma_int(db, path, "PRAGMA application_id");
-  if (!app) return app.status();
-  auto version = pragma_int(db, path, "PRAGMA user_version");
-  if (!version) return version.status();
-  const bool empty = *tables == 0 && *app == 0 && *version == 0;
-  if (!empty && *app != kApplicationId) {
+  auto header = read_header(db, path);
+  if (!header) return header.status();
+  const int64_t version = header->version;
+  const bool empty = header->tables == 0 && header->app == 0 && version == 0;
+  if (!empty && header->app != kApplicationId) {
     return Status::parse_error(path + ": not a Concord profile store (another application's database, application_id " +
-                               std::to_string(*app) + "); left untouched");
+                               std::to_string(header->app) + "); left untouched");
   }
-  if (*version > kSchemaVersion) {
-    return Status::failed_precondition(path + ": schema version " + std::to_string(*version) +
+  if (version > kSchemaVersion) {
+    return Status::failed_precondition(path + ": schema version " + std::to_string(version) +
                                        " is newer than this Concord's " + std::to_string(kSchemaVersion));
   }
-  store->version_ = static_cast<int>(*version);
+  store->version_ = static_cast<int>(version);
   std::vector<std::string> damage = quick_check(db);
   if (!damage.empty()) {
     if (!read_only) {
@@ -366,7 +382,7 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& path
   }
   if (read_only) {
     if (store->version_ < kSchemaVersion) {
-      return Status::failed_precondition(path + ": schema version " + std::to_string(*version) +
+      return Status::failed_precondition(path + ": schema version " + std::to_string(version) +
                                          " needs a migration; open it for writing once");
     }
     return store;
@@ -386,17 +402,9 @@ Status ProfileStore::ensure_created() {
       return open_error(db, path_, false);
     }
     sqlite3_busy_timeout(db, 5000);
-    // Both in one statement, so one snapshot: read apart, another process's first migration (its
-    // tables and the application id, one transaction) could commit between them and look like a
-    // file of another program (no id yet, tables already).
-    int64_t app = 0, tables = 0;
-    {
-      Stmt s(db, "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_master)");
-      if (!s.ok() || s.step() != SQLITE_ROW) return open_error(db, path_, false);
-      app = s.column_int(0);
-      tables = s.column_int(1);
-    }
-    if (app != kApplicationId && (app != 0 || tables != 0)) {
+    auto header = read_header(db, path_);
+    if (!header) return open_error(db, path_, false);
+    if (header->app != kApplicationId && (header->app != 0 || header->tables != 0 || header->version != 0)) {
       return Status::parse_error(path_ + ": not a Concord profile store (made by another program meanwhile); left untouched");
     }
   }
