@@ -19,7 +19,9 @@
 #include <spdlog/spdlog.h>
 
 #include "concord/engine.h"
+#include "concord/lease.h"
 #include "concord/policy.h"
+#include "daemon/lease_runner.h"
 #include "daemon/live_source.h"
 #include "daemon/log.h"
 #include "daemon/remote_backend.h"
@@ -40,12 +42,16 @@ class LockedRegistry final : public ipc::ControlHandler {
     std::lock_guard lock(shared_.mu);
     ipc::Message reply = shared_.registry->handle(peer, request);
     if (const auto* r = std::get_if<ipc::Registered>(&reply)) {
-      // The rings' descriptors go with the reply: copies, so the engine thread may take the
-      // rings (or drop them) meanwhile.
+      // The descriptors go with the reply (rings, lease page, board): copies, so the engine thread
+      // may take what was made (or drop it) meanwhile. The lease page is read-only for the tenant,
+      // the board too unless it is latency-critical.
       if (const auto it = shared_.made.find(r->tenant); it != shared_.made.end()) {
-        for (int fd : it->second.fds()) {
-          if (fd >= 0) passed_.push_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-        }
+        for (int fd : it->second.channel.fds()) passed_.push_back(fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1);
+        const auto* info = std::get_if<ipc::RegisterTenant>(&request);
+        Result<int> lease = it->second.lease.reader_fd();
+        Result<int> board = shared_.board.tenant_fd(info != nullptr && info->cls == TenantClass::latency_critical);
+        passed_.push_back(lease.is_ok() ? *lease : -1);
+        passed_.push_back(board.is_ok() ? *board : -1);
       }
       log_event(spdlog::level::info, "tenant_registered",
                 {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"channel", r->channel}});
@@ -57,6 +63,8 @@ class LockedRegistry final : public ipc::ControlHandler {
   }
   std::vector<int> reply_fds(const ipc::PeerCredentials&, const ipc::Message& reply) override {
     if (!std::holds_alternative<ipc::Registered>(reply)) return {};
+    // All four or none: a tenant that gets fewer refuses the registration.
+    if (std::find(passed_.begin(), passed_.end(), -1) != passed_.end()) return {};
     return passed_;
   }
   void disconnected(const ipc::PeerCredentials& peer) override {
@@ -190,6 +198,10 @@ struct Daemon::Impl {
   std::optional<LockedRegistry> handler;
   std::optional<ipc::ControlServer> server;
   std::optional<TenantHub> hub;
+  // Under a policy with a lease form:
+  std::unique_ptr<LeasePolicy> lease_policy;
+  std::optional<LeaseRunner> runner;
+  // Else, per-launch decisions:
   std::optional<LiveSource> source;
   std::optional<RemoteBackend> backend;
   std::unique_ptr<Policy> policy;
@@ -206,14 +218,35 @@ struct Daemon::Impl {
 
   void publish();
   void run_engine();
+  void run_leases();
+  void said_goodbye();
+  // A new tenant's lease until the policy has seen it (the control thread, under shared.mu).
+  ipc::LeaseTerms initial_terms(const ipc::RegisterTenant& info, uint32_t slot) const;
 };
+
+ipc::LeaseTerms Daemon::Impl::initial_terms(const ipc::RegisterTenant& info, uint32_t slot) const {
+  const bool lc = info.cls == TenantClass::latency_critical;
+  if (!lease_policy) {
+    // Per-launch decisions are for BE tenants only: an LC tenant launches at once, at high priority.
+    ipc::LeaseTerms t;
+    t.gate = lc ? ipc::Gate::open : ipc::Gate::per_launch;
+    t.priority = lc ? ipc::Priority::high : ipc::Priority::normal;
+    return t;
+  }
+  TenantInfo ti;
+  ti.name = info.name;
+  ti.cls = info.cls;
+  ti.latency_target = static_cast<double>(info.latency_target_ns) / 1e9;
+  Result<ipc::LeaseTerms> t = lease_terms(lease_policy->initial(ti), slot, [](uint64_t) { return ipc::kNoLcSlot; });
+  return t.is_ok() ? *t : ipc::LeaseTerms{};
+}
 
 void Daemon::Impl::publish() {
   const auto now = Clock::now();
   DaemonSnapshot snap;
   snap.policy = options.policy;
   snap.device = options.device.name;
-  snap.decisions = backend->decisions();
+  snap.decisions = runner ? runner->publishes() : backend->decisions();
   std::lock_guard lock(shared.mu);
   snap.rejected = shared.registry->rejected();
   snap.dropped = shared.registry->dropped();
@@ -262,6 +295,16 @@ void Daemon::Impl::run_engine() {
   if (!engine_status.is_ok()) {
     log_event(spdlog::level::err, "engine_stopped", {{"error", engine_status.message()}});
   }
+  said_goodbye();
+}
+
+void Daemon::Impl::run_leases() {
+  engine_status = runner->run(stop);
+  if (!engine_status.is_ok()) log_event(spdlog::level::err, "engine_stopped", {{"error", engine_status.message()}});
+  said_goodbye();
+}
+
+void Daemon::Impl::said_goodbye() {
   publish();
   hub->say_goodbye(ipc::ByeReason::shutdown);
   log_event(spdlog::level::info, "tenants_told_goodbye", {{"tenants", hub->conns().size()}});
@@ -275,24 +318,56 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.options = options;
-  Result<std::unique_ptr<Policy>> policy = builtin_policies().make(spec->name, spec->params);
-  if (!policy.is_ok()) return policy.status();
-  d.policy = std::move(*policy);
+  const bool leases = !options.per_launch && builtin_lease_policies().contains(spec->name);
+  if (leases) {
+    Result<std::unique_ptr<LeasePolicy>> lp = builtin_lease_policies().make(spec->name, spec->params);
+    if (!lp.is_ok()) return lp.status();
+    d.lease_policy = std::move(*lp);
+  } else {
+    Result<std::unique_ptr<Policy>> policy = builtin_policies().make(spec->name, spec->params);
+    if (!policy.is_ok()) return policy.status();
+    d.policy = std::move(*policy);
+  }
 
   const std::string prefix = options.shm_prefix;
   const int pid = ::getpid();
-  d.shared.registry.emplace([&d, prefix, pid](uint64_t tenant, const ipc::PeerCredentials& owner) -> Result<std::string> {
+  Result<ipc::NodeBoard> board = ipc::NodeBoard::create(fmt::format("{}.{}.board", prefix, pid));
+  if (!board.is_ok()) return board.status();
+  d.shared.board = std::move(*board);
+  d.shared.registry.emplace([&d, prefix, pid, leases](uint64_t tenant, const ipc::PeerCredentials& owner,
+                                                      const ipc::RegisterTenant& info) -> Result<std::string> {
     // Called under d.shared.mu (the registry's handler holds it).
-    // Sealed anonymous rings, passed to the tenant with the reply: no names, nothing left behind
-    // by a crash, and the tenant cannot resize them under the daemon. `base` only labels them.
+    // Sealed anonymous rings and lease page, passed to the tenant with the reply: no names,
+    // nothing left behind by a crash, and the tenant cannot resize them under the daemon. `base`
+    // only labels them.
     (void)owner;
+    MadeTenant made;
+    if (leases && info.cls == TenantClass::latency_critical) {
+      made.lc_slot = d.shared.take_slot();
+      if (made.lc_slot == ipc::kNoLcSlot) {
+        return Status::failed_precondition(fmt::format("{} latency-critical tenants hold every flag of the node board", ipc::kLcSlots));
+      }
+    }
+    const auto give_back = [&] { d.shared.free_slot(made.lc_slot); };
     const std::string base = fmt::format("{}.{}.{}", prefix, pid, tenant);
-    Result<ipc::TenantChannel> c = ipc::TenantChannel::create_sealed(base, {ipc::kRingSlotBytes, 1024});
-    if (!c.is_ok()) return c.status();
+    // The up ring carries two messages per launch (notice, and now and then a completion): deep
+    // enough that a daemon busy for a few milliseconds does not fill it.
+    Result<ipc::TenantChannel> c = ipc::TenantChannel::create_sealed(base, {ipc::kRingSlotBytes, 4096});
+    if (!c.is_ok()) {
+      give_back();
+      return c.status();
+    }
+    Result<ipc::LeasePage> page = ipc::LeasePage::create(base + ".lease", d.initial_terms(info, made.lc_slot));
+    if (!page.is_ok()) {
+      give_back();
+      return page.status();
+    }
     const uint64_t now = ipc::monotonic_ns();
     c->up().claim(ipc::RingSide::consumer, pid, 1, now);
     c->down().claim(ipc::RingSide::producer, pid, 1, now);
-    d.shared.made.emplace(tenant, std::move(*c));
+    made.channel = std::move(*c);
+    made.lease = std::move(*page);
+    d.shared.made.emplace(tenant, std::move(made));
     return base;
   });
   d.handler.emplace(d.shared);
@@ -309,17 +384,24 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
 
   ipc::WaitPolicy liveness;
   liveness.stale_after_ns = options.stale_after_ns;
-  d.hub.emplace(d.shared, liveness, options.free_run);
-  d.source.emplace(*d.hub, options.device);
-  RemoteBackendOptions bo;
-  // Follow-on assumes a tenant's next launch would get the decision its previous one got unless
-  // latency-critical work intervenes: true of streams, priority-streams, orion and sgdrc, not of
-  // serial (one launch at a time across tenants).
-  bo.follow_on = options.follow_on && spec->name != "serial";
-  bo.be_depth = options.be_depth;
-  bo.periodic = [&d] { d.publish(); };
-  d.backend.emplace(*d.hub, options.device, bo);
-  d.observer.emplace(*d.hub);
+  // Under leases every tenant launches by itself; with per-launch decisions only LC tenants do.
+  d.hub.emplace(d.shared, liveness, [leases](const ipc::TenantRecord& r) { return leases || r.info.cls == TenantClass::latency_critical; });
+  if (leases) {
+    LeaseRunnerOptions ro;
+    ro.periodic = [&d] { d.publish(); };
+    d.runner.emplace(*d.hub, *d.lease_policy, options.device, ro);
+  } else {
+    d.source.emplace(*d.hub, options.device);
+    RemoteBackendOptions bo;
+    // Follow-on assumes a tenant's next launch would get the decision its previous one got unless
+    // latency-critical work intervenes: true of streams, priority-streams, orion and sgdrc, not of
+    // serial (one launch at a time across tenants).
+    bo.follow_on = options.follow_on && spec->name != "serial";
+    bo.be_depth = options.be_depth;
+    bo.periodic = [&d] { d.publish(); };
+    d.backend.emplace(*d.hub, options.device, bo);
+    d.observer.emplace(*d.hub);
+  }
 
   d.control_thread = std::thread([&d] {
     while (!d.control_stop.load()) {
@@ -330,7 +412,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
       }
     }
   });
-  d.engine_thread = std::thread([&d] { d.run_engine(); });
+  d.engine_thread = std::thread([&d] {
+    if (d.runner) d.run_leases();
+    else d.run_engine();
+  });
   if (d.metrics_server.active()) {
     d.metrics_thread = std::thread([&d] {
       while (!d.control_stop.load()) d.metrics_server.serve_once(std::chrono::milliseconds(50), [&d] { return prometheus_text(d.board.read()); });
@@ -338,7 +423,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   }
   log_event(spdlog::level::info, "started",
             {{"socket", options.socket_path}, {"policy", options.policy}, {"device", options.device.name},
-             {"sms", options.device.sm_count}, {"free_run", options.free_run}, {"metrics_socket", options.metrics_socket},
+             {"sms", options.device.sm_count}, {"leases", leases}, {"metrics_socket", options.metrics_socket},
              {"metrics_port", options.metrics_port}});
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }

@@ -1,7 +1,8 @@
 // concordd's body, for the binary and for tests: the control socket on a thread of its own (the
-// registry of tenants), the engine on another (LiveSource + RemoteBackend + a policy), and the
-// metrics endpoint on a third. stop() ends the engine's run; the tenants are told goodbye (they
-// go on pass-through) and the socket file is removed.
+// registry of tenants), the tenants' books on another (a LeaseRunner under a policy with a lease
+// form; else the engine, LiveSource + RemoteBackend + the policy, deciding every BE launch), and
+// the metrics endpoint on a third. stop() ends that run; the tenants are told goodbye (they go on
+// pass-through) and the socket file is removed.
 #pragma once
 
 #include <sys/types.h>
@@ -26,12 +27,12 @@ struct DaemonOptions {
   std::optional<uint32_t> socket_gid;
   std::string policy = "priority-streams";  // "name" or "name:key=value;key=value"
   DeviceSpec device;                         // what the policies plan for (the daemon never touches a GPU)
-  // Tenants launch without waiting for decisions (only meaningful for a policy that releases
-  // every launch at once on the whole GPU, such as streams): notices and completions still come.
-  bool free_run = false;
-  // Follow-on releases (RemoteBackendOptions::follow_on).
+  // Decide every BE launch through the engine even when the policy has a lease form (LC tenants
+  // always launch at once, under an open lease at high priority).
+  bool per_launch = false;
+  // Per-launch decisions: follow-on releases (RemoteBackendOptions::follow_on).
   bool follow_on = true;
-  // RemoteBackendOptions::be_depth.
+  // Per-launch decisions: RemoteBackendOptions::be_depth.
   int be_depth = 0;
   // The Prometheus endpoint: a Unix socket path and/or a TCP port on 127.0.0.1 (0: none).
   std::string metrics_socket;

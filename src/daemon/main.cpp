@@ -1,7 +1,8 @@
 // concordd: the node daemon. Tenants (processes under libconcord_intercept, or programs using
-// ipc::TenantClient) register on its control socket; it runs the engine with a live source and
-// a remote backend, so one policy places the launches of every process on the GPU. SIGTERM or
-// SIGINT stops it: tenants are told goodbye and go on without it.
+// ipc::TenantClient) register on its control socket; a policy with a lease form steers them
+// through leases (no launch waits for the daemon), any other policy decides every BE launch
+// through the engine with a live source and a remote backend. SIGTERM or SIGINT stops it: tenants
+// are told goodbye and go on without it.
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
@@ -29,14 +30,15 @@ int main(int argc, char** argv) {
                  "The GPU the policies plan for: a built-in spec (h100, h200) or a device JSON file "
                  "(the daemon never touches the GPU itself)")
       ->capture_default_str();
-  app.add_flag("--free-run", o.free_run,
-               "Tenants launch without waiting for decisions (for policies that release everything at once, e.g. streams)");
+  app.add_flag("--per-launch", o.per_launch,
+               "Decide every BE launch through the engine even when the policy has a lease form (LC tenants always launch at "
+               "once under an open lease; docs/daemon.md)");
   app.add_flag("!--no-follow-on", o.follow_on,
-               "Release no launch before the engine dispatches it (by default a launch right behind a released one of the same "
-               "tenant is released at once while no latency-critical work is active; docs/daemon.md)");
+               "Per-launch decisions: release no launch before the engine dispatches it (by default a launch right behind a "
+               "released one of the same tenant is released at once while no latency-critical work is active; docs/daemon.md)");
   app.add_option("--be-depth", o.be_depth,
-                 "At most this many launches of a best-effort tenant released and not yet ended through follow-on "
-                 "releases (0: no limit); a lower depth leaves less BE work queued ahead of an LC request that arrives")
+                 "Per-launch decisions: at most this many launches of a best-effort tenant released and not yet ended through "
+                 "follow-on releases (0: no limit); a lower depth leaves less BE work queued ahead of an LC request that arrives")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_option("--metrics-socket", o.metrics_socket, "Serve Prometheus text on this Unix socket");

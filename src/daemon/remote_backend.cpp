@@ -57,8 +57,11 @@ Status RemoteBackend::start_clock() {
 }
 
 void RemoteBackend::decide(TenantConn& conn, const ipc::Decision& d) {
-  if (!conn.free_run) (void)conn.ledger.decision(d);  // free-run launches were released when noticed
-  hub_.send(conn, d);
+  // A free-run tenant's launches went out under its lease when it noticed them: no decision is sent.
+  if (!conn.free_run) {
+    (void)conn.ledger.decision(d);
+    hub_.send(conn, d);
+  }
   ++decisions_;
   if (d.verdict == ipc::Verdict::release) {
     ++conn.stats.releases;
@@ -209,25 +212,20 @@ void RemoteBackend::send_holds() {
 }
 
 bool RemoteBackend::poll_once() {
-  std::vector<std::tuple<uint64_t, uint64_t, bool>> done;
+  std::vector<Ended> done;
   bool any = hub_.poll(done);
-  for (const auto& [tenant, seq, ok] : done) {
-    TenantConn* conn = hub_.find(tenant);
+  for (const Ended& e : done) {
+    TenantConn* conn = hub_.find(e.tenant);
     if (conn == nullptr) continue;
-    const auto r = conn->running.find(seq);
+    const auto r = conn->running.find(e.seq);
     if (r == conn->running.end()) {
       // Free-run or followed: the launch ran before the engine dispatched it; it ends when dispatched.
-      if (conn->free_run || conn->followed.count(seq)) conn->done_early.insert(seq);
+      if (conn->free_run || conn->followed.count(e.seq)) conn->done_early.insert(e.seq);
       continue;
     }
-    if (ok) {
-      finish(r->second, Status::ok());
-    } else if (conn->state != ConnState::gone) {
-      // Its context is most likely broken: the source drops it, then its dispatches fail.
-      conn->state = ConnState::gone;
-      conn->why = fmt::format("reported launch {} failed on the device", seq);
-      conn->died = false;
-    }
+    // A failed one made its tenant gone (TenantHub::poll): the source drops it, then its
+    // dispatches fail.
+    if (e.ok) finish(r->second, Status::ok());
   }
   // Dropped tenants: what they still run ends now, failed, naming them.
   for (auto& [id, conn] : hub_.conns()) {

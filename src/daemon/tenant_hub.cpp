@@ -4,6 +4,20 @@
 
 namespace concord::daemon {
 
+uint32_t SharedRegistry::take_slot() {
+  for (uint32_t s = 0; s < ipc::kLcSlots; ++s) {
+    if ((slots_used & (uint64_t{1} << s)) == 0) {
+      slots_used |= uint64_t{1} << s;
+      return s;
+    }
+  }
+  return ipc::kNoLcSlot;
+}
+
+void SharedRegistry::free_slot(uint32_t slot) {
+  if (slot < ipc::kLcSlots) slots_used &= ~(uint64_t{1} << slot);
+}
+
 TenantConn* TenantHub::find(uint64_t id) {
   const auto it = conns_.find(id);
   return it == conns_.end() ? nullptr : it->second.get();
@@ -28,19 +42,21 @@ std::vector<TenantConn*> TenantHub::sync_registry() {
   for (auto it = shared_.made.begin(); it != shared_.made.end();) {
     const auto rec = records.find(it->first);
     if (rec == records.end()) {
-      // Registered and gone before the engine saw it: its rings go now.
+      // Registered and gone before the engine saw it: its rings go now, its slot with them.
+      if (it->second.lc_slot != ipc::kNoLcSlot) {
+        (void)shared_.board.clear(uint64_t{1} << it->second.lc_slot);
+        shared_.free_slot(it->second.lc_slot);
+      }
       it = shared_.made.erase(it);
       continue;
     }
     auto conn = std::make_unique<TenantConn>();
     conn->id = it->first;
     conn->record = rec->second;
-    conn->channel = std::move(it->second);
-    conn->free_run = free_run_;
-    if (free_run_) {
-      // Before any notice: the library reads the mode when it posts its first.
-      send(*conn, ipc::TenantMode{true});
-    }
+    conn->channel = std::move(it->second.channel);
+    conn->lease = std::move(it->second.lease);
+    conn->lc_slot = it->second.lc_slot;
+    conn->free_run = free_run_(conn->record);
     fresh.push_back(conn.get());
     conns_.emplace(it->first, std::move(conn));
     it = shared_.made.erase(it);
@@ -64,7 +80,7 @@ void TenantHub::reject(TenantConn& conn, const std::string& why) {
   mark_gone(conn, "broke the protocol: " + why, true);
 }
 
-bool TenantHub::poll(std::vector<std::tuple<uint64_t, uint64_t, bool>>& done) {
+bool TenantHub::poll(std::vector<Ended>& done) {
   bool any = false;
   uint8_t buf[ipc::kRingSlotBytes];
   const uint64_t now = ipc::monotonic_ns();
@@ -89,21 +105,27 @@ bool TenantHub::poll(std::vector<std::tuple<uint64_t, uint64_t, bool>>& done) {
       }
       any = true;
       if (const auto* l = std::get_if<ipc::LaunchNotice>(&*m)) {
-        if (Status s = conn.ledger.notice(l->seq); !s.is_ok()) {
+        if (Status s = conn.ledger.notice(l->seq, l->stream, conn.free_run); !s.is_ok()) {
           reject(conn, s.message());
           break;
         }
-        if (conn.free_run) (void)conn.ledger.decision(ipc::Decision{l->seq, ipc::Verdict::release, ipc::Priority::normal, 0});
         ++conn.stats.launches;
         conn.inbox.push_back(NoticeEvent{*l});
       } else if (const auto* c = std::get_if<ipc::CompletionNotice>(&*m)) {
-        if (Status s = conn.ledger.completion(c->seq); !s.is_ok()) {
-          reject(conn, s.message());
+        Result<std::vector<uint64_t>> ended = conn.ledger.completion(c->seq, c->stream);
+        if (!ended.is_ok()) {
+          reject(conn, ended.status().message());
           break;
         }
-        ++conn.stats.completions;
-        if (!c->ok) ++conn.stats.failed;
-        done.emplace_back(id, c->seq, c->ok);
+        conn.stats.completions += ended->size();
+        for (uint64_t seq : *ended) done.push_back(Ended{id, seq, c->ok, c->at_ns});
+        if (completions_in_inbox_ && !ended->empty()) conn.inbox.push_back(CompletionEvent{*ended, c->ok, c->at_ns});
+        if (!c->ok) {
+          ++conn.stats.failed;
+          mark_gone(conn, fmt::format("reported launch {} failed on the device", c->seq), false);
+          any = true;
+          break;
+        }
       } else if (const auto* b = std::get_if<ipc::RequestBoundary>(&*m)) {
         if (b->last_seq != conn.ledger.last_noticed()) {
           reject(conn, fmt::format("request boundary: field last_seq: {}, but the last notice was {}", b->last_seq,
@@ -174,6 +196,11 @@ void TenantHub::remove(uint64_t id) {
   if (conn.engine.valid()) by_engine_.erase(conn.engine.value);
   {
     std::lock_guard lock(shared_.mu);
+    if (conn.lc_slot != ipc::kNoLcSlot) {
+      // A killed LC tenant never lowers its flag: BE gates that yield to it open now.
+      (void)shared_.board.clear(uint64_t{1} << conn.lc_slot);
+      shared_.free_slot(conn.lc_slot);
+    }
     // Still registered when the rings told first (a dead peer, a broken protocol); the registry
     // counts the drop (it counted those whose connection ended itself).
     if (shared_.registry->tenants().count(id)) (void)shared_.registry->drop(id, conn.died);

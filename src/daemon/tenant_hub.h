@@ -22,18 +22,40 @@
 #include "concord/kernel.h"
 #include "concord/status.h"
 #include "daemon/metrics.h"
+#include "ipc/lease_page.h"
 #include "ipc/protocol.h"
 #include "ipc/ring.h"
 #include "ipc/tenant_registry.h"
 
 namespace concord::daemon {
 
-// The registry and the rings its registrations made, behind one mutex: the control thread
-// registers and removes, the engine thread reads and reports.
+// What a registration made for its tenant: its rings and lease page, and its slot on the node
+// board (LC tenants whose lease raises a flag).
+struct MadeTenant {
+  ipc::TenantChannel channel;
+  ipc::LeasePage lease;
+  uint32_t lc_slot = ipc::kNoLcSlot;
+};
+
+// The registry, what its registrations made and the board's slots, behind one mutex: the control
+// thread registers and removes, the engine thread reads and reports.
 struct SharedRegistry {
   std::mutex mu;
   std::optional<ipc::TenantRegistry> registry;
-  std::map<uint64_t, ipc::TenantChannel> made;  // rings of registrations the engine has not taken yet
+  std::map<uint64_t, MadeTenant> made;  // registrations the engine thread has not taken yet
+  ipc::NodeBoard board;                 // the node board (the daemon's end)
+  uint64_t slots_used = 0;              // board slots held by tenants, registered or not yet removed
+  // A free slot, taken (kNoLcSlot when all kLcSlots are held).
+  uint32_t take_slot();
+  void free_slot(uint32_t slot);
+};
+
+// A launch that ended (a completion covers its stream's earlier launches: one of these each).
+struct Ended {
+  uint64_t tenant = 0;  // the hub's id
+  uint64_t seq = 0;
+  bool ok = true;
+  uint64_t at_ns = 0;   // the tenant's clock when it learned of the end
 };
 
 // Something that came up a tenant's ring for the source, in ring order.
@@ -44,7 +66,14 @@ struct BoundaryEvent {
   ipc::RequestBoundary boundary;
   std::chrono::steady_clock::time_point at;
 };
-using UpEvent = std::variant<NoticeEvent, BoundaryEvent>;
+// The launches a completion ended (only with TenantHub::completions_in_inbox: the lease runner's
+// books need them in ring order among the notices).
+struct CompletionEvent {
+  std::vector<uint64_t> ended;
+  bool ok = true;
+  uint64_t at_ns = 0;
+};
+using UpEvent = std::variant<NoticeEvent, BoundaryEvent, CompletionEvent>;
 
 enum class ConnState : uint8_t {
   live,
@@ -56,11 +85,14 @@ struct TenantConn {
   uint64_t id = 0;  // the registry's
   ipc::TenantRecord record;
   ipc::TenantChannel channel;
+  ipc::LeasePage lease;
+  uint32_t lc_slot = ipc::kNoLcSlot;  // its flag's slot on the node board
   bool unlinked = false;  // ring names removed once the tenant attached
   ipc::LaunchLedger ledger{ipc::kMaxOutstandingLaunches};
   ConnState state = ConnState::live;
   std::string why;        // why it left or went
   bool died = false;      // counted as dropped
+  // Its launches go out under an open lease: released when noticed, no decision follows.
   bool free_run = false;
 
   // Source side.
@@ -93,21 +125,26 @@ struct HubCounters {
 
 class TenantHub {
  public:
-  TenantHub(SharedRegistry& shared, ipc::WaitPolicy liveness, bool free_run)
-      : shared_(shared), liveness_(liveness), free_run_(free_run) {}
+  // `free_run`: whether a tenant launches under an open lease (its notices are of launches made)
+  // rather than waiting for a decision per launch.
+  using FreeRun = std::function<bool(const ipc::TenantRecord&)>;
+  TenantHub(SharedRegistry& shared, ipc::WaitPolicy liveness, FreeRun free_run)
+      : shared_(shared), liveness_(liveness), free_run_(std::move(free_run)) {}
 
   // Takes new registrations (their rings) and marks tenants the registry no longer has as gone.
   // Returns the connections that appeared.
   std::vector<TenantConn*> sync_registry();
-  // Reads every up ring: notices and boundaries to the inboxes, completions to `done`
-  // (tenant id, seq, ok); checks each tenant's liveness. True when anything came.
-  bool poll(std::vector<std::tuple<uint64_t, uint64_t, bool>>& done);
+  // Reads every up ring: notices and boundaries to the inboxes, the launches each completion ended
+  // to `done`; checks each tenant's liveness. A tenant that reports a failed launch is gone (its
+  // CUDA context is most likely broken). True when anything came.
+  bool poll(std::vector<Ended>& done);
   // Beats the daemon's heartbeat on every ring.
   void beat();
   // Posts a message down a tenant's ring; a full ring or a dead tenant is not an error (the
   // tenant is going: the source drops it).
   void send(TenantConn& conn, const ipc::Message& m);
-  // Forgets a tenant the engine has finished with (its rings go).
+  // Forgets a tenant the engine has finished with (its rings and lease page go, its board flag is
+  // lowered and its slot freed).
   void remove(uint64_t id);
   // Sends `bye` down every ring.
   void say_goodbye(ipc::ByeReason reason);
@@ -120,8 +157,9 @@ class TenantHub {
     by_engine_[id.value] = conn.id;
   }
   const HubCounters& counters() const { return counters_; }
-  bool free_run() const { return free_run_; }
   SharedRegistry& shared() { return shared_; }
+  // Completions go into the inboxes too, in ring order (the lease runner's books).
+  void completions_in_inbox(bool on) { completions_in_inbox_ = on; }
 
   // The run's clock (RemoteBackend::start_clock sets its start): monotonic wall time.
   void start_clock() { start_ = std::chrono::steady_clock::now(); }
@@ -135,7 +173,8 @@ class TenantHub {
   void mark_gone(TenantConn& conn, std::string why, bool died);
   SharedRegistry& shared_;
   ipc::WaitPolicy liveness_;
-  bool free_run_;
+  FreeRun free_run_;
+  bool completions_in_inbox_ = false;
   std::map<uint64_t, std::unique_ptr<TenantConn>> conns_;
   std::map<int64_t, uint64_t> by_engine_;
   HubCounters counters_;

@@ -96,6 +96,15 @@ Result<InterceptConfig> parse_config(const std::function<const char*(const char*
     }
     config.poll_us = static_cast<uint32_t>(us);
   }
+  if (const std::string v = get("CONCORD_MARKER_EVERY"); !v.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (errno != 0 || end == v.c_str() || *end != '\0' || v[0] == '-' || n < 1 || n > 65536) {
+      return bad("CONCORD_MARKER_EVERY", v, "must be an integer number of launches in [1, 65536]");
+    }
+    config.marker_every = static_cast<uint32_t>(n);
+  }
   return config;
 }
 

@@ -22,6 +22,10 @@ struct InterceptConfig {
   // the SM probe crashed the library's GPU test app (docs/intercept.md, "Known problems").
   bool green_contexts = false;
   uint32_t poll_us = 50;                                 // CONCORD_POLL_US: the completion thread's poll period
+  // CONCORD_MARKER_EVERY: under a lease, a completion marker (an event) after every this many
+  // launches of a stream, besides the application's synchronisations and the markers at the end
+  // of an LC burst (docs/intercept.md, "Completions").
+  uint32_t marker_every = 64;
 };
 
 // Reads the settings through `lookup` (getenv's contract: null when unset). `default_name` names

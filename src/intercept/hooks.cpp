@@ -17,6 +17,8 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <optional>
+#include <vector>
 
 #include "concord/intercept.h"
 #include "intercept/interceptor.h"
@@ -53,6 +55,28 @@ using BeginCaptureV1 = CUresult (*)(CUstream);
 // What a hook answers when the driver (or this entry point of it) is missing.
 constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 
+// The real cuLaunchKernelEx of the caller's stream flavour (null on a driver without it): how a
+// kernel is given a priority its stream does not have.
+PFN_cuLaunchKernelEx_v11060 launch_ex(bool per_thread) {
+  return real<PFN_cuLaunchKernelEx_v11060>(per_thread ? Entry::LaunchKernelEx_ptsz : Entry::LaunchKernelEx);
+}
+
+CUlaunchConfig launch_config(ipc::Dim3 grid, ipc::Dim3 block, unsigned shared, CUstream stream, CUlaunchAttribute* attrs,
+                             unsigned n) {
+  CUlaunchConfig c{};
+  c.gridDimX = grid.x;
+  c.gridDimY = grid.y;
+  c.gridDimZ = grid.z;
+  c.blockDimX = block.x;
+  c.blockDimY = block.y;
+  c.blockDimZ = block.z;
+  c.sharedMemBytes = shared;
+  c.hStream = stream;
+  c.attrs = attrs;
+  c.numAttrs = n;
+  return c;
+}
+
 // A kernel launch's call, but for its arguments and how to invoke it.
 LaunchCall shaped_call(CUstream stream, bool per_thread, CUfunction f, ipc::Dim3 grid, ipc::Dim3 block, unsigned shared) {
   LaunchCall call;
@@ -70,12 +94,13 @@ CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
                        unsigned shared, CUstream stream, void** params, void** extra, bool per_thread) {
   struct Args {
     PFN_cuLaunchKernel_v4000 fn;
+    PFN_cuLaunchKernelEx_v11060 ex;
     CUfunction f;
     unsigned gx, gy, gz, bx, by, bz, shared;
     void** params;
     void** extra;
   };
-  const Args a{real<PFN_cuLaunchKernel_v4000>(E), f, gx, gy, gz, bx, by, bz, shared, params, extra};
+  const Args a{real<PFN_cuLaunchKernel_v4000>(E), launch_ex(per_thread), f, gx, gy, gz, bx, by, bz, shared, params, extra};
   if (!a.fn) return kNoDriver;
   LaunchCall call = shaped_call(stream, per_thread, f, {gx, gy, gz}, {bx, by, bz}, shared);
   call.args = &a;
@@ -83,6 +108,16 @@ CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     const Args& x = *static_cast<const Args*>(p);
     return x.fn(x.f, x.gx, x.gy, x.gz, x.bx, x.by, x.bz, x.shared, target, x.params, x.extra);
   };
+  if (a.ex) {
+    call.invoke_priority = [](const void* p, CUstream target, int priority) {
+      const Args& x = *static_cast<const Args*>(p);
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+      attr.value.priority = priority;
+      CUlaunchConfig c = launch_config({x.gx, x.gy, x.gz}, {x.bx, x.by, x.bz}, x.shared, target, &attr, 1);
+      return x.ex(&c, x.f, x.params, x.extra);
+    };
+  }
   return intercept_launch(call);
 }
 
@@ -91,11 +126,12 @@ CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                             unsigned shared, CUstream stream, void** params, bool per_thread) {
   struct Args {
     PFN_cuLaunchCooperativeKernel_v9000 fn;
+    PFN_cuLaunchKernelEx_v11060 ex;
     CUfunction f;
     unsigned gx, gy, gz, bx, by, bz, shared;
     void** params;
   };
-  const Args a{real<PFN_cuLaunchCooperativeKernel_v9000>(E), f, gx, gy, gz, bx, by, bz, shared, params};
+  const Args a{real<PFN_cuLaunchCooperativeKernel_v9000>(E), launch_ex(per_thread), f, gx, gy, gz, bx, by, bz, shared, params};
   if (!a.fn) return kNoDriver;
   LaunchCall call = shaped_call(stream, per_thread, f, {gx, gy, gz}, {bx, by, bz}, shared);
   call.args = &a;
@@ -103,6 +139,18 @@ CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     const Args& x = *static_cast<const Args*>(p);
     return x.fn(x.f, x.gx, x.gy, x.gz, x.bx, x.by, x.bz, x.shared, target, x.params);
   };
+  if (a.ex) {
+    call.invoke_priority = [](const void* p, CUstream target, int priority) {
+      const Args& x = *static_cast<const Args*>(p);
+      CUlaunchAttribute attrs[2]{};
+      attrs[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attrs[0].value.cooperative = 1;
+      attrs[1].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+      attrs[1].value.priority = priority;
+      CUlaunchConfig c = launch_config({x.gx, x.gy, x.gz}, {x.bx, x.by, x.bz}, x.shared, target, attrs, 2);
+      return x.ex(&c, x.f, x.params, nullptr);
+    };
+  }
   return intercept_launch(call);
 }
 
@@ -131,6 +179,23 @@ CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** par
     if (target == x.config->hStream) return x.fn(x.config, x.f, x.params, x.extra);
     CUlaunchConfig moved = *x.config;
     moved.hStream = target;
+    return x.fn(&moved, x.f, x.params, x.extra);
+  };
+  call.invoke_priority = [](const void* p, CUstream target, int priority) {
+    const Args& x = *static_cast<const Args*>(p);
+    // The caller's attributes, its own priority (if any) replaced.
+    std::vector<CUlaunchAttribute> attrs;
+    for (unsigned i = 0; i < x.config->numAttrs; ++i) {
+      if (x.config->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PRIORITY) attrs.push_back(x.config->attrs[i]);
+    }
+    CUlaunchAttribute prio{};
+    prio.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    prio.value.priority = priority;
+    attrs.push_back(prio);
+    CUlaunchConfig moved = *x.config;
+    moved.hStream = target;
+    moved.attrs = attrs.data();
+    moved.numAttrs = static_cast<unsigned>(attrs.size());
     return x.fn(&moved, x.f, x.params, x.extra);
   };
   return intercept_launch(call);
@@ -210,17 +275,20 @@ CONCORD_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec graph, CUstream stream) {
 
 // ---- streams ---------------------------------------------------------------------------------
 
+// An LC tenant's streams are made at its lease's priority, so its launches need no other stream.
 CONCORD_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
   auto fn = real<PFN_cuStreamCreate_v2000>(Entry::StreamCreate);
+  auto with_priority = real<PFN_cuStreamCreateWithPriority_v5050>(Entry::StreamCreateWithPriority);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(stream, flags);
+  const std::optional<int> priority = with_priority ? concord::intercept::note_new_stream_priority(std::nullopt) : std::nullopt;
+  const CUresult r = priority ? with_priority(stream, flags, *priority) : fn(stream, flags);
   if (r == CUDA_SUCCESS && stream) concord::intercept::note_stream_created(*stream);
   return r;
 }
 CONCORD_EXPORT CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned flags, int priority) {
   auto fn = real<PFN_cuStreamCreateWithPriority_v5050>(Entry::StreamCreateWithPriority);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(stream, flags, priority);
+  const CUresult r = fn(stream, flags, concord::intercept::note_new_stream_priority(priority).value_or(priority));
   if (r == CUDA_SUCCESS && stream) concord::intercept::note_stream_created(*stream);
   return r;
 }
@@ -239,32 +307,38 @@ CONCORD_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
 
 // ---- synchronisation -------------------------------------------------------------------------
 
+// A synchronisation that returns says every launch it waited for has ended: the cheapest
+// completion there is.
 CONCORD_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
   auto fn = real<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize);
   if (!fn) return concord::intercept::kNoDriver;
+  const concord::intercept::SyncMark mark = concord::intercept::note_sync_begin(stream, false, false);
   const CUresult r = fn(stream);
-  concord::intercept::note_synchronized();
+  concord::intercept::note_sync_end(mark, r);
   return r;
 }
 CONCORD_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream) {
   auto fn = real<PFN_cuStreamSynchronize_v7000_ptsz>(Entry::StreamSynchronize_ptsz);
   if (!fn) return concord::intercept::kNoDriver;
+  const concord::intercept::SyncMark mark = concord::intercept::note_sync_begin(stream, true, false);
   const CUresult r = fn(stream);
-  concord::intercept::note_synchronized();
+  concord::intercept::note_sync_end(mark, r);
   return r;
 }
 CONCORD_EXPORT CUresult cuCtxSynchronize() {
   auto fn = real<PFN_cuCtxSynchronize_v2000>(Entry::CtxSynchronize);
   if (!fn) return concord::intercept::kNoDriver;
+  const concord::intercept::SyncMark mark = concord::intercept::note_sync_begin(nullptr, false, true);
   const CUresult r = fn();
-  concord::intercept::note_synchronized();
+  concord::intercept::note_sync_end(mark, r);
   return r;
 }
 CONCORD_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   auto fn = real<PFN_cuCtxSynchronize_v13000>(Entry::CtxSynchronize_v2);
   if (!fn) return concord::intercept::kNoDriver;
+  const concord::intercept::SyncMark mark = concord::intercept::note_sync_begin(nullptr, false, true);
   const CUresult r = fn(ctx);
-  concord::intercept::note_synchronized();
+  concord::intercept::note_sync_end(mark, r);
   return r;
 }
 

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,14 +15,18 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "intercept/completions.h"
 #include "intercept/config.h"
+#include "intercept/counters.h"
 #include "intercept/cu_handles.h"
 #include "intercept/green_sets.h"
 #include "intercept/kernel_id.h"
+#include "intercept/placement.h"
 #include "intercept/real_driver.h"
 #include "ipc/tenant_client.h"
 
@@ -29,49 +34,19 @@ namespace concord::intercept {
 namespace {
 
 constexpr uint64_t kLegacyStreamKey = 0x1;  // CU_STREAM_LEGACY's value: stream 0 outside _ptsz too
-
-// Counters of what the library did, written as JSON at exit when CONCORD_INTERCEPT_STATS names a
-// file (the GPU tests read them to see that launches really went through the library).
-struct Counters {
-  std::atomic<uint64_t> launches{0};         // every launch a hook saw
-  std::atomic<uint64_t> passed_through{0};   // no daemon (or disabled, or gone): the real call alone
-  std::atomic<uint64_t> captured{0};         // into a capturing stream: untouched
-  std::atomic<uint64_t> noticed{0};          // posted to the daemon
-  std::atomic<uint64_t> free_run{0};         // noticed and launched without waiting
-  std::atomic<uint64_t> released{0};         // waited for and released
-  std::atomic<uint64_t> on_priority_stream{0};  // released onto a priority shadow stream
-  std::atomic<uint64_t> on_green_stream{0};     // released onto a green-context stream
-  std::atomic<uint64_t> green_fallbacks{0};     // a green-context launch failed; relaunched on the app stream
-  std::atomic<uint64_t> graphs{0};
-  std::atomic<uint64_t> completions{0};         // completions reported
-  std::atomic<uint64_t> failed_launches{0};     // the real launch returned an error
-  std::atomic<uint64_t> synchronizations{0};
-  std::atomic<uint64_t> sm_sets_prepared{0};
-  std::atomic<uint64_t> requests_begun{0};
-  std::atomic<uint64_t> requests_ended{0};
-  std::atomic<uint64_t> allocations{0};
-  std::atomic<uint64_t> frees{0};
-  std::atomic<uint64_t> live_bytes{0};
-  std::atomic<uint64_t> peak_bytes{0};
-};
+constexpr uint64_t kPerThreadKeyTag = 0x2;  // low bits of a per-thread default stream's key
+// An LC stream with launches no marker covers gets one from the completion thread once it has been
+// quiet this long (the end of a burst the application does not synchronise on); a BE stream after
+// the longer bound (its end matters only to the books and to in-flight caps).
+constexpr uint64_t kLcTailNs = 50'000;
+constexpr uint64_t kBeTailNs = 1'000'000;
+// A launch waiting at its lease's in-flight cap goes anyway after this long without progress (the
+// launches it waits for may be on a stream no marker can reach).
+constexpr uint64_t kCapWaitBoundNs = 50'000'000;
 
 struct FunctionInfo {
   uint64_t id = 0;
   bool green_ok = true;  // false once a launch of it on a green-context stream failed
-};
-
-// Shadow streams of one application stream (in one context), by (priority, SM set).
-struct StreamState {
-  bool priority_known = false;
-  int priority = 0;
-  std::map<int, OwnedStream> priority_shadows;
-};
-
-// The two events of one thread's hand-offs, in one context (a record followed by its wait at once
-// on the same thread, so one pair per thread serves every stream).
-struct HandoffEvents {
-  CUcontext context = nullptr;
-  OwnedEvent before, after;
 };
 
 std::string program_name() {
@@ -83,11 +58,16 @@ std::string program_name() {
 
 class Interceptor {
  public:
-  // unstarted -> connected (registered with the daemon; from the first launch or request mark)
-  // -> active (the first launch's context known, the completion thread running); or pass_through.
+  // unstarted -> connected (registered with the daemon; from the first launch, stream or request
+  // mark) -> active (the first launch's context known, the completion thread running); or
+  // pass_through.
   enum class Mode : int { unstarted, pass_through, connected, active };
 
   CUresult launch(const LaunchCall& call);
+  // The priority a stream the application creates is made with: the lease's high one for an LC
+  // tenant whose lease says so, else std::nullopt (as the application asked; `asked`: the
+  // priority it asked for, std::nullopt for none).
+  std::optional<int> new_stream_priority(std::optional<int> asked);
   void stream_destroyed(CUstream stream);
   void capture_begun() { captures_.fetch_add(1, std::memory_order_acq_rel); }
   void capture_ended() {
@@ -97,18 +77,8 @@ class Interceptor {
   }
   // In a child forked after the library connected (pthread_atfork): pass-through for good.
   void became_child() { mode_.store(Mode::pass_through, std::memory_order_release); }
-  void synchronized() {
-    counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
-    kick();
-  }
-  // Wakes the completion thread (the flag under wake_mu_, so a wait about to begin sees it).
-  void kick() {
-    {
-      std::lock_guard<std::mutex> lock(wake_mu_);
-      kick_.store(true, std::memory_order_release);
-    }
-    wake_.notify_one();
-  }
+  SyncMark sync_begin(CUstream stream, bool per_thread, bool whole_context);
+  void sync_end(const SyncMark& mark, CUresult r);
   void allocated(CUdeviceptr ptr, size_t bytes);
   void freed(CUdeviceptr ptr);
   int request(bool begin);
@@ -119,20 +89,28 @@ class Interceptor {
   Status connect();
   void enter_context();
   Mode started_mode();
+  bool lc() const { return config_.tenant.cls == TenantClass::latency_critical; }
   void log(const std::string& line) const { std::fprintf(stderr, "concord-intercept: %s\n", line.c_str()); }
   void fall_back(const std::string& why);
   uint64_t stream_key(CUstream app) const;
   bool capturing(CUstream app) const;
   FunctionInfo function_info(const void* function, bool graph);
   void mark_green_failed(const void* function);
-  Result<CUstream> priority_shadow(CUstream app, uint64_t key, CUcontext ctx, int priority, bool* on_app);
-  Result<HandoffEvents*> handoff_events(CUcontext ctx);
-  Status handoff(CUstream from, CUstream to, CUevent event);
-  Result<CUevent> take_event();
-  void track(uint64_t seq, CUstream stream);
-  void after_launch(CUresult r, uint64_t seq, CUstream app, CUstream target, HandoffEvents* events, bool green) noexcept;
+  // Launches `call` on `app` at `priority` (StreamPlacer), counting the route it took.
+  CUresult launch_at(const LaunchCall& call, CUstream app, uint64_t key, int priority);
+  CUresult launch_leased(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info, ipc::LeaseTerms terms);
+  CUresult launch_per_decision(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info);
+  ipc::LaunchNotice notice_of(const LaunchCall& call, uint64_t key, const FunctionInfo& info) const;
+  // BE: waits while the lease's gate is closed, and at its in-flight cap; the cap in force.
+  uint32_t admit(ipc::LeaseTerms terms, CUstream app, uint64_t key);
+  bool wait_below(uint32_t cap, CUstream app, uint64_t key);
+  uint64_t in_flight() const { return book_->in_flight(); }
+  // Books a noticed launch and records the marker that should follow it, if any.
+  void book(uint64_t key, CUstream app, uint64_t seq, uint64_t every, bool force);
+  void raise_flag(uint32_t slot);
+  void maybe_lower_flag();
+  void wake_poller();
   void completion_loop();
-  void poll_completions();
   void take_announcements();
   void write_stats() const;
 
@@ -151,16 +129,16 @@ class Interceptor {
   std::mutex functions_mu_;
   std::unordered_map<const void*, FunctionInfo> functions_;
 
-  std::mutex streams_mu_;
-  std::map<std::pair<uint64_t, CUcontext>, StreamState> streams_;
+  std::unique_ptr<StreamPlacer> placer_;  // made with the completion thread
 
-  std::mutex handoff_mu_;
-  std::vector<std::unique_ptr<HandoffEvents>> handoffs_;  // every thread's, owned here
+  // What was launched and what is known to have ended (made with the completion thread).
+  std::unique_ptr<CompletionBook> book_;
 
-  std::mutex events_mu_;
-  std::vector<OwnedEvent> events_;       // every completion event made
-  std::vector<CUevent> free_events_;
-  std::vector<std::pair<uint64_t, CUevent>> pending_;  // (seq, event) of launches in flight
+  // An LC tenant's flag on the node board: up from its first launch (or request mark) until its
+  // launches have ended outside a request.
+  std::atomic<bool> flag_up_{false};
+  std::atomic<uint32_t> flag_slot_{ipc::kNoLcSlot};
+  std::atomic<bool> in_request_{false};
 
   std::atomic<GreenSets*> green_{nullptr};
   std::unique_ptr<GreenSets> green_owner_;
@@ -171,8 +149,9 @@ class Interceptor {
 
   std::mutex wake_mu_;
   std::condition_variable wake_;
-  std::atomic<bool> kick_{false};  // set with wake_mu_ held before notifying: no wake-up is lost
-  pid_t owner_pid_ = 0;             // the process that connected (0: none did)
+  std::atomic<bool> kick_{false};         // set with wake_mu_ held before notifying: no wake-up is lost
+  std::atomic<bool> poller_idle_{false};  // the completion thread sleeps long: a launch wakes it
+  pid_t owner_pid_ = 0;                   // the process that connected (0: none did)
   std::atomic<bool> stop_{false};
   std::thread completion_thread_;
   std::once_flag shut_;
@@ -246,6 +225,10 @@ void Interceptor::enter_context() {
     fall_back(st.message());
     return;
   }
+  placer_ = std::make_unique<StreamPlacer>(*driver_);
+  book_ = std::make_unique<CompletionBook>(*driver_, [this](uint64_t seq, uint64_t key, bool ok, uint64_t at_ns) {
+    (void)client_->completed(seq, key, ok, at_ns);
+  });
   completion_thread_ = std::thread([this] { completion_loop(); });
   mode_.store(Mode::active, std::memory_order_release);
 }
@@ -267,7 +250,7 @@ uint64_t Interceptor::stream_key(CUstream app) const {
     // Each thread's default stream is its own stream: a key per thread (low bits 0x2; real stream
     // handles are aligned pointers).
     static std::atomic<uint64_t> next_thread{1};
-    thread_local const uint64_t key = (next_thread.fetch_add(1, std::memory_order_relaxed) << 8) | 0x2;
+    thread_local const uint64_t key = (next_thread.fetch_add(1, std::memory_order_relaxed) << 8) | kPerThreadKeyTag;
     return key;
   }
   return reinterpret_cast<uint64_t>(app);
@@ -306,88 +289,29 @@ void Interceptor::mark_green_failed(const void* function) {
   functions_[function].green_ok = false;
 }
 
-Result<CUstream> Interceptor::priority_shadow(CUstream app, uint64_t key, CUcontext ctx, int priority, bool* on_app) {
-  std::lock_guard<std::mutex> lock(streams_mu_);
-  StreamState& state = streams_[{key, ctx}];
-  if (!state.priority_known) {
-    CONCORD_INTERCEPT_CU(driver_->stream_get_priority(app, &state.priority));
-    state.priority_known = true;
+CUresult Interceptor::launch_at(const LaunchCall& call, CUstream app, uint64_t key, int priority) {
+  const StreamPlacer::Placed p = placer_->at_priority(call, app, key, priority);
+  if (p.result == CUDA_SUCCESS && p.route == StreamPlacer::Route::priority_attribute) {
+    counters_.priority_attribute.fetch_add(1, std::memory_order_relaxed);
+  } else if (p.result == CUDA_SUCCESS && p.route == StreamPlacer::Route::shadow_stream) {
+    counters_.on_priority_stream.fetch_add(1, std::memory_order_relaxed);
   }
-  if (state.priority == priority) {
-    *on_app = true;
-    return app;
-  }
-  *on_app = false;
-  if (auto it = state.priority_shadows.find(priority); it != state.priority_shadows.end()) return it->second.get();
-  CUstream raw = nullptr;
-  CONCORD_INTERCEPT_CU(driver_->get<PFN_cuStreamCreateWithPriority_v5050>(Entry::StreamCreateWithPriority)(
-      &raw, CU_STREAM_NON_BLOCKING, priority));
-  return state.priority_shadows.emplace(priority, OwnedStream(driver_, raw)).first->second.get();
+  return p.result;
 }
 
-Result<HandoffEvents*> Interceptor::handoff_events(CUcontext ctx) {
-  thread_local std::vector<HandoffEvents*> mine;  // this thread's, one pair per context
-  for (HandoffEvents* e : mine) {
-    if (e->context == ctx) return e;
+ipc::LaunchNotice Interceptor::notice_of(const LaunchCall& call, uint64_t key, const FunctionInfo& info) const {
+  ipc::LaunchNotice notice;
+  notice.stream = key;
+  notice.kernel = info.id;
+  notice.graph = call.graph;
+  if (call.graph) {
+    notice.grid = notice.block = ipc::Dim3{0, 0, 0};  // a graph has no one shape (the protocol wants zeros)
+  } else {
+    notice.grid = call.grid;
+    notice.block = call.block;
+    notice.shared_mem = call.shared_mem;
   }
-  auto events = std::make_unique<HandoffEvents>();
-  events->context = ctx;
-  CUevent before = nullptr, after = nullptr;
-  CONCORD_INTERCEPT_CU(driver_->event_create(&before, CU_EVENT_DISABLE_TIMING));
-  events->before = OwnedEvent(driver_, before);
-  CONCORD_INTERCEPT_CU(driver_->event_create(&after, CU_EVENT_DISABLE_TIMING));
-  events->after = OwnedEvent(driver_, after);
-  HandoffEvents* pair = events.get();
-  {
-    std::lock_guard<std::mutex> lock(handoff_mu_);
-    handoffs_.push_back(std::move(events));
-  }
-  mine.push_back(pair);
-  return pair;
-}
-
-Status Interceptor::handoff(CUstream from, CUstream to, CUevent event) {
-  CONCORD_INTERCEPT_CU(driver_->event_record(event, from));
-  CONCORD_INTERCEPT_CU(driver_->stream_wait_event(to, event, 0));
-  return Status::ok();
-}
-
-Result<CUevent> Interceptor::take_event() {
-  std::lock_guard<std::mutex> lock(events_mu_);
-  if (!free_events_.empty()) {
-    CUevent e = free_events_.back();
-    free_events_.pop_back();
-    return e;
-  }
-  CUevent e = nullptr;
-  CONCORD_INTERCEPT_CU(driver_->event_create(&e, CU_EVENT_DISABLE_TIMING));
-  events_.emplace_back(driver_, e);
-  return e;
-}
-
-void Interceptor::track(uint64_t seq, CUstream stream) {
-  auto event = take_event();
-  Status st = event ? driver_status(driver_->event_record(*event, stream), "cuEventRecord", __FILE__, __LINE__) : event.status();
-  if (!st) {
-    // Without an event the end cannot be seen: report it now rather than never.
-    log("completion of launch " + std::to_string(seq) + " not tracked: " + st.message());
-    if (event) {
-      std::lock_guard<std::mutex> lock(events_mu_);
-      free_events_.push_back(*event);
-    }
-    (void)client_->completed(seq, true);
-    counters_.completions.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  bool was_idle = false;
-  {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    was_idle = pending_.empty();
-    pending_.emplace_back(seq, *event);
-  }
-  // The completion thread polls on its own while anything is pending: only an idle one needs waking
-  // (a futex call per launch otherwise).
-  if (was_idle) kick();
+  return notice;
 }
 
 CUresult Interceptor::launch(const LaunchCall& call) {
@@ -409,128 +333,197 @@ CUresult Interceptor::launch(const LaunchCall& call) {
   if (call.graph) counters_.graphs.fetch_add(1, std::memory_order_relaxed);
   const uint64_t key = stream_key(app);
   const FunctionInfo info = function_info(call.function, call.graph);
-  // Read before the notice: a launch noticed while the tenant runs free goes where the application
-  // put it, unplaced.
-  const bool free_run = client_->free_run();
-  ipc::LaunchNotice notice;
-  notice.stream = key;
-  notice.kernel = info.id;
-  notice.graph = call.graph;
-  if (call.graph) {
-    notice.grid = notice.block = ipc::Dim3{0, 0, 0};  // a graph has no one shape (the protocol wants zeros)
-  } else {
-    notice.grid = call.grid;
-    notice.block = call.block;
-    notice.shared_mem = call.shared_mem;
+  const ipc::LeaseTerms terms = client_->lease();
+  if (terms.gate == ipc::Gate::per_launch) return launch_per_decision(call, app, key, info);
+  return launch_leased(call, app, key, info, terms);
+}
+
+CUresult Interceptor::launch_leased(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info,
+                                    ipc::LeaseTerms terms) {
+  uint32_t cap = 0;
+  if (!lc()) {
+    cap = admit(terms, app, key);
+    terms = client_->lease();
   }
-  auto seq = client_->notice(notice);
+  // Counted before it goes out, so a flag is never lowered while it does.
+  book_->launching();
+  if (lc() && terms.lc_slot != ipc::kNoLcSlot) raise_flag(terms.lc_slot);
+  const int priority = terms.priority == ipc::Priority::high ? greatest_priority_ : least_priority_;
+  const CUresult r = launch_at(call, app, key, priority);
+  ipc::LaunchNotice notice = notice_of(call, key, info);
+  notice.at_ns = ipc::monotonic_ns();
+  auto seq = client_->notice(notice, /*launched=*/true);
+  if (!seq || *seq == 0) {
+    // Pass-through from here on: this launch is nobody's to track.
+    book_->forget_one();
+    return r;
+  }
+  counters_.noticed.fetch_add(1, std::memory_order_relaxed);
+  counters_.leased.fetch_add(1, std::memory_order_relaxed);
+  if (r != CUDA_SUCCESS) counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
+  // A refused launch never runs, but a marker after it still says when its stream's earlier
+  // launches ended (and so closes its own books).
+  const uint64_t every = cap > 0 ? std::max<uint64_t>(1, cap / 2) : config_.marker_every;
+  book(key, app, *seq, every, r != CUDA_SUCCESS);
+  wake_poller();
+  return r;
+}
+
+CUresult Interceptor::launch_per_decision(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info) {
+  ipc::LaunchNotice notice = notice_of(call, key, info);
+  auto seq = client_->notice(notice, /*launched=*/false);
   if (!seq || *seq == 0) {
     counters_.passed_through.fetch_add(1, std::memory_order_relaxed);
     return call.invoke(call.args, call.stream);
   }
   counters_.noticed.fetch_add(1, std::memory_order_relaxed);
-  // A launch noticed in free run is released at once (the client knows which were); anything else
-  // waits here, a hold included.
+  // Waits here until released, a hold included.
   ipc::Decision decision;
   if (auto d = client_->wait_release(*seq)) {
     decision = *d;
   } else if (config_.log) {
     log("launch " + std::to_string(*seq) + " released without a decision: " + d.status().message());
   }
-  if (free_run && decision.sm_set == 0 && decision.priority == ipc::Priority::normal) {
-    counters_.free_run.fetch_add(1, std::memory_order_relaxed);
-    const CUresult r = call.invoke(call.args, call.stream);
-    after_launch(r, *seq, app, app, nullptr, false);
-    return r;
-  }
   counters_.released.fetch_add(1, std::memory_order_relaxed);
-
-  // Where the decision puts it.
+  book_->launching();
   const int priority = decision.priority == ipc::Priority::high ? greatest_priority_ : least_priority_;
-  CUcontext ctx = nullptr;
-  CUstream target = app;
-  bool green = false;
-  Status st = driver_status(driver_->ctx_get_current(&ctx), "cuCtxGetCurrent", __FILE__, __LINE__);
-  if (st && decision.sm_set != 0 && !call.graph && info.green_ok) {
-    // Green contexts are made for the first launch's device only.
-    if (GreenSets* sets = green_.load(std::memory_order_acquire); sets && ctx == context_) {
-      if (auto s = sets->stream(decision.sm_set, key, priority)) {
-        target = *s;
-        green = true;
+  CUresult r = CUDA_SUCCESS;
+  bool placed = false;
+  if (decision.sm_set != 0 && !call.graph && info.green_ok) {
+    // An SM set: a stream of its green context (made for the first launch's device only).
+    CUcontext ctx = nullptr;
+    GreenSets* sets = green_.load(std::memory_order_acquire);
+    if (sets && driver_->ctx_get_current(&ctx) == CUDA_SUCCESS && ctx == context_) {
+      Result<CUstream> green = sets->stream(decision.sm_set, key, priority);
+      if (green) {
+        r = placer_->on_green(call, app, *green).result;
+        placed = r == CUDA_SUCCESS;
+        if (placed) {
+          counters_.on_green_stream.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          // A function bound to another context (a CUfunction of the primary context) may not
+          // launch on a green-context stream: remember it and launch where the application asked.
+          mark_green_failed(call.function);
+          counters_.green_fallbacks.fetch_add(1, std::memory_order_relaxed);
+        }
       } else if (config_.log) {
-        log("SM set " + std::to_string(decision.sm_set) + " not honoured: " + s.status().message());
+        log("SM set " + std::to_string(decision.sm_set) + " not honoured: " + green.status().message());
       }
     }
   }
-  if (st && !green) {
-    bool on_app = true;
-    auto s = priority_shadow(app, key, ctx, priority, &on_app);
-    if (s) target = *s;
-    else st = s.status();
-  }
-  HandoffEvents* events = nullptr;
-  if (st && target != app) {
-    auto e = handoff_events(ctx);
-    if (e) {
-      events = *e;
-      st = handoff(app, target, events->before.get());
-    } else {
-      st = e.status();
-    }
-  }
-  if (!st) {
-    // Nothing is lost but the placement: launch where the application asked.
-    if (config_.log) log("launch " + std::to_string(*seq) + " placed on its own stream: " + st.message());
-    target = app;
-    green = false;
-  }
-  CUresult r = call.invoke(call.args, target == app ? call.stream : target);
-  if (r != CUDA_SUCCESS && green) {
-    // A function bound to another context (a CUfunction of the primary context) may not launch
-    // on a green-context stream: remember it and launch on the application's stream.
-    mark_green_failed(call.function);
-    counters_.green_fallbacks.fetch_add(1, std::memory_order_relaxed);
-    target = app;
-    green = false;
-    r = call.invoke(call.args, call.stream);
-  }
-  after_launch(r, *seq, app, target, events, green);
+  if (!placed) r = launch_at(call, app, key, priority);
+  if (r != CUDA_SUCCESS) counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
+  // Every launch its own marker: the engine matches each launch's end.
+  book(key, app, *seq, 1, true);
+  wake_poller();
   return r;
 }
 
-void Interceptor::after_launch(CUresult r, uint64_t seq, CUstream app, CUstream target, HandoffEvents* events,
-                               bool green) noexcept {
-  // The launch is made: nothing here may throw back into launch(), whose caller would launch again.
-  try {
-    if (r != CUDA_SUCCESS) {
-      // Refused before it ran (a bad configuration an autotuner probes, say): the context is fine,
-      // so the daemon hears of an ended launch, not of a failure (which drops the tenant).
-      counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
-      (void)client_->completed(seq, true);
-      return;
+uint32_t Interceptor::admit(ipc::LeaseTerms terms, CUstream app, uint64_t key) {
+  bool waited_gate = false, waited_cap = false;
+  for (;;) {
+    const ipc::Admission a = ipc::admission(terms, client_->lc_active());
+    if (a.open) {
+      if (a.cap == 0 || in_flight() < a.cap) return a.cap;
+      if (!waited_cap) counters_.cap_waits.fetch_add(1, std::memory_order_relaxed);
+      waited_cap = true;
+      if (!wait_below(a.cap, app, key)) return a.cap;
+    } else {
+      if (!waited_gate) counters_.gate_waits.fetch_add(1, std::memory_order_relaxed);
+      waited_gate = true;
+      (void)client_->wait_open(100'000'000);
     }
-    track(seq, target);
-    if (target == app) return;
-    (green ? counters_.on_green_stream : counters_.on_priority_stream).fetch_add(1, std::memory_order_relaxed);
-    if (Status back = handoff(target, app, events->after.get()); !back) {
-      // The application stream would no longer wait for this launch: wait on the host instead,
-      // so that its order still holds.
-      log("hand-off back to the application stream failed (" + back.message() + "); synchronising");
-      driver_->get<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize)(target);
-    }
-  } catch (...) {
-    // Out of memory for the bookkeeping: the launch stands; only its completion goes unreported.
-    if (target != app) driver_->get<PFN_cuStreamSynchronize_v2000>(Entry::StreamSynchronize)(target);
+    if (client_->pass_through()) return 0;
+    terms = client_->lease();
   }
 }
 
+bool Interceptor::wait_below(uint32_t cap, CUstream app, uint64_t key) {
+  // Something to wait for: a marker behind this stream's launches that none covers yet.
+  (void)book_->mark_uncovered(key, app);
+  const uint64_t deadline = ipc::monotonic_ns() + kCapWaitBoundNs;
+  while (in_flight() >= cap) {
+    book_->poll();
+    if (in_flight() < cap || client_->pass_through()) return true;
+    if (ipc::monotonic_ns() > deadline) return false;
+    ipc::sleep_ns(10'000);
+  }
+  return true;
+}
+
+void Interceptor::book(uint64_t key, CUstream app, uint64_t seq, uint64_t every, bool force) {
+  const bool foreign_ok = (key & 0xff) != kPerThreadKeyTag;
+  const auto [marker, count] = book_->book(key, app, foreign_ok, seq, every, force);
+  if (marker) book_->record_marker(app, key, seq, count);
+}
+
+void Interceptor::raise_flag(uint32_t slot) {
+  if (flag_up_.load(std::memory_order_acquire) && flag_slot_.load(std::memory_order_relaxed) == slot) return;
+  flag_slot_.store(slot, std::memory_order_relaxed);
+  if (!flag_up_.exchange(true, std::memory_order_acq_rel)) {
+    client_->raise_lc(slot);
+    counters_.lc_raises.fetch_add(1, std::memory_order_relaxed);
+    wake_poller();
+  }
+}
+
+void Interceptor::maybe_lower_flag() {
+  if (!flag_up_.load(std::memory_order_acquire)) return;
+  if (in_flight() > 0 || in_request_.load(std::memory_order_acquire)) return;
+  flag_up_.store(false, std::memory_order_release);
+  const uint32_t slot = flag_slot_.load(std::memory_order_relaxed);
+  client_->lower_lc(slot);
+  // A launch (or request mark) that came in between the check and the store raised nothing: raise
+  // again for it.
+  if ((in_flight() > 0 || in_request_.load(std::memory_order_acquire)) && !flag_up_.exchange(true, std::memory_order_acq_rel)) {
+    client_->raise_lc(slot);
+  }
+}
+
+void Interceptor::wake_poller() {
+  if (poller_idle_.load(std::memory_order_relaxed) && poller_idle_.exchange(false, std::memory_order_acq_rel)) {
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      kick_.store(true, std::memory_order_release);
+    }
+    wake_.notify_one();
+  }
+}
+
+std::optional<int> Interceptor::new_stream_priority(std::optional<int> asked) {
+  const Mode mode = started_mode();
+  if ((mode != Mode::connected && mode != Mode::active) || client_->pass_through() || !lc()) return std::nullopt;
+  if (client_->lease().priority != ipc::Priority::high) return std::nullopt;
+  int least = 0, greatest = 0;
+  if (driver_->ctx_get_stream_priority_range(&least, &greatest) != CUDA_SUCCESS) return std::nullopt;
+  if (asked && *asked <= greatest) return std::nullopt;  // as high as it gets already
+  counters_.streams_raised.fetch_add(1, std::memory_order_relaxed);
+  return greatest;
+}
+
 void Interceptor::stream_destroyed(CUstream stream) {
+  // Shadows and books exist once active (made before the mode is stored).
   if (mode_.load(std::memory_order_acquire) != Mode::active) return;
   const uint64_t key = stream_key(stream);
-  std::lock_guard<std::mutex> lock(streams_mu_);
-  for (auto it = streams_.begin(); it != streams_.end();) {
-    it = it->first.first == key ? streams_.erase(it) : std::next(it);
-  }
+  placer_->forget(key);
+  // No marker is recorded on the handle again (the driver may hand it out for another stream).
+  book_->stream_gone(key);
+}
+
+SyncMark Interceptor::sync_begin(CUstream stream, bool per_thread, bool whole_context) {
+  SyncMark mark;
+  counters_.synchronizations.fetch_add(1, std::memory_order_relaxed);
+  if (mode_.load(std::memory_order_acquire) != Mode::active) return mark;
+  const CUstream app = (per_thread && stream == nullptr) ? CU_STREAM_PER_THREAD : stream;
+  mark.covered = book_->before_sync(stream_key(app), whole_context);
+  return mark;
+}
+
+void Interceptor::sync_end(const SyncMark& mark, CUresult r) {
+  if (mark.covered.empty() || r != CUDA_SUCCESS || client_->pass_through()) return;
+  // Everything launched on those streams before the synchronisation began has ended.
+  book_->after_sync(mark.covered, ipc::monotonic_ns());
+  maybe_lower_flag();
 }
 
 void Interceptor::allocated(CUdeviceptr ptr, size_t bytes) {
@@ -555,7 +548,17 @@ int Interceptor::request(bool begin) {
   // A request may be marked before the process's first launch: register then.
   const Mode mode = started_mode();
   if ((mode != Mode::connected && mode != Mode::active) || client_->pass_through()) return 1;
+  if (lc()) {
+    in_request_.store(begin, std::memory_order_release);
+    // An LC request about to launch raises the flag already: gates that yield to it close before
+    // its first kernel goes out.
+    if (begin) {
+      const ipc::LeaseTerms terms = client_->lease();
+      if (terms.lc_slot != ipc::kNoLcSlot) raise_flag(terms.lc_slot);
+    }
+  }
   const Status st = begin ? client_->request_begin() : client_->request_end();
+  if (!begin && mode == Mode::active) maybe_lower_flag();
   if (!st) {
     if (config_.log) log(std::string("request ") + (begin ? "begin" : "end") + " not told: " + st.message());
     return 1;
@@ -594,31 +597,6 @@ void Interceptor::take_announcements() {
   }
 }
 
-void Interceptor::poll_completions() {
-  std::vector<std::pair<uint64_t, CUevent>> pending;
-  {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    pending.swap(pending_);
-  }
-  std::vector<std::pair<uint64_t, CUevent>> still;
-  std::vector<CUevent> done;
-  for (const auto& [seq, event] : pending) {
-    const CUresult r = driver_->event_query(event);
-    if (r == CUDA_ERROR_NOT_READY) {
-      still.emplace_back(seq, event);
-      continue;
-    }
-    (void)client_->completed(seq, r == CUDA_SUCCESS);
-    counters_.completions.fetch_add(1, std::memory_order_relaxed);
-    done.push_back(event);
-  }
-  std::lock_guard<std::mutex> lock(events_mu_);
-  // Launches tracked meanwhile stay behind the older ones.
-  still.insert(still.end(), pending_.begin(), pending_.end());
-  pending_.swap(still);
-  free_events_.insert(free_events_.end(), done.begin(), done.end());
-}
-
 void Interceptor::completion_loop() {
   // The thread's calls must not break another thread's stream capture (global capture mode
   // forbids "unsafe" calls in every thread not in relaxed mode).
@@ -629,18 +607,32 @@ void Interceptor::completion_loop() {
   const auto period = std::chrono::microseconds(config_.poll_us);
   while (!stop_.load(std::memory_order_acquire)) {
     take_announcements();
-    poll_completions();
-    bool idle;
-    {
-      std::lock_guard<std::mutex> lock(events_mu_);
-      idle = pending_.empty();
+    book_->poll();
+    // Streams whose last launches no marker covers, quiet for a while: the end of a burst the
+    // application did not synchronise on. Not while a capture is in progress (the stream might be
+    // capturing: a marker would join the graph).
+    if (captures_.load(std::memory_order_acquire) == 0) {
+      const int n = book_->tail_markers(lc() ? kLcTailNs : kBeTailNs);
+      counters_.tail_markers.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
+    maybe_lower_flag();
+    client_->flush();
+    const auto busy = [this] { return !book_->idle() || flag_up_.load(std::memory_order_acquire); };
     std::unique_lock<std::mutex> lock(wake_mu_);
-    // Idle: sleep until a launch is tracked (announcements are looked at every 10 ms).
-    wake_.wait_for(lock, idle ? std::chrono::microseconds(10'000) : period,
-                   [this] { return kick_.exchange(false) || stop_.load(std::memory_order_acquire); });
+    if (busy()) {
+      wake_.wait_for(lock, period, [this] { return kick_.exchange(false) || stop_.load(std::memory_order_acquire); });
+      continue;
+    }
+    // Idle: sleep until a launch wakes it (announcements are looked at every 10 ms). The flag is
+    // set before the last look, so a launch in between either is seen or wakes it.
+    poller_idle_.store(true, std::memory_order_release);
+    if (!busy()) {
+      wake_.wait_for(lock, std::chrono::milliseconds(10),
+                     [this] { return kick_.exchange(false) || stop_.load(std::memory_order_acquire); });
+    }
+    poller_idle_.store(false, std::memory_order_release);
   }
-  poll_completions();
+  book_->poll();
 }
 
 void Interceptor::shutdown() {
@@ -648,50 +640,33 @@ void Interceptor::shutdown() {
   std::call_once(shut_, [this] {
     if (completion_thread_.joinable()) {
       stop_.store(true, std::memory_order_release);
-      kick();
+      {
+        std::lock_guard<std::mutex> lock(wake_mu_);
+        kick_.store(true, std::memory_order_release);
+      }
+      wake_.notify_one();
       completion_thread_.join();
     }
-    if (client_) client_->close();
+    if (client_) {
+      if (flag_up_.exchange(false)) client_->lower_lc(flag_slot_.load());
+      client_->close();
+    }
     write_stats();
   });
 }
 
 void Interceptor::write_stats() const {
   if (config_.stats_path.empty()) return;
-  FILE* f = std::fopen(config_.stats_path.c_str(), "w");
-  if (!f) {
-    log("cannot write CONCORD_INTERCEPT_STATS file " + config_.stats_path);
-    return;
-  }
   const Mode m = mode_.load();
   const char* mode = m == Mode::active        ? "active"
                      : m == Mode::connected   ? "connected"
                      : m == Mode::pass_through ? "pass_through"
                                                : "unstarted";
-  const Counters& c = counters_;
-  std::fprintf(f,
-               "{\"mode\": \"%s\", \"daemon_gone\": %s, \"launches\": %llu, \"passed_through\": %llu, \"captured\": %llu, "
-               "\"noticed\": %llu, \"free_run\": %llu, \"released\": %llu, \"on_priority_stream\": %llu, "
-               "\"on_green_stream\": %llu, \"green_fallbacks\": %llu, \"graphs\": %llu, \"completions\": %llu, "
-               "\"failed_launches\": %llu, \"synchronizations\": %llu, \"sm_sets_prepared\": %llu, "
-               "\"requests_begun\": %llu, \"requests_ended\": %llu, \"allocations\": %llu, \"frees\": %llu, "
-               "\"live_bytes\": %llu, \"peak_bytes\": %llu}\n",
-               mode, client_ && client_->pass_through() ? "true" : "false",
-               static_cast<unsigned long long>(c.launches.load()), static_cast<unsigned long long>(c.passed_through.load()),
-               static_cast<unsigned long long>(c.captured.load()), static_cast<unsigned long long>(c.noticed.load()),
-               static_cast<unsigned long long>(c.free_run.load()), static_cast<unsigned long long>(c.released.load()),
-               static_cast<unsigned long long>(c.on_priority_stream.load()),
-               static_cast<unsigned long long>(c.on_green_stream.load()),
-               static_cast<unsigned long long>(c.green_fallbacks.load()), static_cast<unsigned long long>(c.graphs.load()),
-               static_cast<unsigned long long>(c.completions.load()),
-               static_cast<unsigned long long>(c.failed_launches.load()),
-               static_cast<unsigned long long>(c.synchronizations.load()),
-               static_cast<unsigned long long>(c.sm_sets_prepared.load()),
-               static_cast<unsigned long long>(c.requests_begun.load()),
-               static_cast<unsigned long long>(c.requests_ended.load()),
-               static_cast<unsigned long long>(c.allocations.load()), static_cast<unsigned long long>(c.frees.load()),
-               static_cast<unsigned long long>(c.live_bytes.load()), static_cast<unsigned long long>(c.peak_bytes.load()));
-  std::fclose(f);
+  if (Status st = write_counters(config_.stats_path, mode, client_ && client_->pass_through(), counters_,
+                                 book_ ? book_->markers() : 0, book_ ? book_->reported() : 0);
+      !st) {
+    log(st.message());
+  }
 }
 
 }  // namespace
@@ -702,6 +677,14 @@ CUresult intercept_launch(const LaunchCall& call) noexcept {
   } catch (...) {
     // Nothing of the library's may fail the application's launch.
     return call.invoke(call.args, call.stream);
+  }
+}
+
+std::optional<int> note_new_stream_priority(std::optional<int> asked) noexcept {
+  try {
+    return instance().new_stream_priority(asked);
+  } catch (...) {
+    return std::nullopt;
   }
 }
 
@@ -719,7 +702,21 @@ void note_stream_destroyed(CUstream stream) noexcept {
 
 void note_capture_begun() noexcept { instance().capture_begun(); }
 void note_capture_ended() noexcept { instance().capture_ended(); }
-void note_synchronized() noexcept { instance().synchronized(); }
+
+SyncMark note_sync_begin(CUstream stream, bool per_thread, bool whole_context) noexcept {
+  try {
+    return instance().sync_begin(stream, per_thread, whole_context);
+  } catch (...) {
+    return SyncMark{};
+  }
+}
+
+void note_sync_end(const SyncMark& mark, CUresult r) noexcept {
+  try {
+    instance().sync_end(mark, r);
+  } catch (...) {
+  }
+}
 
 void note_allocated(CUdeviceptr ptr, size_t bytes) noexcept {
   try {

@@ -1,21 +1,32 @@
 // The launch path of an intercepted process: every kernel (or CUDA graph) launch the hooks catch
-// comes here. Lazily, on the first launch (or request mark), the interceptor reads its settings and
-// registers the process with the node daemon (ipc::TenantClient); any failure makes it pass every call through
-// for the process's life, with one line on stderr. While connected, a launch is noticed to the
-// daemon, waits for its release unless the daemon lets the tenant run free, and goes where the
-// decision puts it:
-//   - the application's own stream, when the decision is the whole GPU at that stream's priority;
-//   - else a shadow stream for (application stream, priority, SM set): a green-context stream of
-//     the announced SM set, or a plain stream of the decided priority; an event hand-off before
-//     (application -> shadow) and after (shadow -> application) keeps the application stream's order.
-// After each released launch an event from a pool is recorded; a completion thread polls the
-// events and reports the completions, and builds the green contexts of announced SM sets.
-// Launches into a capturing stream pass through untouched.
+// comes here. Lazily, on the first launch (or stream creation, or request mark), the interceptor
+// reads its settings and registers the process with the node daemon (ipc::TenantClient); any
+// failure makes it pass every call through for the process's life, with one line on stderr.
+// While connected, a launch follows the tenant's lease (include/concord/lease.h), read from shared
+// memory with no call to the daemon:
+//   - an LC tenant launches at once and raises its work-in-flight flag on the node board (lowered
+//     when its launches have ended outside a request);
+//   - a BE tenant waits while its gate is closed (or closed while an LC flag it yields to is up),
+//     and while its launches in flight are at the lease's cap; then launches at once;
+//   - either way at the lease's priority: the stream's own when it matches (an LC tenant's streams
+//     are created at the high priority), else a launch attribute for a kernel, or a shadow stream
+//     with event hand-offs for a graph;
+//   - then the launch is noticed to the daemon (never blocking).
+// A per-launch lease (a policy without a lease form, BE tenants only) notices first and waits for
+// the daemon's decision, which may put the launch on a green-context stream of an SM set.
+// Completions: an event ("marker") after every CONCORD_MARKER_EVERY launches of a stream (every
+// launch when decisions are per launch, or often enough for an in-flight cap), one from the
+// completion thread when an LC stream goes quiet, and the application's own synchronisations;
+// each says its stream's launches up to it have ended. Launches into a capturing stream pass
+// through untouched.
 #pragma once
 
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "ipc/protocol.h"
 
@@ -31,17 +42,32 @@ struct LaunchCall {
   ipc::Dim3 grid, block;
   uint32_t shared_mem = 0;
   CUresult (*invoke)(const void* args, CUstream target) = nullptr;
+  // The same launch on `target` at stream priority `priority` (a launch attribute of
+  // cuLaunchKernelEx); null for a graph, which has no such attribute.
+  CUresult (*invoke_priority)(const void* args, CUstream target, int priority) = nullptr;
   const void* args = nullptr;
+};
+
+// What a synchronisation covers: (stream key, last launch, its count on the stream) of each
+// stream it waits for, taken before it begins.
+struct SyncMark {
+  std::vector<std::array<uint64_t, 3>> covered;
 };
 
 // The process's interceptor (made on first use, never destroyed: hooks run until the process's
 // last instruction; its threads stop at exit).
 CUresult intercept_launch(const LaunchCall& call) noexcept;
+// The priority to create an application's stream with (std::nullopt: as it asked; `asked`: the
+// priority it asked for, if any): an LC tenant's streams get its lease's high priority.
+std::optional<int> note_new_stream_priority(std::optional<int> asked) noexcept;
 void note_stream_created(CUstream stream) noexcept;
 void note_stream_destroyed(CUstream stream) noexcept;
 void note_capture_begun() noexcept;
 void note_capture_ended() noexcept;
-void note_synchronized() noexcept;
+// A synchronisation of `stream` (the calling thread's default stream for a null one in the _ptsz
+// flavour), or of the whole context; its end, when it returned `r`.
+SyncMark note_sync_begin(CUstream stream, bool per_thread, bool whole_context) noexcept;
+void note_sync_end(const SyncMark& mark, CUresult r) noexcept;
 void note_allocated(CUdeviceptr ptr, size_t bytes) noexcept;
 void note_freed(CUdeviceptr ptr) noexcept;
 // An LC request's boundaries as the application marks them (include/concord/intercept.h).

@@ -266,6 +266,7 @@ void write_body(Writer& w, const Message& m) {
           w.dim3(v.block);
           w.u32(v.shared_mem);
           w.u8(v.graph ? 1 : 0);
+          w.u64(v.at_ns);
         } else if constexpr (std::is_same_v<T, Decision>) {
           w.u64(v.seq);
           w.u8(static_cast<uint8_t>(v.verdict));
@@ -273,7 +274,9 @@ void write_body(Writer& w, const Message& m) {
           w.u32(v.sm_set);
         } else if constexpr (std::is_same_v<T, CompletionNotice>) {
           w.u64(v.seq);
+          w.u64(v.stream);
           w.u8(v.ok ? 1 : 0);
+          w.u64(v.at_ns);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           w.u64(v.sent_ns);
         } else if constexpr (std::is_same_v<T, Bye>) {
@@ -311,11 +314,10 @@ void write_body(Writer& w, const Message& m) {
           w.u32(v.handle);
           w.u8(static_cast<uint8_t>(v.words.size()));
           for (uint64_t word : v.words) w.u64(word);
-        } else if constexpr (std::is_same_v<T, TenantMode>) {
-          w.u8(v.free_run ? 1 : 0);
         } else if constexpr (std::is_same_v<T, RequestBoundary>) {
           w.u8(static_cast<uint8_t>(v.edge));
           w.u64(v.last_seq);
+          w.u64(v.at_ns);
         }
         // ListTenants, GetStats, Ack: no body.
       },
@@ -359,6 +361,7 @@ Result<Message> read_body(Reader& r, MessageType type) {
       CONCORD_RETURN_IF_ERROR(r.dim3(v.block, "block"));
       CONCORD_RETURN_IF_ERROR(r.u32(v.shared_mem, "shared_mem"));
       CONCORD_RETURN_IF_ERROR(read_bool(r, v.graph, "graph"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.at_ns, "at_ns"));
       return Message(v);
     }
     case MessageType::decision: {
@@ -377,7 +380,9 @@ Result<Message> read_body(Reader& r, MessageType type) {
     case MessageType::completion: {
       CompletionNotice v;
       CONCORD_RETURN_IF_ERROR(r.u64(v.seq, "seq"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.stream, "stream"));
       CONCORD_RETURN_IF_ERROR(read_bool(r, v.ok, "ok"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.at_ns, "at_ns"));
       return Message(v);
     }
     case MessageType::heartbeat: {
@@ -453,11 +458,6 @@ Result<Message> read_body(Reader& r, MessageType type) {
       for (uint64_t& word : v.words) CONCORD_RETURN_IF_ERROR(r.u64(word, "words"));
       return Message(std::move(v));
     }
-    case MessageType::tenant_mode: {
-      TenantMode v;
-      CONCORD_RETURN_IF_ERROR(read_bool(r, v.free_run, "free_run"));
-      return Message(v);
-    }
     case MessageType::request: {
       RequestBoundary v;
       uint8_t edge = 0;
@@ -465,6 +465,7 @@ Result<Message> read_body(Reader& r, MessageType type) {
       if (edge > 1) return r.fail("edge", fmt::format("{} is not begin (0) or end (1)", edge));
       v.edge = static_cast<RequestEdge>(edge);
       CONCORD_RETURN_IF_ERROR(r.u64(v.last_seq, "last_seq"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.at_ns, "at_ns"));
       return Message(v);
     }
     case MessageType::error: {
@@ -499,7 +500,6 @@ bool known_type(uint16_t t) {
     case MessageType::ack:
     case MessageType::error:
     case MessageType::sm_set:
-    case MessageType::tenant_mode:
     case MessageType::request: return true;
   }
   return false;
@@ -527,7 +527,6 @@ const char* to_string(MessageType type) {
     case MessageType::ack: return "ack";
     case MessageType::error: return "error";
     case MessageType::sm_set: return "sm set";
-    case MessageType::tenant_mode: return "tenant mode";
     case MessageType::request: return "request boundary";
   }
   return "unknown";
@@ -571,8 +570,7 @@ MessageType type_of(const Message& message) {
       MessageType::register_tenant, MessageType::launch_notice, MessageType::decision, MessageType::completion,
       MessageType::heartbeat,       MessageType::bye,           MessageType::list_tenants, MessageType::get_stats,
       MessageType::set_weight,      MessageType::registered,    MessageType::tenant_list, MessageType::stats,
-      MessageType::ack,             MessageType::error,         MessageType::sm_set,      MessageType::tenant_mode,
-      MessageType::request};
+      MessageType::ack,             MessageType::error,         MessageType::sm_set,      MessageType::request};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[message.index()];
 }
@@ -583,8 +581,8 @@ bool allowed_on(MessageType type, Channel channel) {
       return type == MessageType::launch_notice || type == MessageType::completion || type == MessageType::request ||
              type == MessageType::heartbeat || type == MessageType::bye;
     case Channel::down_ring:
-      return type == MessageType::decision || type == MessageType::sm_set || type == MessageType::tenant_mode ||
-             type == MessageType::heartbeat || type == MessageType::bye;
+      return type == MessageType::decision || type == MessageType::sm_set || type == MessageType::heartbeat ||
+             type == MessageType::bye;
     case Channel::control_request:
       return type == MessageType::register_tenant || type == MessageType::list_tenants ||
              type == MessageType::get_stats || type == MessageType::set_weight || type == MessageType::bye;
@@ -665,14 +663,15 @@ Result<Message> decode_on(std::span<const uint8_t> frame, Channel channel) {
   return message;
 }
 
-Status LaunchLedger::notice(uint64_t seq) {
+Status LaunchLedger::notice(uint64_t seq, uint64_t stream, bool released) {
   if (seq != last_noticed_ + 1) {
     return Status::failed_precondition(fmt::format("launch notice: field seq: {} after {} (each notice is the next number)", seq, last_noticed_));
   }
   if (states_.size() >= max_outstanding_) {
     return Status::failed_precondition(fmt::format("launch notice: field seq: {} launches outstanding, the limit", states_.size()));
   }
-  states_.emplace(seq, State::noticed);
+  states_.emplace(seq, Entry{released ? State::released : State::noticed, stream});
+  by_stream_[stream].push_back(seq);
   last_noticed_ = seq;
   return Status::ok();
 }
@@ -682,23 +681,42 @@ Status LaunchLedger::decision(const Decision& decision) {
   if (it == states_.end()) {
     return Status::failed_precondition(fmt::format("decision: field seq: {} is not a launch waiting for one", decision.seq));
   }
-  if (it->second == State::released) {
+  if (it->second.state == State::released) {
     return Status::failed_precondition(fmt::format("decision: field seq: {} was released already", decision.seq));
   }
-  if (decision.verdict == Verdict::hold && it->second == State::held) {
+  if (decision.verdict == Verdict::hold && it->second.state == State::held) {
     return Status::failed_precondition(fmt::format("decision: field verdict: {} is held already", decision.seq));
   }
-  it->second = decision.verdict == Verdict::release ? State::released : State::held;
+  it->second.state = decision.verdict == Verdict::release ? State::released : State::held;
   return Status::ok();
 }
 
-Status LaunchLedger::completion(uint64_t seq) {
-  const auto it = states_.find(seq);
-  if (it == states_.end() || it->second != State::released) {
-    return Status::failed_precondition(fmt::format("completion: field seq: {} is not a released launch", seq));
+Result<std::vector<uint64_t>> LaunchLedger::completion(uint64_t seq, uint64_t stream) {
+  if (seq == 0 || seq > last_noticed_) {
+    return Status::failed_precondition(fmt::format("completion: field seq: {} was never noticed (last notice {})", seq, last_noticed_));
   }
-  states_.erase(it);
-  return Status::ok();
+  if (const auto it = states_.find(seq); it != states_.end() && it->second.stream != stream) {
+    return Status::failed_precondition(fmt::format("completion: field stream: launch {} was noticed on stream {:#x}, not {:#x}", seq,
+                                                   it->second.stream, stream));
+  }
+  std::vector<uint64_t> ended;
+  const auto s = by_stream_.find(stream);
+  if (s == by_stream_.end()) return ended;
+  std::deque<uint64_t>& q = s->second;
+  // Check first, then change: a refused completion changes nothing.
+  for (uint64_t k : q) {
+    if (k > seq) break;
+    if (states_.at(k).state != State::released) {
+      return Status::failed_precondition(fmt::format("completion: field seq: {} covers launch {}, which was not released", seq, k));
+    }
+  }
+  while (!q.empty() && q.front() <= seq) {
+    ended.push_back(q.front());
+    states_.erase(q.front());
+    q.pop_front();
+  }
+  if (q.empty()) by_stream_.erase(s);
+  return ended;
 }
 
 }  // namespace concord::ipc

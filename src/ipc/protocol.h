@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <span>
 #include <string>
@@ -25,9 +26,10 @@
 namespace concord::ipc {
 
 inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
-// 2: SM-set announcements, tenant modes and request boundaries; tenant entries carry completions
-// and LC latency percentiles.
-inline constexpr uint16_t kVersion = 2;
+// 3: leases (the registration's reply carries the lease page and the node board); notices,
+// completions and request boundaries carry the tenant's clock; a completion covers every earlier
+// launch of its stream; no tenant modes.
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kHeaderBytes = 12;
 // The largest frame either side accepts (a tenant list of many tenants is the largest).
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
@@ -61,7 +63,6 @@ enum class MessageType : uint16_t {
   // daemon -> tenant library, down ring
   decision = 3,
   sm_set = 7,
-  tenant_mode = 8,
   // either way, rings; bye also on the control socket (the caller's tenants leave)
   heartbeat = 5,
   bye = 6,
@@ -96,7 +97,8 @@ struct RegisterTenant {
   bool operator==(const RegisterTenant&) const = default;
 };
 
-// One kernel launch (or CUDA graph launch, placed as one unit) the process wants to make.
+// One kernel launch (or CUDA graph launch, placed as one unit) the process makes (under a lease:
+// has made) or wants to make (per-launch decisions).
 struct LaunchNotice {
   uint64_t seq = 0;     // 1, 2, ... per tenant, in the order the process launched
   uint64_t stream = 0;  // the process's stream handle, as an opaque id (stream order is per id)
@@ -104,6 +106,7 @@ struct LaunchNotice {
   Dim3 grid, block;     // zero for a graph launch (a graph has no one shape)
   uint32_t shared_mem = 0;
   bool graph = false;
+  uint64_t at_ns = 0;   // CLOCK_MONOTONIC when the process launched it (or noticed it, per launch)
   bool operator==(const LaunchNotice&) const = default;
 };
 
@@ -122,10 +125,15 @@ struct Decision {
   bool operator==(const Decision&) const = default;
 };
 
-// A released launch ended on the device (ok: no error reported for it).
+// A released launch ended on the device, and with it every earlier launch of the same stream
+// (stream order: the library learns of ends from markers it records now and then and from the
+// application's synchronisations, not from an event per launch). ok: no error reported for it.
+// A launch ended before (by an earlier completion) may be named again: it changes nothing.
 struct CompletionNotice {
   uint64_t seq = 0;
+  uint64_t stream = 0;  // seq's stream, as its notice named it
   bool ok = true;
+  uint64_t at_ns = 0;   // CLOCK_MONOTONIC when the library learned of the end
   bool operator==(const CompletionNotice&) const = default;
 };
 
@@ -153,14 +161,6 @@ struct SmSetAnnounce {
 Result<std::vector<uint64_t>> sm_words(const std::vector<int>& sms);
 std::vector<int> sm_ids(const std::vector<uint64_t>& words);
 
-// How the tenant launches from now on: free_run = launch at once after posting the notice (no
-// wait for a decision); else wait for each launch's decision. Also kept in effect for launches
-// already noticed: a wait in progress is not cut short (their decisions still come).
-struct TenantMode {
-  bool free_run = false;
-  bool operator==(const TenantMode&) const = default;
-};
-
 // An LC request's boundary, posted by the library when the application calls
 // concord_request_begin() / concord_request_end(): the launches noticed between a begin and its
 // end are one request, whose latency runs from the begin to the end of its last launch.
@@ -170,6 +170,7 @@ enum class RequestEdge : uint8_t { begin = 0, end = 1 };
 struct RequestBoundary {
   RequestEdge edge = RequestEdge::begin;
   uint64_t last_seq = 0;
+  uint64_t at_ns = 0;  // CLOCK_MONOTONIC when the application marked it
   bool operator==(const RequestBoundary&) const = default;
 };
 
@@ -230,7 +231,7 @@ struct ErrorReply {
 
 using Message = std::variant<RegisterTenant, LaunchNotice, Decision, CompletionNotice, Heartbeat, Bye,
                              ListTenants, GetStats, SetWeight, Registered, TenantList, Stats, Ack, ErrorReply,
-                             SmSetAnnounce, TenantMode, RequestBoundary>;
+                             SmSetAnnounce, RequestBoundary>;
 
 MessageType type_of(const Message& message);
 // Whether a message of `type` may travel on `channel`.
@@ -252,23 +253,33 @@ Result<size_t> body_length(std::span<const uint8_t, kHeaderBytes> header);
 // of the GPU); past it, a notice is refused.
 inline constexpr size_t kMaxOutstandingLaunches = 65536;
 
-// The order of one tenant's launches through their life: noticed (seq 1, 2, ... with no gap),
-// held, released, completed. The daemon checks the notices and completions it takes; the library
-// checks the decisions it takes. A message out of order is refused by name and changes nothing.
+// The order of one tenant's launches through their life: noticed (seq 1, 2, ... with no gap, each
+// on a stream), held, released, completed. The daemon checks the notices and completions it takes;
+// the library checks the decisions it takes. A message out of order is refused by name and
+// changes nothing.
 class LaunchLedger {
  public:
   explicit LaunchLedger(size_t max_outstanding = 4096) : max_outstanding_(max_outstanding) {}
-  Status notice(uint64_t seq);
+  // `released`: launched already (under a lease), so no decision follows.
+  Status notice(uint64_t seq, uint64_t stream, bool released = false);
   Status decision(const Decision& decision);
-  Status completion(uint64_t seq);
+  // The launch `seq` of `stream` ended, and with it every earlier launch of that stream: the seqs
+  // that ended now, ascending (none when they had ended before). An error when seq was never
+  // noticed, was noticed on another stream, or an earlier launch of the stream was not released.
+  Result<std::vector<uint64_t>> completion(uint64_t seq, uint64_t stream);
   uint64_t last_noticed() const { return last_noticed_; }
   size_t outstanding() const { return states_.size(); }
 
  private:
   enum class State : uint8_t { noticed, held, released };
+  struct Entry {
+    State state = State::noticed;
+    uint64_t stream = 0;
+  };
   size_t max_outstanding_;
   uint64_t last_noticed_ = 0;
-  std::map<uint64_t, State> states_;
+  std::map<uint64_t, Entry> states_;
+  std::map<uint64_t, std::deque<uint64_t>> by_stream_;  // outstanding seqs of each stream, ascending
 };
 
 }  // namespace concord::ipc

@@ -39,12 +39,12 @@ struct Fd {
 };
 
 // Maps all of an object opened as `fd` (its size from fstat, never from its contents).
-Result<std::pair<std::byte*, size_t>> map_whole(int fd, const std::string& name) {
+Result<std::pair<std::byte*, size_t>> map_whole(int fd, const std::string& name, int prot = PROT_READ | PROT_WRITE) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return errno_status("fstat", name, errno);
   if (st.st_size <= 0) return Status::failed_precondition(fmt::format("shared memory {}: empty (its creator has not sized it yet)", name));
   const auto bytes = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, prot, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return errno_status("mmap", name, errno);
   return std::pair{static_cast<std::byte*>(p), bytes};
 }
@@ -102,19 +102,44 @@ Result<SharedMemory> SharedMemory::create_sealed(const std::string& label, size_
   return m;
 }
 
-Result<SharedMemory> SharedMemory::from_fd(int raw, const std::string& label) {
+namespace {
+
+Result<std::pair<std::byte*, size_t>> map_sealed(int raw, const std::string& label, int prot) {
   Fd fd{raw};
   const int seals = ::fcntl(fd.fd, F_GET_SEALS);
   if (seals < 0) return errno_status("F_GET_SEALS", label, errno);
   if ((seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL)) {
     return Status::failed_precondition(fmt::format("shared memory {}: not sealed against shrinking", label));
   }
-  auto mapped = map_whole(fd.fd, label);
+  return map_whole(fd.fd, label, prot);
+}
+
+}  // namespace
+
+Result<SharedMemory> SharedMemory::from_fd(int raw, const std::string& label) {
+  auto mapped = map_sealed(raw, label, PROT_READ | PROT_WRITE);
   if (!mapped.is_ok()) return mapped.status();
   SharedMemory m;
   m.name_ = label;
   std::tie(m.data_, m.size_) = *mapped;
   return m;
+}
+
+Result<SharedMemory> SharedMemory::from_fd_read_only(int raw, const std::string& label) {
+  auto mapped = map_sealed(raw, label, PROT_READ);
+  if (!mapped.is_ok()) return mapped.status();
+  SharedMemory m;
+  m.name_ = label;
+  std::tie(m.data_, m.size_) = *mapped;
+  return m;
+}
+
+Result<int> SharedMemory::reopen(int flags) const {
+  if (fd_ < 0) return Status::failed_precondition(fmt::format("shared memory {}: not a sealed object this process made", name_));
+  const std::string path = fmt::format("/proc/self/fd/{}", fd_);
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return errno_status("reopen", name_, errno);
+  return fd;
 }
 
 SharedMemory::SharedMemory(SharedMemory&& other) noexcept { *this = std::move(other); }

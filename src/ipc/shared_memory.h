@@ -30,6 +30,8 @@ class SharedMemory {
   // Maps a sealed object received as a descriptor (taking the descriptor: it is closed here); one
   // whose size could still change is refused.
   static Result<SharedMemory> from_fd(int fd, const std::string& label);
+  // The same, mapped read-only (a descriptor opened read-only can be mapped no other way).
+  static Result<SharedMemory> from_fd_read_only(int fd, const std::string& label);
 
   SharedMemory() = default;
   SharedMemory(SharedMemory&& other) noexcept;
@@ -44,6 +46,9 @@ class SharedMemory {
   bool owner() const { return owner_; }
   // The descriptor of a sealed object this handle created (-1 otherwise).
   int fd() const { return fd_; }
+  // Another descriptor of the sealed object this handle created, opened anew with `flags`
+  // (O_RDONLY: one through which the peer can neither write nor resize it); the caller owns it.
+  Result<int> reopen(int flags) const;
   // Removes the name now (the mapping stays): the creator's side does it once the peer attached,
   // so nothing is left in /dev/shm if both die.
   Status unlink();

@@ -4,9 +4,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -25,8 +27,14 @@ constexpr uint64_t kLivenessCheckNs = 2'000'000;
 
 class Client final : public TenantClient {
  public:
-  Client(TenantClientOptions options, ControlClient control, TenantChannel channel, uint64_t tenant)
-      : options_(std::move(options)), control_(std::move(control)), channel_(std::move(channel)), tenant_(tenant) {
+  Client(TenantClientOptions options, ControlClient control, TenantChannel channel, LeaseReader lease, NodeBoard board,
+         uint64_t tenant)
+      : options_(std::move(options)),
+        control_(std::move(control)),
+        channel_(std::move(channel)),
+        lease_(std::move(lease)),
+        board_(std::move(board)),
+        tenant_(tenant) {
     const uint64_t now = monotonic_ns();
     channel_.up().claim(RingSide::producer, options_.info.pid, 1, now);
     channel_.down().claim(RingSide::consumer, options_.info.pid, 1, now);
@@ -38,21 +46,50 @@ class Client final : public TenantClient {
 
   uint64_t tenant() const override { return tenant_; }
   bool pass_through() const override { return pass_.load(std::memory_order_acquire); }
-  bool free_run() const override { return !pass_through() && free_run_.load(std::memory_order_acquire); }
 
-  Result<uint64_t> notice(LaunchNotice notice) override {
+  LeaseTerms lease() const override {
+    if (pass_through()) return LeaseTerms{};
+    Result<LeaseTerms> t = lease_.read();
+    return t.is_ok() ? *t : LeaseTerms{};
+  }
+  uint64_t lc_active() const override { return pass_through() ? 0 : board_.lc_active(); }
+  void raise_lc(uint32_t slot) override {
+    if (!pass_through() && board_writable()) board_.raise(slot);
+  }
+  void lower_lc(uint32_t slot) override {
+    if (board_writable()) board_.lower(slot);
+  }
+
+  LeaseTerms wait_open(uint64_t timeout_ns, uint64_t recheck_ns) override {
+    const uint64_t start = monotonic_ns();
+    for (;;) {
+      const uint32_t seen = board_.wake_word();
+      const LeaseTerms t = lease();
+      if (pass_through() || admission(t, board_.lc_active()).open) return t;
+      const uint64_t now = monotonic_ns();
+      if (now - start >= timeout_ns) return t;
+      board_.wait(seen, std::min(recheck_ns, timeout_ns - (now - start)));
+      // A daemon that died while the gate was closed must not keep it closed: its liveness every
+      // few milliseconds of a long wait.
+      if (monotonic_ns() - last_liveness_ns_.load(std::memory_order_relaxed) >= kLivenessCheckNs) {
+        last_liveness_ns_.store(monotonic_ns(), std::memory_order_relaxed);
+        (void)daemon_alive(monotonic_ns());
+      }
+    }
+  }
+
+  Result<uint64_t> notice(LaunchNotice notice, bool launched) override {
     if (pass_through()) return uint64_t{0};
     std::unique_lock lock(mu_);
     notice.seq = next_seq_ + 1;
-    CONCORD_RETURN_IF_ERROR(ledger_.notice(notice.seq));
+    if (notice.at_ns == 0) notice.at_ns = monotonic_ns();
+    CONCORD_RETURN_IF_ERROR(ledger_.notice(notice.seq, notice.stream, launched));
     next_seq_ = notice.seq;
-    if (free_run_.load(std::memory_order_relaxed)) {
-      // Launched without waiting: released in the books now; its decision, when it comes, only
-      // closes the daemon's.
-      free_running_.insert(notice.seq);
-      CONCORD_RETURN_IF_ERROR(ledger_.decision(whole_gpu_release(notice.seq)));
+    if (launched) {
+      if (!post(lock, notice)) return uint64_t{0};
+    } else if (!push_up(lock, notice)) {
+      return uint64_t{0};
     }
-    if (!push_up(lock, notice)) return uint64_t{0};
     return notice.seq;
   }
 
@@ -66,7 +103,6 @@ class Client final : public TenantClient {
       {
         std::unique_lock lock(mu_);
         take_down();
-        if (free_running_.count(seq) > 0) return whole_gpu_release(seq);
         if (const auto it = released_.find(seq); it != released_.end()) {
           const Decision d = it->second;
           released_.erase(it);
@@ -93,12 +129,20 @@ class Client final : public TenantClient {
     }
   }
 
-  Status completed(uint64_t seq, bool ok) override {
+  Status completed(uint64_t seq, uint64_t stream, bool ok, uint64_t at_ns) override {
     if (seq == 0 || pass_through()) return Status::ok();
     std::unique_lock lock(mu_);
-    CONCORD_RETURN_IF_ERROR(ledger_.completion(seq));
-    push_up(lock, CompletionNotice{seq, ok});
+    Result<std::vector<uint64_t>> ended = ledger_.completion(seq, stream);
+    if (!ended.is_ok()) return ended.status();
+    if (ended->empty() && ok) return Status::ok();  // told before (a marker behind a synchronisation)
+    post(lock, CompletionNotice{seq, stream, ok, at_ns != 0 ? at_ns : monotonic_ns()});
     return Status::ok();
+  }
+
+  void flush() override {
+    if (pass_through()) return;
+    std::unique_lock lock(mu_);
+    (void)drain_overflow();
   }
 
   std::vector<SmSetAnnouncement> take_announcements() override {
@@ -122,6 +166,7 @@ class Client final : public TenantClient {
     if (heartbeat_.joinable()) heartbeat_.join();
     if (!pass_.exchange(true)) {
       std::unique_lock lock(mu_);
+      (void)drain_overflow();
       push_up(lock, Bye{ByeReason::exit}, /*final=*/true);
       (void)control_.call(Bye{ByeReason::exit}, std::chrono::milliseconds(200));
     }
@@ -130,36 +175,79 @@ class Client final : public TenantClient {
   }
 
  private:
+  // What may queue in the process while the up ring is full, at most (then pass-through: a daemon
+  // that reads nothing for this long is not serving the tenant).
+  static constexpr size_t kMaxOverflow = 65536;
+
+  bool board_writable() const { return options_.info.cls == TenantClass::latency_critical && board_.valid(); }
+
   Status boundary(RequestEdge edge) {
     if (pass_through()) return Status::ok();
     std::unique_lock lock(mu_);
-    push_up(lock, RequestBoundary{edge, next_seq_});
+    post(lock, RequestBoundary{edge, next_seq_, monotonic_ns()});
     return Status::ok();
   }
 
-  // Posts one message up (mu_ held). A full ring is waited out while the daemon lives; false when
-  // the client turned pass-through instead.
+  // Posts one message up without ever waiting (mu_ held): behind what queued before it, into the
+  // ring while it has room, else into the process's queue. False when the client turned
+  // pass-through instead.
+  bool post(std::unique_lock<std::mutex>& lock, const Message& m) {
+    (void)lock;
+    if (pass_through() || !drain_overflow()) return false;
+    if (overflow_.empty()) {
+      const int r = try_push(m);
+      if (r != 0) return r > 0;
+    }
+    if (overflow_.size() >= kMaxOverflow) {
+      go_pass_through(fmt::format("the daemon read nothing while {} messages queued", kMaxOverflow));
+      return false;
+    }
+    overflow_.push_back(m);
+    return true;
+  }
+
+  // One message into the up ring: 1 posted, 0 the ring is full, -1 pass-through now.
+  int try_push(const Message& m) {
+    Result<std::span<uint8_t>> slot = channel_.up().reserve();
+    if (!slot.is_ok()) {
+      go_pass_through("up ring: " + slot.status().message());
+      return -1;
+    }
+    if (slot->empty()) return 0;
+    Result<size_t> n = encode_into(m, *slot);
+    if (!n.is_ok()) {
+      go_pass_through("encode: " + n.status().message());
+      return -1;
+    }
+    if (Status s = channel_.up().commit(*n); !s.is_ok()) {
+      go_pass_through("up ring: " + s.message());
+      return -1;
+    }
+    return 1;
+  }
+
+  // Moves what queued into the ring while it has room (mu_ held); false when the ring broke.
+  bool drain_overflow() {
+    while (!overflow_.empty()) {
+      const int r = try_push(overflow_.front());
+      if (r < 0) return false;
+      if (r == 0) return true;
+      overflow_.pop_front();
+    }
+    return true;
+  }
+
+  // Posts one message up (mu_ held), waiting out a full ring while the daemon lives (a launch that
+  // waits for its decision anyway); false when the client turned pass-through instead.
   bool push_up(std::unique_lock<std::mutex>& lock, const Message& m, bool final = false) {
     for (int i = 0;; ++i) {
-      Result<std::span<uint8_t>> slot = channel_.up().reserve();
-      if (!slot.is_ok()) {
-        go_pass_through("up ring: " + slot.status().message());
-        return false;
-      }
-      if (!slot->empty()) {
-        Result<size_t> n = encode_into(m, *slot);
-        if (!n.is_ok()) {
-          go_pass_through("encode: " + n.status().message());
-          return false;
-        }
-        if (Status s = channel_.up().commit(*n); !s.is_ok()) {
-          go_pass_through("up ring: " + s.message());
-          return false;
-        }
-        return true;
+      if (!drain_overflow()) return false;
+      if (overflow_.empty()) {
+        const int r = try_push(m);
+        if (r != 0) return r > 0;
       }
       // Full: the daemon is behind (or gone). Let it catch up without holding the lock.
-      if (final || (!final && pass_through())) return false;
+      if (final || pass_through()) return false;
       if (i >= options_.wait.spin_iterations && !daemon_alive(monotonic_ns())) return false;
       lock.unlock();
       if (i < options_.wait.spin_iterations) cpu_pause();
@@ -185,10 +273,6 @@ class Client final : public TenantClient {
         return;
       }
       if (const auto* d = std::get_if<Decision>(&*m)) {
-        if (free_running_.count(d->seq)) {
-          if (d->verdict == Verdict::release) free_running_.erase(d->seq);
-          continue;
-        }
         if (Status s = ledger_.decision(*d); !s.is_ok()) {
           go_pass_through("down ring: " + s.message());
           return;
@@ -201,8 +285,6 @@ class Client final : public TenantClient {
         }
       } else if (const auto* a = std::get_if<SmSetAnnounce>(&*m)) {
         announcements_.push_back(SmSetAnnouncement{a->handle, sm_ids(a->words)});
-      } else if (const auto* t = std::get_if<TenantMode>(&*m)) {
-        free_run_.store(t->free_run, std::memory_order_release);
       } else if (std::holds_alternative<Bye>(*m)) {
         go_pass_through("the daemon said goodbye");
         return;
@@ -229,6 +311,8 @@ class Client final : public TenantClient {
     // what it had dispatched rather than waiting forever for completions that will not come.
     channel_.up().close(RingSide::producer);
     (void)::shutdown(control_.fd(), SHUT_RDWR);
+    // Launches waiting for a gate go on (they now see an open lease).
+    if (board_.valid()) board_.wake_waiters();
   }
 
   void beat_loop() {
@@ -247,6 +331,7 @@ class Client final : public TenantClient {
           const ssize_t n = ::recv(control_.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
           if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) go_pass_through("the daemon closed the control socket");
         }
+        flush();
       }
       stop_cv_.wait_for(lock, options_.heartbeat_period, [this] { return stopping_; });
     }
@@ -255,19 +340,21 @@ class Client final : public TenantClient {
   TenantClientOptions options_;
   ControlClient control_;
   TenantChannel channel_;
+  LeaseReader lease_;
+  NodeBoard board_;
   const uint64_t tenant_;
 
-  std::mutex mu_;  // the rings' ends, the ledger and what came down
+  std::mutex mu_;  // the rings' ends, the ledger, what came down and what queued up
   LaunchLedger ledger_{kMaxOutstandingLaunches};
   uint64_t next_seq_ = 0;
   std::map<uint64_t, Decision> released_;  // releases not yet waited for
   std::set<uint64_t> held_;
-  std::set<uint64_t> free_running_;        // noticed in free-run: no wait, decision discarded
   std::vector<SmSetAnnouncement> announcements_;
+  std::deque<Message> overflow_;
 
   std::atomic<bool> pass_{false};
-  std::atomic<bool> free_run_{false};
   std::atomic<bool> closed_{false};
+  std::atomic<uint64_t> last_liveness_ns_{0};
   std::mutex why_mu_;
   std::string why_;
 
@@ -286,26 +373,31 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
   if (!control.is_ok()) return control.status();
   std::vector<int> fds;
   Result<Message> reply = control->call(o.info, o.connect_timeout, fds);
-  // Descriptors beyond the two rings' are not ours to keep.
-  for (size_t i = 2; i < fds.size(); ++i) ::close(fds[i]);
-  const bool passed = fds.size() >= 2;
-  if (!reply.is_ok() || !std::holds_alternative<Registered>(*reply)) {
-    for (size_t i = 0; i < std::min<size_t>(fds.size(), 2); ++i) ::close(fds[i]);
-  }
+  // The reply carries four descriptors: up ring, down ring, lease page, node board. Any beyond
+  // them are not ours to keep, and none is kept when the reply is not a registration.
+  constexpr size_t kFds = 4;
+  const bool registered = reply.is_ok() && std::holds_alternative<Registered>(*reply) && fds.size() >= kFds;
+  for (size_t i = registered ? kFds : 0; i < fds.size(); ++i) ::close(fds[i]);
   if (!reply.is_ok()) return reply.status();
   if (const auto* e = std::get_if<ErrorReply>(&*reply)) {
     return Status(e->code, "the daemon refused the registration: " + e->message);
   }
   const auto* r = std::get_if<Registered>(&*reply);
   if (r == nullptr) return Status::parse_error(fmt::format("register: the daemon answered with a {} message", to_string(type_of(*reply))));
-  // The rings come as sealed descriptors with the reply (nothing in /dev/shm), or by name.
-  Result<TenantChannel> channel = passed ? TenantChannel::from_fds(fds[0], fds[1], r->channel) : TenantChannel::open(r->channel);
+  if (!registered) return Status::parse_error(fmt::format("register: {} descriptors came with the reply, not {}", fds.size(), kFds));
+  // Each of these takes its descriptor, also when it fails.
+  Result<TenantChannel> channel = TenantChannel::from_fds(fds[0], fds[1], r->channel);
+  Result<LeaseReader> lease = LeaseReader::from_fd(fds[2], r->channel + ".lease");
+  Result<NodeBoard> board = NodeBoard::from_fd(fds[3], r->channel + ".board", o.info.cls == TenantClass::latency_critical);
   if (!channel.is_ok()) return channel.status();
+  if (!lease.is_ok()) return lease.status();
+  if (!board.is_ok()) return board.status();
   if (channel->up().max_message() + sizeof(uint32_t) < kRingSlotBytes ||
       channel->down().max_message() + sizeof(uint32_t) < kRingSlotBytes) {
     return Status::failed_precondition(fmt::format("rings {}: slots under {} bytes", r->channel, kRingSlotBytes));
   }
-  return std::unique_ptr<TenantClient>(std::make_unique<Client>(std::move(o), std::move(*control), std::move(*channel), r->tenant));
+  return std::unique_ptr<TenantClient>(std::make_unique<Client>(std::move(o), std::move(*control), std::move(*channel),
+                                                                std::move(*lease), std::move(*board), r->tenant));
 }
 
 }  // namespace concord::ipc

@@ -2,10 +2,17 @@
 // other tenant program use to be scheduled by concordd.
 //
 // A TenantClient registers over the control socket (and keeps that connection open for the
-// process's life, so the daemon notices a crash at once), opens the tenant's two rings, beats a
-// heartbeat from a thread of its own, posts launch notices and completions up, and takes decisions
-// (and SM-set announcements) down. It is safe to call from several application threads: posting
-// is serialised, and a decision for another thread's launch is kept for that thread.
+// process's life, so the daemon notices a crash at once), opens the tenant's two rings, its lease
+// page and the node board (ipc/lease_page.h), beats a heartbeat from a thread of its own, posts
+// launch notices and completions up, and takes decisions (and SM-set announcements) down. It is
+// safe to call from several application threads: posting is serialised, and a decision for
+// another thread's launch is kept for that thread.
+//
+// Under a lease (include/concord/lease.h) nothing on the launch path waits for the daemon: the
+// caller reads lease(), waits for the gate where it is closed (wait_open), launches, and then
+// posts the notice, which never blocks (a full ring queues it in the process until the daemon
+// catches up). Under a per-launch lease the caller posts the notice first and waits for its
+// decision (wait_release), as before leases.
 //
 // When the daemon goes away (its heartbeat stops, its pid is gone, the socket closes, or a wait
 // outlasts its bound) the client turns to pass-through for good: every later wait answers
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "concord/status.h"
+#include "ipc/lease_page.h"
 #include "ipc/protocol.h"
 #include "ipc/ring.h"
 
@@ -52,19 +60,33 @@ class TenantClient {
   virtual uint64_t tenant() const = 0;
   // True once the daemon is gone (or the client was closed): pass-through from then on.
   virtual bool pass_through() const = 0;
-  // True while the daemon lets this tenant launch without waiting for decisions (it still wants
-  // the notices and completions).
-  virtual bool free_run() const = 0;
+  // The lease now (pass-through: an open one at normal priority with no caps).
+  virtual LeaseTerms lease() const = 0;
+  // The node board's LC flags now (0 in pass-through).
+  virtual uint64_t lc_active() const = 0;
+  // An LC tenant raises and lowers its flag (the slot its lease names; no-ops without one or in
+  // pass-through). lower() wakes the launches waiting for gates.
+  virtual void raise_lc(uint32_t slot) = 0;
+  virtual void lower_lc(uint32_t slot) = 0;
+  // Waits until the lease's gate lets a launch go (admission().open) or `timeout_ns` passed, and
+  // returns the terms it saw last. Sleeps on the board's wake word between checks (at most
+  // `recheck_ns` at a time, so a wake-up nobody sent costs at most that).
+  virtual LeaseTerms wait_open(uint64_t timeout_ns, uint64_t recheck_ns = 2'000'000) = 0;
 
   // Posts a launch notice; fills in and returns its sequence number (1, 2, ...). In pass-through
-  // it posts nothing and returns 0.
-  virtual Result<uint64_t> notice(LaunchNotice notice) = 0;
+  // it posts nothing and returns 0. `launched`: the launch went out already (under an open lease):
+  // the notice never blocks and no decision follows; else the caller waits for the decision.
+  virtual Result<uint64_t> notice(LaunchNotice notice, bool launched = false) = 0;
   // Waits until the launch `seq` is released and returns the release decision (its priority and
   // SM-set handle). A hold is waited out. In pass-through (or when the daemon dies during the
   // wait) returns a release on the whole GPU at normal priority.
   virtual Result<Decision> wait_release(uint64_t seq) = 0;
-  // The launch `seq` ended on the device.
-  virtual Status completed(uint64_t seq, bool ok) = 0;
+  // The launch `seq` of `stream` ended on the device, and every earlier launch of that stream
+  // with it (`at_ns`: when the caller learned of it; 0: now). Never blocks.
+  virtual Status completed(uint64_t seq, uint64_t stream, bool ok, uint64_t at_ns = 0) = 0;
+  // Posts what queued in the process while the up ring was full (also done by every post and by
+  // the heartbeat thread).
+  virtual void flush() = 0;
   // SM sets announced so far and not yet taken by this call.
   virtual std::vector<SmSetAnnouncement> take_announcements() = 0;
   // An LC request's boundaries (concord_request_begin/end in the application): the launches

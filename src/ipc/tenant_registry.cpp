@@ -48,7 +48,7 @@ Message TenantRegistry::register_tenant(const PeerCredentials& peer, const Regis
     }
   }
   const uint64_t id = next_id_;
-  Result<std::string> channel = make_channel_(id, peer);
+  Result<std::string> channel = make_channel_(id, peer, request);
   if (!channel.is_ok()) {
     ++rejected_;
     return ErrorReply{channel.status().code(), fmt::format("register: {}", channel.status().message())};

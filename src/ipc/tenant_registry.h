@@ -36,8 +36,10 @@ inline constexpr int kTenantsPerUser = 64;
 
 class TenantRegistry final : public ControlHandler {
  public:
-  // Makes a new tenant's rings and returns their base name; an error refuses the registration.
-  using ChannelMaker = std::function<Result<std::string>(uint64_t tenant, const PeerCredentials& owner)>;
+  // Makes a new tenant's rings (and lease page) and returns their base name; an error refuses the
+  // registration.
+  using ChannelMaker =
+      std::function<Result<std::string>(uint64_t tenant, const PeerCredentials& owner, const RegisterTenant& info)>;
   explicit TenantRegistry(ChannelMaker make_channel) : make_channel_(std::move(make_channel)) {}
 
   Message handle(const PeerCredentials& peer, const Message& request) override;

@@ -1,3 +1,4 @@
+#include "concord/lease.h"
 #include "concord/policy.h"
 #include "policy/aker/aker_policy.h"
 #include "policy/baymax/baymax_policy.h"
@@ -7,15 +8,19 @@
 #include "policy/manual/manual_policy.h"
 #include "policy/pbs/pbs_policy.h"
 #include "policy/pbs_baselines/tlp_baselines.h"
+#include "policy/orion/orion_lease.h"
 #include "policy/orion/orion_policy.h"
+#include "policy/priority_streams/priority_streams_lease.h"
 #include "policy/priority_streams/priority_streams_policy.h"
 #include "policy/raise/raise_policy.h"
 #include "policy/raise_baselines/type_order_policy.h"
 #include "policy/random/random_policy.h"
 #include "policy/round_robin/round_robin_policy.h"
 #include "policy/serial/serial_policy.h"
+#include "policy/sgdrc/sgdrc_lease.h"
 #include "policy/sgdrc/sgdrc_policy.h"
 #include "policy/static_partition/static_partition_policy.h"
+#include "policy/streams/streams_lease.h"
 #include "policy/streams/streams_policy.h"
 #include "policy/tacker/tacker_policy.h"
 
@@ -117,6 +122,68 @@ const PolicyRegistry& builtin_policies() {
                policy::make_dyncta));
     must(r.add("modbypass", "PBS baseline Mod+Bypass-like: dyncta plus L1 bypass for tenants that miss in L1; params sms, window, warmup, tolerance, bypass_miss",
                policy::make_modbypass));
+    return r;
+  }();
+  return registry;
+}
+
+const char* to_string(LeaseGate gate) {
+  switch (gate) {
+    case LeaseGate::open: return "open";
+    case LeaseGate::closed: return "closed";
+    case LeaseGate::per_launch: return "per-launch";
+  }
+  return "unknown";
+}
+
+const char* to_string(LcYield yield) {
+  switch (yield) {
+    case LcYield::run: return "run";
+    case LcYield::close: return "close";
+    case LcYield::cap: return "cap";
+  }
+  return "unknown";
+}
+
+Status LeasePolicyRegistry::add(const std::string& name, LeasePolicyFactory factory) {
+  if (name.empty()) return Status::invalid_argument("a lease policy needs a name");
+  if (contains(name)) return Status::already_exists("a lease policy named '" + name + "' is already registered");
+  entries_.emplace_back(name, std::move(factory));
+  return Status::ok();
+}
+
+bool LeasePolicyRegistry::contains(const std::string& name) const {
+  for (const auto& [n, f] : entries_) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> LeasePolicyRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, f] : entries_) out.push_back(n);
+  return out;
+}
+
+Result<std::unique_ptr<LeasePolicy>> LeasePolicyRegistry::make(const std::string& name, const PolicyParams& params) const {
+  for (const auto& [n, factory] : entries_) {
+    if (n == name) return factory(params);
+  }
+  std::string known;
+  for (const auto& [n, f] : entries_) known += (known.empty() ? "" : ", ") + n;
+  return Status::not_found("no lease policy named '" + name + "' (with a lease form: " + known + ")");
+}
+
+const LeasePolicyRegistry& builtin_lease_policies() {
+  static const LeasePolicyRegistry registry = [] {
+    LeasePolicyRegistry r;
+    auto must = [](Status s) {
+      if (!s) throw std::logic_error(s.to_string());
+    };
+    must(r.add("streams", policy::make_streams_lease));
+    must(r.add("priority-streams", policy::make_priority_streams_lease));
+    must(r.add("orion", policy::make_orion_lease));
+    must(r.add("sgdrc", policy::make_sgdrc_lease));
     return r;
   }();
   return registry;

@@ -22,6 +22,7 @@
 #include <future>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -68,6 +69,36 @@ void put(int fd, const Record& r) {
   if (::write(fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(5);
 }
 
+// One launch of a fake tenant as the interception library makes it: under a per-launch lease,
+// notice and wait for the decision; under an open one, a BE tenant waits while its gate is closed
+// and an LC tenant raises its flag, then it launches and notices. Returns the launch's seq and
+// its priority (0 when the client turned pass-through).
+std::pair<uint64_t, ipc::Priority> start_launch(ipc::TenantClient& c, const ipc::LaunchNotice& n) {
+  ipc::LeaseTerms terms = c.lease();
+  if (terms.gate == ipc::Gate::per_launch) {
+    Result<uint64_t> seq = c.notice(n);
+    if (!seq.is_ok() || *seq == 0) return {0, ipc::Priority::normal};
+    Result<ipc::Decision> d = c.wait_release(*seq);
+    if (!d.is_ok()) return {0, ipc::Priority::normal};
+    return {*seq, d->priority};
+  }
+  if (c.lease().lc_slot != ipc::kNoLcSlot) {
+    c.raise_lc(terms.lc_slot);
+  } else {
+    while (!ipc::admission(terms, c.lc_active()).open && !c.pass_through()) terms = c.wait_open(1'000'000'000);
+  }
+  Result<uint64_t> seq = c.notice(n, /*launched=*/true);
+  if (!seq.is_ok()) return {0, ipc::Priority::normal};
+  return {*seq, terms.priority};
+}
+
+// Its end: completed on stream 1, and an LC tenant outside a request lowers its flag.
+void end_launch(ipc::TenantClient& c, uint64_t seq, bool in_request) {
+  (void)c.completed(seq, 1, true);
+  const ipc::LeaseTerms terms = c.lease();
+  if (!in_request && terms.lc_slot != ipc::kNoLcSlot) c.lower_lc(terms.lc_slot);
+}
+
 // The tenant process's body.
 [[noreturn]] void run_tenant(const std::string& socket, const Script& s, int out) {
   ipc::TenantClientOptions o;
@@ -82,16 +113,18 @@ void put(int fd, const Record& r) {
   }
   ipc::TenantClient& c = **client;
   for (int i = 0; i < s.launches; ++i) {
-    if (s.per_request > 0 && i % s.per_request == 0) (void)c.request_begin();
-    Result<uint64_t> seq = c.notice(ipc::LaunchNotice{0, 1, 7, s.grid, s.block, 0, false});
-    if (!seq.is_ok()) ::_exit(4);
-    Result<ipc::Decision> d = c.wait_release(*seq);
-    if (!d.is_ok()) ::_exit(4);
+    const bool begins = s.per_request > 0 && i % s.per_request == 0;
+    const bool ends = s.per_request > 0 && (i % s.per_request == s.per_request - 1 || i == s.launches - 1);
+    if (begins) {
+      (void)c.request_begin();
+      if (c.lease().lc_slot != ipc::kNoLcSlot) c.raise_lc(c.lease().lc_slot);
+    }
+    const auto [seq, priority] = start_launch(c, ipc::LaunchNotice{0, 1, 7, s.grid, s.block, 0, false, 0});
+    if (seq == 0 && !c.pass_through()) ::_exit(4);
     Record r;
     r.kind = 1;
-    r.seq = *seq;
-    r.priority = static_cast<uint8_t>(d->priority);
-    r.sm_set = d->sm_set;
+    r.seq = seq;
+    r.priority = static_cast<uint8_t>(priority);
     r.pass = c.pass_through() ? 1 : 0;
     r.released_ns = static_cast<int64_t>(ipc::monotonic_ns());
     for (const ipc::SmSetAnnouncement& a : c.take_announcements()) {
@@ -110,8 +143,11 @@ void put(int fd, const Record& r) {
     std::this_thread::sleep_for(s.run);
     r.done_ns = static_cast<int64_t>(ipc::monotonic_ns());
     put(out, r);
-    (void)c.completed(*seq, true);
-    if (s.per_request > 0 && (i % s.per_request == s.per_request - 1 || i == s.launches - 1)) (void)c.request_end();
+    end_launch(c, seq, s.per_request > 0 && !ends);
+    if (ends) {
+      (void)c.request_end();
+      if (c.lease().lc_slot != ipc::kNoLcSlot) c.lower_lc(c.lease().lc_slot);
+    }
   }
   Record end;
   end.kind = 3;
@@ -251,7 +287,7 @@ class DaemonTest : public ::testing::Test {
     auto client = ipc::TenantClient::connect(client_options(be("train")));
     EXPECT_TRUE(client.is_ok()) << client.status().to_string();
     if (!client.is_ok()) return out;
-    const ipc::LaunchNotice notice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
+    const ipc::LaunchNotice notice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false, 0};
     out.first = *(*client)->notice(notice);
     const bool released = (*client)->wait_release(out.first).is_ok();
     EXPECT_TRUE(released) << "the first launch was not released";
@@ -327,13 +363,14 @@ TEST_F(DaemonTest, StreamsRunsTenantsSideBySide) {
 TEST_F(DaemonTest, PriorityStreamsGivesLcTheHighPriority) {
   ForkedTenant& l = add({lc("lc"), 10});
   ForkedTenant& b = add({be("be"), 10});
-  run_all("priority-streams");
+  run_all("priority-streams");  // on leases: nobody waits
   for (const Record& r : l.launches()) EXPECT_EQ(r.priority, static_cast<uint8_t>(ipc::Priority::high));
   for (const Record& r : b.launches()) EXPECT_EQ(r.priority, static_cast<uint8_t>(ipc::Priority::normal));
   EXPECT_GT(count_overlaps(l.launches(), b.launches()), 0) << "no holding under priority streams";
 }
 
-// BE kernels too big to share the GPU (Orion's SM threshold): none starts while an LC one runs.
+// Orion on leases: a BE tenant's gate is closed while the flag of a GPU-bound LC tenant (one not
+// measured yet counts as GPU-bound) is up; no BE launch starts while an LC request runs.
 TEST_F(DaemonTest, OrionHoldsBeWhileLcRuns) {
   Script l{lc("lc"), 9, 3};
   l.run = 8000us;
@@ -351,40 +388,42 @@ TEST_F(DaemonTest, OrionHoldsBeWhileLcRuns) {
   }
 }
 
-// SGDRC: LC on its side of the TPCs (high priority), a BE launch released while LC runs gets
-// SMs disjoint from the LC launch's.
-TEST_F(DaemonTest, SgdrcKeepsBeOffTheLcSide) {
-  Script l{lc("lc"), 9, 3};
-  l.run = 8000us;
-  Script b{be("be"), 30};
-  b.run = 1500us;
-  ForkedTenant& lt = add(l);
-  ForkedTenant& bt = add(b);
-  run_all("sgdrc");
-  auto sets = lt.sets();
-  for (const auto& [h, w] : bt.sets()) sets[h] = w;
-  int checked = 0;
-  for (const Record& y : lt.launches()) {
-    EXPECT_EQ(y.priority, static_cast<uint8_t>(ipc::Priority::high));
-    ASSERT_NE(y.sm_set, 0u) << "LC runs on its side, not the whole GPU";
-    ASSERT_TRUE(sets.count(y.sm_set)) << "the handle was announced before its use";
-    for (const Record& x : bt.launches()) {
-      if (!during(x, y)) continue;
-      ASSERT_NE(x.sm_set, 0u);
-      ASSERT_TRUE(sets.count(x.sm_set));
-      for (size_t k = 0; k < 4; ++k) EXPECT_EQ(sets[x.sm_set][k] & sets[y.sm_set][k], 0u) << "BE on the LC side";
-      ++checked;
-    }
+// SGDRC on leases: LC at high priority with a flag; a BE tenant keeps launching while that flag is
+// up, with at most `be_in_flight` launches in flight.
+TEST_F(DaemonTest, SgdrcCapsBeInFlightWhileLcWorkIsInFlight) {
+  start(options("sgdrc:be_in_flight=3"));
+  auto svc = ipc::TenantClient::connect(client_options(lc("svc")));
+  auto batch = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(svc.is_ok() && batch.is_ok());
+  const ipc::LeaseTerms l = (*svc)->lease();
+  EXPECT_EQ(l.priority, ipc::Priority::high);
+  ASSERT_NE(l.lc_slot, ipc::kNoLcSlot);
+  ipc::LeaseTerms b;
+  for (int i = 0; i < 200; ++i) {
+    b = (*batch)->lease();
+    if (b.yield_mask != 0) break;
+    std::this_thread::sleep_for(5ms);
   }
-  EXPECT_GT(checked, 0) << "BE ran beside LC at least once";
+  EXPECT_EQ(b.yield_mask, uint64_t{1} << l.lc_slot);
+  EXPECT_EQ(b.on_lc, ipc::OnLc::cap);
+  EXPECT_EQ(b.lc_max_in_flight, 3u);
+  EXPECT_EQ(b.priority, ipc::Priority::normal);
+  (*svc)->raise_lc(l.lc_slot);
+  const ipc::Admission a = ipc::admission(b, (*batch)->lc_active());
+  EXPECT_TRUE(a.open);
+  EXPECT_EQ(a.cap, 3u);
+  (*svc)->lower_lc(l.lc_slot);
+  EXPECT_EQ(ipc::admission(b, (*batch)->lc_active()).cap, 0u);
+  (*svc)->close();
+  (*batch)->close();
 }
 
-// One launch through an in-process client: notice, release, a sleep, completion.
-void launch_once(ipc::TenantClient& c, std::chrono::microseconds run = 0us) {
-  const uint64_t s = *c.notice(ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 0, false});
-  ASSERT_TRUE(c.wait_release(s).is_ok());
+// One launch through an in-process client, as its lease says: a sleep, then its completion.
+void launch_once(ipc::TenantClient& c, std::chrono::microseconds run = 0us, bool in_request = false) {
+  const auto [s, priority] = start_launch(c, ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 0, false, 0});
+  ASSERT_NE(s, 0u);
   std::this_thread::sleep_for(run);
-  ASSERT_TRUE(c.completed(s, true).is_ok());
+  end_launch(c, s, in_request);
 }
 
 // The daemon's metrics once `pattern` matches them (at most 3 s).
@@ -407,7 +446,7 @@ TEST_F(DaemonTest, LcLatencyIsMeasuredPerRequest) {
   // Three requests of three 3-ms launches: each request's latency is at least 9 ms.
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(c.request_begin().is_ok());
-    for (int i = 0; i < 3; ++i) launch_once(c, 3000us);
+    for (int i = 0; i < 3; ++i) launch_once(c, 3000us, true);
     ASSERT_TRUE(c.request_end().is_ok());
   }
   const std::string text = metrics_when(*daemon_, std::regex(R"(concord_tenant_requests_total\{[^}]*\} 3\n)"));
@@ -479,13 +518,13 @@ TEST_F(DaemonTest, ADaemonKilledLeavesItsTenantsRunningPassThrough) {
   int released = 0;
   for (int i = 0; i < 40; ++i) {
     if (i == 10) ::kill(child, SIGKILL);
-    Result<uint64_t> seq = c.notice(ipc::LaunchNotice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false});
+    Result<uint64_t> seq = c.notice(ipc::LaunchNotice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false, 0});
     ASSERT_TRUE(seq.is_ok());
     Result<ipc::Decision> d = c.wait_release(*seq);
     ASSERT_TRUE(d.is_ok());
     released += d->verdict == ipc::Verdict::release ? 1 : 0;
     std::this_thread::sleep_for(1ms);
-    ASSERT_TRUE(c.completed(*seq, true).is_ok());
+    ASSERT_TRUE(c.completed(*seq, 1, true).is_ok());
   }
   ::waitpid(child, nullptr, 0);
   EXPECT_EQ(released, 40);
@@ -571,8 +610,10 @@ TEST_F(DaemonTest, MalformedRingMessagesDropOnlyTheirTenant) {
   Result<ipc::Message> reg = c->call(info, 2s, fds);
   ASSERT_TRUE(reg.is_ok());
   const auto& registered = std::get<ipc::Registered>(*reg);
-  ASSERT_EQ(fds.size(), 2u) << "the rings come with the reply";
+  ASSERT_EQ(fds.size(), 4u) << "the rings, the lease page and the board come with the reply";
   EXPECT_FALSE(ipc::TenantChannel::open(registered.channel).is_ok()) << "and have no name";
+  ::close(fds[2]);
+  ::close(fds[3]);
   Result<ipc::TenantChannel> ch = ipc::TenantChannel::from_fds(fds[0], fds[1], registered.channel);
   ASSERT_TRUE(ch.is_ok()) << ch.status().to_string();
   ch->up().claim(ipc::RingSide::producer, ::getpid(), 1, ipc::monotonic_ns());
@@ -582,11 +623,7 @@ TEST_F(DaemonTest, MalformedRingMessagesDropOnlyTheirTenant) {
   co.info = be("honest");
   auto honest = ipc::TenantClient::connect(co);
   ASSERT_TRUE(honest.is_ok());
-  for (int i = 0; i < 5; ++i) {
-    const uint64_t s = *(*honest)->notice(ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 0, false});
-    ASSERT_TRUE((*honest)->wait_release(s).is_ok());
-    ASSERT_TRUE((*honest)->completed(s, true).is_ok());
-  }
+  for (int i = 0; i < 5; ++i) launch_once(**honest);
   EXPECT_FALSE((*honest)->pass_through());
   const auto t0 = std::chrono::steady_clock::now();
   std::string text;
@@ -647,27 +684,23 @@ TEST_F(DaemonTest, PrometheusTextOverTheMetricsSocket) {
   EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"1\",name=\"svc\",class=\"lc\""), std::string::npos) << body;
   EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"2\",name=\"batch\",class=\"be\""), std::string::npos) << body;
   EXPECT_NE(body.find("quantile=\"0.99\""), std::string::npos);
-  EXPECT_NE(body.find("concord_decisions_total 6\n"), std::string::npos) << body;
+  EXPECT_NE(body.find("concord_tenant_completions_total{tenant=\"1\",name=\"svc\",class=\"lc\",uid=\"" +
+                      std::to_string(::getuid()) + "\"} 4\n"),
+            std::string::npos)
+      << body;
   (*svc)->close();
   (*batch)->close();
 }
 
-// --free-run: tenants launch without waiting; the daemon still takes notices and completions
-// (a completion may come before the engine dispatched its launch).
-TEST_F(DaemonTest, FreeRunTenantsNeverWaitAndStayInTheBooks) {
-  DaemonOptions o = options("streams");
-  o.free_run = true;
-  start(o);
+// Under a lease nothing waits for the daemon; it still takes the notices and completions.
+TEST_F(DaemonTest, LeasedTenantsNeverWaitAndStayInTheBooks) {
+  start(options("streams"));
   ipc::TenantClientOptions co = client_options(be("fast"));
   co.wait.timeout_ns = 1'000'000;  // would turn pass-through if any launch waited for a decision
   auto client = ipc::TenantClient::connect(co);
   ASSERT_TRUE(client.is_ok());
   ipc::TenantClient& c = **client;
-  for (int i = 0; i < 100 && !c.free_run(); ++i) {
-    (void)c.take_announcements();  // reads what came down, the mode among it
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_TRUE(c.free_run());
+  EXPECT_EQ(c.lease().gate, ipc::Gate::open);
   for (int i = 0; i < 50; ++i) launch_once(c);
   EXPECT_FALSE(c.pass_through());
   const std::string text = metrics_when(*daemon_, std::regex(R"(concord_tenant_completions_total\{[^}]*name="fast"[^}]*\} 50\n)"));
@@ -697,6 +730,7 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
   for (const bool follow : {true, false}) {
     SCOPED_TRACE(follow ? "follow_on" : "no follow_on");
     DaemonOptions o = options("orion");
+    o.per_launch = true;
     o.follow_on = follow;
     start(o);
     auto [client, first, ahead] = be_with_launches_ahead(8);
@@ -712,14 +746,14 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
     if (follow) {
       ASSERT_EQ(released.wait_for(2s), std::future_status::ready) << "launches behind a running one were not released before it ended";
       EXPECT_TRUE(released.get());
-      ASSERT_TRUE(c.completed(first, true).is_ok());
-      for (uint64_t s : ahead) ASSERT_TRUE(c.completed(s, true).is_ok());
+      ASSERT_TRUE(c.completed(first, 1, true).is_ok());
+      for (uint64_t s : ahead) ASSERT_TRUE(c.completed(s, 1, true).is_ok());
     } else {
       EXPECT_EQ(released.wait_for(500ms), std::future_status::timeout) << "released before its predecessor ended";
-      ASSERT_TRUE(c.completed(first, true).is_ok());
+      ASSERT_TRUE(c.completed(first, 1, true).is_ok());
       ASSERT_EQ(released.wait_for(2s), std::future_status::ready) << "not released after its predecessor ended";
       EXPECT_TRUE(released.get());
-      ASSERT_TRUE(c.completed(ahead.front(), true).is_ok());
+      ASSERT_TRUE(c.completed(ahead.front(), 1, true).is_ok());
     }
     EXPECT_FALSE(c.pass_through());
     c.close();
@@ -733,6 +767,7 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
 // and go on as those end.
 TEST_F(DaemonTest, BeDepthCapsTheLaunchesReleasedAhead) {
   DaemonOptions o = options("orion");
+  o.per_launch = true;
   o.be_depth = 3;
   start(o);
   auto [client, first, ahead] = be_with_launches_ahead(6);
@@ -747,15 +782,15 @@ TEST_F(DaemonTest, BeDepthCapsTheLaunchesReleasedAhead) {
   }
   GuardedWait third(c, wait(ahead[2]));
   EXPECT_EQ(third.f.wait_for(300ms), std::future_status::timeout) << "a fourth launch was released while three were in flight";
-  ASSERT_TRUE(c.completed(first, true).is_ok());
+  ASSERT_TRUE(c.completed(first, 1, true).is_ok());
   ASSERT_EQ(third.f.wait_for(2s), std::future_status::ready) << "not released once one of the three ended";
   EXPECT_TRUE(third.f.get());
-  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(c.completed(ahead[i], true).is_ok());
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(c.completed(ahead[i], 1, true).is_ok());
   for (size_t i = 3; i < ahead.size(); ++i) {
     GuardedWait w(c, wait(ahead[i]));
     ASSERT_EQ(w.f.wait_for(2s), std::future_status::ready);
     EXPECT_TRUE(w.f.get());
-    ASSERT_TRUE(c.completed(ahead[i], true).is_ok());
+    ASSERT_TRUE(c.completed(ahead[i], 1, true).is_ok());
   }
   EXPECT_FALSE(c.pass_through());
   c.close();
@@ -764,14 +799,16 @@ TEST_F(DaemonTest, BeDepthCapsTheLaunchesReleasedAhead) {
 // BE launches held while an LC request was open follow on, in order, once it ends, without
 // waiting for the launch ahead of them to end (no depth limit).
 TEST_F(DaemonTest, HeldBeLaunchesFollowOnOnceLcWorkEnds) {
-  start(options("orion"));
+  DaemonOptions o = options("orion");
+  o.per_launch = true;
+  start(o);
   ipc::TenantClientOptions co = client_options(be("train"));
   auto batch = ipc::TenantClient::connect(co);
   co.info = lc("svc");
   auto svc = ipc::TenantClient::connect(co);
   ASSERT_TRUE(batch.is_ok() && svc.is_ok());
   ipc::TenantClient& c = **batch;
-  const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false};
+  const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false, 0};
   const uint64_t first = *c.notice(n);
   ASSERT_TRUE(c.wait_release(first).is_ok());
   ASSERT_TRUE((*svc)->request_begin().is_ok());
@@ -788,22 +825,190 @@ TEST_F(DaemonTest, HeldBeLaunchesFollowOnOnceLcWorkEnds) {
   ASSERT_TRUE((*svc)->request_end().is_ok());
   ASSERT_EQ(waiting.f.wait_for(2s), std::future_status::ready) << "held BE launches not released once the LC request ended";
   EXPECT_TRUE(waiting.f.get());
-  ASSERT_TRUE(c.completed(first, true).is_ok());
-  for (uint64_t s : ahead) ASSERT_TRUE(c.completed(s, true).is_ok());
+  ASSERT_TRUE(c.completed(first, 1, true).is_ok());
+  for (uint64_t s : ahead) ASSERT_TRUE(c.completed(s, 1, true).is_ok());
   EXPECT_FALSE(c.pass_through());
   c.close();
   (*svc)->close();
+}
+
+// The BE lease of `client` once the daemon's policy has seen every tenant (its yield mask set,
+// or `want_mask` reached): at most 2 s.
+ipc::LeaseTerms lease_when(ipc::TenantClient& client, uint64_t want_mask) {
+  ipc::LeaseTerms t = client.lease();
+  for (int i = 0; i < 400 && t.yield_mask != want_mask; ++i) {
+    std::this_thread::sleep_for(5ms);
+    t = client.lease();
+  }
+  return t;
+}
+
+// An LC tenant killed with its flag up (in a request, its launch running) never lowers it: the
+// daemon does, and a BE launch waiting on the gate goes on.
+TEST_F(DaemonTest, AKilledLcTenantsFlagIsLoweredForIt) {
+  Script dying{lc("dying"), 5, 5};
+  dying.hang_on_first = true;
+  ForkedTenant& d = add(dying);
+  start(options("orion"));
+  d.go();
+  const auto t0 = std::chrono::steady_clock::now();
+  while (d.launches().empty() && std::chrono::steady_clock::now() - t0 < 5s) (void)d.finish(10ms);
+  ASSERT_EQ(d.launches().size(), 1u);
+  auto batch = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(batch.is_ok());
+  ipc::TenantClient& c = **batch;
+  const ipc::LeaseTerms terms = lease_when(c, 1);
+  ASSERT_EQ(terms.yield_mask, 1u) << "the BE lease yields to the LC tenant";
+  ASSERT_EQ(c.lc_active(), 1u) << "its flag is up";
+  EXPECT_FALSE(ipc::admission(terms, c.lc_active()).open);
+  GuardedWait waiting(c, [&c] {
+    const ipc::LeaseTerms t = c.wait_open(5'000'000'000);
+    return ipc::admission(t, c.lc_active()).open;
+  });
+  EXPECT_EQ(waiting.f.wait_for(200ms), std::future_status::timeout) << "went through a closed gate";
+  const auto killed = std::chrono::steady_clock::now();
+  d.kill();
+  ASSERT_EQ(waiting.f.wait_for(2s), std::future_status::ready) << "still waiting behind a dead LC tenant's flag";
+  EXPECT_TRUE(waiting.f.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 1s);
+  EXPECT_EQ(c.lc_active(), 0u);
+  c.close();
+}
+
+// An LC tenant maps the board writable: one that scribbles over all of it (every flag up, the
+// header garbage) makes the daemon clear the flags of slots it does not hold; nobody else is
+// stuck, newcomers still attach, and the daemon goes on serving.
+TEST_F(DaemonTest, AScribbledBoardWedgesNobody) {
+  start(options("orion"));
+  std::optional<Result<ipc::ControlClient>> conn(ipc::ControlClient::connect(socket()));
+  ASSERT_TRUE(conn->is_ok());
+  ipc::RegisterTenant info = lc("scribbler");
+  info.pid = ::getpid();
+  std::vector<int> fds;
+  Result<ipc::Message> reg = (*conn)->call(info, 2s, fds);
+  ASSERT_TRUE(reg.is_ok());
+  ASSERT_EQ(fds.size(), 4u);
+  void* board = ::mmap(nullptr, ipc::kBoardBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[3], 0);
+  ASSERT_NE(board, MAP_FAILED) << "an LC tenant's board is writable";
+  auto honest_be = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(honest_be.is_ok());
+  std::memset(board, 0xff, ipc::kBoardBytes);
+  // The scribbler holds slot 0: every other flag is cleared.
+  uint64_t active = ~0ull;
+  for (int i = 0; i < 200 && active != 1u; ++i) {
+    std::this_thread::sleep_for(5ms);
+    active = (*honest_be)->lc_active();
+  }
+  EXPECT_EQ(active, 1u) << "flags of slots nobody holds were left up";
+  // A newcomer still attaches, and a BE tenant that yields only to it launches.
+  auto late = ipc::TenantClient::connect(client_options(lc("late")));
+  ASSERT_TRUE(late.is_ok()) << late.status().to_string();
+  for (int i = 0; i < 5; ++i) launch_once(**late);
+  // The scribbler goes: its flag with it, and the BE gate opens.
+  ::munmap(board, ipc::kBoardBytes);
+  for (int fd : fds) ::close(fd);
+  conn.reset();  // its connection ends
+  bool open = false;
+  for (int i = 0; i < 300 && !open; ++i) {
+    const ipc::LeaseTerms t = (*honest_be)->wait_open(10'000'000);
+    open = ipc::admission(t, (*honest_be)->lc_active()).open;
+  }
+  EXPECT_TRUE(open) << "the BE gate stayed closed after the scribbler left";
+  for (int i = 0; i < 5; ++i) launch_once(**honest_be);
+  EXPECT_FALSE((*honest_be)->pass_through());
+  EXPECT_FALSE((*late)->pass_through());
+  (*late)->close();
+  (*honest_be)->close();
+}
+
+// Open descriptors of this process (the daemon's and its clients').
+size_t open_fds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// 1000 tenants join, launch and leave: every ring, lease page and board slot they had is gone
+// (nothing in /dev/shm, no descriptor left open), and the 1001st LC tenant still gets a slot.
+TEST_F(DaemonTest, AThousandTenantsJoiningAndLeavingLeaveNothingBehind) {
+  start(options("orion"));
+  const size_t fds_before = open_fds();
+  std::set<std::string> shm_before;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) shm_before.insert(e.path().filename().string());
+  for (int i = 0; i < 1000; ++i) {
+    auto c = ipc::TenantClient::connect(client_options(i % 2 ? lc(fmt::format("lc{}", i)) : be(fmt::format("be{}", i))));
+    ASSERT_TRUE(c.is_ok()) << i << ": " << c.status().to_string();
+    launch_once(**c);
+    (*c)->close();
+  }
+  std::optional<Result<ipc::ControlClient>> control(ipc::ControlClient::connect(socket()));
+  ASSERT_TRUE(control->is_ok());
+  uint64_t left = 1;
+  for (int i = 0; i < 300 && left != 0; ++i) {
+    Result<ipc::Message> st = (*control)->call(ipc::GetStats{}, 2s);
+    ASSERT_TRUE(st.is_ok());
+    left = std::get<ipc::Stats>(*st).tenants;
+    if (left != 0) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(left, 0u);
+  {
+    auto last = ipc::TenantClient::connect(client_options(lc("last")));
+    ASSERT_TRUE(last.is_ok()) << last.status().to_string();
+    EXPECT_NE((*last)->lease().lc_slot, ipc::kNoLcSlot) << "the slots of those that left are free again";
+  }
+  // The control thread keeps the descriptors of the last registration's reply until its next
+  // request.
+  ASSERT_TRUE((*control)->call(ipc::GetStats{}, 2s).is_ok());
+  control.reset();
+  // What the daemon made for them is unmapped and closed once it has removed them.
+  size_t fds_after = open_fds();
+  for (int i = 0; i < 100 && fds_after > fds_before; ++i) {
+    std::this_thread::sleep_for(10ms);
+    fds_after = open_fds();
+  }
+  EXPECT_LE(fds_after, fds_before);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_TRUE(shm_before.count(e.path().filename().string())) << "left behind: " << e.path();
+  }
+}
+
+// A launch-bound LC tenant (the GPU ends each burst right after the host's last launch) is one BE
+// work may run beside: orion's BE lease stops yielding to it once its bursts say so, and yields
+// again once its bursts turn GPU-bound (the work ends long after the last launch).
+TEST_F(DaemonTest, OrionYieldsOnlyToGpuBoundLcTenants) {
+  start(options("orion"));
+  auto svc = ipc::TenantClient::connect(client_options(lc("svc")));
+  auto batch = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(svc.is_ok() && batch.is_ok());
+  ipc::TenantClient& c = **svc;
+  EXPECT_EQ(lease_when(**batch, 1).yield_mask, 1u) << "not measured yet: GPU-bound";
+  // Bursts of 10 launches 100 us apart, each ending 5 us after the last: a share of 0.005.
+  const auto burst = [&c](int launches, uint64_t gap_ns, uint64_t tail_ns) {
+    const uint64_t t0 = ipc::monotonic_ns();
+    uint64_t seq = 0;
+    for (int i = 0; i < launches; ++i) {
+      seq = *c.notice(ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 0, false, t0 + gap_ns * i}, true);
+    }
+    ASSERT_TRUE(c.completed(seq, 1, true, t0 + gap_ns * (launches - 1) + tail_ns).is_ok());
+  };
+  for (int i = 0; i < 10; ++i) burst(10, 100'000, 5'000);
+  EXPECT_EQ(lease_when(**batch, 0).yield_mask, 0u) << "a launch-bound LC tenant still holds BE back";
+  // Now one launch each, the GPU busy 2 ms after it: a share of 1.
+  for (int i = 0; i < 10; ++i) burst(1, 0, 2'000'000);
+  EXPECT_EQ(lease_when(**batch, 1).yield_mask, 1u) << "a GPU-bound LC tenant no longer holds BE back";
+  c.close();
+  (*batch)->close();
 }
 
 // An opaque kernel's nominal curve: the SMs one wave of its grid covers (all of them for a graph),
 // so that SGDRC's LC need and Orion's SM threshold follow the launch's shape.
 TEST(LiveSourceTest, OpaqueKernelsDemandTheSmsOfOneWave) {
   SharedRegistry shared;
-  TenantHub hub(shared, ipc::WaitPolicy{}, false);
+  TenantHub hub(shared, ipc::WaitPolicy{}, [](const ipc::TenantRecord&) { return false; });
   const DeviceSpec dev = h100_sxm_spec();
   LiveSource source(hub, dev);
   auto demand = [&](ipc::Dim3 grid, ipc::Dim3 block, bool graph) {
-    const KernelSpec* k = source.kernel_for(1, ipc::LaunchNotice{0, 1, 42, grid, block, 0, graph});
+    const KernelSpec* k = source.kernel_for(1, ipc::LaunchNotice{0, 1, 42, grid, block, 0, graph, 0});
     EXPECT_EQ(k->sm_curve.size(), 1u);
     return k->sm_curve.front().sms;
   };
@@ -811,7 +1016,7 @@ TEST(LiveSourceTest, OpaqueKernelsDemandTheSmsOfOneWave) {
   EXPECT_EQ(demand({64, 1, 1}, {1024, 1, 1}, false), 32);  // two 1024-thread blocks per SM
   EXPECT_EQ(demand({1, 1, 1}, {32, 1, 1}, false), 1);
   EXPECT_EQ(demand({0, 0, 0}, {0, 0, 0}, true), dev.sm_count);
-  const KernelSpec* small = source.kernel_for(1, ipc::LaunchNotice{0, 1, 42, {64, 1, 1}, {1024, 1, 1}, 0, false});
+  const KernelSpec* small = source.kernel_for(1, ipc::LaunchNotice{0, 1, 42, {64, 1, 1}, {1024, 1, 1}, 0, false, 0});
   const Estimator est(dev);
   EXPECT_EQ(est.demand_sms(*small, 0, 0.03), 32) << "the estimator reads the curve: more SMs than the wave do not help";
 }

@@ -30,7 +30,7 @@ constexpr PeerCredentials kBob{200, 1001, 1001};
 constexpr PeerCredentials kRoot{1, 0, 0};
 
 TenantRegistry make_registry() {
-  return TenantRegistry([](uint64_t id, const PeerCredentials& owner) -> Result<std::string> {
+  return TenantRegistry([](uint64_t id, const PeerCredentials& owner, const RegisterTenant&) -> Result<std::string> {
     return fmt::format("/concord-{}-{}", owner.uid, id);
   });
 }
@@ -158,7 +158,7 @@ TEST(IpcControl, AUserHasAtMostTheTenantLimit) {
 }
 
 TEST(IpcControl, AFailedChannelRefusesTheRegistration) {
-  TenantRegistry reg([](uint64_t, const PeerCredentials&) -> Result<std::string> {
+  TenantRegistry reg([](uint64_t, const PeerCredentials&, const RegisterTenant&) -> Result<std::string> {
     return Status::io_error("shared memory /x.up: shm_open: No space left on device");
   });
   const ErrorReply e = as<ErrorReply>(reg.handle(kAlice, lc(kAlice.pid, "a")));

@@ -17,10 +17,10 @@ std::vector<Message> samples() {
   return {
       RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving"},
       RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer"},
-      LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false},
-      LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true},
+      LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 123456789},
+      LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 0},
       Decision{7, Verdict::hold, Priority::high, 5},
-      CompletionNotice{7, false},
+      CompletionNotice{7, 0xdeadbeef, false, 987654321},
       Heartbeat{123456789},
       Bye{ByeReason::shutdown},
       ListTenants{},
@@ -35,10 +35,8 @@ std::vector<Message> samples() {
       SmSetAnnounce{3, {0xff00ff00ff00ff00ULL, 0x1}},
       // 1024 SMs: the largest ring message.
       SmSetAnnounce{1, std::vector<uint64_t>(16, ~0ULL)},
-      TenantMode{true},
-      TenantMode{false},
-      RequestBoundary{RequestEdge::begin, 0},
-      RequestBoundary{RequestEdge::end, 42},
+      RequestBoundary{RequestEdge::begin, 0, 5},
+      RequestBoundary{RequestEdge::end, 42, 6},
   };
 }
 
@@ -184,18 +182,22 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
   bad[8] = 5;
   EXPECT_NE(refusal(bad).find("is empty"), std::string::npos);
 
-  auto mode = frame_of(TenantMode{true});
-  bad = mode;
-  bad[h] = 2;
-  EXPECT_NE(refusal(bad).find("field free_run"), std::string::npos);
+  auto completion = frame_of(CompletionNotice{3, 1, true, 0});
+  bad = completion;
+  bad[h + 16] = 2;
+  EXPECT_NE(refusal(bad).find("field ok"), std::string::npos);
+  bad = completion;
+  bad.pop_back();
+  bad[8] -= 1;
+  EXPECT_NE(refusal(bad).find("field at_ns"), std::string::npos);
 
   auto boundary = frame_of(RequestBoundary{RequestEdge::end, 3});
   bad = boundary;
   bad[h] = 2;
   EXPECT_NE(refusal(bad).find("field edge"), std::string::npos);
   bad = boundary;
-  bad.pop_back();
-  bad[8] -= 1;
+  bad.resize(bad.size() - 9);
+  bad[8] -= 9;
   EXPECT_NE(refusal(bad).find("field last_seq"), std::string::npos);
 
   auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, "a"}}});
@@ -241,8 +243,8 @@ TEST(IpcProtocol, ChannelsCarryOnlyTheirTypes) {
   EXPECT_FALSE(decode_on(frame_of(Decision{1, Verdict::release, Priority::normal, 0}), Channel::up_ring).is_ok());
   EXPECT_TRUE(decode_on(frame_of(SmSetAnnounce{1, {1}}), Channel::down_ring).is_ok());
   EXPECT_FALSE(decode_on(frame_of(SmSetAnnounce{1, {1}}), Channel::up_ring).is_ok());
-  EXPECT_TRUE(decode_on(frame_of(TenantMode{true}), Channel::down_ring).is_ok());
-  EXPECT_FALSE(decode_on(frame_of(TenantMode{true}), Channel::control_request).is_ok());
+  EXPECT_TRUE(decode_on(frame_of(CompletionNotice{1, 1, true, 0}), Channel::up_ring).is_ok());
+  EXPECT_FALSE(decode_on(frame_of(CompletionNotice{1, 1, true, 0}), Channel::down_ring).is_ok());
   EXPECT_TRUE(decode_on(frame_of(RequestBoundary{}), Channel::up_ring).is_ok());
   EXPECT_FALSE(decode_on(frame_of(RequestBoundary{}), Channel::down_ring).is_ok());
 }
@@ -279,25 +281,54 @@ TEST(IpcProtocol, RandomAndMutatedFramesNeverCrashTheDecoder) {
 
 TEST(IpcProtocol, LedgerKeepsLaunchOrder) {
   LaunchLedger ledger(3);
-  EXPECT_TRUE(ledger.notice(1).is_ok());
-  Status s = ledger.notice(3);
+  EXPECT_TRUE(ledger.notice(1, 10).is_ok());
+  Status s = ledger.notice(3, 10);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("field seq: 3 after 1"), std::string::npos);
-  EXPECT_TRUE(ledger.notice(2).is_ok());
-  EXPECT_FALSE(ledger.completion(1).is_ok()) << "completion before release";
+  EXPECT_TRUE(ledger.notice(2, 10).is_ok());
+  EXPECT_FALSE(ledger.completion(1, 10).is_ok()) << "completion before release";
   EXPECT_TRUE(ledger.decision({1, Verdict::hold, Priority::normal, 0}).is_ok());
   EXPECT_FALSE(ledger.decision({1, Verdict::hold, Priority::normal, 0}).is_ok()) << "held twice";
   EXPECT_TRUE(ledger.decision({1, Verdict::release, Priority::high, 2}).is_ok());
   EXPECT_FALSE(ledger.decision({1, Verdict::release, Priority::high, 2}).is_ok()) << "released twice";
   EXPECT_FALSE(ledger.decision({9, Verdict::release, Priority::normal, 0}).is_ok()) << "never noticed";
-  EXPECT_TRUE(ledger.notice(3).is_ok());
-  s = ledger.notice(4);
+  EXPECT_TRUE(ledger.notice(3, 10).is_ok());
+  s = ledger.notice(4, 10);
   ASSERT_FALSE(s.is_ok()) << "over the outstanding limit";
   EXPECT_NE(s.message().find("outstanding"), std::string::npos);
-  EXPECT_TRUE(ledger.completion(1).is_ok());
-  EXPECT_FALSE(ledger.completion(1).is_ok()) << "completed twice";
-  EXPECT_TRUE(ledger.notice(4).is_ok());
+  EXPECT_FALSE(ledger.completion(1, 11).is_ok()) << "another stream's launch";
+  Result<std::vector<uint64_t>> ended = ledger.completion(1, 10);
+  ASSERT_TRUE(ended.is_ok());
+  EXPECT_EQ(*ended, std::vector<uint64_t>{1});
+  ended = ledger.completion(1, 10);
+  ASSERT_TRUE(ended.is_ok()) << "named again: nothing changes";
+  EXPECT_TRUE(ended->empty());
+  EXPECT_FALSE(ledger.completion(4, 10).is_ok()) << "never noticed";
+  EXPECT_TRUE(ledger.notice(4, 10).is_ok());
   EXPECT_EQ(ledger.outstanding(), 3u);
+}
+
+// A completion ends its stream's launches up to it, not another stream's; launches made under a
+// lease are released when noticed.
+TEST(IpcProtocol, ACompletionEndsItsStreamsEarlierLaunches) {
+  LaunchLedger ledger(100);
+  for (uint64_t seq = 1; seq <= 6; ++seq) ASSERT_TRUE(ledger.notice(seq, seq % 2 == 0 ? 20 : 30, /*released=*/true).is_ok());
+  Result<std::vector<uint64_t>> ended = ledger.completion(4, 20);
+  ASSERT_TRUE(ended.is_ok()) << ended.status().to_string();
+  EXPECT_EQ(*ended, (std::vector<uint64_t>{2, 4}));
+  EXPECT_EQ(ledger.outstanding(), 4u);
+  ended = ledger.completion(5, 30);
+  ASSERT_TRUE(ended.is_ok());
+  EXPECT_EQ(*ended, (std::vector<uint64_t>{1, 3, 5}));
+  ended = ledger.completion(6, 20);
+  ASSERT_TRUE(ended.is_ok());
+  EXPECT_EQ(*ended, (std::vector<uint64_t>{6}));
+  EXPECT_EQ(ledger.outstanding(), 0u);
+  // A held launch cannot end with its stream: the completion is refused and changes nothing.
+  ASSERT_TRUE(ledger.notice(7, 20).is_ok());
+  ASSERT_TRUE(ledger.notice(8, 20, true).is_ok());
+  EXPECT_FALSE(ledger.completion(8, 20).is_ok());
+  EXPECT_EQ(ledger.outstanding(), 2u);
 }
 
 // The fuzz corpus (fuzz/corpus/ipc_protocol): one valid frame of each kind, and a ring image. With
@@ -308,10 +339,10 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
   return {
       {"register_lc", RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving"}},
       {"register_be", RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer"}},
-      {"launch", LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false}},
-      {"launch_graph", LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true}},
+      {"launch", LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 1000}},
+      {"launch_graph", LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 2000}},
       {"decision", Decision{7, Verdict::release, Priority::high, 5}},
-      {"completion", CompletionNotice{7, true}},
+      {"completion", CompletionNotice{7, 0xdeadbeef, true, 3000}},
       {"heartbeat", Heartbeat{123456789}},
       {"bye", Bye{ByeReason::exit}},
       {"list", ListTenants{}},
@@ -324,9 +355,8 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
       {"error", ErrorReply{StatusCode::permission_denied, "no"}},
       {"sm_set", SmSetAnnounce{3, {0xff00ff00ff00ff00ULL, 0x1}}},
       {"sm_set_1024", SmSetAnnounce{1, std::vector<uint64_t>(16, ~0ULL)}},
-      {"tenant_mode", TenantMode{true}},
-      {"request_begin", RequestBoundary{RequestEdge::begin, 0}},
-      {"request_end", RequestBoundary{RequestEdge::end, 42}},
+      {"request_begin", RequestBoundary{RequestEdge::begin, 0, 4000}},
+      {"request_end", RequestBoundary{RequestEdge::end, 42, 5000}},
   };
 }
 

@@ -248,7 +248,7 @@ TEST(IpcRing, TwoProcessRoundTripThroughSharedMemory) {
       tenant.up().beat(RingSide::producer, now);
       tenant.down().beat(RingSide::consumer, now);
       Result<size_t> n = encode_into(LaunchNotice{seq, seq % 3, 77, {uint32_t(seq), 1, 1}, {128, 1, 1}, 0, false}, frame);
-      if (!n.is_ok() || !ledger.notice(seq).is_ok()) ::_exit(3);
+      if (!n.is_ok() || !ledger.notice(seq, seq % 3).is_ok()) ::_exit(3);
       for (;;) {
         Result<bool> pushed = tenant.up().try_push({frame, *n});
         if (!pushed.is_ok()) ::_exit(4);
@@ -261,7 +261,7 @@ TEST(IpcRing, TwoProcessRoundTripThroughSharedMemory) {
       const auto* d = std::get_if<Decision>(&*m);
       if (d == nullptr || d->seq != seq || !ledger.decision(*d).is_ok()) ::_exit(7);
       if (d->priority != (seq % 2 ? Priority::high : Priority::normal)) ::_exit(8);
-      if (!ledger.completion(seq).is_ok()) ::_exit(9);
+      if (!ledger.completion(seq, seq % 3).is_ok()) ::_exit(9);
     }
     tenant.up().close(RingSide::producer);
     ::_exit(0);
@@ -276,7 +276,7 @@ TEST(IpcRing, TwoProcessRoundTripThroughSharedMemory) {
     Result<Message> m = decode_on({frame, *n}, Channel::up_ring);
     ASSERT_TRUE(m.is_ok()) << m.status().to_string();
     const auto& notice = std::get<LaunchNotice>(*m);
-    ASSERT_TRUE(ledger.notice(notice.seq).is_ok());
+    ASSERT_TRUE(ledger.notice(notice.seq, notice.stream).is_ok());
     EXPECT_EQ(notice.grid.x, uint32_t(notice.seq));
     const Decision d{notice.seq, Verdict::release, notice.seq % 2 ? Priority::high : Priority::normal, 0};
     Result<size_t> len = encode_into(d, frame);

@@ -1,0 +1,292 @@
+#include "daemon/lease_runner.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "daemon/log.h"
+
+namespace concord::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void nap(std::chrono::microseconds d) { ipc::sleep_ns(static_cast<uint64_t>(d.count()) * 1000); }
+
+TenantInfo info_of(const TenantConn& conn) {
+  const ipc::RegisterTenant& r = conn.record.info;
+  TenantInfo info;
+  info.name = r.name;
+  info.cls = r.cls;
+  info.latency_target = static_cast<double>(r.latency_target_ns) / 1e9;
+  info.labels = {{"weight", std::to_string(r.weight)},
+                 {"uid", std::to_string(conn.record.owner.uid)},
+                 {"pid", std::to_string(r.pid)},
+                 {"daemon_tenant", std::to_string(conn.id)}};
+  return info;
+}
+
+bool is_lc(const TenantConn& conn) { return conn.record.info.cls == TenantClass::latency_critical; }
+
+}  // namespace
+
+Result<ipc::LeaseTerms> lease_terms(const Lease& lease, uint32_t own_slot, const std::function<uint32_t(uint64_t)>& slot_of) {
+  ipc::LeaseTerms t;
+  switch (lease.gate) {
+    case LeaseGate::open: t.gate = ipc::Gate::open; break;
+    case LeaseGate::closed: t.gate = ipc::Gate::closed; break;
+    case LeaseGate::per_launch: t.gate = ipc::Gate::per_launch; break;
+  }
+  t.priority = lease.priority > 0 ? ipc::Priority::high : ipc::Priority::normal;
+  if (lease.max_in_flight < 0) return Status::invalid_argument(fmt::format("lease: max_in_flight {} is negative", lease.max_in_flight));
+  t.max_in_flight = static_cast<uint32_t>(lease.max_in_flight);
+  for (uint64_t id : lease.yield_to) {
+    const uint32_t slot = slot_of(id);
+    if (slot < ipc::kLcSlots) t.yield_mask |= uint64_t{1} << slot;
+  }
+  switch (lease.on_lc) {
+    case LcYield::run: t.on_lc = ipc::OnLc::run; break;
+    case LcYield::close: t.on_lc = ipc::OnLc::close; break;
+    case LcYield::cap: t.on_lc = ipc::OnLc::cap; break;
+  }
+  if (lease.lc_max_in_flight < 0) return Status::invalid_argument(fmt::format("lease: lc_max_in_flight {} is negative", lease.lc_max_in_flight));
+  t.lc_max_in_flight = static_cast<uint32_t>(lease.lc_max_in_flight);
+  t.lc_slot = lease.signal_lc ? own_slot : ipc::kNoLcSlot;
+  CONCORD_RETURN_IF_ERROR(ipc::check_terms(t));
+  return t;
+}
+
+LeaseRunner::LeaseRunner(TenantHub& hub, LeasePolicy& policy, DeviceSpec device, LeaseRunnerOptions options)
+    : hub_(hub), policy_(policy), device_(std::move(device)), options_(std::move(options)) {
+  hub_.completions_in_inbox(true);
+}
+
+void LeaseRunner::request_ended(TenantConn& conn, uint64_t start_ns, uint64_t end_ns) {
+  ++conn.stats.requests;
+  conn.stats.latency.add(Clock::now(), end_ns > start_ns ? static_cast<double>(end_ns - start_ns) / 1e9 : 0.0);
+}
+
+void LeaseRunner::on_notice(TenantConn& conn, Track& t, const ipc::LaunchNotice& n) {
+  ++conn.stats.releases;  // under a lease every launch is its own release
+  if (t.open.empty()) {
+    t.burst = true;
+    t.burst_first = n.at_ns;
+  }
+  t.burst_last = n.at_ns;
+  t.open.insert(n.seq);
+  if (!is_lc(conn)) return;
+  if (t.in_request) {
+    t.request_has_launch = true;
+    t.request_last = n.seq;
+  } else {
+    t.waiting.emplace_back(n.seq, n.at_ns);  // a launch outside request marks is a request of its own
+  }
+}
+
+void LeaseRunner::on_boundary(TenantConn& conn, Track& t, const BoundaryEvent& b) {
+  if (!is_lc(conn)) return;
+  const uint64_t at = b.boundary.at_ns;
+  // An end closes the open request; a begin inside an open request closes it too.
+  if (t.in_request) {
+    if (!t.request_has_launch) {
+      request_ended(conn, t.begin_at, at);
+    } else if (t.open.count(t.request_last) == 0) {
+      request_ended(conn, t.begin_at, t.last_end_at);  // its last launch ended already
+    } else {
+      t.waiting.emplace_back(t.request_last, t.begin_at);
+    }
+  }
+  t.in_request = b.boundary.edge == ipc::RequestEdge::begin;
+  t.begin_at = at;
+  t.request_has_launch = false;
+}
+
+bool LeaseRunner::on_completion(TenantConn& conn, Track& t, const CompletionEvent& c) {
+  for (uint64_t seq : c.ended) t.open.erase(seq);
+  t.last_end_at = c.at_ns;
+  for (auto it = t.waiting.begin(); it != t.waiting.end();) {
+    if (t.open.count(it->first) == 0) {
+      request_ended(conn, it->second, c.at_ns);
+      it = t.waiting.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!t.open.empty() || !t.burst) return false;
+  t.burst = false;
+  if (!is_lc(conn) || c.at_ns < t.burst_first + options_.min_burst_ns || c.at_ns < t.burst_last) return false;
+  const double share = static_cast<double>(c.at_ns - t.burst_last) / static_cast<double>(c.at_ns - t.burst_first);
+  t.share = t.share ? (1 - options_.share_weight) * *t.share + options_.share_weight * share : share;
+  ++t.bursts;
+  return true;
+}
+
+bool LeaseRunner::take(std::vector<TenantConn*>& fresh, bool& activity) {
+  bool changed = !fresh.empty();
+  for (TenantConn* c : fresh) tracks_.emplace(c->id, Track{});
+  std::vector<Ended> done;  // the inboxes carry the completions in ring order
+  activity = hub_.poll(done) || !fresh.empty();
+  for (auto& [id, conn] : hub_.conns()) {
+    Track& t = tracks_[id];
+    while (!conn->inbox.empty()) {
+      const UpEvent ev = std::move(conn->inbox.front());
+      conn->inbox.pop_front();
+      if (const auto* n = std::get_if<NoticeEvent>(&ev)) {
+        on_notice(*conn, t, n->notice);
+      } else if (const auto* b = std::get_if<BoundaryEvent>(&ev)) {
+        on_boundary(*conn, t, *b);
+      } else if (const auto* c = std::get_if<CompletionEvent>(&ev)) {
+        // A burst's end moves the share the policy may read: decide again, on the share alone.
+        const bool had = t.share.has_value();
+        if (on_completion(*conn, t, *c) && !had) changed = true;
+      }
+    }
+  }
+  return changed;
+}
+
+bool LeaseRunner::watch_board() {
+  SharedRegistry& shared = hub_.shared();
+  uint64_t held = 0;
+  for (const auto& [id, conn] : hub_.conns()) {
+    if (conn->state == ConnState::live && conn->lc_slot < ipc::kLcSlots) held |= uint64_t{1} << conn->lc_slot;
+  }
+  const uint64_t bits = shared.board.lc_active();
+  if ((bits & ~held) != 0) {
+    // Slots of tenants not yet taken from the registry keep their flags (they may be launching).
+    std::lock_guard lock(shared.mu);
+    uint64_t pending = 0;
+    for (const auto& [id, made] : shared.made) {
+      if (made.lc_slot < ipc::kLcSlots) pending |= uint64_t{1} << made.lc_slot;
+    }
+    (void)shared.board.clear(bits & ~held & ~pending);
+  }
+  const bool changed = (bits & held) != board_seen_;
+  board_seen_ = bits & held;
+  return changed;
+}
+
+Status LeaseRunner::decide() {
+  ++decides_;
+  std::vector<LeaseTenant> tenants;
+  std::vector<TenantConn*> conns;
+  std::map<uint64_t, uint32_t> slots;
+  for (auto& [id, conn] : hub_.conns()) {
+    if (conn->state != ConnState::live) continue;
+    const Track& t = tracks_[id];
+    LeaseTenant v;
+    v.id = id;
+    v.info = info_of(*conn);
+    v.lc_in_flight = conn->lc_slot < ipc::kLcSlots && (board_seen_ >> conn->lc_slot) & 1u;
+    v.gpu_bound_share = t.share;
+    v.launches = conn->stats.launches;
+    v.completions = conn->stats.completions;
+    v.bursts = t.bursts;
+    tenants.push_back(std::move(v));
+    conns.push_back(conn.get());
+    slots[id] = conn->lc_slot;
+  }
+  const LeaseView view{hub_.now(), &device_, tenants};
+  const std::vector<Lease> leases = policy_.decide(view);
+  if (leases.size() != tenants.size()) {
+    return Status::internal(fmt::format("lease policy {}: {} leases for {} tenants", policy_.name(), leases.size(), tenants.size()));
+  }
+  const auto slot_of = [&slots](uint64_t id) {
+    const auto it = slots.find(id);
+    return it == slots.end() ? ipc::kNoLcSlot : it->second;
+  };
+  bool any = false;
+  for (size_t i = 0; i < conns.size(); ++i) {
+    TenantConn& conn = *conns[i];
+    Result<ipc::LeaseTerms> terms = lease_terms(leases[i], conn.lc_slot, slot_of);
+    if (!terms.is_ok()) {
+      // A policy's bug: the tenant keeps its lease; nothing else is affected.
+      log_event(spdlog::level::err, "lease_refused", {{"tenant", conn.id}, {"policy", policy_.name()}, {"error", terms.status().message()}});
+      continue;
+    }
+    if (*terms == conn.lease.terms()) continue;
+    if (Status s = conn.lease.publish(*terms); !s.is_ok()) continue;
+    ++publishes_;
+    any = true;
+  }
+  if (any) hub_.shared().board.wake_all();
+  return Status::ok();
+}
+
+void LeaseRunner::settle_gone() {
+  std::vector<uint64_t> finished;
+  for (auto& [id, conn] : hub_.conns()) {
+    if (conn->state == ConnState::live) continue;
+    const bool dropped = conn->state == ConnState::gone || conn->ledger.outstanding() > 0;
+    if (dropped) {
+      log_event(spdlog::level::warn, "tenant_dropped",
+                {{"tenant", conn->id}, {"name", conn->record.info.name}, {"why", conn->why}, {"outstanding", conn->ledger.outstanding()}});
+    } else {
+      log_event(spdlog::level::info, "tenant_left", {{"tenant", conn->id}, {"name", conn->record.info.name}, {"why", conn->why}});
+    }
+    finished.push_back(id);
+  }
+  for (uint64_t id : finished) {
+    hub_.remove(id);
+    tracks_.erase(id);
+  }
+}
+
+void LeaseRunner::open_all() {
+  for (auto& [id, conn] : hub_.conns()) {
+    ipc::LeaseTerms open;
+    open.priority = conn->lease.terms().priority;
+    (void)conn->lease.publish(open);
+  }
+  hub_.shared().board.wake_all();
+}
+
+Status LeaseRunner::run(const std::atomic<bool>& stop) {
+  hub_.start_clock();
+  auto last_activity = Clock::now();
+  Clock::time_point last_beat{}, last_periodic{}, last_decide{};
+  const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(policy_.period()));
+  Status status = Status::ok();
+  while (!stop.load(std::memory_order_acquire)) {
+    const auto now = Clock::now();
+    if (now - last_beat >= std::chrono::milliseconds(50)) {
+      hub_.beat();
+      last_beat = now;
+    }
+    std::vector<TenantConn*> fresh = hub_.sync_registry();
+    for (TenantConn* c : fresh) {
+      log_event(spdlog::level::info, "tenant_joined",
+                {{"tenant", c->id}, {"name", c->record.info.name}, {"class", is_lc(*c) ? "lc" : "be"},
+                 {"target_ms", static_cast<double>(c->record.info.latency_target_ns) / 1e6}, {"weight", c->record.info.weight},
+                 {"pid", c->record.info.pid}, {"uid", c->record.owner.uid}, {"lc_slot", c->lc_slot}});
+    }
+    const size_t before = hub_.conns().size();
+    bool activity = false;
+    bool changed = take(fresh, activity);
+    settle_gone();
+    changed = changed || hub_.conns().size() != before;
+    changed = watch_board() || changed;
+    const bool any = changed || activity;
+    if (changed || now - last_decide >= period) {
+      status = decide();
+      if (!status.is_ok()) break;
+      last_decide = now;
+    }
+    if (options_.periodic && now - last_periodic >= options_.periodic_every) {
+      last_periodic = now;
+      options_.periodic();
+    }
+    if (any) last_activity = now;
+    if (now - last_activity < options_.spin) {
+      ipc::cpu_pause();
+    } else if (now - last_activity < options_.idle_after) {
+      nap(options_.sleep);
+    } else {
+      nap(options_.idle_sleep);
+    }
+  }
+  open_all();
+  return status;
+}
+
+}  // namespace concord::daemon

@@ -1,0 +1,98 @@
+// What an intercepted process has launched and what is known to have ended, without an event per
+// launch. Launches are booked per application stream; now and then an event (a "marker") is
+// recorded behind one, and when it completes every launch of that stream up to it has ended. The
+// application's own synchronisations say the same for free. Each end is reported through `report`
+// (the tenant client's completion: a stream's launches up to a seq), and the in-flight count
+// (launched and not known ended) is what an LC flag and a BE in-flight cap read.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "intercept/cu_handles.h"
+#include "intercept/real_driver.h"
+
+namespace concord::intercept {
+
+class CompletionBook {
+ public:
+  // report(seq, stream key, ok, at_ns): the stream's launches up to seq ended.
+  using Report = std::function<void(uint64_t seq, uint64_t key, bool ok, uint64_t at_ns)>;
+  CompletionBook(const RealDriver& driver, Report report) : driver_(driver), report_(std::move(report)) {}
+
+  // Counts a launch about to go out (so that in_flight() never reads 0 while it does).
+  void launching() { launched_.fetch_add(1, std::memory_order_acq_rel); }
+  // A launch counted by launching() that nobody will track (the tenant went pass-through).
+  void forget_one() { ended_.fetch_add(1, std::memory_order_acq_rel); }
+  uint64_t in_flight() const { return launched_.load(std::memory_order_acquire) - ended_.load(std::memory_order_acquire); }
+
+  // Books launch `seq` on stream `key` (`app`: the handle to record on; `foreign_ok`: another
+  // thread may name it). Whether a marker should follow it, and the stream's count it covers:
+  // when `every` launches went by since the last one, or `force`.
+  std::pair<bool, uint64_t> book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every, bool force);
+  // Records a marker on `stream` behind launch `seq`, the `count`-th of stream `key`. Without an
+  // event (the driver refused one) the launches are said to have ended now rather than never.
+  void record_marker(CUstream stream, uint64_t key, uint64_t seq, uint64_t count);
+  // A marker behind the stream's launches no marker covers yet, recorded on `app` by the calling
+  // thread (false when every launch is covered).
+  bool mark_uncovered(uint64_t key, CUstream app);
+  // Queries the pending markers (one caller at a time) and reports those that completed.
+  void poll();
+  bool idle() const;
+  // Markers from the completion thread behind streams quiet for `quiet_ns` whose last launches no
+  // marker covers (not while a capture is in progress: the caller checks). How many.
+  int tail_markers(uint64_t quiet_ns);
+
+  // A synchronisation: (key, last seq, count) of the streams it covers, taken before it begins;
+  // after it returned, those launches have ended.
+  std::vector<std::array<uint64_t, 3>> before_sync(uint64_t key, bool whole_context);
+  void after_sync(const std::vector<std::array<uint64_t, 3>>& covered, uint64_t at_ns);
+  // A stream the application destroyed: no marker is recorded on its handle again.
+  void stream_gone(uint64_t key);
+
+  uint64_t markers() const { return markers_.load(std::memory_order_relaxed); }
+  uint64_t reported() const { return reported_.load(std::memory_order_relaxed); }
+
+ private:
+  // One application stream's launches.
+  struct Track {
+    CUstream handle = nullptr;  // what another thread records a marker on
+    bool foreign_ok = true;     // false for a thread's per-thread default stream
+    uint64_t last_seq = 0;      // the last launch noticed on it
+    uint64_t count = 0;         // launches on it
+    uint64_t marked = 0;        // launches a marker (pending or done) or a synchronisation covers
+    uint64_t ended = 0;         // launches known to have ended
+    uint64_t last_launch_ns = 0;
+  };
+  struct Marker {
+    uint64_t seq = 0;
+    uint64_t key = 0;
+    uint64_t count = 0;
+    CUevent event = nullptr;
+  };
+  void ended(uint64_t key, uint64_t seq, uint64_t count, bool ok, uint64_t at_ns);
+
+  const RealDriver& driver_;
+  Report report_;
+  std::mutex tracks_mu_;
+  std::unordered_map<uint64_t, Track> tracks_;
+  std::atomic<uint64_t> launched_{0};
+  std::atomic<uint64_t> ended_{0};
+  mutable std::mutex events_mu_;
+  std::vector<OwnedEvent> events_;  // every marker event made
+  std::vector<CUevent> free_events_;
+  std::vector<Marker> pending_;     // recorded and not yet seen complete
+  std::mutex poll_mu_;
+  std::atomic<uint64_t> markers_{0};
+  std::atomic<uint64_t> reported_{0};
+};
+
+}  // namespace concord::intercept

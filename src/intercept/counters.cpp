@@ -1,0 +1,47 @@
+#include "intercept/counters.h"
+
+#include <cstdio>
+#include <utility>
+
+namespace concord::intercept {
+
+Status write_counters(const std::string& path, const char* mode, bool daemon_gone, const Counters& c, uint64_t markers,
+                      uint64_t completions) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return Status::io_error("cannot write CONCORD_INTERCEPT_STATS file " + path);
+  const std::pair<const char*, const std::atomic<uint64_t>*> fields[] = {
+      {"launches", &c.launches},
+      {"passed_through", &c.passed_through},
+      {"captured", &c.captured},
+      {"noticed", &c.noticed},
+      {"leased", &c.leased},
+      {"gate_waits", &c.gate_waits},
+      {"cap_waits", &c.cap_waits},
+      {"released", &c.released},
+      {"priority_attribute", &c.priority_attribute},
+      {"on_priority_stream", &c.on_priority_stream},
+      {"on_green_stream", &c.on_green_stream},
+      {"green_fallbacks", &c.green_fallbacks},
+      {"graphs", &c.graphs},
+      {"tail_markers", &c.tail_markers},
+      {"failed_launches", &c.failed_launches},
+      {"synchronizations", &c.synchronizations},
+      {"lc_raises", &c.lc_raises},
+      {"streams_raised", &c.streams_raised},
+      {"sm_sets_prepared", &c.sm_sets_prepared},
+      {"requests_begun", &c.requests_begun},
+      {"requests_ended", &c.requests_ended},
+      {"allocations", &c.allocations},
+      {"frees", &c.frees},
+      {"live_bytes", &c.live_bytes},
+      {"peak_bytes", &c.peak_bytes},
+  };
+  std::fprintf(f, "{\"mode\": \"%s\", \"daemon_gone\": %s", mode, daemon_gone ? "true" : "false");
+  for (const auto& [name, value] : fields) std::fprintf(f, ", \"%s\": %llu", name, static_cast<unsigned long long>(value->load()));
+  std::fprintf(f, ", \"markers\": %llu, \"completions\": %llu}\n", static_cast<unsigned long long>(markers),
+               static_cast<unsigned long long>(completions));
+  std::fclose(f);
+  return Status::ok();
+}
+
+}  // namespace concord::intercept

@@ -1,0 +1,138 @@
+// The shared memory of leases (include/concord/lease.h): a page per tenant that the daemon writes
+// and the tenant only reads, and one node-wide board on which LC tenants raise and lower their
+// work-in-flight flags.
+//
+// Both are sealed anonymous objects (memfd, as the rings), passed over the control socket with the
+// registration's reply. A tenant gets its lease page read-only (a descriptor reopened O_RDONLY: it
+// can neither write nor resize it); it gets the board read-only too unless it is latency-critical.
+// Nothing a tenant writes is ever trusted by the daemon: it reads only the board's flag word, whose
+// every value is valid, and clears flags whose slot no live LC tenant holds.
+//
+// Lease page: a seqlock (the daemon makes the sequence odd, writes the terms, makes it even; a
+// reader retries until it reads one even sequence on both sides of the terms) and the terms.
+// Board: `lc_active` (bit s: the LC tenant in slot s has work in flight) and `wake`, a futex word
+// bumped and woken whenever a gate may have opened (an LC flag lowered, a lease published). A
+// waiting launch reads `wake`, checks its gate, and sleeps on `wake` only if the gate is still
+// closed, with a timeout, so no lost or withheld wake-up blocks it for longer than that.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "concord/status.h"
+#include "ipc/protocol.h"
+#include "ipc/shared_memory.h"
+
+namespace concord::ipc {
+
+inline constexpr size_t kLeasePageBytes = 4096;
+inline constexpr size_t kBoardBytes = 4096;
+// LC tenants with a flag on the board at once (one 64-bit word: a launch reads it with one load).
+inline constexpr uint32_t kLcSlots = 64;
+inline constexpr uint32_t kNoLcSlot = 0xffffffffu;
+
+enum class Gate : uint8_t { open = 0, closed = 1, per_launch = 2 };
+enum class OnLc : uint8_t { run = 0, close = 1, cap = 2 };
+const char* to_string(Gate gate);
+const char* to_string(OnLc on_lc);
+
+// A lease as the page holds it (concord::Lease with the daemon's slots and handles filled in).
+struct LeaseTerms {
+  Gate gate = Gate::open;
+  Priority priority = Priority::normal;
+  uint32_t max_in_flight = 0;   // launches released and not known ended (0: no limit)
+  uint64_t yield_mask = 0;      // board slots whose flag applies `on_lc`
+  OnLc on_lc = OnLc::run;
+  uint32_t lc_max_in_flight = 0;  // with on_lc == cap: >= 1
+  uint32_t lc_slot = kNoLcSlot;   // an LC tenant's slot on the board (kNoLcSlot: raises no flag)
+  bool operator==(const LeaseTerms&) const = default;
+};
+// An error naming the field that is out of range (the page's reader and writer both check).
+Status check_terms(const LeaseTerms& terms);
+
+// What a launch may do now under `terms` with the board's flags `lc_active`.
+struct Admission {
+  bool open = true;        // false: wait for the gate (closed, or closed while LC work is in flight)
+  uint32_t cap = 0;        // with open: launches in flight at most (0: no limit)
+  bool lc_yield = false;   // an LC flag the lease yields to is up
+};
+Admission admission(const LeaseTerms& terms, uint64_t lc_active);
+
+namespace detail {
+struct LeaseLayout;
+struct BoardLayout;
+}  // namespace detail
+
+// The daemon's end of a tenant's lease page.
+class LeasePage {
+ public:
+  static Result<LeasePage> create(const std::string& label, const LeaseTerms& initial);
+  LeasePage() = default;
+  // Writes new terms (invalid ones are refused and change nothing).
+  Status publish(const LeaseTerms& terms);
+  const LeaseTerms& terms() const { return terms_; }
+  // A read-only descriptor of the page for the tenant (the caller owns it).
+  Result<int> reader_fd() const;
+  const SharedMemory& memory() const { return memory_; }
+
+ private:
+  SharedMemory memory_;
+  detail::LeaseLayout* page_ = nullptr;
+  LeaseTerms terms_;
+};
+
+// The tenant's end of its lease page.
+class LeaseReader {
+ public:
+  // Maps the page the descriptor names (taking the descriptor), read-only.
+  static Result<LeaseReader> from_fd(int fd, const std::string& label);
+  LeaseReader() = default;
+  bool valid() const { return page_ != nullptr; }
+  // The terms now; terms out of range (which only a daemon bug could write) are an error naming
+  // the field.
+  Result<LeaseTerms> read() const;
+  // Changes whenever the daemon publishes (even values only once a publish is complete).
+  uint32_t sequence() const;
+
+ private:
+  SharedMemory memory_;
+  const detail::LeaseLayout* page_ = nullptr;
+};
+
+// The node-wide board of LC work in flight, either end.
+class NodeBoard {
+ public:
+  // The daemon's: a fresh board.
+  static Result<NodeBoard> create(const std::string& label);
+  // A tenant's: the board the descriptor names (taking it); `writable` for an LC tenant.
+  static Result<NodeBoard> from_fd(int fd, const std::string& label, bool writable);
+  NodeBoard() = default;
+  bool valid() const { return board_ != nullptr; }
+
+  uint64_t lc_active() const;
+  // An LC tenant's flag (slot < kLcSlots), raised and lowered by the tenant itself; lower() also
+  // bumps `wake` and wakes every waiter.
+  void raise(uint32_t slot);
+  void lower(uint32_t slot);
+  // The daemon: clears flags of slots in `mask` (slots no live LC tenant holds) and wakes the
+  // waiters if any was up; whether any was.
+  bool clear(uint64_t mask);
+  // Bumps `wake` and wakes every waiter (a lease was published).
+  void wake_all();
+  // Wakes every waiter without bumping `wake` (a read-only end: its own waiters re-check).
+  void wake_waiters() const;
+  uint32_t wake_word() const;
+  // Sleeps until `wake` differs from `seen`, a wake-up, or `timeout_ns`.
+  void wait(uint32_t seen, uint64_t timeout_ns) const;
+
+  // Descriptors for a tenant (the caller owns them): read-only, or read-write for an LC tenant.
+  Result<int> tenant_fd(bool writable) const;
+  const SharedMemory& memory() const { return memory_; }
+
+ private:
+  SharedMemory memory_;
+  detail::BoardLayout* board_ = nullptr;
+};
+
+}  // namespace concord::ipc

@@ -1,0 +1,34 @@
+#include "mechanism/lc_yield.h"
+
+#include "mechanism/params.h"
+
+namespace concord::policy {
+
+std::vector<uint64_t> lc_tenants_to_yield_to(const LeaseView& view, const LcYieldRule& rule) {
+  std::vector<uint64_t> out;
+  for (const LeaseTenant& t : view.tenants) {
+    if (t.info.cls != TenantClass::latency_critical) continue;
+    const bool launch_bound = rule.bound_share > 0 && t.gpu_bound_share && *t.gpu_bound_share < rule.bound_share;
+    if (!launch_bound) out.push_back(t.id);
+  }
+  return out;
+}
+
+Lease lc_lease(int priority, bool signal) {
+  Lease l;
+  l.priority = priority;
+  l.signal_lc = signal;
+  return l;
+}
+
+Result<double> bound_share_param(const std::string& policy, const PolicyParams& params, double fallback) {
+  auto v = double_param(params, "bound_share", fallback);
+  if (!v) return v.status();
+  if (!(*v >= 0 && *v <= 1)) {
+    return Status::invalid_argument(policy + ": parameter 'bound_share' must be within 0..1 (0: yield to every LC tenant), not '" +
+                                    params.at("bound_share") + "'");
+  }
+  return *v;
+}
+
+}  // namespace concord::policy

@@ -1,0 +1,28 @@
+// Which LC tenants a BE lease yields to: those whose work holds the GPU, not those that leave it
+// idle between launches. An LC tenant whose GPU-bound share (LeaseTenant::gpu_bound_share) is
+// below `bound_share` is launch-bound (an eager framework serving small batches: the host, not the
+// GPU, sets its pace), and BE work beside it costs it little, as under MPS; one at or above it, or
+// not measured yet, is GPU-bound, and BE work yields to it. bound_share 0 yields to every LC tenant.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "concord/lease.h"
+
+namespace concord::policy {
+
+struct LcYieldRule {
+  double bound_share = 0.5;
+};
+
+// The ids of the LC tenants in `view` that BE leases yield to under `rule`.
+std::vector<uint64_t> lc_tenants_to_yield_to(const LeaseView& view, const LcYieldRule& rule);
+
+// An LC tenant's lease: at once, at `priority`, its flag raised while its work is in flight.
+Lease lc_lease(int priority, bool signal);
+
+// The `bound_share` parameter of a lease policy (0..1), `fallback` when absent.
+Result<double> bound_share_param(const std::string& policy, const PolicyParams& params, double fallback);
+
+}  // namespace concord::policy

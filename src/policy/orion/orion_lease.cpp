@@ -1,0 +1,41 @@
+#include "policy/orion/orion_lease.h"
+
+#include "mechanism/params.h"
+
+namespace concord::policy {
+
+Lease OrionLease::initial(const TenantInfo& info) const {
+  if (info.cls == TenantClass::latency_critical) return lc_lease(1, true);
+  Lease l;
+  l.max_in_flight = o_.be_depth;
+  return l;
+}
+
+std::vector<Lease> OrionLease::decide(const LeaseView& view) {
+  const std::vector<uint64_t> bound = lc_tenants_to_yield_to(view, o_.yield);
+  std::vector<Lease> out;
+  out.reserve(view.tenants.size());
+  for (const LeaseTenant& t : view.tenants) {
+    Lease l = initial(t.info);
+    if (t.info.cls == TenantClass::best_effort && !bound.empty()) {
+      l.yield_to = bound;
+      l.on_lc = LcYield::close;
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<LeasePolicy>> make_orion_lease(const PolicyParams& params) {
+  CONCORD_RETURN_IF_ERROR(only_params("orion (lease)", params, {"bound_share", "be_depth"}));
+  OrionLeaseOptions o;
+  auto share = bound_share_param("orion", params, o.yield.bound_share);
+  if (!share) return share.status();
+  o.yield.bound_share = *share;
+  auto depth = int_param(params, "be_depth", 0, 0);
+  if (!depth) return depth.status();
+  o.be_depth = *depth;
+  return std::unique_ptr<LeasePolicy>(std::make_unique<OrionLease>(o));
+}
+
+}  // namespace concord::policy
