@@ -9,7 +9,10 @@
 # bench/raise; "channel" runs the VRAM channel probe and its analysis into OUT/channel; "fedcm"
 # runs bench/fedcm in one process and then as MPS peers (it starts and stops the MPS daemon
 # itself, so it goes last); "lsbe" runs bench/lsbe/run.sh (likewise); "aker" runs bench/aker/run.sh;
-# "intercept" runs bench/intercept/run.sh and scripts/intercept_torch_check.py.
+# "intercept" runs the library's GPU tests, bench/intercept/run.sh (as MPS clients) and
+# scripts/intercept_torch_check.py under a daemon with leases; "eager" compares eager PyTorch
+# services alone as plain MPS clients and under the library with concordd; "apps" runs
+# bench/apps on every GPU (bench/apps/run_gpus.sh; APPS_COMBOS, APPS_ARGS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -164,19 +167,40 @@ has lsbe && step lsbe "${LSBE_S:-600}" env QUICK="${LSBE_QUICK:-0}" bash bench/l
 # AKER_QUICK=1 for its quick mode, and its other variables (SCHEMES, MIXES, LOADS, TARGETS, PAIRS,
 # RATIOS, STEPS, ARGS) pass through.
 has aker && step aker "${AKER_S:-600}" env QUICK="${AKER_QUICK:-0}" bash bench/aker/run.sh "$out/aker"
-# The interception library (docs/intercept.md): its per-launch cost (bench/intercept/run.sh; its
-# DAEMON_FREE_RUN / DAEMON_DECIDE pass through) into OUT/intercept, and the PyTorch check when torch
-# imports (INTERCEPT_SOCKET: a running concordd's socket for it).
+# The interception library (docs/intercept.md): its GPU tests (a daemon in the test process), its
+# per-launch cost as MPS clients (bench/intercept/run.sh: plain, pass-through, leases for LC and
+# BE, per-launch decisions) into OUT/intercept, and the PyTorch check under a daemon with leases,
+# as a BE and as an LC tenant.
+devspec=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -q H200 && echo h200 || echo h100)
 if has intercept; then
-  step intercept_bench 300 bash bench/intercept/run.sh "$out/intercept"
+  step intercept_tests 300 "$bin/concord_gpu_tests" --gtest_filter='Intercept.*' --gtest_output="json:$out/intercept_tests.json"
+  step intercept_bench 400 env MPS=1 DEVICE_SPEC="$devspec" bash bench/intercept/run.sh "$out/intercept"
   if python3 -c "import torch" >/dev/null 2>&1; then
-    torch_args=()
-    [ -n "${INTERCEPT_SOCKET:-}" ] && torch_args=(--socket "$INTERCEPT_SOCKET")
-    step intercept_torch 300 python3 scripts/intercept_torch_check.py "$out/intercept" --lib .gpu/lib/libconcord_intercept.so \
-      "${torch_args[@]}"
+    sock=$(mktemp -u /tmp/concord-torch-XXXXXX.sock)
+    "$bin/concordd" --socket "$sock" --policy orion --device-spec "$devspec" >"$out/intercept/torch-concordd.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+    step intercept_torch_be 300 python3 scripts/intercept_torch_check.py "$out/intercept/torch-be" --lib .gpu/lib/libconcord_intercept.so \
+      --socket "$sock"
+    step intercept_torch_lc 300 env CONCORD_CLASS=lc CONCORD_TARGET_MS=100 python3 scripts/intercept_torch_check.py \
+      "$out/intercept/torch-lc" --lib .gpu/lib/libconcord_intercept.so --socket "$sock"
+    kill -TERM "$daemon"
+    wait "$daemon"
   else
     echo "intercept_torch: skipped (python3 cannot import torch)" | tee -a "$out/summary.txt"
   fi
+fi
+# Eager services alone (issue 31: within 3% of a plain MPS client): each model's mean service time
+# back to back as a plain MPS client, then under the library with concordd (orion), in turn,
+# EAGER_ROUNDS times; OUT/eager/<model>-<mode>-<round>.json.
+if has eager; then
+  step eager 400 bash bench/apps/eager_alone.sh "$out/eager" "$devspec" ${EAGER_MODELS:-bert:8 gpt:16}
+fi
+# bench/apps on every GPU at once (bench/apps/run_gpus.sh) into OUT/apps.
+if has apps; then
+  step apps "${APPS_S:-590}" env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
+    CONCORD_DEVICE_SPEC="$devspec" bash bench/apps/run_gpus.sh "$out/apps" \
+    "${APPS_COMBOS:-resnet50:64:graph/resnet50:64,bert:32:graph/bert:16,bert:8/resnet50:64,gpt:16/bert:16}" ${APPS_ARGS:-}
 fi
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then

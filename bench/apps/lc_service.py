@@ -3,10 +3,12 @@
 
   lc_service.py --model resnet50 --batch 64 [--graph] --calibrate N --out FILE
       N requests back to back: the service time alone (p50, p99, mean), hence its capacity.
-  lc_service.py --model resnet50 --batch 64 [--graph] --rate R --requests N --out FILE
-      Open loop: N requests with Poisson arrivals at R per second (seeded), served one at a time in
-      arrival order; a request's latency runs from its arrival to the end of its forward pass
-      (queueing included), as a service's client sees it.
+  lc_service.py --model resnet50 --batch 64 [--graph] --rates R1,R2,... --requests N --out FILE
+      Open loop, one phase per rate, one after the other: N requests with Poisson arrivals at R per
+      second (seeded), served one at a time in arrival order; a request's latency runs from its
+      arrival to the end of its forward pass (queueing included), as a service's client sees it.
+      Each phase has its own window (first arrival to last end), so a job beside the service can be
+      measured over each.
 
 With --graph the forward pass is captured once as a CUDA graph and each request replays it.
 When the process runs under Concord's interception library (LD_PRELOAD), each request is marked
@@ -25,7 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
-from stats import percentile  # noqa: E402,F401
+from stats import percentile  # noqa: E402
 
 
 def request_marks():
@@ -92,13 +94,32 @@ def run_open_loop(service, rate, requests, seed, start_at=None, warmup=10):
     return {"arrivals": arrivals, "latency_s": lat, "window": [arrivals[0], ends[-1]], "marked": marked}
 
 
+def run_phases(service, rates, requests, seed, start_at=None):
+    """One open loop per rate, in turn (seed + index), each with its own latencies and window."""
+    phases = []
+    for i, rate in enumerate(rates):
+        r = run_open_loop(service, rate, requests, seed + i, start_at if i == 0 else None)
+        phases.append({"rate_rps": rate, **r, "p50_s": percentile(r["latency_s"], 50), "p99_s": percentile(r["latency_s"], 99)})
+    return phases
+
+
+def parse_rates(text):
+    try:
+        rates = [float(x) for x in text.split(",") if x]
+    except ValueError:
+        rates = []
+    if not rates or any(not r > 0 for r in rates):
+        raise SystemExit(f"--rates '{text}': expected positive numbers separated by commas")
+    return rates
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=models.MODELS, default="resnet50")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--graph", action="store_true")
     ap.add_argument("--calibrate", type=int, default=0, help="N back-to-back requests: the service time alone")
-    ap.add_argument("--rate", type=float, default=0.0, help="Poisson arrivals per second")
+    ap.add_argument("--rates", default="", help="Poisson arrivals per second, one phase per rate (R1,R2,...)")
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--priority", choices=("normal", "high"), default="normal", help="the service stream's priority")
@@ -106,8 +127,9 @@ def main():
     ap.add_argument("--start-at", type=float, help="CLOCK_MONOTONIC seconds before which no request arrives")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    if (a.calibrate > 0) == (a.rate > 0):
-        ap.error("give exactly one of --calibrate N and --rate R")
+    if (a.calibrate > 0) == bool(a.rates):
+        ap.error("give exactly one of --calibrate N and --rates R1,R2,...")
+    rates = parse_rates(a.rates) if a.rates else []
     if a.batch < 1 or a.requests < 1:
         ap.error("--batch and --requests must be >= 1")
     # PyTorch maps a priority outside the device's range to the nearest one: -100 is the highest.
@@ -126,13 +148,13 @@ def main():
         result.update({"kind": "calibrate", "service_s": times, "p50_s": percentile(times, 50),
                        "p99_s": percentile(times, 99), "mean_s": sum(times) / len(times)})
     else:
-        r = run_open_loop(service, a.rate, a.requests, a.seed, a.start_at)
-        result.update({"kind": "open_loop", "rate_rps": a.rate, "seed": a.seed, **r,
-                       "p50_s": percentile(r["latency_s"], 50), "p99_s": percentile(r["latency_s"], 99)})
+        phases = run_phases(service, rates, a.requests, a.seed, a.start_at)
+        result.update({"kind": "open_loop", "seed": a.seed, "phases": phases})
     with open(a.out, "w") as f:
         json.dump(result, f)
-    print(f"lc_service {a.model} b{a.batch}{' graph' if a.graph else ''}: p50 {result['p50_s'] * 1e3:.2f} ms, "
-          f"p99 {result['p99_s'] * 1e3:.2f} ms", file=sys.stderr)
+    for p in result.get("phases", [result]):
+        print(f"lc_service {a.model} b{a.batch}{' graph' if a.graph else ''}: p50 {p['p50_s'] * 1e3:.2f} ms, "
+              f"p99 {p['p99_s'] * 1e3:.2f} ms", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 ResNet-50 comes from torchvision when it is installed and is built here otherwise (the same
 layers: bottleneck blocks 3-4-6-3, widths 64-128-256-512, expansion 4). The BERT-style encoder
-is PyTorch's own TransformerEncoder (BERT-base: 12 layers, width 768, 12 heads, FFN 3072).
+is PyTorch's own TransformerEncoder (BERT-base: 12 layers, width 768, 12 heads, FFN 3072). The
+decoder step (`gpt`) is one token of GPT-2-small-like generation with a KV cache: each of the
+batch's sequences adds one token that attends to 256 cached positions (inference only).
 """
 import torch
 from torch import nn
@@ -71,7 +73,50 @@ class Encoder(nn.Module):
         return self.head(h[:, 0])
 
 
-MODELS = ("resnet50", "bert")
+class DecoderLayer(nn.Module):
+    """Pre-norm decoder layer for one new token per sequence, its keys and values cached."""
+
+    def __init__(self, width, heads, context, batch):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+        self.fc1, self.fc2 = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        hd = width // heads
+        self.register_buffer("k_cache", torch.randn(batch, heads, context, hd))
+        self.register_buffer("v_cache", torch.randn(batch, heads, context, hd))
+
+    def forward(self, x):
+        b, w = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(w, dim=-1)
+        q = q.view(b, self.heads, 1, w // self.heads)
+        # The new key and value join the cache's (the cache itself is not grown: a fixed-size step).
+        keys = torch.cat([self.k_cache[:, :, 1:], k.view(b, self.heads, 1, -1)], dim=2)
+        values = torch.cat([self.v_cache[:, :, 1:], v.view(b, self.heads, 1, -1)], dim=2)
+        a = nn.functional.scaled_dot_product_attention(q, keys, values)
+        x = x + self.out(a.reshape(b, w))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class DecoderStep(nn.Module):
+    """GPT-2-small-like (12 layers, width 768, 12 heads, vocabulary 50257): one generation step."""
+
+    def __init__(self, batch, width=768, layers=12, heads=12, context=256, vocab=50257):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.layers = nn.ModuleList(DecoderLayer(width, heads, context, batch) for _ in range(layers))
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x))
+
+
+MODELS = ("resnet50", "bert", "gpt")
 
 
 def make(name, batch, device="cuda", seq=128):
@@ -80,4 +125,6 @@ def make(name, batch, device="cuda", seq=128):
         return resnet50().to(device), torch.randn(batch, 3, 224, 224, device=device)
     if name == "bert":
         return Encoder().to(device), torch.randint(0, 30522, (batch, seq), device=device)
+    if name == "gpt":
+        return DecoderStep(batch).to(device), torch.randint(0, 50257, (batch,), device=device)
     raise ValueError(f"unknown model '{name}' (known: {', '.join(MODELS)})")

@@ -3,7 +3,7 @@
 as two threads of one process, the service on a high-priority stream and the job on a stream of
 the default (lowest) priority. Writes the two results as lc_service.py and be_train.py would.
 
-  prio_streams.py --lc-model resnet50 --lc-batch 64 [--graph] --rate R --requests N \
+  prio_streams.py --lc-model resnet50 --lc-batch 64 [--graph] --rates R1,R2 --requests N \
                   --be-model resnet50 --be-batch 64 --lc-out LC.json --be-out BE.json
 """
 import argparse
@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--lc-model", choices=models.MODELS, default="resnet50")
     ap.add_argument("--lc-batch", type=int, default=64)
     ap.add_argument("--graph", action="store_true")
-    ap.add_argument("--rate", type=float, required=True)
+    ap.add_argument("--rates", required=True, help="one open-loop phase per rate (R1,R2,...)")
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--be-model", choices=models.MODELS, default="resnet50")
@@ -55,15 +55,14 @@ def main():
     t.start()
     while "ready" not in be:
         time.sleep(0.01)
-    r = lc_service.run_open_loop(service, a.rate, a.requests, a.seed)
+    phases = lc_service.run_phases(service, lc_service.parse_rates(a.rates), a.requests, a.seed)
     stop.set()
     t.join()
     common = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "pid": os.getpid(),
               "scheme": "priority-streams", "stream_priorities": [high, low]}
     with open(a.lc_out, "w") as f:
-        json.dump({"model": a.lc_model, "batch": a.lc_batch, "graph": a.graph, "kind": "open_loop",
-                   "rate_rps": a.rate, "seed": a.seed, **r, "p50_s": lc_service.percentile(r["latency_s"], 50),
-                   "p99_s": lc_service.percentile(r["latency_s"], 99), **common}, f)
+        json.dump({"model": a.lc_model, "batch": a.lc_batch, "graph": a.graph, "kind": "open_loop", "seed": a.seed,
+                   "phases": phases, **common}, f)
     ends = be["ends"]
     with open(a.be_out, "w") as f:
         json.dump({"model": a.be_model, "batch": a.be_batch, "iteration_ends": ends, "loss": be["loss"],

@@ -10,18 +10,25 @@ separate processes, under each scheme:
   concord:POLICY     MPS clients under libconcord_intercept.so, scheduled by concordd --policy POLICY
   concord:POLICY:dN  the same with concordd --be-depth N (BE launches released ahead at most N deep)
 
-  run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N]
+  run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N] [--gpu K]
 
-A combo is LC/BE: MODEL:BATCH[:graph]/MODEL:BATCH, e.g. resnet50:64:graph/resnet50:64 (default)
-or bert:32:graph/bert:16. Per combo it first measures the LC service alone back to back (its
-service time; capacity = 1 / mean), then per load the LC alone at that rate and the BE alone,
-then each scheme. Every run's JSON goes to OUTDIR/<combo>/<load>/<scheme>/{lc,be}.json, logs
-beside them; a run already there is kept (rerun to resume). summarize.py OUTDIR makes the tables.
+A combo is LC/BE: MODEL:BATCH[:graph]/MODEL:BATCH, e.g. resnet50:64:graph/resnet50:64 (default),
+bert:32:graph/bert:16, bert:8/resnet50:64 (an eager service) or gpt:16/bert:16 (an eager decoder
+step). Per combo it first measures the LC service alone back to back (its service time; capacity
+= 1 / mean), then the LC alone at every load (one phase per load, in one process), the BE alone
+(plain and as an MPS client), then each scheme: the BE job started, the LC service's phases one
+after the other beside it, the BE's rate taken over each phase's window. Every run's JSON goes to
+OUTDIR/<combo>/<scheme>/{lc,be}.json, logs beside them; a run already there is kept (rerun to
+resume). summarize.py OUTDIR makes the tables.
+
+--gpu K runs everything on GPU K alone (CUDA_VISIBLE_DEVICES, its own MPS server and work
+folder OUTDIR/work-gpuK): several run.py on several GPUs at once measure several combos at once
+(bench/apps/run_gpus.sh).
 
 Environment: CONCORDD (the daemon binary), INTERCEPT (libconcord_intercept.so), both needed only
 for concord:* schemes; CONCORD_DEVICE_SPEC (concordd's --device-spec; default h200 or h100 from
 the GPU's name); PYTHON (python3). The daemon's log and its Prometheus text (metrics.sock) are in
-OUTDIR/work.
+the work folder.
 """
 import argparse
 import json
@@ -34,7 +41,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = os.environ.get("PYTHON", sys.executable)
 SCHEMES = ["timeslice", "mps", "mps-be75", "mps-be50", "mps-be25", "priority-streams",
-           "concord:sgdrc", "concord:orion", "concord:priority-streams"]
+           "concord:orion", "concord:sgdrc", "concord:priority-streams"]
+GPU_ENV = {}  # CUDA_VISIBLE_DEVICES of --gpu, for every process the bench starts
 
 
 def parse_combo(text):
@@ -141,14 +149,14 @@ def finish(proc, timeout, what):
         raise RuntimeError(f"{what} failed (rc {rc})")
 
 
-def lc_cmd(c, out, rate=None, requests=None, calibrate=None, ready=None):
+def lc_cmd(c, out, rates=None, requests=None, calibrate=None, ready=None):
     cmd = [PY, os.path.join(HERE, "lc_service.py"), "--model", c["lc_model"], "--batch", str(c["lc_batch"]), "--out", out]
     if c["graph"]:
         cmd.append("--graph")
     if calibrate:
         cmd += ["--calibrate", str(calibrate)]
     else:
-        cmd += ["--rate", f"{rate:.6f}", "--requests", str(requests)]
+        cmd += ["--rates", ",".join(f"{r:.6f}" for r in rates), "--requests", str(requests)]
     if ready:
         cmd += ["--ready", ready]
     return cmd
@@ -169,12 +177,13 @@ def base_env():
     LD_PRELOAD, for every process the bench starts: each scheme sets its own, and one inherited (say
     CONCORD_TARGET_MS from a smoke run) would make the BE's library refuse its settings and run
     pass-through, or put the library under a baseline."""
-    return {k: v for k, v in os.environ.items()
-            if not (k.startswith("CONCORD_") and k != "CONCORD_DEVICE_SPEC") and k != "LD_PRELOAD"}
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("CONCORD_") and k != "CONCORD_DEVICE_SPEC") and k != "LD_PRELOAD"}
+    return {**env, **GPU_ENV}
 
 
-def pair(d, c, rate, requests, lc_env, be_env, timeout):
-    """The BE job started and warm, then the LC service's open loop, then the BE job stopped."""
+def pair(d, c, rates, requests, lc_env, be_env, timeout):
+    """The BE job started and warm, then the LC service's phases, then the BE job stopped."""
     stop, ready = os.path.join(d, "stop"), os.path.join(d, "be.ready")
     for f in (stop, ready):
         if os.path.exists(f):
@@ -184,7 +193,7 @@ def pair(d, c, rate, requests, lc_env, be_env, timeout):
                               env={**base_env(), **be_env})
         try:
             wait_file(ready, be, timeout)
-            lc = subprocess.Popen(lc_cmd(c, os.path.join(d, "lc.json"), rate, requests), stdout=ll, stderr=subprocess.STDOUT,
+            lc = subprocess.Popen(lc_cmd(c, os.path.join(d, "lc.json"), rates, requests), stdout=ll, stderr=subprocess.STDOUT,
                                   env={**base_env(), **lc_env})
             finish(lc, timeout, "the LC service")
         finally:
@@ -192,12 +201,12 @@ def pair(d, c, rate, requests, lc_env, be_env, timeout):
             finish(be, 60, "the BE job")
 
 
-def run_scheme(scheme, d, c, rate, requests, target_ms, work, timeout):
+def run_scheme(scheme, d, c, rates, requests, target_ms, work, timeout):
     if scheme == "timeslice":
-        return pair(d, c, rate, requests, {}, {}, timeout)
+        return pair(d, c, rates, requests, {}, {}, timeout)
     if scheme == "priority-streams":
         cmd = [PY, os.path.join(HERE, "prio_streams.py"), "--lc-model", c["lc_model"], "--lc-batch", str(c["lc_batch"]),
-               "--rate", f"{rate:.6f}", "--requests", str(requests), "--be-model", c["be_model"], "--be-batch",
+               "--rates", ",".join(f"{r:.6f}" for r in rates), "--requests", str(requests), "--be-model", c["be_model"], "--be-batch",
                str(c["be_batch"]), "--lc-out", os.path.join(d, "lc.json"), "--be-out", os.path.join(d, "be.json")]
         if c["graph"]:
             cmd.append("--graph")
@@ -208,7 +217,7 @@ def run_scheme(scheme, d, c, rate, requests, target_ms, work, timeout):
             be_env = dict(mps.env)
             if scheme != "mps":
                 be_env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = scheme[len("mps-be"):]
-            return pair(d, c, rate, requests, dict(mps.env), be_env, timeout)
+            return pair(d, c, rates, requests, dict(mps.env), be_env, timeout)
     if scheme.startswith("concord:"):
         for var in ("CONCORDD", "INTERCEPT"):
             if not os.environ.get(var):
@@ -218,7 +227,7 @@ def run_scheme(scheme, d, c, rate, requests, target_ms, work, timeout):
             common = {**mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
             lc_env = {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc", "CONCORD_TARGET_MS": f"{target_ms:.3f}"}
             be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be"}
-            return pair(d, c, rate, requests, lc_env, be_env, timeout)
+            return pair(d, c, rates, requests, lc_env, be_env, timeout)
     raise RuntimeError(f"unknown scheme '{scheme}' (known: {', '.join(SCHEMES)})")
 
 
@@ -232,10 +241,11 @@ def main():
     ap.add_argument("--combos", default="resnet50:64:graph/resnet50:64")
     ap.add_argument("--loads", default="0.3,0.6")
     ap.add_argument("--schemes", default=",".join(SCHEMES))
-    ap.add_argument("--requests", type=int, default=300)
-    ap.add_argument("--be-alone-s", type=float, default=15.0)
+    ap.add_argument("--requests", type=int, default=250, help="LC requests per load")
+    ap.add_argument("--be-alone-s", type=float, default=12.0)
     ap.add_argument("--slo-factor", type=float, default=1.5, help="the LC target: this x its alone p99 at the load")
-    ap.add_argument("--timeout", type=float, default=180.0, help="seconds any one process may take")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds any one process may take")
+    ap.add_argument("--gpu", type=int, help="run on this GPU alone (CUDA_VISIBLE_DEVICES), with a work folder of its own")
     a = ap.parse_args()
     loads = [float(x) for x in a.loads.split(",") if x]
     schemes = [s for s in a.schemes.split(",") if s]
@@ -244,7 +254,9 @@ def main():
             ap.error(f"unknown scheme '{s}' (known: {', '.join(SCHEMES)})")
     if any(not 0 < x < 1 for x in loads):
         ap.error("--loads must be in (0, 1)")
-    work = os.path.join(a.out, "work")
+    if a.gpu is not None:
+        GPU_ENV["CUDA_VISIBLE_DEVICES"] = str(a.gpu)
+    work = os.path.join(a.out, "work" if a.gpu is None else f"work-gpu{a.gpu}")
     os.makedirs(work, exist_ok=True)
     failures = []
     for combo in a.combos.split(","):
@@ -257,6 +269,7 @@ def main():
                 finish(subprocess.Popen(lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT, env=base_env()), a.timeout,
                        "calibration")
         service_s = json.load(open(cal))["mean_s"]
+        rates = [load / service_s for load in loads]
         be_alone = os.path.join(base, "be_alone.json")
         if not os.path.exists(be_alone):
             with open(os.path.join(base, "be_alone.log"), "w") as log:
@@ -269,32 +282,31 @@ def main():
             with Mps(work) as mps, open(os.path.join(base, "be_alone_mps.log"), "w") as log:
                 finish(subprocess.Popen(be_cmd(c, be_alone_mps, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT,
                                         env={**base_env(), **mps.env}), a.timeout, "BE alone under MPS")
-        for load in loads:
-            rate = load / service_s
-            ld = os.path.join(base, f"load{load:g}")
-            alone = os.path.join(ld, "lc_alone")
-            os.makedirs(alone, exist_ok=True)
-            if not os.path.exists(os.path.join(alone, "lc.json")):
-                with open(os.path.join(alone, "lc.log"), "w") as log:
-                    finish(subprocess.Popen(lc_cmd(c, os.path.join(alone, "lc.json"), rate, a.requests), stdout=log,
-                                            stderr=subprocess.STDOUT, env=base_env()), a.timeout, "LC alone")
-            target_ms = a.slo_factor * json.load(open(os.path.join(alone, "lc.json")))["p99_s"] * 1e3
-            for s in schemes:
-                d = os.path.join(ld, s.replace(":", "-"))
-                os.makedirs(d, exist_ok=True)
-                if done(d):
-                    continue
-                t = time.monotonic()
-                try:
-                    run_scheme(s, d, c, rate, a.requests, target_ms, work, a.timeout)
-                    print(f"{c['name']} load {load:g} {s}: {time.monotonic() - t:.0f} s", file=sys.stderr)
-                except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-                    failures.append(f"{c['name']} load {load:g} {s}: {e}")
-                    with open(os.path.join(d, "error.txt"), "w") as f:
-                        f.write(str(e) + "\n")
-                    print(f"{c['name']} load {load:g} {s}: FAILED: {e}", file=sys.stderr)
-            json.dump({"load": load, "rate_rps": rate, "service_s": service_s, "target_ms": target_ms},
-                      open(os.path.join(ld, "settings.json"), "w"))
+        alone = os.path.join(base, "lc_alone")
+        os.makedirs(alone, exist_ok=True)
+        if not os.path.exists(os.path.join(alone, "lc.json")):
+            with open(os.path.join(alone, "lc.log"), "w") as log:
+                finish(subprocess.Popen(lc_cmd(c, os.path.join(alone, "lc.json"), rates, a.requests), stdout=log,
+                                        stderr=subprocess.STDOUT, env=base_env()), a.timeout, "LC alone")
+        phases = json.load(open(os.path.join(alone, "lc.json")))["phases"]
+        targets_ms = [a.slo_factor * p["p99_s"] * 1e3 for p in phases]
+        json.dump({"loads": loads, "rates_rps": rates, "service_s": service_s, "targets_ms": targets_ms,
+                   "gpu": a.gpu, "requests": a.requests}, open(os.path.join(base, "settings.json"), "w"))
+        for s in schemes:
+            d = os.path.join(base, s.replace(":", "-"))
+            os.makedirs(d, exist_ok=True)
+            if done(d):
+                continue
+            t = time.monotonic()
+            try:
+                # The LC registers once, with the target of its first load (a label for the policies).
+                run_scheme(s, d, c, rates, a.requests, targets_ms[0], work, a.timeout)
+                print(f"{c['name']} {s}: {time.monotonic() - t:.0f} s", file=sys.stderr)
+            except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+                failures.append(f"{c['name']} {s}: {e}")
+                with open(os.path.join(d, "error.txt"), "w") as f:
+                    f.write(str(e) + "\n")
+                print(f"{c['name']} {s}: FAILED: {e}", file=sys.stderr)
     if failures:
         print("run.py: failed runs:\n  " + "\n  ".join(failures), file=sys.stderr)
         sys.exit(1)

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """The tables of bench/apps (run.py OUTDIR): per combo and load, each scheme's LC p50 and p99 over
-the LC alone at the same rate, its SLO attainment (latency within --slo-factor x the LC alone p99),
-and the BE job's iterations per second over the LC's window, over the BE alone.
+the LC alone at the same rate, its SLO attainment (latency within the target: --slo-factor x the
+LC alone p99 at that load), and the BE job's iterations per second over the LC phase's window, over
+the BE alone (plain, and as an MPS client). Then, per combo and load, Concord's best scheme (the
+concord:* scheme that the fewest baselines beat on both LC p99 and BE rate; among those the lowest
+LC p99) and every baseline that beats it on both axes (the dominance table), and the issue's
+checks: an eager (no CUDA graph) combo's LC p99 within 1.05x plain MPS's with its BE rate at least
+0.9x MPS's; a graph combo's LC p99 within 1.2x alone with BE at least 0.6 of alone at load 0.3.
 
   summarize.py OUTDIR [--json FILE]
 """
@@ -14,9 +19,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stats import percentile  # noqa: E402
 
+BASELINES = ("timeslice", "mps", "mps-be75", "mps-be50", "mps-be25", "priority-streams")
+
 
 def be_rate(be, window):
-    """BE iterations per second within the LC's window [first arrival, last end]."""
+    """BE iterations per second within the window [first arrival, last end]."""
     lo, hi = window
     ends = be.get("iteration_ends", [])
     n = sum(1 for t in ends if lo <= t <= hi)
@@ -36,39 +43,79 @@ def rows_of(out):
     rows = []
     for combo in sorted(os.listdir(out)):
         base = os.path.join(out, combo)
+        if not os.path.isdir(base):
+            continue
+        settings = load_json(os.path.join(base, "settings.json"))
         be_alone = load_json(os.path.join(base, "be_alone.json"))
         be_alone_mps = load_json(os.path.join(base, "be_alone_mps.json"))
-        if not os.path.isdir(base) or be_alone is None:
+        alone = load_json(os.path.join(base, "lc_alone", "lc.json"))
+        if settings is None or be_alone is None or alone is None:
             continue
-        for ld in sorted(d for d in os.listdir(base) if d.startswith("load")):
-            settings = load_json(os.path.join(base, ld, "settings.json")) or {}
-            alone = load_json(os.path.join(base, ld, "lc_alone", "lc.json"))
-            if alone is None:
+        graph = bool(alone.get("graph"))
+        for scheme in sorted(os.listdir(base)):
+            d = os.path.join(base, scheme)
+            if scheme == "lc_alone" or scheme.startswith("work") or not os.path.isdir(d):
                 continue
-            target = settings.get("target_ms", float("nan")) / 1e3
-            for scheme in sorted(os.listdir(os.path.join(base, ld))):
-                d = os.path.join(base, ld, scheme)
-                if scheme == "lc_alone" or not os.path.isdir(d):
-                    continue
-                lc, be = load_json(os.path.join(d, "lc.json")), load_json(os.path.join(d, "be.json"))
-                row = {"combo": combo, "load": float(ld[4:]), "scheme": scheme}
-                if lc is None or be is None:
+            lc, be = load_json(os.path.join(d, "lc.json")), load_json(os.path.join(d, "be.json"))
+            for i, load in enumerate(settings["loads"]):
+                row = {"combo": combo, "graph": graph, "load": load, "scheme": scheme}
+                if lc is None or be is None or i >= len(lc.get("phases", [])):
                     err = os.path.join(d, "error.txt")
                     row["error"] = open(err).read().strip() if os.path.exists(err) else "no results"
                     rows.append(row)
                     continue
-                lat = lc["latency_s"]
+                phase, ref = lc["phases"][i], alone["phases"][i]
+                lat = phase["latency_s"]
+                target = settings["targets_ms"][i] / 1e3
+                its = be_rate(be, phase["window"])
                 row.update({
-                    "lc_p50_over_alone": percentile(lat, 50) / alone["p50_s"],
-                    "lc_p99_over_alone": percentile(lat, 99) / alone["p99_s"],
+                    "lc_p50_over_alone": percentile(lat, 50) / ref["p50_s"],
+                    "lc_p99_over_alone": percentile(lat, 99) / ref["p99_s"],
                     "slo_attainment": sum(1 for x in lat if x <= target) / len(lat) if lat else float("nan"),
-                    "be_over_alone": be_rate(be, lc["window"]) / be_alone["its"],
+                    "be_over_alone": its / be_alone["its"],
                     "lc_p99_ms": percentile(lat, 99) * 1e3,
-                    "be_its": be_rate(be, lc["window"]),
-                    "be_over_alone_mps": be_rate(be, lc["window"]) / be_alone_mps["its"] if be_alone_mps else float("nan"),
+                    "be_its": its,
+                    "be_over_alone_mps": its / be_alone_mps["its"] if be_alone_mps else float("nan"),
                 })
                 rows.append(row)
+    rows.sort(key=lambda r: (r["combo"], r["load"], r["scheme"]))
     return rows
+
+
+def beats(a, b):
+    """Whether run `a` is better than run `b` on both axes: lower LC p99 and higher BE rate."""
+    return a["lc_p99_ms"] < b["lc_p99_ms"] and a["be_its"] > b["be_its"]
+
+
+def verdicts(rows):
+    """Per (combo, load): Concord's best scheme, the baselines that beat it on both axes, and the
+    issue's check for the combo's kind."""
+    out = []
+    groups = {}
+    for r in rows:
+        if "error" not in r:
+            groups.setdefault((r["combo"], r["load"]), []).append(r)
+    for (combo, load), rs in sorted(groups.items()):
+        base = [r for r in rs if r["scheme"] in BASELINES]
+        ours = [r for r in rs if r["scheme"].startswith("concord-")]
+        if not ours:
+            continue
+        best = min(ours, key=lambda r: (sum(beats(b, r) for b in base), r["lc_p99_ms"]))
+        v = {"combo": combo, "load": load, "graph": best["graph"], "best": best["scheme"],
+             "lc_p99_over_alone": best["lc_p99_over_alone"], "be_over_alone": best["be_over_alone"],
+             "beaten_by": [b["scheme"] for b in base if beats(b, best)]}
+        mps = next((r for r in rs if r["scheme"] == "mps"), None)
+        if best["graph"]:
+            if abs(load - 0.3) < 1e-9:
+                v["check"] = "LC p99 <= 1.2x alone, BE >= 0.6 of alone"
+                v["met"] = best["lc_p99_over_alone"] <= 1.2 and best["be_over_alone"] >= 0.6
+        elif mps is not None:
+            v["p99_over_mps"] = best["lc_p99_ms"] / mps["lc_p99_ms"]
+            v["be_over_mps"] = best["be_its"] / mps["be_its"]
+            v["check"] = "LC p99 <= 1.05x MPS's, BE >= 0.9x MPS's"
+            v["met"] = v["p99_over_mps"] <= 1.05 and v["be_over_mps"] >= 0.9
+        out.append(v)
+    return out
 
 
 def fmt(x, digits=2):
@@ -78,7 +125,7 @@ def fmt(x, digits=2):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
-    ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--json", help="also write the rows and verdicts here")
     a = ap.parse_args()
     if not os.path.isdir(a.out):
         sys.exit(f"summarize.py: {a.out}: not a directory")
@@ -98,9 +145,20 @@ def main():
             continue
         print(f"| {r['scheme']} | {fmt(r['lc_p50_over_alone'])} | {fmt(r['lc_p99_over_alone'])} | "
               f"{fmt(100 * r['slo_attainment'], 1)} | {fmt(r['be_over_alone'])} | {fmt(r['be_over_alone_mps'])} |")
+    vs = verdicts(rows)
+    print("\n## Dominance: Concord's best scheme per combo and load, and the baselines better on both axes\n")
+    print("| combo | load | Concord's best | LC p99 / alone | BE / alone | baselines better on both | check | met |")
+    print("|---|---:|---|---:|---:|---|---|---|")
+    for v in vs:
+        extra = ""
+        if "p99_over_mps" in v:
+            extra = f" (p99 {fmt(v['p99_over_mps'])}x MPS's, BE {fmt(v['be_over_mps'])}x)"
+        met = "" if "met" not in v else ("yes" if v["met"] else "NO")
+        print(f"| {v['combo']} | {v['load']:g} | {v['best']} | {fmt(v['lc_p99_over_alone'])} | {fmt(v['be_over_alone'])} | "
+              f"{', '.join(v['beaten_by']) or 'none'} | {v.get('check', '')}{extra} | {met} |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"rows": rows, "verdicts": vs}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """summarize.py on hand-made results (CPU; no PyTorch): the ratios, the SLO count and the BE
-window are the ones the files imply, and a failed run is listed as failed."""
+window are the ones the files imply, a failed run is listed as failed, and the dominance table
+names the baselines that beat Concord's best scheme on both axes."""
 import json
 import os
 import sys
@@ -16,32 +17,64 @@ def write(path, obj):
         json.dump(obj, f)
 
 
+def phase(latencies, window):
+    return {"latency_s": latencies, "window": window}
+
+
 class SummarizeTest(unittest.TestCase):
+    def make(self, out, graph):
+        base = os.path.join(out, "bert-8__resnet50-64" if not graph else "resnet50-64-graph__resnet50-64")
+        write(os.path.join(base, "settings.json"), {"loads": [0.3, 0.6], "targets_ms": [15.0, 15.0]})
+        write(os.path.join(base, "be_alone.json"), {"its": 10.0, "iteration_ends": []})
+        write(os.path.join(base, "be_alone_mps.json"), {"its": 11.0, "iteration_ends": []})
+        alone = {"p50_s": 0.01, "p99_s": 0.01}
+        write(os.path.join(base, "lc_alone", "lc.json"), {"graph": graph, "phases": [alone, alone]})
+        return base
+
     def test_ratios_slo_and_be_window(self):
         with tempfile.TemporaryDirectory() as out:
-            base = os.path.join(out, "resnet50-64-graph__resnet50-64")
-            write(os.path.join(base, "be_alone.json"), {"its": 10.0, "iteration_ends": []})
-            write(os.path.join(base, "be_alone_mps.json"), {"its": 11.0, "iteration_ends": []})
-            ld = os.path.join(base, "load0.3")
-            write(os.path.join(ld, "settings.json"), {"target_ms": 15.0})
-            write(os.path.join(ld, "lc_alone", "lc.json"), {"latency_s": [0.01] * 100, "p50_s": 0.01, "p99_s": 0.01,
-                                                            "window": [0, 1]})
-            # 100 requests: 90 at 12 ms, 10 at 30 ms; the LC window is [100, 102] s.
-            write(os.path.join(ld, "mps", "lc.json"), {"latency_s": [0.012] * 90 + [0.030] * 10, "window": [100.0, 102.0]})
-            # BE: 5 iterations per second inside the window, others outside it.
-            ends = [99.0, 99.5] + [100.0 + 0.2 * i for i in range(11)] + [103.0]
-            write(os.path.join(ld, "mps", "be.json"), {"iteration_ends": ends})
-            os.makedirs(os.path.join(ld, "concord-sgdrc"))
-            with open(os.path.join(ld, "concord-sgdrc", "error.txt"), "w") as f:
+            base = self.make(out, graph=True)
+            # 100 requests: 90 at 12 ms, 10 at 30 ms; the first phase's window is [100, 102] s, the
+            # second's [200, 201].
+            lat = [0.012] * 90 + [0.030] * 10
+            write(os.path.join(base, "mps", "lc.json"), {"phases": [phase(lat, [100.0, 102.0]), phase(lat, [200.0, 201.0])]})
+            # BE: 5 iterations per second inside the first window, 3 inside the second.
+            ends = [99.0, 99.5] + [100.0 + 0.2 * i for i in range(11)] + [103.0] + [200.1, 200.5, 200.9]
+            write(os.path.join(base, "mps", "be.json"), {"iteration_ends": ends})
+            os.makedirs(os.path.join(base, "concord-sgdrc"))
+            with open(os.path.join(base, "concord-sgdrc", "error.txt"), "w") as f:
                 f.write("concordd did not come up\n")
-            rows = {r["scheme"]: r for r in summarize.rows_of(out)}
-            mps = rows["mps"]
+            rows = {(r["scheme"], r["load"]): r for r in summarize.rows_of(out)}
+            mps = rows[("mps", 0.3)]
             self.assertAlmostEqual(mps["lc_p50_over_alone"], 1.2)
             self.assertAlmostEqual(mps["lc_p99_over_alone"], 3.0)
             self.assertAlmostEqual(mps["slo_attainment"], 0.9)
             self.assertAlmostEqual(mps["be_over_alone"], 11 / 2.0 / 10.0)
             self.assertAlmostEqual(mps["be_over_alone_mps"], 11 / 2.0 / 11.0)
-            self.assertIn("did not come up", rows["concord-sgdrc"]["error"])
+            self.assertAlmostEqual(rows[("mps", 0.6)]["be_its"], 3.0)
+            self.assertIn("did not come up", rows[("concord-sgdrc", 0.3)]["error"])
+
+    def test_dominance_and_the_eager_check(self):
+        with tempfile.TemporaryDirectory() as out:
+            base = self.make(out, graph=False)
+
+            def run(scheme, p99_s, its):
+                lat = [p99_s] * 100
+                write(os.path.join(base, scheme, "lc.json"), {"phases": [phase(lat, [0.0, 10.0]), phase(lat, [20.0, 30.0])]})
+                ends = [i / its for i in range(int(10 * its) + 1)] + [20.0 + i / its for i in range(int(10 * its) + 1)]
+                write(os.path.join(base, scheme, "be.json"), {"iteration_ends": ends})
+
+            run("mps", 0.010, 9.0)
+            run("mps-be50", 0.009, 8.0)
+            run("timeslice", 0.020, 10.0)
+            run("concord-orion", 0.0099, 8.5)   # beaten by nobody on both axes; within 1.05x / 0.9x of MPS
+            run("concord-sgdrc", 0.0095, 7.0)   # mps-be50 beats it on both
+            vs = {v["load"]: v for v in summarize.verdicts(summarize.rows_of(out))}
+            v = vs[0.3]
+            self.assertEqual(v["best"], "concord-orion")
+            self.assertEqual(v["beaten_by"], [])
+            self.assertTrue(v["met"])
+            self.assertAlmostEqual(v["p99_over_mps"], 0.99)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 // The stream is synchronised every --batch launches, outside the timed calls, so the launch queue
 // never fills and a launch never waits for the GPU to drain it.
 //
-//   concord_intercept_bench [--launches N] [--batch B] [--api runtime|driver] [--label TEXT]
+//   concord_intercept_bench [--launches N] [--batch B] [--api runtime|driver] [--stream created|default] [--label TEXT]
+// (--stream: a stream the program creates, or the legacy default stream)
 // prints one JSON object: launches, api, label, and the per-launch host time in microseconds
 // (median, p10, p90, p99, mean, min, max).
 #include <cuda.h>
@@ -43,7 +44,7 @@ double quantile(const std::vector<double>& sorted, double q) {
 
 int usage(const char* why) {
   std::fprintf(stderr, "concord_intercept_bench: %s\nusage: concord_intercept_bench [--launches N] [--batch B] "
-                       "[--api runtime|driver] [--label TEXT]\n", why);
+                       "[--api runtime|driver] [--stream created|default] [--label TEXT]\n", why);
   return 2;
 }
 
@@ -51,7 +52,7 @@ int usage(const char* why) {
 
 int main(int argc, char** argv) {
   long launches = 100000, batch = 256;
-  std::string api = "runtime", label;
+  std::string api = "runtime", label, stream_kind = "created";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage(("missing the value of " + a).c_str());
@@ -66,14 +67,17 @@ int main(int argc, char** argv) {
     } else if (a == "--api") {
       if (v != "runtime" && v != "driver") return usage(("--api must be runtime or driver, not '" + v + "'").c_str());
       api = v;
+    } else if (a == "--stream") {
+      if (v != "created" && v != "default") return usage(("--stream must be created or default, not '" + v + "'").c_str());
+      stream_kind = v;
     } else if (a == "--label") {
       label = v;
     } else {
       return usage(("unknown option " + a).c_str());
     }
   }
-  cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = nullptr;
+  if (stream_kind == "created") CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                                 void**, void**);
   LaunchFn driver_launch = nullptr;
@@ -120,10 +124,10 @@ int main(int argc, char** argv) {
   double sum = 0;
   for (double v : us) sum += v;
   std::sort(us.begin(), us.end());
-  std::printf("{\"label\": \"%s\", \"api\": \"%s\", \"launches\": %ld, \"batch\": %ld, \"median_us\": %.4f, \"p10_us\": %.4f, "
+  std::printf("{\"label\": \"%s\", \"api\": \"%s\", \"stream\": \"%s\", \"launches\": %ld, \"batch\": %ld, \"median_us\": %.4f, \"p10_us\": %.4f, "
               "\"p90_us\": %.4f, \"p99_us\": %.4f, \"mean_us\": %.4f, \"min_us\": %.4f, \"max_us\": %.4f}\n",
-              label.c_str(), api.c_str(), launches, batch, quantile(us, 0.5), quantile(us, 0.1), quantile(us, 0.9),
+              label.c_str(), api.c_str(), stream_kind.c_str(), launches, batch, quantile(us, 0.5), quantile(us, 0.1), quantile(us, 0.9),
               quantile(us, 0.99), sum / static_cast<double>(us.size()), us.front(), us.back());
-  CHECK(cudaStreamDestroy(stream));
+  if (stream) CHECK(cudaStreamDestroy(stream));
   return 0;
 }

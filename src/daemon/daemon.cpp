@@ -267,6 +267,8 @@ void Daemon::Impl::publish() {
     t.holds = st.holds;
     t.requests = st.requests;
     t.held_seconds = st.held_seconds;
+    t.lc_in_flight = st.lc_in_flight;
+    t.gpu_bound_share = st.gpu_bound_share;
     t.p50 = st.latency.quantile(0.5, now);
     t.p99 = st.latency.quantile(0.99, now);
     t.window_requests = st.latency.count(now);

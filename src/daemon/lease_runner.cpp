@@ -179,6 +179,8 @@ Status LeaseRunner::decide() {
     v.info = info_of(*conn);
     v.lc_in_flight = conn->lc_slot < ipc::kLcSlots && (board_seen_ >> conn->lc_slot) & 1u;
     v.gpu_bound_share = t.share;
+    conn->stats.lc_in_flight = v.lc_in_flight;
+    conn->stats.gpu_bound_share = t.share.value_or(-1);
     v.launches = conn->stats.launches;
     v.completions = conn->stats.completions;
     v.bursts = t.bursts;
@@ -218,11 +220,15 @@ void LeaseRunner::settle_gone() {
   for (auto& [id, conn] : hub_.conns()) {
     if (conn->state == ConnState::live) continue;
     const bool dropped = conn->state == ConnState::gone || conn->ledger.outstanding() > 0;
+    const Track& t = tracks_[id];
+    nlohmann::json fields = {{"tenant", conn->id},     {"name", conn->record.info.name},   {"why", conn->why},
+                             {"launches", conn->stats.launches}, {"requests", conn->stats.requests}, {"bursts", t.bursts}};
+    if (t.share) fields["gpu_bound_share"] = *t.share;
     if (dropped) {
-      log_event(spdlog::level::warn, "tenant_dropped",
-                {{"tenant", conn->id}, {"name", conn->record.info.name}, {"why", conn->why}, {"outstanding", conn->ledger.outstanding()}});
+      fields["outstanding"] = conn->ledger.outstanding();
+      log_event(spdlog::level::warn, "tenant_dropped", fields);
     } else {
-      log_event(spdlog::level::info, "tenant_left", {{"tenant", conn->id}, {"name", conn->record.info.name}, {"why", conn->why}});
+      log_event(spdlog::level::info, "tenant_left", fields);
     }
     finished.push_back(id);
   }

@@ -83,7 +83,7 @@ std::string prometheus_text(const DaemonSnapshot& s) {
   out += fmt::format("concord_info{{policy=\"{}\",device=\"{}\"}} 1\n", escape(s.policy), escape(s.device));
   family(out, "concord_tenants", "gauge", "Tenants registered now.");
   out += fmt::format("concord_tenants {}\n", s.tenants.size());
-  family(out, "concord_decisions_total", "counter", "Decisions sent to tenants (release and hold).");
+  family(out, "concord_decisions_total", "counter", "Decisions sent to tenants (release and hold), or leases published.");
   out += fmt::format("concord_decisions_total {}\n", s.decisions);
   family(out, "concord_rejected_total", "counter", "Messages refused: malformed, foreign or out of order.");
   out += fmt::format("concord_rejected_total {}\n", s.rejected);
@@ -117,6 +117,17 @@ std::string prometheus_text(const DaemonSnapshot& s) {
   for (const Counter& c : counters) {
     family(out, c.name, c.type, c.help);
     for (const TenantSnapshot& t : s.tenants) out += fmt::format("{}{{{}}} {}\n", c.name, labels(t), c.get(t));
+  }
+  family(out, "concord_tenant_lc_in_flight", "gauge", "An LC tenant's work-in-flight flag on the node board (1: up).");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (t.cls == TenantClass::latency_critical) out += fmt::format("concord_tenant_lc_in_flight{{{}}} {}\n", labels(t), t.lc_in_flight ? 1 : 0);
+  }
+  family(out, "concord_tenant_gpu_bound_share", "gauge",
+         "An LC tenant's GPU-bound share: of its recent bursts, the part the GPU ran on after the host's last launch.");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (t.cls == TenantClass::latency_critical && t.gpu_bound_share >= 0) {
+      out += fmt::format("concord_tenant_gpu_bound_share{{{}}} {}\n", labels(t), t.gpu_bound_share);
+    }
   }
   family(out, "concord_tenant_request_latency_seconds", "summary",
          "LC request latency (begin to the end of its last launch) over the recent window.");

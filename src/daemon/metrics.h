@@ -40,6 +40,9 @@ struct TenantStats {
   uint64_t requests = 0;     // LC requests ended
   double held_seconds = 0;   // total time launches spent held before their release
   LatencyWindow latency;
+  // Under leases (LeaseRunner): an LC tenant's flag, and its GPU-bound share (-1: not measured).
+  bool lc_in_flight = false;
+  double gpu_bound_share = -1;
 };
 
 // One tenant as the metrics endpoint and `concord top` show it.
@@ -56,6 +59,8 @@ struct TenantSnapshot {
   uint64_t window_requests = 0;
   double window_latency_sum = 0;
   double throughput = 0;            // completions per second over the last publish interval
+  bool lc_in_flight = false;
+  double gpu_bound_share = -1;      // -1: not measured
 };
 
 struct DaemonSnapshot {

@@ -30,6 +30,7 @@
 
 #include "concord/estimator.h"
 #include "daemon/daemon.h"
+#include "daemon/lease_runner.h"
 #include "daemon/live_source.h"
 #include "ipc/control_socket.h"
 #include "ipc/tenant_client.h"
@@ -998,6 +999,34 @@ TEST_F(DaemonTest, OrionYieldsOnlyToGpuBoundLcTenants) {
   EXPECT_EQ(lease_when(**batch, 1).yield_mask, 1u) << "a GPU-bound LC tenant no longer holds BE back";
   c.close();
   (*batch)->close();
+}
+
+// A policy's Lease on a tenant's page: LC tenant ids become board slots (those without one are
+// left out), a flag's slot only where the lease raises one; an invalid lease is refused.
+TEST(LeaseTerms, PolicyLeasesBecomePageTerms) {
+  Lease l;
+  l.priority = 1;
+  l.max_in_flight = 7;
+  l.yield_to = {10, 11, 12};
+  l.on_lc = LcYield::cap;
+  l.lc_max_in_flight = 2;
+  const auto slot_of = [](uint64_t id) { return id == 10 ? 3u : id == 12 ? 63u : ipc::kNoLcSlot; };
+  Result<ipc::LeaseTerms> t = lease_terms(l, 5, slot_of);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->gate, ipc::Gate::open);
+  EXPECT_EQ(t->priority, ipc::Priority::high);
+  EXPECT_EQ(t->max_in_flight, 7u);
+  EXPECT_EQ(t->yield_mask, (uint64_t{1} << 3) | (uint64_t{1} << 63));
+  EXPECT_EQ(t->on_lc, ipc::OnLc::cap);
+  EXPECT_EQ(t->lc_max_in_flight, 2u);
+  EXPECT_EQ(t->lc_slot, ipc::kNoLcSlot) << "no flag unless the lease raises one";
+  l.signal_lc = true;
+  EXPECT_EQ(lease_terms(l, 5, slot_of)->lc_slot, 5u);
+  l.lc_max_in_flight = 0;
+  EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
+  l.lc_max_in_flight = 1;
+  l.max_in_flight = -1;
+  EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
 }
 
 // An opaque kernel's nominal curve: the SMs one wave of its grid covers (all of them for a graph),

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "concord/device.h"
+#include "daemon/daemon.h"
 #include "intercept_support.h"
 
 namespace concord::testing {
@@ -72,6 +74,91 @@ TEST(Intercept, ABadSettingIsNamedAndTheProgramStillFinishes) {
   ASSERT_EQ(preloaded.exit_code, 0) << preloaded.stdout_text << preloaded.stderr_text;
   EXPECT_TRUE(preloaded.line.at("ok").get<bool>());
   EXPECT_NE(preloaded.stderr_text.find("CONCORD_CLASS='realtime'"), std::string::npos) << preloaded.stderr_text;
+}
+
+// A daemon in this process (its socket in the scratch folder), under `policy`.
+std::unique_ptr<daemon::Daemon> start_daemon(const std::string& policy, const std::string& socket, bool per_launch = false) {
+  daemon::DaemonOptions o;
+  o.socket_path = socket;
+  o.policy = policy;
+  o.per_launch = per_launch;
+  o.device = h100_sxm_spec();
+  o.shm_prefix = "/concordd-gputest";
+  Result<std::unique_ptr<daemon::Daemon>> d = daemon::Daemon::start(o);
+  EXPECT_TRUE(d.is_ok()) << d.status().to_string();
+  return d.is_ok() ? std::move(*d) : nullptr;
+}
+
+std::vector<std::pair<std::string, std::string>> tenant_env(const InterceptPaths& paths, const std::string& socket,
+                                                            const std::string& cls, const std::string& stats) {
+  std::vector<std::pair<std::string, std::string>> env = {{"LD_PRELOAD", paths.library},
+                                                          {"CONCORD_SOCKET", socket},
+                                                          {"CONCORD_CLASS", cls},
+                                                          {"CONCORD_NAME", cls},
+                                                          {"CONCORD_INTERCEPT_STATS", stats}};
+  if (cls == "lc") env.emplace_back("CONCORD_TARGET_MS", "50");
+  return env;
+}
+
+// Under a lease (orion: LC at once at high priority with its flag; BE yielding to it) the program
+// is as correct as without the library, every launch outside a capture went out under the lease,
+// and its ends were seen through markers and synchronisations, not an event per launch.
+TEST(Intercept, UnderLeasesAnLcAndABeTenantKeepTheirResultsAndOrder) {
+  const InterceptPaths paths = intercept_paths();
+  if (!paths.error.empty()) GTEST_SKIP() << paths.error;
+  const RunResult plain = run_app(paths, "chains", {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.stdout_text << plain.stderr_text;
+  const std::string socket = scratch_path("leases.sock");
+  auto d = start_daemon("orion", socket);
+  ASSERT_TRUE(d);
+  for (const std::string cls : {"lc", "be"}) {
+    SCOPED_TRACE(cls);
+    const std::string stats = scratch_path("lease_" + cls + "_stats.json");
+    const RunResult r = run_app(paths, "chains", tenant_env(paths, socket, cls, stats));
+    ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+    EXPECT_TRUE(r.line.at("ok").get<bool>()) << r.stdout_text;
+    EXPECT_EQ(r.line.at("checksum"), plain.line.at("checksum"));
+    const json s = read_json(stats);
+    EXPECT_EQ(s.at("mode"), "active") << s.dump();
+    EXPECT_EQ(s.at("daemon_gone"), false) << s.dump();
+    EXPECT_EQ(s.at("released"), 0) << "no launch waited for a decision: " << s.dump();
+    EXPECT_EQ(s.at("leased").get<int>() + s.at("captured").get<int>(), s.at("launches").get<int>()) << s.dump();
+    EXPECT_LT(s.at("markers").get<int>(), s.at("leased").get<int>()) << "not an event per launch: " << s.dump();
+    EXPECT_GT(s.at("completions").get<int>(), 0) << s.dump();
+    if (cls == "lc") EXPECT_GT(s.at("lc_raises").get<int>(), 0) << s.dump();
+  }
+  d->stop();
+  EXPECT_TRUE(d->wait().is_ok());
+}
+
+// Per-launch decisions (a policy without a lease form): the BE tenant waits for each, the LC tenant
+// for none; both stay correct.
+TEST(Intercept, PerLaunchDecisionsForBeOnlyKeepTheResults) {
+  const InterceptPaths paths = intercept_paths();
+  if (!paths.error.empty()) GTEST_SKIP() << paths.error;
+  const RunResult plain = run_app(paths, "chains", {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.stdout_text << plain.stderr_text;
+  const std::string socket = scratch_path("per_launch.sock");
+  auto d = start_daemon("serial", socket);
+  ASSERT_TRUE(d);
+  for (const std::string cls : {"be", "lc"}) {
+    SCOPED_TRACE(cls);
+    const std::string stats = scratch_path("per_launch_" + cls + "_stats.json");
+    const RunResult r = run_app(paths, "chains", tenant_env(paths, socket, cls, stats));
+    ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+    EXPECT_EQ(r.line.at("checksum"), plain.line.at("checksum"));
+    const json s = read_json(stats);
+    EXPECT_EQ(s.at("daemon_gone"), false) << s.dump();
+    if (cls == "be") {
+      EXPECT_GT(s.at("released").get<int>(), 0) << s.dump();
+      EXPECT_EQ(s.at("leased"), 0) << s.dump();
+    } else {
+      EXPECT_EQ(s.at("released"), 0) << s.dump();
+      EXPECT_GT(s.at("leased").get<int>(), 0) << s.dump();
+    }
+  }
+  d->stop();
+  EXPECT_TRUE(d->wait().is_ok());
 }
 
 }  // namespace

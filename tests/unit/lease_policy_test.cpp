@@ -1,0 +1,110 @@
+// The lease forms of the policies (include/concord/lease.h), on hand-built views: who yields to
+// whom, at which priority, under which caps; and their parameters.
+#include <gtest/gtest.h>
+
+#include "concord/lease.h"
+
+namespace concord {
+namespace {
+
+LeaseTenant tenant(uint64_t id, TenantClass cls, std::optional<double> share = std::nullopt) {
+  LeaseTenant t;
+  t.id = id;
+  t.info.name = "t" + std::to_string(id);
+  t.info.cls = cls;
+  t.gpu_bound_share = share;
+  return t;
+}
+
+std::vector<Lease> decide(const std::string& spec, const std::vector<LeaseTenant>& tenants) {
+  Result<PolicySpec> s = parse_policy_spec(spec);
+  EXPECT_TRUE(s.is_ok());
+  Result<std::unique_ptr<LeasePolicy>> p = builtin_lease_policies().make(s->name, s->params);
+  EXPECT_TRUE(p.is_ok()) << p.status().to_string();
+  const DeviceSpec dev = h100_sxm_spec();
+  const std::vector<Lease> leases = (*p)->decide(LeaseView{0, &dev, tenants});
+  EXPECT_EQ(leases.size(), tenants.size());
+  return leases;
+}
+
+constexpr auto LC = TenantClass::latency_critical;
+constexpr auto BE = TenantClass::best_effort;
+
+TEST(LeasePolicy, StreamsAndPriorityStreamsNeverHoldAnyoneBack) {
+  const std::vector<LeaseTenant> ts = {tenant(1, LC), tenant(2, BE)};
+  for (const Lease& l : decide("streams", ts)) {
+    EXPECT_EQ(l.gate, LeaseGate::open);
+    EXPECT_EQ(l.priority, 0);
+    EXPECT_TRUE(l.yield_to.empty());
+    EXPECT_FALSE(l.signal_lc);
+  }
+  const auto p = decide("priority-streams", ts);
+  EXPECT_EQ(p[0].priority, 1);
+  EXPECT_EQ(p[1].priority, 0);
+  EXPECT_TRUE(p[1].yield_to.empty());
+}
+
+TEST(LeasePolicy, OrionClosesBeGatesForGpuBoundLcTenantsOnly) {
+  // 1: not measured yet (counts as GPU-bound); 2: launch-bound; 3: GPU-bound.
+  const std::vector<LeaseTenant> ts = {tenant(1, LC), tenant(2, LC, 0.03), tenant(3, LC, 0.9), tenant(4, BE)};
+  const auto l = decide("orion", ts);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(l[i].priority, 1);
+    EXPECT_TRUE(l[i].signal_lc);
+    EXPECT_TRUE(l[i].yield_to.empty()) << "LC tenants yield to nobody";
+  }
+  EXPECT_EQ(l[3].priority, 0);
+  EXPECT_EQ(l[3].yield_to, (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(l[3].on_lc, LcYield::close);
+  EXPECT_EQ(l[3].max_in_flight, 0);
+  // bound_share=0: every LC tenant holds BE back; be_depth caps BE at all times.
+  const auto all = decide("orion:bound_share=0;be_depth=4", ts);
+  EXPECT_EQ(all[3].yield_to, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(all[3].max_in_flight, 4);
+  // Only launch-bound LC tenants: BE runs freely.
+  const auto free = decide("orion", {tenant(2, LC, 0.03), tenant(4, BE)});
+  EXPECT_TRUE(free[1].yield_to.empty());
+  EXPECT_EQ(free[1].on_lc, LcYield::run);
+}
+
+TEST(LeasePolicy, SgdrcCapsBeInFlightBesideGpuBoundLcWork) {
+  const auto l = decide("sgdrc:be_in_flight=3", {tenant(1, LC, 0.8), tenant(2, BE), tenant(3, BE)});
+  EXPECT_TRUE(l[0].signal_lc);
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(l[i].yield_to, std::vector<uint64_t>{1});
+    EXPECT_EQ(l[i].on_lc, LcYield::cap);
+    EXPECT_EQ(l[i].lc_max_in_flight, 3);
+    EXPECT_EQ(l[i].gate, LeaseGate::open);
+  }
+}
+
+TEST(LeasePolicy, TheInitialLeaseNeedsNoView) {
+  Result<std::unique_ptr<LeasePolicy>> p = builtin_lease_policies().make("orion", {});
+  ASSERT_TRUE(p.is_ok());
+  TenantInfo lc;
+  lc.cls = LC;
+  EXPECT_TRUE((*p)->initial(lc).signal_lc);
+  EXPECT_EQ((*p)->initial(lc).priority, 1);
+  EXPECT_TRUE((*p)->initial(TenantInfo{}).yield_to.empty()) << "BE yields once the policy has seen the LC tenants";
+}
+
+TEST(LeasePolicy, BadParametersAreNamedAndOnlyFourPoliciesHaveALeaseForm) {
+  const auto& r = builtin_lease_policies();
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"streams", "priority-streams", "orion", "sgdrc"}));
+  for (const char* name : {"streams", "priority-streams", "orion", "sgdrc"}) EXPECT_TRUE(builtin_policies().contains(name)) << name;
+  Result<std::unique_ptr<LeasePolicy>> p = r.make("orion", {{"bound_share", "1.5"}});
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("bound_share"), std::string::npos);
+  p = r.make("sgdrc", {{"be_in_flight", "0"}});
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("be_in_flight"), std::string::npos);
+  p = r.make("orion", {{"sm_threshold", "10"}});
+  ASSERT_FALSE(p.is_ok()) << "a per-launch parameter has no meaning for the lease form";
+  EXPECT_NE(p.status().message().find("sm_threshold"), std::string::npos);
+  p = r.make("serial", {});
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("with a lease form"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace concord
