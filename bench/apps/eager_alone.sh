@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # An eager PyTorch service alone, back to back: its mean service time as a plain MPS client and
-# under libconcord_intercept.so with concordd (orion, the service an LC tenant), alternating,
-# ROUNDS times (default 3). The leases' promise: no per-launch wait, so within a few percent.
+# under libconcord_intercept.so with concordd (orion, the service an LC tenant), in turn, ROUNDS
+# times (default 3). The leases' promise: no per-launch wait, so within a few percent. Two more
+# modes tell where a difference comes from: `disabled` (the library preloaded, CONCORD_DISABLE=1:
+# the hooks alone) and `streams` (concordd --policy streams: a lease at normal priority, no flag).
 #
 #   bench/apps/eager_alone.sh OUTDIR DEVICE_SPEC MODEL:BATCH...
 #
@@ -27,47 +29,56 @@ nvidia-cuda-mps-control -d || { echo "MPS did not start" >&2; exit 2; }
 sock=$work/concordd.sock
 "$bin/concordd" --socket "$sock" --policy orion --device-spec "$spec" >"$out/concordd.log" 2>&1 &
 daemon=$!
+sock_streams=$work/concordd-streams.sock
+"$bin/concordd" --socket "$sock_streams" --policy streams --device-spec "$spec" >"$out/concordd-streams.log" 2>&1 &
+daemon_streams=$!
 cleanup() {
-  kill -TERM "$daemon" 2>/dev/null
-  wait "$daemon" 2>/dev/null
+  kill -TERM "$daemon" "$daemon_streams" 2>/dev/null
+  wait "$daemon" "$daemon_streams" 2>/dev/null
   echo quit | nvidia-cuda-mps-control
   rm -rf "$work"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -S "$sock" ] && [ -S "$sock_streams" ] && break; sleep 0.1; done
+modes=${MODES:-mps concord disabled streams}
 status=0
 for mb in "$@"; do
   model=${mb%%:*}
   batch=${mb##*:}
   for r in $(seq "$rounds"); do
-    for mode in mps concord; do
+    for mode in $modes; do
       f="$out/$model-$batch-$mode-$r.json"
-      if [ "$mode" = mps ]; then
-        python3 "$here/lc_service.py" --model "$model" --batch "$batch" --calibrate "$requests" --out "$f" \
-          >"$f.log" 2>&1 || status=1
-      else
-        env LD_PRELOAD="$lib" CONCORD_SOCKET="$sock" CONCORD_CLASS=lc CONCORD_TARGET_MS=100 CONCORD_NAME="$model" \
-          CONCORD_INTERCEPT_STATS="$f.stats.json" \
-          python3 "$here/lc_service.py" --model "$model" --batch "$batch" --calibrate "$requests" --out "$f" \
-          >"$f.log" 2>&1 || status=1
-      fi
+      case $mode in
+        mps) envs=() ;;
+        disabled) envs=(LD_PRELOAD="$lib" CONCORD_DISABLE=1) ;;
+        concord) envs=(LD_PRELOAD="$lib" CONCORD_SOCKET="$sock" CONCORD_CLASS=lc CONCORD_TARGET_MS=100 CONCORD_NAME="$model"
+                       CONCORD_INTERCEPT_STATS="$f.stats.json") ;;
+        streams) envs=(LD_PRELOAD="$lib" CONCORD_SOCKET="$sock_streams" CONCORD_CLASS=lc CONCORD_TARGET_MS=100 CONCORD_NAME="$model"
+                       CONCORD_INTERCEPT_STATS="$f.stats.json") ;;
+        *) echo "unknown mode $mode" >&2; exit 2 ;;
+      esac
+      env "${envs[@]}" python3 "$here/lc_service.py" --model "$model" --batch "$batch" --calibrate "$requests" --out "$f" \
+        >"$f.log" 2>&1 || status=1
     done
   done
 done
-python3 - "$out" "$@" <<'PY' >"$out/summary.md" || status=1
+python3 - "$out" "$modes" "$@" <<'PY' >"$out/summary.md" || status=1
 import json, sys, pathlib, statistics
-out = pathlib.Path(sys.argv[1])
-print("| model | batch | MPS mean ms | Concord mean ms | Concord / MPS | per round (Concord / MPS) |")
-print("|---|---:|---:|---:|---:|---|")
-for mb in sys.argv[2:]:
+out, modes = pathlib.Path(sys.argv[1]), sys.argv[2].split()
+print("| model | batch | mode | mean ms (per round) | median ms | mean / MPS's |")
+print("|---|---:|---|---|---:|---:|")
+for mb in sys.argv[3:]:
     model, batch = mb.split(":")
-    means = {}
-    for mode in ("mps", "concord"):
-        means[mode] = [json.load(open(f))["mean_s"] for f in sorted(out.glob(f"{model}-{batch}-{mode}-*.json"))
-                       if not f.name.endswith(".stats.json")]
-    m, c = statistics.mean(means["mps"]), statistics.mean(means["concord"])
-    rounds = ", ".join(f"{b / a:.3f}" for a, b in zip(means["mps"], means["concord"]))
-    print(f"| {model} | {batch} | {m * 1e3:.3f} | {c * 1e3:.3f} | {c / m:.3f} | {rounds} |")
+    runs = {m: [json.load(open(f)) for f in sorted(out.glob(f"{model}-{batch}-{m}-*.json")) if not f.name.endswith(".stats.json")]
+            for m in modes}
+    base = statistics.mean(r["mean_s"] for r in runs["mps"]) if runs.get("mps") else float("nan")
+    for m in modes:
+        if not runs[m]:
+            continue
+        mean = statistics.mean(r["mean_s"] for r in runs[m])
+        med = statistics.median(x for r in runs[m] for x in r["service_s"])
+        per = ", ".join(f"{r['mean_s'] * 1e3:.3f}" for r in runs[m])
+        print(f"| {model} | {batch} | {m} | {mean * 1e3:.3f} ({per}) | {med * 1e3:.3f} | {mean / base:.3f} |")
 PY
 cat "$out/summary.md"
 exit $status

@@ -54,20 +54,20 @@ row() {  # row LABEL API STREAM [ENV=VALUE ...]
   fi
 }
 
-with_daemon() {  # with_daemon LABEL_PREFIX EXTRA_DAEMON_ARGS... -- ROWS (a function to call with the socket)
-  local sock pid
+with_daemon() {  # with_daemon LABEL [EXTRA_DAEMON_ARGS...]: starts concordd, prints its socket
+  local label=$1 sock pid
+  shift
   sock=$(mktemp -u /tmp/concord-bench-XXXXXX.sock)
-  "$concordd" --socket "$sock" --policy "$policy" --device-spec "${DEVICE_SPEC:-h100}" "$@" >"$out/daemon-$1.log" 2>&1 &
+  "$concordd" --socket "$sock" --policy "$policy" --device-spec "${DEVICE_SPEC:-h100}" "$@" >"$out/daemon-$label.log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
   if [ ! -S "$sock" ]; then
-    echo "   the daemon made no socket at $sock: see $out/daemon-$1.log"
+    echo "   the daemon made no socket at $sock: see $out/daemon-$label.log"
     kill "$pid" 2>/dev/null
     status=1
     return
   fi
   echo "$sock"
-  daemon_pid=$pid
 }
 
 for api in runtime driver; do
@@ -79,7 +79,6 @@ for api in runtime driver; do
 done
 
 # Leases: the daemon's own output goes to a log; its socket is the last line with_daemon prints.
-daemon_pid=
 sock=$(with_daemon leases | tail -1)
 if [ -S "$sock" ]; then
   for api in runtime driver; do

@@ -10,14 +10,14 @@
 namespace concord::intercept {
 
 std::pair<bool, uint64_t> CompletionBook::book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every,
-                                               bool force) {
+                                               bool force, uint64_t now_ns) {
   std::lock_guard<std::mutex> lock(tracks_mu_);
   Track& t = tracks_[key];
   t.handle = app;
   t.foreign_ok = foreign_ok;
   t.last_seq = seq;
   ++t.count;
-  t.last_launch_ns = ipc::monotonic_ns();
+  t.last_launch_ns = now_ns;
   if (!force && t.count - t.marked < every) return {false, 0};
   t.marked = t.count;
   return {true, t.count};
@@ -112,9 +112,9 @@ void CompletionBook::poll() {
   free_events_.insert(free_events_.end(), done.begin(), done.end());
 }
 
-bool CompletionBook::idle() const {
+bool CompletionBook::markers_pending() const {
   std::lock_guard<std::mutex> lock(events_mu_);
-  return pending_.empty() && in_flight() == 0;
+  return !pending_.empty();
 }
 
 int CompletionBook::tail_markers(uint64_t quiet_ns) {
@@ -123,7 +123,7 @@ int CompletionBook::tail_markers(uint64_t quiet_ns) {
   {
     std::lock_guard<std::mutex> lock(tracks_mu_);
     for (auto& [key, t] : tracks_) {
-      if (t.count == t.marked || !t.foreign_ok || t.handle == nullptr || now - t.last_launch_ns < quiet_ns) continue;
+      if (t.count == t.marked || !t.foreign_ok || now - t.last_launch_ns < quiet_ns) continue;
       t.marked = t.count;
       due.emplace_back(t.handle, key, t.last_seq, t.count);
     }
@@ -158,7 +158,7 @@ void CompletionBook::after_sync(const std::vector<std::array<uint64_t, 3>>& cove
 
 void CompletionBook::stream_gone(uint64_t key) {
   std::lock_guard<std::mutex> lock(tracks_mu_);
-  if (const auto it = tracks_.find(key); it != tracks_.end()) it->second.handle = nullptr;
+  if (const auto it = tracks_.find(key); it != tracks_.end()) it->second.foreign_ok = false;
 }
 
 }  // namespace concord::intercept

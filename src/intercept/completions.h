@@ -34,10 +34,11 @@ class CompletionBook {
   void forget_one() { ended_.fetch_add(1, std::memory_order_acq_rel); }
   uint64_t in_flight() const { return launched_.load(std::memory_order_acquire) - ended_.load(std::memory_order_acquire); }
 
-  // Books launch `seq` on stream `key` (`app`: the handle to record on; `foreign_ok`: another
-  // thread may name it). Whether a marker should follow it, and the stream's count it covers:
-  // when `every` launches went by since the last one, or `force`.
-  std::pair<bool, uint64_t> book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every, bool force);
+  // Books launch `seq` on stream `key`, made at `now_ns` (`app`: the handle to record on;
+  // `foreign_ok`: another thread may name it). Whether a marker should follow it, and the stream's
+  // count it covers: when `every` launches went by since the last one, or `force`.
+  std::pair<bool, uint64_t> book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every, bool force,
+                                 uint64_t now_ns);
   // Records a marker on `stream` behind launch `seq`, the `count`-th of stream `key`. Without an
   // event (the driver refused one) the launches are said to have ended now rather than never.
   void record_marker(CUstream stream, uint64_t key, uint64_t seq, uint64_t count);
@@ -46,7 +47,7 @@ class CompletionBook {
   bool mark_uncovered(uint64_t key, CUstream app);
   // Queries the pending markers (one caller at a time) and reports those that completed.
   void poll();
-  bool idle() const;
+  bool markers_pending() const;
   // Markers from the completion thread behind streams quiet for `quiet_ns` whose last launches no
   // marker covers (not while a capture is in progress: the caller checks). How many.
   int tail_markers(uint64_t quiet_ns);
@@ -64,8 +65,8 @@ class CompletionBook {
  private:
   // One application stream's launches.
   struct Track {
-    CUstream handle = nullptr;  // what another thread records a marker on
-    bool foreign_ok = true;     // false for a thread's per-thread default stream
+    CUstream handle = nullptr;  // what another thread records a marker on (null: the legacy stream)
+    bool foreign_ok = true;     // false for a thread's per-thread default stream, or a destroyed stream
     uint64_t last_seq = 0;      // the last launch noticed on it
     uint64_t count = 0;         // launches on it
     uint64_t marked = 0;        // launches a marker (pending or done) or a synchronisation covers

@@ -105,14 +105,15 @@ class Interceptor {
   uint32_t admit(ipc::LeaseTerms terms, CUstream app, uint64_t key);
   bool wait_below(uint32_t cap, CUstream app, uint64_t key);
   uint64_t in_flight() const { return book_->in_flight(); }
-  // Books a noticed launch and records the marker that should follow it, if any.
-  void book(uint64_t key, CUstream app, uint64_t seq, uint64_t every, bool force);
+  // Books a noticed launch (made at `now_ns`) and records the marker that should follow it, if
+  // any; whether it did.
+  bool book(uint64_t key, CUstream app, uint64_t seq, uint64_t every, bool force, uint64_t now_ns);
   void raise_flag(uint32_t slot);
   void maybe_lower_flag();
   void wake_poller();
   void completion_loop();
   void take_announcements();
-  void write_stats() const;
+  void write_stats(bool daemon_gone) const;
 
   std::atomic<Mode> mode_{Mode::unstarted};
   std::once_flag started_;
@@ -351,7 +352,8 @@ CUresult Interceptor::launch_leased(const LaunchCall& call, CUstream app, uint64
   const int priority = terms.priority == ipc::Priority::high ? greatest_priority_ : least_priority_;
   const CUresult r = launch_at(call, app, key, priority);
   ipc::LaunchNotice notice = notice_of(call, key, info);
-  notice.at_ns = ipc::monotonic_ns();
+  const uint64_t now = ipc::monotonic_ns();
+  notice.at_ns = now;
   auto seq = client_->notice(notice, /*launched=*/true);
   if (!seq || *seq == 0) {
     // Pass-through from here on: this launch is nobody's to track.
@@ -364,8 +366,9 @@ CUresult Interceptor::launch_leased(const LaunchCall& call, CUstream app, uint64
   // A refused launch never runs, but a marker after it still says when its stream's earlier
   // launches ended (and so closes its own books).
   const uint64_t every = cap > 0 ? std::max<uint64_t>(1, cap / 2) : config_.marker_every;
-  book(key, app, *seq, every, r != CUDA_SUCCESS);
-  wake_poller();
+  // The completion thread, if asleep, wakes for a marker to poll or an LC burst to follow (a BE
+  // launch without a marker leaves it asleep: no wake-up call per launch).
+  if (book(key, app, *seq, every, r != CUDA_SUCCESS, now) || lc()) wake_poller();
   return r;
 }
 
@@ -414,7 +417,7 @@ CUresult Interceptor::launch_per_decision(const LaunchCall& call, CUstream app, 
   if (!placed) r = launch_at(call, app, key, priority);
   if (r != CUDA_SUCCESS) counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
   // Every launch its own marker: the engine matches each launch's end.
-  book(key, app, *seq, 1, true);
+  book(key, app, *seq, 1, true, ipc::monotonic_ns());
   wake_poller();
   return r;
 }
@@ -451,10 +454,11 @@ bool Interceptor::wait_below(uint32_t cap, CUstream app, uint64_t key) {
   return true;
 }
 
-void Interceptor::book(uint64_t key, CUstream app, uint64_t seq, uint64_t every, bool force) {
+bool Interceptor::book(uint64_t key, CUstream app, uint64_t seq, uint64_t every, bool force, uint64_t now_ns) {
   const bool foreign_ok = (key & 0xff) != kPerThreadKeyTag;
-  const auto [marker, count] = book_->book(key, app, foreign_ok, seq, every, force);
+  const auto [marker, count] = book_->book(key, app, foreign_ok, seq, every, force, now_ns);
   if (marker) book_->record_marker(app, key, seq, count);
+  return marker;
 }
 
 void Interceptor::raise_flag(uint32_t slot) {
@@ -605,8 +609,13 @@ void Interceptor::completion_loop() {
     log("the completion thread could not enter the launch's context: completions are reported at launch");
   }
   const auto period = std::chrono::microseconds(config_.poll_us);
+  auto last_announcements = std::chrono::steady_clock::time_point{};
   while (!stop_.load(std::memory_order_acquire)) {
-    take_announcements();
+    // SM-set announcements (per-launch decisions only) every 10 ms: no launch waits for them.
+    if (const auto now = std::chrono::steady_clock::now(); now - last_announcements >= std::chrono::milliseconds(10)) {
+      last_announcements = now;
+      take_announcements();
+    }
     book_->poll();
     // Streams whose last launches no marker covers, quiet for a while: the end of a burst the
     // application did not synchronise on. Not while a capture is in progress (the stream might be
@@ -617,14 +626,19 @@ void Interceptor::completion_loop() {
     }
     maybe_lower_flag();
     client_->flush();
-    const auto busy = [this] { return !book_->idle() || flag_up_.load(std::memory_order_acquire); };
+    // Polled often while markers are pending, or while an LC tenant's flag is up or its launches
+    // are in flight (its burst's end lowers the flag); a BE tenant's uncovered launches wait for a
+    // synchronisation or its tail marker (checked at the idle period).
+    const auto busy = [this] {
+      return book_->markers_pending() || flag_up_.load(std::memory_order_acquire) || (lc() && book_->in_flight() > 0);
+    };
     std::unique_lock<std::mutex> lock(wake_mu_);
     if (busy()) {
       wake_.wait_for(lock, period, [this] { return kick_.exchange(false) || stop_.load(std::memory_order_acquire); });
       continue;
     }
-    // Idle: sleep until a launch wakes it (announcements are looked at every 10 ms). The flag is
-    // set before the last look, so a launch in between either is seen or wakes it.
+    // Idle: sleep until a launch wakes it, or 10 ms. The flag is set before the last look, so a
+    // launch in between either is seen or wakes it.
     poller_idle_.store(true, std::memory_order_release);
     if (!busy()) {
       wake_.wait_for(lock, std::chrono::milliseconds(10),
@@ -647,22 +661,24 @@ void Interceptor::shutdown() {
       wake_.notify_one();
       completion_thread_.join();
     }
+    // Whether the daemon went away while the process ran (closing turns the client pass-through).
+    const bool daemon_gone = client_ && client_->pass_through();
     if (client_) {
       if (flag_up_.exchange(false)) client_->lower_lc(flag_slot_.load());
       client_->close();
     }
-    write_stats();
+    write_stats(daemon_gone);
   });
 }
 
-void Interceptor::write_stats() const {
+void Interceptor::write_stats(bool daemon_gone) const {
   if (config_.stats_path.empty()) return;
   const Mode m = mode_.load();
   const char* mode = m == Mode::active        ? "active"
                      : m == Mode::connected   ? "connected"
                      : m == Mode::pass_through ? "pass_through"
                                                : "unstarted";
-  if (Status st = write_counters(config_.stats_path, mode, client_ && client_->pass_through(), counters_,
+  if (Status st = write_counters(config_.stats_path, mode, daemon_gone, counters_,
                                  book_ ? book_->markers() : 0, book_ ? book_->reported() : 0);
       !st) {
     log(st.message());
