@@ -64,8 +64,15 @@ std::vector<TenantConn*> TenantHub::sync_registry() {
   for (auto& [id, conn] : conns_) {
     if (conn->state != ConnState::live) continue;
     if (records.count(id) == 0) {
-      // The registry removed it: a goodbye on the socket, or its connection closed.
-      mark_gone(*conn, "its control connection ended", true);
+      // The registry removed it: a goodbye on the socket, or its connection closed. A tenant that
+      // closed its ring first said goodbye there too (the socket's goodbye can overtake the ring's).
+      const ipc::PeerStatus peer = conn->channel.up().peer(ipc::RingSide::producer, ipc::monotonic_ns(), liveness_.stale_after_ns);
+      if (peer.state == ipc::PeerState::closed) {
+        conn->state = ConnState::leaving;
+        conn->why = "said goodbye";
+      } else {
+        mark_gone(*conn, "its control connection ended", true);
+      }
     }
   }
   return fresh;

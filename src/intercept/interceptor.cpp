@@ -36,9 +36,10 @@ namespace {
 constexpr uint64_t kLegacyStreamKey = 0x1;  // CU_STREAM_LEGACY's value: stream 0 outside _ptsz too
 constexpr uint64_t kPerThreadKeyTag = 0x2;  // low bits of a per-thread default stream's key
 // An LC stream with launches no marker covers gets one from the completion thread once it has been
-// quiet this long (the end of a burst the application does not synchronise on); a BE stream after
-// the longer bound (its end matters only to the books and to in-flight caps).
-constexpr uint64_t kLcTailNs = 50'000;
+// quiet this long (the end of a burst the application does not synchronise on: long enough that a
+// framework's host work between two kernels of a burst rarely triggers one); a BE stream after the
+// longer bound (its end matters only to the books and to in-flight caps).
+constexpr uint64_t kLcTailNs = 200'000;
 constexpr uint64_t kBeTailNs = 1'000'000;
 // A launch waiting at its lease's in-flight cap goes anyway after this long without progress (the
 // launches it waits for may be on a stream no marker can reach).
