@@ -26,6 +26,8 @@ work=$(mktemp -d /tmp/concord-eager-XXXXXX)
 mkdir -p "$work/pipe" "$work/log"
 export CUDA_MPS_PIPE_DIRECTORY=$work/pipe CUDA_MPS_LOG_DIRECTORY=$work/log
 nvidia-cuda-mps-control -d || { echo "MPS did not start" >&2; exit 2; }
+# A server started on one GPU (CUDA_VISIBLE_DEVICES=K) shows its clients that GPU as device 0.
+[ -n "${CUDA_VISIBLE_DEVICES:-}" ] && export CUDA_VISIBLE_DEVICES=0
 sock=$work/concordd.sock
 "$bin/concordd" --socket "$sock" --policy orion --device-spec "$spec" >"$out/concordd.log" 2>&1 &
 daemon=$!

@@ -56,21 +56,24 @@ def parse_combo(text):
 
 
 class Mps:
-    """An MPS control daemon of our own (pipe and log directories under `work`)."""
+    """An MPS control daemon of our own (pipe and log directories under `work`). `env` is its
+    clients' environment: with --gpu K the server sees GPU K alone and a client's
+    CUDA_VISIBLE_DEVICES counts among the server's devices, so clients name it 0."""
 
     def __init__(self, work):
-        self.env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(work, "mps-pipe"),
-                    "CUDA_MPS_LOG_DIRECTORY": os.path.join(work, "mps-log")}
-        for d in self.env.values():
+        self.dirs = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(work, "mps-pipe"),
+                     "CUDA_MPS_LOG_DIRECTORY": os.path.join(work, "mps-log")}
+        for d in self.dirs.values():
             os.makedirs(d, exist_ok=True)
+        self.env = {**self.dirs, **({"CUDA_VISIBLE_DEVICES": "0"} if GPU_ENV else {})}
 
     def __enter__(self):
-        subprocess.run(["nvidia-cuda-mps-control", "-d"], env={**base_env(), **self.env}, check=True)
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], env={**base_env(), **self.dirs}, check=True)
         time.sleep(0.5)
         return self
 
     def __exit__(self, *exc):
-        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**base_env(), **self.env}, timeout=30)
+        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**base_env(), **self.dirs}, timeout=30)
         time.sleep(1.0)
 
 

@@ -5,7 +5,8 @@
 #
 #   bench/apps/run_gpus.sh OUTDIR COMBO[,COMBO...] [run.py options...]
 #
-# GPUS (default: every GPU nvidia-smi lists) limits the GPUs used. Writes OUTDIR/tables.md and
+# GPUS (default: every GPU nvidia-smi lists) limits the GPUs used; FIRST_GPU (default 0) is the
+# first of them. Writes OUTDIR/tables.md and
 # OUTDIR/summary.json; each GPU's log is OUTDIR/gpuK.log.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,9 +24,10 @@ for i in "${!list[@]}"; do
   mine[$g]="${mine[$g]:+${mine[$g]},}${list[$i]}"
 done
 pids=()
-for g in "${!mine[@]}"; do
-  echo "GPU $g: ${mine[$g]}"
-  python3 "$here/run.py" "$out" --gpu "$g" --combos "${mine[$g]}" "$@" >"$out/gpu$g.log" 2>&1 &
+for i in "${!mine[@]}"; do
+  g=$((i + ${FIRST_GPU:-0}))
+  echo "GPU $g: ${mine[$i]}"
+  python3 "$here/run.py" "$out" --gpu "$g" --combos "${mine[$i]}" "$@" >"$out/gpu$g.log" 2>&1 &
   pids+=($!)
 done
 status=0
