@@ -125,7 +125,9 @@ TEST(Intercept, UnderLeasesAnLcAndABeTenantKeepTheirResultsAndOrder) {
     EXPECT_EQ(s.at("leased").get<int>() + s.at("captured").get<int>(), s.at("launches").get<int>()) << s.dump();
     EXPECT_LT(s.at("markers").get<int>(), s.at("leased").get<int>()) << "not an event per launch: " << s.dump();
     EXPECT_GT(s.at("completions").get<int>(), 0) << s.dump();
-    if (cls == "lc") EXPECT_GT(s.at("lc_raises").get<int>(), 0) << s.dump();
+    if (cls == "lc") {
+      EXPECT_GT(s.at("lc_raises").get<int>(), 0) << s.dump();
+    }
   }
   d->stop();
   EXPECT_TRUE(d->wait().is_ok());
