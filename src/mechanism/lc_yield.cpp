@@ -14,6 +14,20 @@ std::vector<uint64_t> lc_tenants_to_yield_to(const LeaseView& view, const LcYiel
   return out;
 }
 
+std::vector<Lease> leases_yielding_to_lc(const LeaseView& view, const LcYieldRule& rule,
+                                         const std::function<Lease(const TenantInfo&)>& base,
+                                         const std::function<void(Lease&, std::vector<uint64_t>)>& yield) {
+  const std::vector<uint64_t> bound = lc_tenants_to_yield_to(view, rule);
+  std::vector<Lease> out;
+  out.reserve(view.tenants.size());
+  for (const LeaseTenant& t : view.tenants) {
+    Lease l = base(t.info);
+    if (t.info.cls == TenantClass::best_effort && !bound.empty()) yield(l, bound);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 Lease lc_lease(int priority, bool signal) {
   Lease l;
   l.priority = priority;

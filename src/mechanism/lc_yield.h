@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "concord/lease.h"
@@ -18,6 +19,12 @@ struct LcYieldRule {
 
 // The ids of the LC tenants in `view` that BE leases yield to under `rule`.
 std::vector<uint64_t> lc_tenants_to_yield_to(const LeaseView& view, const LcYieldRule& rule);
+
+// Every tenant's lease in `view`'s order: `base(info)` for each, and for a BE tenant, when there are
+// LC tenants to yield to under `rule`, `yield(lease, their ids)` on top.
+std::vector<Lease> leases_yielding_to_lc(const LeaseView& view, const LcYieldRule& rule,
+                                         const std::function<Lease(const TenantInfo&)>& base,
+                                         const std::function<void(Lease&, std::vector<uint64_t>)>& yield);
 
 // An LC tenant's lease: at once, at `priority`, its flag raised while its work is in flight.
 Lease lc_lease(int priority, bool signal);

@@ -12,18 +12,12 @@ Lease OrionLease::initial(const TenantInfo& info) const {
 }
 
 std::vector<Lease> OrionLease::decide(const LeaseView& view) {
-  const std::vector<uint64_t> bound = lc_tenants_to_yield_to(view, o_.yield);
-  std::vector<Lease> out;
-  out.reserve(view.tenants.size());
-  for (const LeaseTenant& t : view.tenants) {
-    Lease l = initial(t.info);
-    if (t.info.cls == TenantClass::best_effort && !bound.empty()) {
-      l.yield_to = bound;
-      l.on_lc = LcYield::close;
-    }
-    out.push_back(std::move(l));
-  }
-  return out;
+  return leases_yielding_to_lc(
+      view, o_.yield, [this](const TenantInfo& info) { return initial(info); },
+      [](Lease& l, std::vector<uint64_t> lc) {
+        l.yield_to = std::move(lc);
+        l.on_lc = LcYield::close;
+      });
 }
 
 Result<std::unique_ptr<LeasePolicy>> make_orion_lease(const PolicyParams& params) {

@@ -9,19 +9,13 @@ Lease SgdrcLease::initial(const TenantInfo& info) const {
 }
 
 std::vector<Lease> SgdrcLease::decide(const LeaseView& view) {
-  const std::vector<uint64_t> bound = lc_tenants_to_yield_to(view, o_.yield);
-  std::vector<Lease> out;
-  out.reserve(view.tenants.size());
-  for (const LeaseTenant& t : view.tenants) {
-    Lease l = initial(t.info);
-    if (t.info.cls == TenantClass::best_effort && !bound.empty()) {
-      l.yield_to = bound;
-      l.on_lc = LcYield::cap;
-      l.lc_max_in_flight = o_.be_in_flight;
-    }
-    out.push_back(std::move(l));
-  }
-  return out;
+  return leases_yielding_to_lc(
+      view, o_.yield, [this](const TenantInfo& info) { return initial(info); },
+      [this](Lease& l, std::vector<uint64_t> lc) {
+        l.yield_to = std::move(lc);
+        l.on_lc = LcYield::cap;
+        l.lc_max_in_flight = o_.be_in_flight;
+      });
 }
 
 Result<std::unique_ptr<LeasePolicy>> make_sgdrc_lease(const PolicyParams& params) {
