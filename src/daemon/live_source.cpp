@@ -42,6 +42,18 @@ const KernelSpec* LiveSource::kernel_for(uint64_t tenant, const ipc::LaunchNotic
   return kernels_.emplace(key, std::move(k)).first->second.get();
 }
 
+std::string LiveSource::unrunnable(const ipc::LaunchNotice& n) const {
+  if (n.graph) return "";
+  if (n.shared_mem > static_cast<uint32_t>(device_.sm.max_shared_bytes_per_block)) {
+    return fmt::format("{} bytes of shared memory per block, over the device's {}", n.shared_mem, device_.sm.max_shared_bytes_per_block);
+  }
+  const uint64_t threads = uint64_t(n.block.x) * n.block.y * n.block.z;
+  if (threads > static_cast<uint64_t>(device_.sm.max_threads_per_block)) {
+    return fmt::format("{} threads per block, over the device's {}", threads, device_.sm.max_threads_per_block);
+  }
+  return "";
+}
+
 Status LiveSource::join_new(TenantSink& sink) {
   for (TenantConn* conn : hub_.sync_registry()) {
     const ipc::RegisterTenant& r = conn->record.info;
@@ -72,6 +84,15 @@ Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn) {
     const UpEvent ev = conn.inbox.front();
     conn.inbox.pop_front();
     if (const auto* n = std::get_if<NoticeEvent>(&ev)) {
+      // A launch the device cannot run would stop the engine (and every tenant with it): it ends
+      // its tenant instead.
+      if (const std::string bad = unrunnable(n->notice); !bad.empty()) {
+        conn.state = ConnState::gone;
+        conn.why = "noticed a launch the device cannot run: " + bad;
+        conn.died = false;
+        conn.inbox.clear();
+        return Status::ok();
+      }
       const KernelSpec* kernel = kernel_for(conn.id, n->notice);
       LaunchSubmission s;
       s.kernel = kernel;

@@ -41,6 +41,8 @@ class LiveSource final : public TenantSource {
   static constexpr double kOpaqueNominalSeconds = 1e-4;
 
  private:
+  // Why the device cannot run a noticed launch (empty: it can).
+  std::string unrunnable(const ipc::LaunchNotice& notice) const;
   Status join_new(TenantSink& sink);
   Status take_inbox(TenantSink& sink, TenantConn& conn);
   Status settle(TenantSink& sink, TenantConn& conn);

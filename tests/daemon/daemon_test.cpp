@@ -1029,6 +1029,28 @@ TEST(LeaseTerms, PolicyLeasesBecomePageTerms) {
   EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
 }
 
+// Under per-launch decisions a notice the device cannot run (more shared memory than a block may
+// have: within the protocol's limit, over the device's) ends that tenant, not the daemon.
+TEST_F(DaemonTest, ALaunchTheDeviceCannotRunEndsItsTenantNotTheDaemon) {
+  start(options("serial"));
+  auto bad = ipc::TenantClient::connect(client_options(be("bad")));
+  ASSERT_TRUE(bad.is_ok());
+  ASSERT_TRUE((*bad)->notice(ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 240'000, false, 0}).is_ok());
+  auto good = ipc::TenantClient::connect(client_options(be("good")));
+  ASSERT_TRUE(good.is_ok());
+  for (int i = 0; i < 5; ++i) launch_once(**good);
+  EXPECT_FALSE((*good)->pass_through());
+  std::string text;
+  for (int i = 0; i < 150; ++i) {
+    text = daemon_->metrics_text();
+    if (text.find("name=\"bad\"") == std::string::npos && text.find("name=\"good\"") != std::string::npos) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(text.find("name=\"bad\""), std::string::npos) << "the tenant is gone: " << text;
+  EXPECT_NE(text.find("name=\"good\""), std::string::npos) << text;
+  (*good)->close();
+}
+
 // An opaque kernel's nominal curve: the SMs one wave of its grid covers (all of them for a graph),
 // so that SGDRC's LC need and Orion's SM threshold follow the launch's shape.
 TEST(LiveSourceTest, OpaqueKernelsDemandTheSmsOfOneWave) {
