@@ -104,17 +104,18 @@ void LeaseRunner::on_boundary(TenantConn& conn, Track& t, const BoundaryEvent& b
 bool LeaseRunner::on_completion(TenantConn& conn, Track& t, const CompletionEvent& c) {
   for (uint64_t seq : c.ended) t.open.erase(seq);
   t.last_end_at = c.at_ns;
-  for (auto it = t.waiting.begin(); it != t.waiting.end();) {
-    if (t.open.count(it->first) == 0) {
-      request_ended(conn, it->second, c.at_ns);
-      it = t.waiting.erase(it);
-    } else {
-      ++it;
-    }
+  // Requests end in the order they began (one looked at per completion, however many wait: a
+  // request whose last launch ended on another stream before an older one's waits for it).
+  while (!t.waiting.empty() && t.open.count(t.waiting.front().first) == 0) {
+    request_ended(conn, t.waiting.front().second, c.at_ns);
+    t.waiting.pop_front();
   }
   if (!t.open.empty() || !t.burst) return false;
   t.burst = false;
-  if (!is_lc(conn) || c.at_ns < t.burst_first + options_.min_burst_ns || c.at_ns < t.burst_last) return false;
+  // The times are the tenant's: nothing is assumed of them but what is checked here.
+  if (!is_lc(conn) || c.at_ns < t.burst_last || t.burst_last < t.burst_first || c.at_ns - t.burst_first < options_.min_burst_ns) {
+    return false;
+  }
   const double share = static_cast<double>(c.at_ns - t.burst_last) / static_cast<double>(c.at_ns - t.burst_first);
   t.share = t.share ? (1 - options_.share_weight) * *t.share + options_.share_weight * share : share;
   ++t.bursts;

@@ -98,7 +98,9 @@ bool TenantHub::poll(std::vector<Ended>& done) {
     TenantConn& conn = *conn_ptr;
     if (conn.state == ConnState::gone) continue;
     ipc::SpscRing& up = conn.channel.up();
-    for (;;) {
+    // At most a ring's worth per tenant per poll: one that refills its ring as fast as the daemon
+    // reads cannot keep the others (and the heartbeats) waiting.
+    for (uint32_t taken = 0; taken < up.geometry().capacity; ++taken) {
       Result<size_t> n = up.try_pop(buf);
       if (!n.is_ok()) {
         reject(conn, "up ring: " + n.status().message());

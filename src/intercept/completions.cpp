@@ -15,7 +15,7 @@ std::pair<bool, uint64_t> CompletionBook::book(uint64_t key, CUstream app, bool 
   Track& t = tracks_[key];
   t.handle = app;
   t.foreign_ok = foreign_ok;
-  t.last_seq = seq;
+  t.last_seq = std::max(t.last_seq, seq);  // threads sharing a stream may book out of seq order
   ++t.count;
   t.last_launch_ns = now_ns;
   if (!force && t.count - t.marked < every) return {false, 0};

@@ -29,10 +29,10 @@ class CompletionBook {
   CompletionBook(const RealDriver& driver, Report report) : driver_(driver), report_(std::move(report)) {}
 
   // Counts a launch about to go out (so that in_flight() never reads 0 while it does).
-  void launching() { launched_.fetch_add(1, std::memory_order_acq_rel); }
+  void launching() { launched_.fetch_add(1); }  // sequentially consistent: see maybe_lower_flag
   // A launch counted by launching() that nobody will track (the tenant went pass-through).
   void forget_one() { ended_.fetch_add(1, std::memory_order_acq_rel); }
-  uint64_t in_flight() const { return launched_.load(std::memory_order_acquire) - ended_.load(std::memory_order_acquire); }
+  uint64_t in_flight() const { return launched_.load() - ended_.load(); }
 
   // Books launch `seq` on stream `key`, made at `now_ns` (`app`: the handle to record on;
   // `foreign_ok`: another thread may name it). Whether a marker should follow it, and the stream's

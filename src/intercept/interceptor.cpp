@@ -140,7 +140,7 @@ class Interceptor {
   // launches have ended outside a request.
   std::atomic<bool> flag_up_{false};
   std::atomic<uint32_t> flag_slot_{ipc::kNoLcSlot};
-  std::atomic<bool> in_request_{false};
+  std::atomic<int> in_request_{0};  // requests begun and not ended (threads may overlap them)
 
   std::atomic<GreenSets*> green_{nullptr};
   std::unique_ptr<GreenSets> green_owner_;
@@ -366,7 +366,10 @@ CUresult Interceptor::launch_leased(const LaunchCall& call, CUstream app, uint64
   if (r != CUDA_SUCCESS) counters_.failed_launches.fetch_add(1, std::memory_order_relaxed);
   // A refused launch never runs, but a marker after it still says when its stream's earlier
   // launches ended (and so closes its own books).
-  const uint64_t every = cap > 0 ? std::max<uint64_t>(1, cap / 2) : config_.marker_every;
+  // A thread's per-thread default stream can get no tail marker from the completion thread: an LC
+  // tenant marks every launch there, so that its flag never waits for a synchronisation.
+  const bool own_thread_only = (key & 0xff) == kPerThreadKeyTag;
+  const uint64_t every = cap > 0 ? std::max<uint64_t>(1, cap / 2) : (lc() && own_thread_only ? 1 : config_.marker_every);
   // The completion thread, if asleep, wakes for a marker to poll or an LC burst to follow (a BE
   // launch without a marker leaves it asleep: no wake-up call per launch).
   if (book(key, app, *seq, every, r != CUDA_SUCCESS, now) || lc()) wake_poller();
@@ -463,9 +466,9 @@ bool Interceptor::book(uint64_t key, CUstream app, uint64_t seq, uint64_t every,
 }
 
 void Interceptor::raise_flag(uint32_t slot) {
-  if (flag_up_.load(std::memory_order_acquire) && flag_slot_.load(std::memory_order_relaxed) == slot) return;
+  if (flag_up_.load() && flag_slot_.load(std::memory_order_relaxed) == slot) return;
   flag_slot_.store(slot, std::memory_order_relaxed);
-  if (!flag_up_.exchange(true, std::memory_order_acq_rel)) {
+  if (!flag_up_.exchange(true)) {
     client_->raise_lc(slot);
     counters_.lc_raises.fetch_add(1, std::memory_order_relaxed);
     wake_poller();
@@ -473,16 +476,16 @@ void Interceptor::raise_flag(uint32_t slot) {
 }
 
 void Interceptor::maybe_lower_flag() {
-  if (!flag_up_.load(std::memory_order_acquire)) return;
-  if (in_flight() > 0 || in_request_.load(std::memory_order_acquire)) return;
-  flag_up_.store(false, std::memory_order_release);
+  // Sequentially consistent with raise_flag's and launching()'s operations: of a launch counted
+  // and a lowering, at least one sees the other (a store-buffer pattern).
+  if (!flag_up_.load()) return;
+  if (in_flight() > 0 || in_request_.load() > 0) return;
+  flag_up_.store(false);
   const uint32_t slot = flag_slot_.load(std::memory_order_relaxed);
   client_->lower_lc(slot);
   // A launch (or request mark) that came in between the check and the store raised nothing: raise
   // again for it.
-  if ((in_flight() > 0 || in_request_.load(std::memory_order_acquire)) && !flag_up_.exchange(true, std::memory_order_acq_rel)) {
-    client_->raise_lc(slot);
-  }
+  if ((in_flight() > 0 || in_request_.load() > 0) && !flag_up_.exchange(true)) client_->raise_lc(slot);
 }
 
 void Interceptor::wake_poller() {
@@ -511,7 +514,9 @@ void Interceptor::stream_destroyed(CUstream stream) {
   if (mode_.load(std::memory_order_acquire) != Mode::active) return;
   const uint64_t key = stream_key(stream);
   placer_->forget(key);
-  // No marker is recorded on the handle again (the driver may hand it out for another stream).
+  // A last marker behind what it ran (the handle is still valid: the hook calls this before the
+  // real destroy); then none is recorded on the handle again (the driver may hand it out anew).
+  if (stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) (void)book_->mark_uncovered(key, stream);
   book_->stream_gone(key);
 }
 
@@ -554,7 +559,13 @@ int Interceptor::request(bool begin) {
   const Mode mode = started_mode();
   if ((mode != Mode::connected && mode != Mode::active) || client_->pass_through()) return 1;
   if (lc()) {
-    in_request_.store(begin, std::memory_order_release);
+    if (begin) {
+      in_request_.fetch_add(1);
+    } else {
+      int n = in_request_.load();
+      while (n > 0 && !in_request_.compare_exchange_weak(n, n - 1)) {
+      }
+    }
     // An LC request about to launch raises the flag already: gates that yield to it close before
     // its first kernel goes out.
     if (begin) {
@@ -563,7 +574,12 @@ int Interceptor::request(bool begin) {
     }
   }
   const Status st = begin ? client_->request_begin() : client_->request_end();
-  if (!begin && mode == Mode::active) maybe_lower_flag();
+  if (!begin && mode == Mode::active) {
+    maybe_lower_flag();
+  } else if (!begin && in_request_.load() == 0 && flag_up_.exchange(false)) {
+    // No launch yet (and no completion thread): nothing is in flight.
+    client_->lower_lc(flag_slot_.load(std::memory_order_relaxed));
+  }
   if (!st) {
     if (config_.log) log(std::string("request ") + (begin ? "begin" : "end") + " not told: " + st.message());
     return 1;

@@ -153,9 +153,11 @@ Result<LeaseTerms> LeaseReader::read() const {
   if (page_ == nullptr) return Status::failed_precondition("lease page: not mapped");
   LeaseTerms t;
   uint32_t gate = 0, priority = 0, on_lc = 0;
-  for (;;) {
+  for (int tries = 0;; ++tries) {
+    // A publish is a few stores long; a sequence that stays odd is a daemon killed mid-publish.
+    if (tries == 100'000) return Status::deadline_exceeded("lease page: the daemon left a publish unfinished");
     const uint32_t s1 = page_->seq.load(std::memory_order_acquire);
-    if (s1 & 1u) continue;  // a publish in progress: a few stores long
+    if (s1 & 1u) continue;
     gate = page_->gate.load(std::memory_order_relaxed);
     priority = page_->priority.load(std::memory_order_relaxed);
     t.max_in_flight = page_->max_in_flight.load(std::memory_order_relaxed);

@@ -57,7 +57,9 @@ class Client final : public TenantClient {
     if (!pass_through() && board_writable()) board_.raise(slot);
   }
   void lower_lc(uint32_t slot) override {
-    if (board_writable()) board_.lower(slot);
+    // Not in pass-through: the daemon clears the flag of a tenant it removed, and may have handed
+    // the slot to another tenant since.
+    if (!pass_through() && board_writable()) board_.lower(slot);
   }
 
   LeaseTerms wait_open(uint64_t timeout_ns, uint64_t recheck_ns) override {
