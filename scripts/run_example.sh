@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: install, build, and run the DESIGN.md compute-plus-memory pair and the 4-tenant mix
+# The main job: install, build, and run the compute + memory pair (docs/hardware.md) and the 4-tenant mix
 # under every baseline policy. Uses the GPU when one is present and the CUDA backend is built,
 # the simulator otherwise. Results go to results/.
 set -euo pipefail

@@ -1,4 +1,4 @@
-# The layers of DESIGN.md, enforced: no folder includes a layer above it. Run as
+# The layers of docs/architecture.md, enforced: no folder includes a layer above it. Run as
 #   cmake -DSRC=<repo>/src -P layering.cmake
 # Each rule: a folder, and the include prefixes its files may not use (comma-separated).
 # A policy's facet files (src/policy/<name>/<name>_facet.h, _metrics.h, _class.h, _model.h: the profile

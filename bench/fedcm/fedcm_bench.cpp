@@ -1,4 +1,4 @@
-// FEDCM's evaluation (fedcm.md IV-V) on the simulator or the GPU:
+// FEDCM's evaluation (FEDCM paper, Section IV-V) on the simulator or the GPU:
 //   run   every workload under serial, streams, krisp, fedc and fedcm in one process (one run of
 //         each, alone-times and the serial makespan shared), plus fedcm's sigma sweep; STP, ANTT,
 //         end-to-end time and the policy's share of the run;

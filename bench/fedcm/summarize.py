@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 
 SCHEMES = ["serial", "streams", "mps-limited", "mps", "krisp", "fedc", "fedcm"]
-PAPER = {2: 1.582, 3: 1.948, 4: 2.294}  # FEDCM over Serial, fedcm.md V-A (AMD GPU)
+PAPER = {2: 1.582, 3: 1.948, 4: 2.294}  # FEDCM over Serial, FEDCM paper, Section V-A (AMD GPU)
 
 
 def load(path):

@@ -1,6 +1,6 @@
 // GPU benchmarks of issue 3, in one program (one device call):
 //  (a) overhead: each kernel's elastic form (all SMs, full TLP) against its plain form;
-//  (b) DESIGN.md's compute-plus-memory pair: serial, streams, elastic sharing, static splits by
+//  (b) the compute + memory pair (docs/hardware.md): serial, streams, elastic sharing, static splits by
 //      %smid and by green contexts, fused, and the ideal.
 // Writes JSON to the path given as the first argument and prints Markdown tables.
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DESIGN.md's compute-plus-memory pair on the simulator: serial, streams, and static SM splits,
+# the compute + memory pair (docs/hardware.md) on the simulator: serial, streams, and static SM splits,
 # with the ideal (the longer alone time). Writes bench/results/pair_sim.json and prints a table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,7 +1,7 @@
 // bench/pbs's figures, apart from its command line (tests/bench/pbs_test.cpp tests them):
 // each tenant's share of SMs, the oracle's TLP combinations, work scaled down for the runs that
 // need only a rate, each tenant's rate over a window of a run, and the paper's SD-based metrics
-// (pbs-effective-bandwidth.md, Table III: SD_i = rate shared / rate alone on the same SMs at the
+// (the PBS paper, Table III: SD_i = rate shared / rate alone on the same SMs at the
 // tenant's best alone TLP; WS = sum SD, FI = min SD / max SD, HS = N / sum 1/SD).
 #pragma once
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tables from bench/pbs/run.sh's OUTDIR (concord_pbs_bench's per-mix files): per mix and scheme
-the paper's SD-based WS, FI and HS (pbs-effective-bandwidth.md, Table III: SD_i = tenant i's rate
+the paper's SD-based WS, FI and HS (the PBS paper, Table III: SD_i = tenant i's rate
 shared over its rate alone on the same SMs at its best alone TLP), over two windows:
   whole         the co-run window (every tenant running), search and all;
   after settle  the part of it after PBS's search first settled (the other schemes search

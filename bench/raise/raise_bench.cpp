@@ -1,4 +1,4 @@
-// RAISE's evaluation (raise.md VI): task counts 12..120 (each of the twelve task types 1..10
+// RAISE's evaluation (RAISE paper, Section VI): task counts 12..120 (each of the twelve task types 1..10
 // times, in a seeded random order), policies raise, sq, rr, rd on N_str task streams, several
 // seeds; then, on 36 tasks, every policy at one fixed variant (the order's effect alone) and the
 // sensitivity to alpha, beta, N_str and fixed dimensions. Runs on the

@@ -1,5 +1,5 @@
 // Backend: what executes placements. The CUDA backend and the simulator implement exactly this
-// interface; nothing above it asks which one it has (STYLE.md 2, 3).
+// interface; nothing above it asks which one it has (backends are told apart by capabilities, never by name).
 #pragma once
 
 #include <cstddef>

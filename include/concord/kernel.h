@@ -10,7 +10,7 @@
 
 namespace concord {
 
-// How a launch's global loads use the caches (FEDCM s0/s1/s2/s12 on NVIDIA: DESIGN.md).
+// How a launch's global loads use the caches (FEDCM s0/s1/s2/s12 on NVIDIA: docs/hardware.md).
 enum class CachePolicy : uint8_t {
   normal = 0,        // s0: default caching
   l1_bypass = 1,     // s1: ld.global.cg / L1::no_allocate

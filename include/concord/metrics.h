@@ -1,4 +1,4 @@
-// Metrics, one definition each (DESIGN.md, Metrics).
+// Metrics, one definition each (docs/running.md, metrics).
 #pragma once
 
 #include <optional>

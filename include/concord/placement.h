@@ -1,4 +1,4 @@
-// Placement: the runtime's decision for one launch (DESIGN.md, Vocabulary).
+// Placement: the runtime's decision for one launch (docs/architecture.md, vocabulary).
 #pragma once
 
 #include <cstdint>

@@ -101,7 +101,7 @@ class SchedContext {
   //
   // With `after` (a running dispatch), the dispatch starts on the GPU when `after` ends, with no
   // host round trip in between (CUDA: its stream waits on that dispatch's end event; the simulator
-  // holds it back): how a CUDA program puts a task's kernels on one stream (raise.md V-B). `launch`
+  // holds it back): how a CUDA program puts a task's kernels on one stream (RAISE paper, Section V-B). `launch`
   // may then also be the first queued launch of the tenant whose whole current launch `after` runs
   // (it becomes ready when `after` ends). A dispatch behind another cannot be resized, capped or
   // preempted while `after` runs.

@@ -16,7 +16,7 @@ namespace concord {
 struct SuiteEntry {
   std::string name;
   std::string description;
-  std::string origin;       // "RAISE Table IV", "Aker", "DESIGN.md pair", "library"
+  std::string origin;       // "RAISE Table IV", "Aker", "compute + memory pair", "library"
   bool elastic = true;
   int64_t default_size = 0;
   int64_t min_size = 1;

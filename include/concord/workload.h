@@ -37,7 +37,7 @@ struct TenantSpec {
   ArrivalProcess arrival;
   Seconds latency_target = 0;        // LC only: per-request target, seconds
   // Facts the tenant states for policies that know them, passed on as TenantInfo::labels. The spec
-  // writes RAISE's task type as `raise_type: COM|MEM|LAT` (raise.md VI-A classifies its tasks by
+  // writes RAISE's task type as `raise_type: COM|MEM|LAT` (RAISE paper, Section VI-A classifies its tasks by
   // hand, Table IV); it becomes the label "raise_type". Absent: the policy reads the type from the
   // measured vector.
   std::map<std::string, std::string> labels;

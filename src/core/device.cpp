@@ -198,7 +198,7 @@ DeviceSpec h100_sxm_spec() {
 DeviceSpec h200_spec() {
   DeviceSpec d = h100_sxm_spec();
   d.name = "H200";
-  d.l2_bytes = 60.0 * 1024 * 1024;  // as measured (DESIGN.md)
+  d.l2_bytes = 60.0 * 1024 * 1024;  // as measured (docs/hardware.md)
   d.dram_bytes_per_s = 4.8e12;
   return d;
 }

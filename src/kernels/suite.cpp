@@ -147,12 +147,12 @@ const std::vector<Recipe>& recipes() {
        ComputeUnit::tensor, 32, 64, 17, 0.05, 0.05, [](int64_t n) { return square(n) * 64.0; },
        [](int64_t) { return 2.0 * 576.0; }, [](int64_t) { return 64.0 * 4.0 / 64.0 + 4.0; },
        {64, 128, 256}, tc_warps, &kMultipleOf16},  // a part stages threads/2 pixels x 64 im2col rows in FP16 (+32 bytes of alignment slack)
-      // DESIGN.md's compute-plus-memory pair: 2.1 and 2.3 ms alone on an H200
-      {{"fma_loop", "compute-bound FMA chain (1024 FMA per element), size = elements", "DESIGN.md pair",
+      // The compute + memory pair (docs/hardware.md): 2.1 and 2.3 ms alone on an H200
+      {{"fma_loop", "compute-bound FMA chain (1024 FMA per element), size = elements", "compute + memory pair",
         true, 60 * (1 << 20), 1024},
        ComputeUnit::fp32, 1, 32, 0, 0.0, 0.0, linear, [](int64_t) { return 2048.0; },
        [](int64_t) { return 8.0; }},
-      {{"stream_triad", "a = b + s * c, size = elements", "DESIGN.md pair", true, 800 * (1 << 20), 1024},
+      {{"stream_triad", "a = b + s * c, size = elements", "compute + memory pair", true, 800 * (1 << 20), 1024},
        ComputeUnit::fp32, 4, 24, 0, 0.0, 0.0, linear, [](int64_t) { return 2.0; },
        [](int64_t) { return 12.0; }},
       // Opaque library tenants

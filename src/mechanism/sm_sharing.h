@@ -1,12 +1,12 @@
 // How the SM-set policies (FEDCM, FedC, KRISP) share SMs between kernels: each kernel's share of
-// an SM's static resources next to the kernels already there (FEDCM's U[i,j], fedcm.md III-B), and
+// an SM's static resources next to the kernels already there (FEDCM's U[i,j], FEDCM paper, Section III-B), and
 // how a kernel is launched on an SM set so that it holds about that share.
 //
 // On the AMD GPU of those papers a kernel's CU mask is the only control: kernels whose masks
 // overlap are dispatched onto the shared CUs side by side by the hardware, each as resources allow.
 // NVIDIA's block scheduler does not share that way: a launch with blocks still to issue gets every
 // slot that frees up before a later launch gets any, so two large kernels on the same SMs run one
-// after the other (DESIGN.md's pair: streams 1.00x serial). A kernel on a set covering every SM is
+// after the other (the compute + memory pair: streams 1.00x serial). A kernel on a set covering every SM is
 // therefore a plain launch (the block scheduler decides), and one on part of the GPU runs as
 // persistent blocks capped at ceil(U x resident blocks per SM), so that the first kernel on an SM
 // does not keep every later one off it. Capping only on the SMs a kernel shares, and raising caps

@@ -1,4 +1,4 @@
-// Task streams (raise.md V-B, VI-A), a piece RAISE and its baselines compose: a task is one request
+// Task streams (RAISE paper, Section V-B, VI-A), a piece RAISE and its baselines compose: a task is one request
 // of a tenant; it takes one of N_str streams from its first launch until its last completes, and
 // all its launches run one block-size variant on the whole GPU. The policy that owns a TaskStreams
 // says which waiting task starts next and with which variant, or holds (TaskChooser).
@@ -37,7 +37,7 @@ class TaskStreams {
  public:
   // `ahead`: how many of a task's submitted later kernels wait on its stream behind the one
   // running: -1 all of them (a CUDA program puts its task's kernels on its stream at once,
-  // raise.md V-B), 0 none (each kernel launched by the host when the one before it has finished).
+  // RAISE paper, Section V-B), 0 none (each kernel launched by the host when the one before it has finished).
   // `burst`: at most this many kernels queued per scheduling call (0: no limit); the rest on a tick
   // at once, after the engine has taken the completions in between (queueing costs the host about
   // 10 us a kernel on the H200: a 20-kernel task queued in one go leaves other tasks' completions

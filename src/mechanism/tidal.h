@@ -1,4 +1,4 @@
-// Tidal SM masking (SGDRC, sgdrc.md Sections 4 and 7.1): the GPU's TPCs are split between the
+// Tidal SM masking (SGDRC, the SGDRC paper Sections 4 and 7.1): the GPU's TPCs are split between the
 // latency-critical (LC) kernel and the best-effort (BE) kernel running beside it. The LC side gets
 // the fewest TPCs that reach its kernels' minimum latency, the BE side the rest, and all of the GPU
 // while no LC work is queued. Pure functions of the device's topology and the needs they are given;

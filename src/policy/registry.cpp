@@ -92,28 +92,28 @@ const PolicyRegistry& builtin_policies() {
                policy::make_round_robin));
     must(r.add("random", "seeded random order, one launch at a time on the whole GPU; param streams=N (baseline)",
                policy::make_random));
-    must(r.add("fedcm", "FEDCM: collocation by Algorithm 1 and cache bypass (fedcm.md III); params sigma, gamma",
+    must(r.add("fedcm", "FEDCM: collocation by Algorithm 1 and cache bypass (FEDCM paper, Section III); params sigma, gamma",
                policy::make_fedcm));
     must(r.add("fedc", "FEDCM's collocation without cache bypass (FedC); param sigma", policy::make_fedc));
     must(r.add("krisp", "KRISP as in FEDCM's evaluation: each kernel its own d x C SMs, disjoint where possible",
                policy::make_krisp));
     must(r.add("manual", "hand-written placements: params sms.T, tlp.T, cache.T, form, fuse=A+B, ratio=a:b",
                policy::make_manual));
-    must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (raise.md V); params alpha, beta, streams, dims, tie, ahead, burst",
+    must(r.add("raise", "RAISE: task streams by resource-type scores and dynamic block sizes (RAISE paper, Section V); params alpha, beta, streams, dims, tie, ahead, burst",
                policy::make_raise));
     must(r.add("sq", "RAISE baseline: task streams, all tasks of one type then the next (COM, MEM, LAT); random dims; params streams, dims (random|min|mid|max)",
                policy::make_sq));
     must(r.add("rr", "RAISE baseline: task streams, types COM, MEM, LAT in turn; random dims; params streams, dims (random|min|mid|max)", policy::make_rr));
     must(r.add("rd", "RAISE baseline: task streams, random task order; random dims; params streams, dims (random|min|mid|max)", policy::make_rd));
-    must(r.add("sgdrc", "SGDRC: one LC + one BE kernel, tidal SM masking of elastic BE (sgdrc.md 4, 7.1); params window, tolerance, steps, reserve, be_tlp",
+    must(r.add("sgdrc", "SGDRC: one LC + one BE kernel, tidal SM masking of elastic BE (SGDRC paper, Sections 4, 7.1); params window, tolerance, steps, reserve, be_tlp",
                policy::make_sgdrc));
-    must(r.add("aker", "Aker (aker.md 8.3): one kernel at a time; the newest LC query's kernel fused with the BE kernel of largest gain, split at the opportune ratio, when within the QoS headroom; else reorder; BE + BE fusion when no LC is ready; param idle_cap",
+    must(r.add("aker", "Aker (Aker paper, Section 8.3): one kernel at a time; the newest LC query's kernel fused with the BE kernel of largest gain, split at the opportune ratio, when within the QoS headroom; else reorder; BE + BE fusion when no LC is ready; param idle_cap",
                policy::make_aker));
     must(r.add("tacker", "Tacker (Aker's baseline): Aker's manager with whole BE kernels fused, tensor-core + CUDA-core pairs only; param idle_cap",
                policy::make_tacker));
     must(r.add("baymax", "Baymax (Aker's baseline): one kernel at a time; a BE kernel runs before the LC kernel only if it fits every query's headroom; param idle_cap",
                policy::make_baymax));
-    must(r.add("pbs", "PBS: pattern-based TLP search on effective bandwidth (pbs-effective-bandwidth.md V); params metric=ws|fi|hs, sms=split|shared, window, warmup, tolerance, drift, trace",
+    must(r.add("pbs", "PBS: pattern-based TLP search on effective bandwidth (PBS paper, Section V); params metric=ws|fi|hs, sms=split|shared, window, warmup, tolerance, drift, trace",
                policy::make_pbs));
     must(r.add("maxtlp", "PBS baseline ++maxTLP: every tenant at the most blocks per SM; param sms=split|shared", policy::make_maxtlp));
     must(r.add("besttlp", "PBS baseline ++bestTLP: each tenant at its best alone TLP; params tlp.T=N, sms=split|shared",

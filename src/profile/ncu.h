@@ -45,7 +45,7 @@ Result<std::vector<std::vector<NcuLaunch>>> split_at_markers(const std::vector<N
                                                              const std::string& source);
 
 // The RAISE vector of one job: each metric scaled to 0-10 and averaged over the job's launches
-// weighted by their duration (raise.md VI-A: multi-kernel tasks are weighted by kernel time).
+// weighted by their duration (RAISE paper, Section VI-A: multi-kernel tasks are weighted by kernel time).
 Result<RaiseVector> raise_vector(const std::vector<NcuLaunch>& launches, const std::string& where);
 
 // One thing the ncu worker runs: one plain launch of a kernel variant at a size.

@@ -232,7 +232,7 @@ TEST(CudaBackend, RaisingTheTlpOfARunningLaunchSpeedsItUp) {
 // Placement::priority on the GPU: a small launch made just after a long one that fills every SM
 // ends within the long one's first half when it is on the high-priority stream (its blocks go
 // before the long launch's waiting ones as SMs free up), and only near the long one's end when both
-// are normal (the block scheduler serves the older launch first: DESIGN.md's streams ~ serial).
+// are normal (the block scheduler serves the older launch first: the compute + memory pair: streams ~ serial).
 TEST(CudaBackend, HighPriorityBlocksGoBeforeAnOlderLaunchsWaitingBlocks) {
   Workload w;
   w.name = "priority";

@@ -1,4 +1,4 @@
-// DESIGN.md's compute-plus-memory pair: the simulator must reproduce the ordering measured on the
+// the compute + memory pair (docs/hardware.md): the simulator must reproduce the ordering measured on the
 // H200 (streams within a few percent of serial; a static SM split clearly better; the ideal bound).
 #include <gtest/gtest.h>
 

@@ -348,7 +348,7 @@ TEST(RaisePolicy, AutoThresholdsAreTheTasksMeanPlusAHalf) {
 
 TEST(RaiseTasks, TaskVectorIsTheTimeWeightedMeanOfItsKernelsAndClassReadsMax) {
   // Two steps with measured vectors: the task's vector per variant weights each by its estimated
-  // time x count (raise.md VI-A); the class is read on the largest-block variant.
+  // time x count (RAISE paper, Section VI-A); the class is read on the largest-block variant.
   auto t = tenant("t", {step("fma_loop", 1 << 22, 3), step("stream_triad", 1 << 24)});
   for (auto& v : t.steps[0].kernel.variants) v.facets["raise"] = policy::raise_facet_to_json(vec(10, 10, 10, 10, 10, 0, 0, 0));
   for (auto& v : t.steps[1].kernel.variants) v.facets["raise"] = policy::raise_facet_to_json(vec(0, 0, 0, 0, 0, 10, 10, 10));

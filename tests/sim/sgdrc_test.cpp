@@ -1,4 +1,4 @@
-// SGDRC (sgdrc.md Sections 4, 7.1): tidal SM masking as pure functions, the policy's decisions on
+// SGDRC (the SGDRC paper Sections 4, 7.1): tidal SM masking as pure functions, the policy's decisions on
 // hand-built queues (a SchedContext of the test's own), and a simulator scenario of one LC tenant
 // beside two BE tenants against streams and static-partition.
 #include <gtest/gtest.h>

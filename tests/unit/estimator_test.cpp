@@ -15,7 +15,7 @@ TEST(Estimator, RooflineScalesComputeAndSaturatesMemory) {
   EXPECT_NEAR(e.seconds(compute, v, 66) / e.seconds(compute, v, 132), 2.0, 1e-9);
   EXPECT_NEAR(e.seconds(memory, memory.default_variant, 66) / e.seconds(memory, memory.default_variant, 132), 1.0, 1e-9);
   EXPECT_GT(e.seconds(memory, memory.default_variant, 22), e.seconds(memory, memory.default_variant, 132) * 1.5);
-  EXPECT_NEAR(e.seconds(compute, v, 132) * 1e3, 2.1, 0.2);  // the DESIGN.md pair's compute kernel
+  EXPECT_NEAR(e.seconds(compute, v, 132) * 1e3, 2.1, 0.2);  // the compute + memory pair's compute kernel
   EXPECT_EQ(e.demand_sms(compute, v), 120);                // linear scaling: within 10% at 120 of 132
   EXPECT_LE(e.demand_sms(memory, memory.default_variant), 46);
   EXPECT_FALSE(e.measured(compute, v));

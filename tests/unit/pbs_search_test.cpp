@@ -1,4 +1,4 @@
-// PBS's arithmetic and search (pbs-effective-bandwidth.md III-B, IV, V): EB from the facet and the
+// PBS's arithmetic and search (PBS paper, Section III-B, IV, V): EB from the facet and the
 // block rate; EB-WS/FI/HS; the search's decisions on synthetic EB surfaces with known optima.
 #include <gtest/gtest.h>
 

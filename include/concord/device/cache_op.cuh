@@ -1,5 +1,5 @@
 // Global loads and stores whose cache operator is a template parameter (CUTLASS-style: one PTX
-// instruction per specialisation). Policies map to FEDCM's s0/s1/s2/s12 (DESIGN.md):
+// instruction per specialisation). Policies map to FEDCM's s0/s1/s2/s12 (docs/hardware.md):
 //   normal         ld.global
 //   l1_bypass      ld.global.cg                      (cache in L2 only)
 //   l2_evict_first ld.global.L2::cache_hint, evict-first policy

@@ -1,4 +1,4 @@
-// Aker's kernel classes (aker.md 5.1): a tensor-core kernel (TC) or a CUDA-core kernel (CD); a CD
+// Aker's kernel classes (Aker paper, Section 5.1): a tensor-core kernel (TC) or a CUDA-core kernel (CD); a CD
 // kernel is memory-prefer when its DRAM utilisation exceeds 50%, compute-prefer when its compute
 // utilisation exceeds 50% and its DRAM utilisation does not, neutral otherwise. Only pairs fuse,
 // in the paper's order: TC with CD first, then compute-prefer with memory-prefer, then a

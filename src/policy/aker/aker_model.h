@@ -1,4 +1,4 @@
-// Aker's duration models (aker.md 6.3, 7): per kernel, a line of its duration against logical
+// Aker's duration models (Aker paper, Section 6.3, 7): per kernel, a line of its duration against logical
 // blocks; per fused kernel version, a two-segment line of its duration, in units of its first
 // component's solo time, against the load ratio R = X_k2 / X_k1 (Eq. 1). Both are refitted from
 // online observations whenever a prediction misses by more than 10%. Part of the policy-facets

@@ -1,4 +1,4 @@
-// aker: Aker's QoS-aware kernel manager (aker.md 8.3) over fused versions chosen by Section 7's
+// aker: Aker's QoS-aware kernel manager (Aker paper, Section 8.3) over fused versions chosen by Section 7's
 // selector and predicted by Section 6's models. One kernel (fused or not) runs at a time. For the
 // LC kernel of the newest query, the BE kernel whose opportune split gives the largest gain is
 // fused beside it when the time the fusion adds stays within the QoS headroom (Eq. 4); else a BE

@@ -1,4 +1,4 @@
-// Aker's run-time arithmetic as pure functions (aker.md 8.3): the QoS headroom of the active LC
+// Aker's run-time arithmetic as pure functions (Aker paper, Section 8.3): the QoS headroom of the active LC
 // queries (Eq. 3-5) and the plan of a fusion at the opportune load ratio (Section 7, 8.2, Eq. 4
 // and T_gain). The policies (aker, tacker, baymax) feed them the present.
 #pragma once

@@ -1,4 +1,4 @@
-// What the aker, tacker and baymax policies share (aker.md 6.3, 8): each kernel's class and solo
+// What the aker, tacker and baymax policies share (Aker paper, Section 6.3, 8): each kernel's class and solo
 // duration model and each pair's fused version, from the "aker" profile facet where `concord
 // profile aker` stored one and from the estimator otherwise; the online refits of those models
 // from completions; the LC queries of the present and their headroom; the one dispatch the GPU

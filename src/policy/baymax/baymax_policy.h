@@ -1,4 +1,4 @@
-// baymax: Aker's baseline Baymax (aker.md 1, 9.3): kernel reorder only, one kernel at a time and no
+// baymax: Aker's baseline Baymax (Aker paper, Section 1, 9.3): kernel reorder only, one kernel at a time and no
 // preemption. The LC kernel of the oldest query runs unless a BE kernel's predicted duration fits
 // every active query's headroom (aker_headroom), which then runs first; with no LC query active, a
 // BE dispatch is kept within a share of the smallest LC target (the work queued on the GPU capped).

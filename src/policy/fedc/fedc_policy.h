@@ -1,4 +1,4 @@
-// fedc: the paper's FedC (fedcm.md, Section IV): FEDCM's collocation by Algorithm 1 with normal
+// fedc: the paper's FedC (the FEDCM paper, Section IV): FEDCM's collocation by Algorithm 1 with normal
 // caching throughout, the baseline that isolates what cache bypass adds.
 #pragma once
 

@@ -1,4 +1,4 @@
-// fedcm / fedc: FEDCM's kernel-level collocation with SM sets and cache bypass (fedcm.md,
+// fedcm / fedc: FEDCM's kernel-level collocation with SM sets and cache bypass (the FEDCM paper,
 // Section III). `fedc` is the paper's FedC: the same collocation without cache bypass.
 //
 // For each tenant's ready kernel: critical kernels (the top sigma of the tenant's kernels by

@@ -1,4 +1,4 @@
-// krisp: kernel-level spatial partitioning as FEDCM's evaluation uses it (fedcm.md, Section IV):
+// krisp: kernel-level spatial partitioning as FEDCM's evaluation uses it (the FEDCM paper, Section IV):
 // at every launch a kernel gets its own d x C SMs (d from the estimator), taken from SMs no running
 // kernel uses where possible, TPC by TPC, then from the least-shared ones; no cache management.
 // Shared SMs are shared as under FEDCM (mechanism/sm_sharing.h).

@@ -1,6 +1,6 @@
-// PBS's effective bandwidth (pbs-effective-bandwidth.md, Table III and Section III-B) and the
+// PBS's effective bandwidth (the PBS paper, Table III and Section III-B) and the
 // profile facet it needs. On NVIDIA the co-running miss rates of one tenant cannot be read online
-// (per-kernel counters serialize kernels: DESIGN.md), so the rates come from an offline Nsight
+// (per-kernel counters serialize kernels: docs/hardware.md), so the rates come from an offline Nsight
 // Compute pass, stored as the "pbs" facet of a kernel variant:
 //   {"requested_bytes_per_block": B, "l1_miss_rate": m1, "l2_miss_rate": m2}
 // and the online part is the tenant's logical blocks per second from its progress counters.

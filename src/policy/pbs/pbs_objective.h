@@ -1,4 +1,4 @@
-// PBS's EB-based metrics (pbs-effective-bandwidth.md, Table III and Section IV), on the metrics of
+// PBS's EB-based metrics (the PBS paper, Table III and Section IV), on the metrics of
 // include/concord/metrics.h applied to effective bandwidths instead of normalized progress:
 //   EB-WS = sum EB_i                      (unscaled: the paper optimizes WS without scaling)
 //   EB-FI = min_i,j s_i / s_j             with s_i = EB_i / EB_alone_i

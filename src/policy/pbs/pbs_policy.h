@@ -1,4 +1,4 @@
-// PBS-WS, PBS-FI, PBS-HS (pbs-effective-bandwidth.md, Section V): pattern-based search over the
+// PBS-WS, PBS-FI, PBS-HS (the PBS paper, Section V): pattern-based search over the
 // tenants' TLPs, on EB sampled from progress counters (docs/policies.md).
 #pragma once
 

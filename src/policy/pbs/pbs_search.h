@@ -1,4 +1,4 @@
-// Pattern-based searching (pbs-effective-bandwidth.md, Section V and VI-D) as a pure state
+// Pattern-based searching (the PBS paper, Section V and VI-D) as a pure state
 // machine: it names the TLP combination to sample next, is told each tenant's EB there, and
 // settles on one combination. No clock, no backend: the policy samples, tests feed surfaces.
 //

@@ -1,4 +1,4 @@
-// What PBS and its baselines share (pbs-effective-bandwidth.md, Section II-A): every tenant's
+// What PBS and its baselines share (the PBS paper, Section II-A): every tenant's
 // launches run at once, in the persistent form, on the tenant's SMs — an equal contiguous share
 // of the GPU each (`split`, the paper's setting) or every SM (`shared`) — at the tenant's current
 // TLP and cache policy. A TLP change reaches the tenant's running dispatches in place

@@ -1,4 +1,4 @@
-// PBS's comparison points (pbs-effective-bandwidth.md, Table II and Section VI), each tenant on
+// PBS's comparison points (the PBS paper, Table II and Section VI), each tenant on
 // the runner's SMs (sms=split|shared, as PBS):
 //   maxtlp:    ++maxTLP — every tenant at the most blocks per SM that fit;
 //   besttlp:   ++bestTLP — each tenant at the TLP it runs fastest at alone (`tlp.T=N`, measured

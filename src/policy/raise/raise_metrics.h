@@ -1,4 +1,4 @@
-// RAISE's resource vector (raise.md V-B, Table II): eight utilisation metrics on a 0-10 scale,
+// RAISE's resource vector (RAISE paper, Section V-B, Table II): eight utilisation metrics on a 0-10 scale,
 // the task classes COM/MEM/LAT and the type scores of Eq. 1-3. The profiler fills vectors from
 // Nsight Compute; the `raise` policy subtracts and adds them on a global vector M_g. With
 // raise_facet.h this is a layer of its own (concord_policy_facets, on core only): the profiler
@@ -34,7 +34,7 @@ enum class RaiseClass : int { com = 0, mem = 1, lat = 2 };
 const char* to_string(RaiseClass c);
 std::optional<RaiseClass> raise_class_from_string(const std::string& s);
 
-// A task's class from its IPC and DU (raise.md V-A, VI-A: "classified by IPC and DU"): LAT when
+// A task's class from its IPC and DU (RAISE paper, Section V-A, VI-A: "classified by IPC and DU"): LAT when
 // both are below `threshold` (3, the paper's alpha = beta), else COM when IPC >= DU, else MEM.
 RaiseClass raise_class(const RaiseVector& m, double threshold = 3.0);
 

@@ -30,7 +30,7 @@ double score_of(const RaiseCandidate& c, int v, RaiseClass type) {
 
 std::optional<std::pair<size_t, int>> raise_decide(const RaiseVector& m_g, const std::vector<RaiseCandidate>& tasks,
                                                    double alpha, double beta, int fixed_variant, double tie) {
-  // Admissible types in order of preference (raise.md V-B, step 3). Vectors are time-weighted
+  // Admissible types in order of preference (RAISE paper, Section V-B, step 3). Vectors are time-weighted
   // means, so "IPC left > alpha" allows for rounding (10 - 7.0000000001 is not above 3).
   constexpr double kEps = 1e-9;
   std::array<RaiseClass, 3> types{};

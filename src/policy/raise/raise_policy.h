@@ -1,4 +1,4 @@
-// RAISE (raise.md Section V): hybrid stream scheduling by resource-type scores and dynamic kernel
+// RAISE (the RAISE paper Section V): hybrid stream scheduling by resource-type scores and dynamic kernel
 // dimensions. A global resource vector M_g (0-10 on each of eight metrics, 10 = idle GPU) lacks
 // the vector m_t of every task running now: it loses m_t when a task starts and gets it back when
 // the task finishes. With a stream free, the
@@ -72,7 +72,7 @@ class RaisePolicy final : public Policy, private TaskChooser {
 };
 
 // The `auto` threshold on `metric` (IPC or DU): the mean over `tasks` (one per tenant) of that
-// metric on the vector each one's class was read from, plus 0.5 (raise.md VI-A: averages about 2.5, thresholds 3).
+// metric on the vector each one's class was read from, plus 0.5 (RAISE paper, Section VI-A: averages about 2.5, thresholds 3).
 // An error when there are no tasks.
 Result<double> raise_auto_threshold(const std::vector<TaskInfo>& tasks, RaiseMetric metric);
 

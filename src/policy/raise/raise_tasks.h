@@ -1,5 +1,5 @@
 // What RAISE and its baselines know of a task type (a tenant): its RAISE vector per block-size
-// variant and its class (raise.md VI-A). From the tenant's hint (its request's kernels) when its
+// variant and its class (RAISE paper, Section VI-A). From the tenant's hint (its request's kernels) when its
 // source gave one; otherwise from the present: the kernels its request has submitted when the task
 // is about to start (all of them when the program enqueues the task at once, only the first when it
 // launches one kernel at a time).
@@ -37,7 +37,7 @@ std::vector<int> fitting_variants(const TaskInfo& info);
 // A kernel variant's RAISE vector: measured (profiled with `concord profile raise`) or, when
 // absent, estimated from the roofline (docs/policies.md says how).
 RaiseVector kernel_raise_vector(const KernelSpec& kernel, int variant, const Estimator& estimator);
-// A task's vectors: its kernels' vectors weighted by estimated time x count (raise.md VI-A).
+// A task's vectors: its kernels' vectors weighted by estimated time x count (RAISE paper, Section VI-A).
 TaskInfo task_info(const std::vector<TenantHints::Step>& kernels, std::optional<RaiseClass> stated,
                    const Estimator& estimator);
 // The tenant's stated type, from its `raise_type` label (COM, MEM or LAT); an error names the

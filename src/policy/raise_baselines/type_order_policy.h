@@ -1,4 +1,4 @@
-// RAISE's baselines (raise.md VI-A), on the same N_str task streams as RAISE, each task in a
+// RAISE's baselines (RAISE paper, Section VI-A), on the same N_str task streams as RAISE, each task in a
 // random block-size variant (the run's seeded generator):
 //   sq: sequential by type — every COM task, then every MEM task, then every LAT task; a type
 //       starts only when the previous type's tasks have all finished;

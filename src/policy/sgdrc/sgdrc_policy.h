@@ -1,4 +1,4 @@
-// sgdrc: SGDRC's spatial-temporal scheduling with tidal SM masking (sgdrc.md Sections 4, 7.1).
+// sgdrc: SGDRC's spatial-temporal scheduling with tidal SM masking (the SGDRC paper Sections 4, 7.1).
 // At most one LC kernel and one BE kernel are in flight; each class is a queue served round robin
 // across its tenants. The LC kernel runs at once, with high stream priority, on the first TPCs of
 // the device, as many as the largest minimum-TPC need in the sliding window; the BE kernel runs on

@@ -1,4 +1,4 @@
-// tacker: Aker's baseline Tacker (aker.md 9.3; its conference version [36]): the same kernel
+// tacker: Aker's baseline Tacker (Aker paper, Section 9.3; its conference version [36]): the same kernel
 // manager with kernel reorder, but a fusion takes the whole BE kernel (no split at the opportune
 // ratio) and only a tensor-core kernel with a CUDA-core kernel fuses; no BE + BE fusion.
 #pragma once
