@@ -1,4 +1,5 @@
-// `concord validate SPEC`: checks a workload spec without running it, as `concord run` checks it.
+// `concord validate SPEC...`: checks workload specs without running them, as `concord run` checks
+// them; every file is checked and named, and the exit status is 1 when any failed.
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -12,28 +13,34 @@ namespace concord::cli {
 namespace {
 
 struct ValidateOptions {
-  std::string spec;
+  std::vector<std::string> specs;
   std::string device = "h200";
 };
 
 int validate(const ValidateOptions& o) {
   auto device = resolve_device(o.device);
   if (!device) return fail(device.status());
-  const WorkloadCheck check = check_workload_file(o.spec, &*device);
-  log_spec_warnings(check);
-  if (!check.ok()) return fail(check.status());
-  int64_t launches = 0;
-  for (const auto& t : check.workload.tenants) launches += t.launches_per_request() * t.requests;
-  std::cout << o.spec << ": ok (" << check.workload.tenants.size() << " tenants, " << launches << " launches)\n";
-  return kExitOk;
+  int status = kExitOk;
+  for (const std::string& spec : o.specs) {
+    const WorkloadCheck check = check_workload_file(spec, &*device);
+    log_spec_warnings(check);
+    if (!check.ok()) {
+      status = fail(check.status());
+      continue;
+    }
+    int64_t launches = 0;
+    for (const auto& t : check.workload.tenants) launches += t.launches_per_request() * t.requests;
+    std::cout << spec << ": ok (" << check.workload.tenants.size() << " tenants, " << launches << " launches)\n";
+  }
+  return status;
 }
 
 }  // namespace
 
 Subcommand add_validate_command(CLI::App& parent) {
   auto o = std::make_shared<ValidateOptions>();
-  CLI::App* app = parent.add_subcommand("validate", "Check a workload spec; errors name file, line, field and reason");
-  app->add_option("spec", o->spec, "Workload spec (YAML)")->required();
+  CLI::App* app = parent.add_subcommand("validate", "Check workload specs; errors name file, line, field and reason");
+  app->add_option("spec", o->specs, "Workload specs (YAML), one or more")->required();
   app->add_option("--device,-d", o->device,
                   "The device whose SMs each step's blocks must fit: h100, h200 or a device JSON file (as `run` uses it)")
       ->capture_default_str();

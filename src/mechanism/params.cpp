@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "concord/occupancy.h"
+#include "concord/suggest.h"
 
 namespace concord::policy {
 
@@ -55,7 +56,11 @@ Result<double> double_param(const PolicyParams& params, const std::string& key, 
 Status only_params(const std::string& policy, const PolicyParams& params, std::initializer_list<const char*> known) {
   for (const auto& [k, v] : params) {
     if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; })) {
-      return Status::invalid_argument("policy '" + policy + "' has no parameter '" + k + "'");
+      const std::vector<std::string> names(known.begin(), known.end());
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      return Status::invalid_argument("policy '" + policy + "' has no parameter '" + k + "'" + did_you_mean(k, names) +
+                                      (names.empty() ? "; it takes none" : "; its parameters: " + list));
     }
   }
   return Status::ok();

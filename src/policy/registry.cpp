@@ -1,5 +1,6 @@
 #include "concord/lease.h"
 #include "concord/policy.h"
+#include "concord/suggest.h"
 #include "policy/aker/aker_policy.h"
 #include "policy/baymax/baymax_policy.h"
 #include "policy/fedc/fedc_policy.h"
@@ -61,8 +62,12 @@ Result<std::unique_ptr<Policy>> PolicyRegistry::make(const std::string& name, co
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     std::string known;
-    for (const auto& [n, item] : entries_) known += (known.empty() ? "" : ", ") + n;
-    return Status::not_found("no policy named '" + name + "' (known: " + known + ")");
+    std::vector<std::string> names;
+    for (const auto& [n, item] : entries_) {
+      known += (known.empty() ? "" : ", ") + n;
+      names.push_back(n);
+    }
+    return Status::not_found("no policy named '" + name + "'" + did_you_mean(name, names) + " (known: " + known + ")");
   }
   return it->second.factory(params);
 }
@@ -171,7 +176,7 @@ Result<std::unique_ptr<LeasePolicy>> LeasePolicyRegistry::make(const std::string
   }
   std::string known;
   for (const auto& [n, f] : entries_) known += (known.empty() ? "" : ", ") + n;
-  return Status::not_found("no lease policy named '" + name + "' (with a lease form: " + known + ")");
+  return Status::not_found("no lease policy named '" + name + "'" + did_you_mean(name, names()) + " (with a lease form: " + known + ")");
 }
 
 const LeasePolicyRegistry& builtin_lease_policies() {

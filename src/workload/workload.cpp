@@ -1,6 +1,7 @@
 // Workload spec parser and checker: YAML in, Workload and every problem out. Each problem names
 // file, line, field and reason; the parse goes on after a problem so that one pass finds them all.
 #include "concord/workload.h"
+#include "concord/suggest.h"
 
 #include <cctype>
 #include <fcntl.h>
@@ -560,7 +561,9 @@ class Parser {
       if (e.name == *name) entry = &e;
     }
     if (!entry) {
-      error(*kernel, at + ".kernel", "unknown kernel '" + shown(*name) + "' (see `concord kernels`)");
+      std::vector<std::string> names;
+      for (const auto& e : suite_catalog()) names.push_back(e.name);
+      error(*kernel, at + ".kernel", "unknown kernel '" + shown(*name) + "'" + did_you_mean(*name, names) + " (see `concord kernels`)");
       return std::nullopt;
     }
     int64_t size = entry->default_size;

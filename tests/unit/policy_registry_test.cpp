@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "concord/policy.h"
+#include "concord/suggest.h"
 #include "policy/static_partition/static_partition_policy.h"
 
 namespace concord {
@@ -85,5 +86,34 @@ TEST(StaticPartition, NoShareIsEmptyWhileAnotherCanSpareATpc) {
   EXPECT_EQ(shares[1].count(), 130);
   EXPECT_FALSE(shares[0].intersects(shares[1]));
 }
+}  // namespace
+}  // namespace concord
+
+namespace concord {
+namespace {
+
+TEST(Suggest, TheClosestNameIsOfferedForATypo) {
+  const std::vector<std::string> names = {"orion", "sgdrc", "streams", "priority-streams", "serial"};
+  EXPECT_EQ(closest_name("orin", names), "orion");
+  EXPECT_EQ(closest_name("Streams", names), "streams");
+  EXPECT_EQ(closest_name("prio-streams", names), "priority-streams") << "within a third of its length";
+  EXPECT_EQ(closest_name("fedcm", names), "") << "nothing close";
+  EXPECT_EQ(did_you_mean("sgdr", names), " (did you mean 'sgdrc'?)");
+  EXPECT_EQ(did_you_mean("zzzz", names), "");
+}
+
+TEST(Suggest, PoliciesAndTheirParametersSuggestAndListWhatIsKnown) {
+  Result<std::unique_ptr<Policy>> p = builtin_policies().make("orin", {});
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("did you mean 'orion'?"), std::string::npos) << p.status().message();
+  p = builtin_policies().make("orion", {{"dur_fractoin", "0.1"}});
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("did you mean 'dur_fraction'?"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("its parameters: sm_threshold, dur_fraction, ahead"), std::string::npos) << p.status().message();
+  p = builtin_policies().make("serial", {{"x", "1"}});
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("it takes none"), std::string::npos) << p.status().message();
+}
+
 }  // namespace
 }  // namespace concord
