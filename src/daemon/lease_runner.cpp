@@ -68,10 +68,7 @@ void LeaseRunner::request_ended(TenantConn& conn, uint64_t start_ns, uint64_t en
 
 void LeaseRunner::on_notice(TenantConn& conn, Track& t, const ipc::LaunchNotice& n) {
   ++conn.stats.releases;  // under a lease every launch is its own release
-  if (t.open.empty()) {
-    t.burst = true;
-    t.burst_first = n.at_ns;
-  }
+  if (t.open.empty()) t.burst_first = n.at_ns;
   t.burst_last = n.at_ns;
   t.open.insert(n.seq);
   if (!is_lc(conn)) return;
@@ -110,8 +107,9 @@ bool LeaseRunner::on_completion(TenantConn& conn, Track& t, const CompletionEven
     request_ended(conn, t.waiting.front().second, c.at_ns);
     t.waiting.pop_front();
   }
-  if (!t.open.empty() || !t.burst) return false;
-  t.burst = false;
+  // The burst ends with the completion that leaves nothing in flight (every completion event ends
+  // at least one launch).
+  if (!t.open.empty()) return false;
   // The times are the tenant's: nothing is assumed of them but what is checked here.
   if (!is_lc(conn) || c.at_ns < t.burst_last || t.burst_last < t.burst_first || c.at_ns - t.burst_first < options_.min_burst_ns) {
     return false;
@@ -168,7 +166,6 @@ bool LeaseRunner::watch_board() {
 }
 
 Status LeaseRunner::decide() {
-  ++decides_;
   std::vector<LeaseTenant> tenants;
   std::vector<TenantConn*> conns;
   std::map<uint64_t, uint32_t> slots;

@@ -54,9 +54,10 @@ class LeaseRunner {
   // Runs until `stop`; then opens every lease (so nobody waits on a daemon that is going).
   Status run(const std::atomic<bool>& stop);
   uint64_t publishes() const { return publishes_; }
-  uint64_t decisions() const { return decides_; }
 
-  // One tenant's books (exposed for tests).
+ private:
+  // One tenant's books. `open` follows the ring's order (the hub's ledger has read the whole poll
+  // already), which a burst's edges need.
   struct Track {
     std::set<uint64_t> open;  // launches noticed and not ended
     bool in_request = false;  // between an LC request's begin and end marks
@@ -65,13 +66,11 @@ class LeaseRunner {
     uint64_t request_last = 0;
     std::deque<std::pair<uint64_t, uint64_t>> waiting;  // (last launch, start) of requests not ended
     uint64_t last_end_at = 0;  // when the latest completion came
-    bool burst = false;
-    uint64_t burst_first = 0, burst_last = 0;
+    uint64_t burst_first = 0, burst_last = 0;  // the current burst's first and last launch
     std::optional<double> share;
     uint64_t bursts = 0;
   };
 
- private:
   // Takes what came up every ring (`activity`: anything came); whether anything changed that the
   // policy should see.
   bool take(std::vector<TenantConn*>& fresh, bool& activity);
@@ -93,7 +92,6 @@ class LeaseRunner {
   std::map<uint64_t, Track> tracks_;
   uint64_t board_seen_ = 0;
   uint64_t publishes_ = 0;
-  uint64_t decides_ = 0;
 };
 
 }  // namespace concord::daemon

@@ -61,8 +61,8 @@ void RemoteBackend::decide(TenantConn& conn, const ipc::Decision& d) {
   if (!conn.free_run) {
     (void)conn.ledger.decision(d);
     hub_.send(conn, d);
+    ++decisions_;
   }
-  ++decisions_;
   if (d.verdict == ipc::Verdict::release) {
     ++conn.stats.releases;
     conn.last_release = d;
@@ -196,10 +196,7 @@ void RemoteBackend::send_holds() {
     }
     if (conn->undecided.empty()) continue;
     for (uint64_t seq : conn->undecided) {  // ascending: the tenant's order
-      if (conn->free_run) {
-        conn->held.emplace(seq, now_tp);
-        continue;
-      }
+      if (conn->free_run) continue;  // went out under its lease: nothing to decide, never held
       if (may_follow(*conn, seq)) {
         follow(*conn, seq);
         continue;

@@ -10,12 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -23,7 +21,6 @@
 #include "intercept/completions.h"
 #include "intercept/config.h"
 #include "intercept/counters.h"
-#include "intercept/cu_handles.h"
 #include "intercept/green_sets.h"
 #include "intercept/kernel_id.h"
 #include "intercept/placement.h"
