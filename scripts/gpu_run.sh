@@ -192,9 +192,10 @@ if has intercept; then
 fi
 # Eager services alone (issue 31: within 3% of a plain MPS client): each model's mean service time
 # back to back as a plain MPS client, then under the library with concordd (orion), in turn,
-# EAGER_ROUNDS times; OUT/eager/<model>-<mode>-<round>.json.
+# ROUNDS times on every GPU at once, each pinned to CPUs local to its GPU (bench/apps/eager_gpus.sh);
+# OUT/eager/gpuK/<model>-<batch>-<mode>-<round>.json, OUT/eager/summary.md.
 if has eager; then
-  step eager 400 bash bench/apps/eager_alone.sh "$out/eager" "$devspec" ${EAGER_MODELS:-bert:8 gpt:16}
+  step eager 400 bash bench/apps/eager_gpus.sh "$out/eager" "$devspec" ${EAGER_MODELS:-bert:8 gpt:16}
 fi
 # bench/apps on every GPU at once (bench/apps/run_gpus.sh) into OUT/apps.
 if has apps; then

@@ -10,6 +10,9 @@
 # BIN (default .gpu/bin) holds concordd, LIB (default .gpu/lib/libconcord_intercept.so) the
 # library; REQUESTS (default 300) back-to-back requests per run. Writes OUTDIR/<model>-<b>-<mode>-<round>.json
 # (lc_service.py --calibrate), the library's counters beside them, and OUTDIR/summary.md.
+# MODES (default "mps concord disabled streams") picks the modes; PIN_CPUS (taskset's list form)
+# pins every run to those CPUs, the same for every mode: unpinned, the scheduler's migrations of
+# the launching thread moved one setting's mean by 30% from process to process.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -43,6 +46,8 @@ cleanup() {
 trap cleanup EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && [ -S "$sock_streams" ] && break; sleep 0.1; done
 modes=${MODES:-mps concord disabled streams}
+pin=()
+[ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
 status=0
 for mb in "$@"; do
   model=${mb%%:*}
@@ -59,28 +64,11 @@ for mb in "$@"; do
                        CONCORD_INTERCEPT_STATS="$f.stats.json") ;;
         *) echo "unknown mode $mode" >&2; exit 2 ;;
       esac
-      env "${envs[@]}" python3 "$here/lc_service.py" --model "$model" --batch "$batch" --calibrate "$requests" --out "$f" \
+      env "${envs[@]}" "${pin[@]}" python3 "$here/lc_service.py" --model "$model" --batch "$batch" --calibrate "$requests" --out "$f" \
         >"$f.log" 2>&1 || status=1
     done
   done
 done
-python3 - "$out" "$modes" "$@" <<'PY' >"$out/summary.md" || status=1
-import json, sys, pathlib, statistics
-out, modes = pathlib.Path(sys.argv[1]), sys.argv[2].split()
-print("| model | batch | mode | mean ms (per round) | median ms | mean / MPS's |")
-print("|---|---:|---|---|---:|---:|")
-for mb in sys.argv[3:]:
-    model, batch = mb.split(":")
-    runs = {m: [json.load(open(f)) for f in sorted(out.glob(f"{model}-{batch}-{m}-*.json")) if not f.name.endswith(".stats.json")]
-            for m in modes}
-    base = statistics.mean(r["mean_s"] for r in runs["mps"]) if runs.get("mps") else float("nan")
-    for m in modes:
-        if not runs[m]:
-            continue
-        mean = statistics.mean(r["mean_s"] for r in runs[m])
-        med = statistics.median(x for r in runs[m] for x in r["service_s"])
-        per = ", ".join(f"{r['mean_s'] * 1e3:.3f}" for r in runs[m])
-        print(f"| {model} | {batch} | {m} | {mean * 1e3:.3f} ({per}) | {med * 1e3:.3f} | {mean / base:.3f} |")
-PY
+python3 "$here/eager_summary.py" --modes "$modes" "$out" -- "$@" >"$out/summary.md" || status=1
 cat "$out/summary.md"
 exit $status

@@ -11,6 +11,7 @@ separate processes, under each scheme:
   concord:POLICY:dN  the same with concordd --be-depth N (BE launches released ahead at most N deep)
 
   run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N] [--gpu K]
+         [--lc-cpus LIST] [--be-cpus LIST]
 
 A combo is LC/BE: MODEL:BATCH[:graph]/MODEL:BATCH, e.g. resnet50:64:graph/resnet50:64 (default),
 bert:32:graph/bert:16, bert:8/resnet50:64 (an eager service) or gpt:16/bert:16 (an eager decoder
@@ -23,7 +24,8 @@ resume). summarize.py OUTDIR makes the tables.
 
 --gpu K runs everything on GPU K alone (CUDA_VISIBLE_DEVICES, its own MPS server and work
 folder OUTDIR/work-gpuK): several run.py on several GPUs at once measure several combos at once
-(bench/apps/run_gpus.sh).
+(bench/apps/run_gpus.sh). --lc-cpus and --be-cpus pin the LC's and the BE's processes (the
+priority-streams process, which holds both, to both sets) under every scheme alike.
 
 Environment: CONCORDD (the daemon binary), INTERCEPT (libconcord_intercept.so), both needed only
 for concord:* schemes; CONCORD_DEVICE_SPEC (concordd's --device-spec; default h200 or h100 from
@@ -43,6 +45,30 @@ PY = os.environ.get("PYTHON", sys.executable)
 SCHEMES = ["timeslice", "mps", "mps-be75", "mps-be50", "mps-be25", "priority-streams",
            "concord:orion", "concord:sgdrc", "concord:priority-streams"]
 GPU_ENV = {}  # CUDA_VISIBLE_DEVICES of --gpu, for every process the bench starts
+CPUS = {}  # role ("lc", "be") -> the CPUs its processes are pinned to (--lc-cpus, --be-cpus)
+
+
+def parse_cpus(text, what):
+    """A CPU list as taskset writes it ("0-3,8") -> a set of CPU numbers."""
+    cpus = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise SystemExit(f"run.py: {what} '{text}': expected a CPU list such as 0-3,8")
+    return cpus
+
+
+def pinned(*roles):
+    """Popen's preexec_fn pinning the child (and every thread it starts) to the CPUs of `roles`;
+    None when no role is pinned. The same pinning applies under every scheme, so it moves no
+    comparison; it takes away the scheduler's migrations of an eager service's launching thread,
+    which made the same setting's service time vary by 30% from process to process."""
+    cpus = set().union(*(CPUS.get(r, set()) for r in roles))
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 def parse_combo(text):
@@ -193,11 +219,11 @@ def pair(d, c, rates, requests, lc_env, be_env, timeout):
             os.remove(f)
     with open(os.path.join(d, "be.log"), "w") as bl, open(os.path.join(d, "lc.log"), "w") as ll:
         be = subprocess.Popen(be_cmd(c, os.path.join(d, "be.json"), stop=stop, ready=ready), stdout=bl, stderr=subprocess.STDOUT,
-                              env={**base_env(), **be_env})
+                              env={**base_env(), **be_env}, preexec_fn=pinned("be"))
         try:
             wait_file(ready, be, timeout)
             lc = subprocess.Popen(lc_cmd(c, os.path.join(d, "lc.json"), rates, requests), stdout=ll, stderr=subprocess.STDOUT,
-                                  env={**base_env(), **lc_env})
+                                  env={**base_env(), **lc_env}, preexec_fn=pinned("lc"))
             finish(lc, timeout, "the LC service")
         finally:
             open(stop, "w").close()
@@ -214,7 +240,8 @@ def run_scheme(scheme, d, c, rates, requests, target_ms, work, timeout):
         if c["graph"]:
             cmd.append("--graph")
         with open(os.path.join(d, "run.log"), "w") as log:
-            return finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=base_env()), timeout, "prio_streams.py")
+            return finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=base_env(), preexec_fn=pinned("lc", "be")),
+                          timeout, "prio_streams.py")
     if scheme.startswith("mps"):
         with Mps(work) as mps:
             be_env = dict(mps.env)
@@ -249,7 +276,13 @@ def main():
     ap.add_argument("--slo-factor", type=float, default=1.5, help="the LC target: this x its alone p99 at the load")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds any one process may take")
     ap.add_argument("--gpu", type=int, help="run on this GPU alone (CUDA_VISIBLE_DEVICES), with a work folder of its own")
+    ap.add_argument("--lc-cpus", help="pin the LC service's processes to these CPUs (taskset's list form, e.g. 0-1)")
+    ap.add_argument("--be-cpus", help="pin the BE job's processes to these CPUs")
     a = ap.parse_args()
+    if a.lc_cpus:
+        CPUS["lc"] = parse_cpus(a.lc_cpus, "--lc-cpus")
+    if a.be_cpus:
+        CPUS["be"] = parse_cpus(a.be_cpus, "--be-cpus")
     loads = [float(x) for x in a.loads.split(",") if x]
     schemes = [s for s in a.schemes.split(",") if s]
     for s in schemes:
@@ -269,32 +302,33 @@ def main():
         cal = os.path.join(base, "calibrate.json")
         if not os.path.exists(cal):
             with open(os.path.join(base, "calibrate.log"), "w") as log:
-                finish(subprocess.Popen(lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT, env=base_env()), a.timeout,
-                       "calibration")
+                finish(subprocess.Popen(lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT, env=base_env(),
+                                        preexec_fn=pinned("lc")), a.timeout, "calibration")
         service_s = json.load(open(cal))["mean_s"]
         rates = [load / service_s for load in loads]
         be_alone = os.path.join(base, "be_alone.json")
         if not os.path.exists(be_alone):
             with open(os.path.join(base, "be_alone.log"), "w") as log:
-                finish(subprocess.Popen(be_cmd(c, be_alone, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT, env=base_env()),
-                       a.timeout, "BE alone")
+                finish(subprocess.Popen(be_cmd(c, be_alone, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT, env=base_env(),
+                                        preexec_fn=pinned("be")), a.timeout, "BE alone")
         # The BE alone as an MPS client too: an eager training job can run faster under MPS than
         # as a plain process, so the MPS-based schemes are also compared with this.
         be_alone_mps = os.path.join(base, "be_alone_mps.json")
         if not os.path.exists(be_alone_mps):
             with Mps(work) as mps, open(os.path.join(base, "be_alone_mps.log"), "w") as log:
                 finish(subprocess.Popen(be_cmd(c, be_alone_mps, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT,
-                                        env={**base_env(), **mps.env}), a.timeout, "BE alone under MPS")
+                                        env={**base_env(), **mps.env}, preexec_fn=pinned("be")), a.timeout, "BE alone under MPS")
         alone = os.path.join(base, "lc_alone")
         os.makedirs(alone, exist_ok=True)
         if not os.path.exists(os.path.join(alone, "lc.json")):
             with open(os.path.join(alone, "lc.log"), "w") as log:
                 finish(subprocess.Popen(lc_cmd(c, os.path.join(alone, "lc.json"), rates, a.requests), stdout=log,
-                                        stderr=subprocess.STDOUT, env=base_env()), a.timeout, "LC alone")
+                                        stderr=subprocess.STDOUT, env=base_env(), preexec_fn=pinned("lc")), a.timeout, "LC alone")
         phases = json.load(open(os.path.join(alone, "lc.json")))["phases"]
         targets_ms = [a.slo_factor * p["p99_s"] * 1e3 for p in phases]
         json.dump({"loads": loads, "rates_rps": rates, "service_s": service_s, "targets_ms": targets_ms,
-                   "gpu": a.gpu, "requests": a.requests}, open(os.path.join(base, "settings.json"), "w"))
+                   "gpu": a.gpu, "requests": a.requests,
+                   "lc_cpus": a.lc_cpus, "be_cpus": a.be_cpus}, open(os.path.join(base, "settings.json"), "w"))
         for s in schemes:
             d = os.path.join(base, s.replace(":", "-"))
             os.makedirs(d, exist_ok=True)

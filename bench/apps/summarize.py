@@ -8,12 +8,17 @@ LC p99) and every baseline that beats it on both axes (the dominance table), and
 checks: an eager (no CUDA graph) combo's LC p99 within 1.05x plain MPS's with its BE rate at least
 0.9x MPS's; a graph combo's LC p99 within 1.2x alone with BE at least 0.6 of alone at load 0.3.
 
-  summarize.py OUTDIR [--json FILE]
+With several folders (the repeats of run_gpus.sh, REPEATS=N), each scheme's figures are the
+medians over the repeats that have it, and the dominance table is decided on those medians; the
+table also says in how many repeats, each decided alone, the check was met.
+
+  summarize.py OUTDIR [OUTDIR...] [--json FILE]
 """
 import argparse
 import json
 import math
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -82,6 +87,32 @@ def rows_of(out):
     return rows
 
 
+NUMERIC = ("lc_p50_over_alone", "lc_p99_over_alone", "slo_attainment", "be_over_alone", "lc_p99_ms", "be_its",
+           "be_over_alone_mps")
+
+
+def medians(runs):
+    """Rows of several repeats -> one row per (combo, load, scheme): the median of each figure over
+    the repeats that measured it, `runs` their count; a scheme that failed in every repeat keeps
+    its first error."""
+    groups = {}
+    for rows in runs:
+        for r in rows:
+            groups.setdefault((r["combo"], r["load"], r["scheme"]), []).append(r)
+    out = []
+    for key, rs in sorted(groups.items()):
+        ok = [r for r in rs if "error" not in r]
+        if not ok:
+            out.append(dict(rs[0]))
+            continue
+        row = {"combo": key[0], "load": key[1], "scheme": key[2], "graph": ok[0]["graph"], "runs": len(ok)}
+        for f in NUMERIC:
+            vals = [r[f] for r in ok if not math.isnan(r[f])]
+            row[f] = statistics.median(vals) if vals else float("nan")
+        out.append(row)
+    return out
+
+
 def beats(a, b):
     """Whether run `a` is better than run `b` on both axes: lower LC p99 and higher BE rate."""
     return a["lc_p99_ms"] < b["lc_p99_ms"] and a["be_its"] > b["be_its"]
@@ -124,15 +155,29 @@ def fmt(x, digits=2):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
+    ap.add_argument("out", nargs="+", help="run.py's OUTDIR; several: repeats, summarised by their medians")
     ap.add_argument("--json", help="also write the rows and verdicts here")
     a = ap.parse_args()
-    if not os.path.isdir(a.out):
-        sys.exit(f"summarize.py: {a.out}: not a directory")
-    rows = rows_of(a.out)
-    if not rows:
-        sys.exit(f"summarize.py: {a.out}: no runs found")
+    for d in a.out:
+        if not os.path.isdir(d):
+            sys.exit(f"summarize.py: {d}: not a directory")
+    runs = [rows_of(d) for d in a.out]
+    runs = [r for r in runs if r]
+    if not runs:
+        sys.exit(f"summarize.py: {', '.join(a.out)}: no runs found")
+    rows = runs[0] if len(runs) == 1 else medians(runs)
+    # Each repeat decided alone: how often the check was met.
+    per_repeat = {}
+    if len(runs) > 1:
+        for rs in runs:
+            for v in verdicts(rs):
+                if "met" in v:
+                    n = per_repeat.setdefault((v["combo"], v["load"]), [0, 0])
+                    n[0] += v["met"]
+                    n[1] += 1
     print("# bench/apps: PyTorch LC service beside PyTorch training, as separate processes\n")
+    if len(runs) > 1:
+        print(f"Medians over {len(runs)} repeats (each scheme's figure; 'runs' where a scheme has fewer).\n")
     key = None
     for r in rows:
         if (r["combo"], r["load"]) != key:
@@ -143,7 +188,8 @@ def main():
         if "error" in r:
             print(f"| {r['scheme']} | failed: {r['error'].splitlines()[0][:80]} | | | | |")
             continue
-        print(f"| {r['scheme']} | {fmt(r['lc_p50_over_alone'])} | {fmt(r['lc_p99_over_alone'])} | "
+        runs_note = f" ({r['runs']} runs)" if r.get("runs", len(runs)) != len(runs) else ""
+        print(f"| {r['scheme']}{runs_note} | {fmt(r['lc_p50_over_alone'])} | {fmt(r['lc_p99_over_alone'])} | "
               f"{fmt(100 * r['slo_attainment'], 1)} | {fmt(r['be_over_alone'])} | {fmt(r['be_over_alone_mps'])} |")
     vs = verdicts(rows)
     print("\n## Dominance: Concord's best scheme per combo and load, and the baselines better on both axes\n")
@@ -154,6 +200,10 @@ def main():
         if "p99_over_mps" in v:
             extra = f" (p99 {fmt(v['p99_over_mps'])}x MPS's, BE {fmt(v['be_over_mps'])}x)"
         met = "" if "met" not in v else ("yes" if v["met"] else "NO")
+        if (v["combo"], v["load"]) in per_repeat:
+            k, n = per_repeat[(v["combo"], v["load"])]
+            met += f" (met in {k} of {n} repeats)"
+            v["met_in_repeats"] = [k, n]
         print(f"| {v['combo']} | {v['load']:g} | {v['best']} | {fmt(v['lc_p99_over_alone'])} | {fmt(v['be_over_alone'])} | "
               f"{', '.join(v['beaten_by']) or 'none'} | {v.get('check', '')}{extra} | {met} |")
     if a.json:
