@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds the Debian package of a configured and built folder (CPack; CONCORD_BUILD_DIR, default
-# build/) into BUILD/package/, then checks that it installs and runs. With CI=true (CI runs as root
-# on a fresh machine) or CONCORD_PACKAGE_INSTALL=1: `dpkg -i`, /usr/bin/concord --version, a run
-# and a figure from the installed files, then `dpkg -r`. Otherwise the package is unpacked into a
-# fresh folder (dpkg-deb -x) and run from there, which needs no root.
+# Builds the Debian packages of a configured and built folder (CPack; CONCORD_BUILD_DIR, default
+# build/) into BUILD/package/: "concord" (the commands, the daemon and its unit, the interception
+# library where CUDA was found, examples, docs) and "concord-dev" (static libraries, headers). Then
+# checks that they install and run. With CI=true (CI runs as root on a fresh machine) or
+# CONCORD_PACKAGE_INSTALL=1: `dpkg -i` of both, /usr/bin/concord --version, concordd --help, a
+# program run with LD_PRELOAD=libconcord_intercept.so, a run and a figure from the installed files,
+# then `dpkg -r`. Otherwise the packages are unpacked into a fresh folder (dpkg-deb -x) and run from
+# there, which needs no root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONCORD_BUILD_DIR:-build}
@@ -15,18 +18,35 @@ if ! (cd "$build" && cpack -G DEB) >"$log" 2>&1; then
   exit 1
 fi
 rm -f "$log"
-debs=("$build"/package/*.deb)
-deb=${debs[0]}
-echo "package: $deb ($(du -h "$deb" | cut -f1))"
-dpkg-deb --field "$deb" Package Version Architecture Depends Recommends
+deb=$(ls "$build"/package/concord_*.deb)
+dev=$(ls "$build"/package/concord-dev_*.deb)
+for d in "$deb" "$dev"; do
+  echo "package: $d ($(du -h "$d" | cut -f1))"
+  dpkg-deb --field "$d" Package Version Architecture Depends Recommends
+done
 
-# What the package must hold (paths under /usr).
+# What each package must hold (paths under /usr); the runtime package holds no static archive.
+# Where the build has the interception library (CUDA found), the runtime package carries it.
 contents=$(dpkg-deb --contents "$deb" | awk '{print $NF}')
-for want in ./usr/bin/concord ./usr/bin/concordd ./usr/lib/systemd/system/concordd.service ./usr/share/concord/plot.py ./usr/share/concord/examples/pair.yaml \
-            ./usr/include/concord/backend.h ./usr/include/concord/device/context.cuh ./usr/lib/libconcord_core.a \
-            ./usr/share/doc/concord/README.md ./usr/share/doc/concord/docs/schema/results-v1.json; do
+want_runtime=(./usr/bin/concord ./usr/bin/concordd ./usr/lib/systemd/system/concordd.service ./usr/share/concord/plot.py
+              ./usr/share/concord/examples/pair.yaml ./usr/share/doc/concord/README.md ./usr/share/doc/concord/docs/schema/results-v1.json)
+intercept=""
+if [ -e "$build/src/intercept/libconcord_intercept.so" ]; then
+  want_runtime+=(./usr/lib/libconcord_intercept.so)
+  intercept=libconcord_intercept.so
+fi
+for want in "${want_runtime[@]}"; do
   grep -qxF "$want" <<<"$contents" || { echo "package: $deb lacks $want" >&2; exit 1; }
 done
+if grep -q '\.a$' <<<"$contents"; then
+  echo "package: $deb holds static archives (they belong in concord-dev): $(grep '\.a$' <<<"$contents" | head -3)" >&2
+  exit 1
+fi
+dev_contents=$(dpkg-deb --contents "$dev" | awk '{print $NF}')
+for want in ./usr/include/concord/backend.h ./usr/include/concord/device/context.cuh ./usr/lib/libconcord_core.a; do
+  grep -qxF "$want" <<<"$dev_contents" || { echo "package: $dev lacks $want" >&2; exit 1; }
+done
+echo "package: interception library: ${intercept:-none (built without CUDA)}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -38,22 +58,34 @@ check() {
   "$concord" -q run "$share/examples/pair.yaml" --no-serial --out "$work/pair.json" >/dev/null
   "$concord" -q plot stp "$work/pair.json" -o "$work/pair.svg"
   test -s "$work/pair.svg"
+  # A program run with the interception library preloaded: it loads (without a GPU or libcuda,
+  # the library stays out of the way) and the program's output is its own.
+  if [ -n "$intercept" ]; then
+    local lib=$3
+    local maps
+    maps=$(LD_PRELOAD="$lib" CONCORD_SOCKET="$work/none.sock" cat /proc/self/maps)
+    grep -q "libconcord_intercept.so" <<<"$maps" || { echo "package: $lib was not loaded by a preloaded program" >&2; exit 1; }
+    [ "$(LD_PRELOAD="$lib" "$concord" --version)" = "$("$concord" --version)" ] ||
+      { echo "package: concord --version differs under LD_PRELOAD=$lib" >&2; exit 1; }
+    echo "package: a program ran with LD_PRELOAD=$lib"
+  fi
 }
 if [ "${CI:-}" = true ] || [ "${CONCORD_PACKAGE_INSTALL:-0}" = 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "package: installing the package needs root" >&2; exit 1; }
-  if dpkg -s concord >/dev/null 2>&1; then
+  if dpkg -s concord >/dev/null 2>&1 || dpkg -s concord-dev >/dev/null 2>&1; then
     echo "package: a concord package is installed already; leaving it alone" >&2
     exit 1
   fi
-  dpkg -i "$deb" >/dev/null
-  trap 'dpkg -r concord >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+  dpkg -i "$deb" "$dev" >/dev/null
+  trap 'dpkg -r concord-dev concord >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
   [ "$(command -v concord)" = /usr/bin/concord ] || { echo "package: concord is not /usr/bin/concord" >&2; exit 1; }
-  XDG_CONFIG_HOME="$work" check /usr/bin/concord /usr/share/concord
-  dpkg -r concord >/dev/null
+  # By name: the library is on the loader's default path.
+  XDG_CONFIG_HOME="$work" check /usr/bin/concord /usr/share/concord libconcord_intercept.so
+  dpkg -r concord-dev concord >/dev/null
   [ ! -e /usr/bin/concord ] || { echo "package: /usr/bin/concord left after dpkg -r" >&2; exit 1; }
   echo "package: installed with dpkg -i, ran from /usr/bin, removed"
 else
   dpkg-deb -x "$deb" "$work/root"
-  XDG_CONFIG_HOME="$work" check "$work/root/usr/bin/concord" "$work/root/usr/share/concord"
+  XDG_CONFIG_HOME="$work" check "$work/root/usr/bin/concord" "$work/root/usr/share/concord" "$work/root/usr/lib/libconcord_intercept.so"
   echo "package: unpacked into a fresh folder and ran from it (CONCORD_PACKAGE_INSTALL=1: dpkg -i as root)"
 fi
