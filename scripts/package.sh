@@ -29,7 +29,7 @@ done
 # Where the build has the interception library (CUDA found), the runtime package carries it.
 contents=$(dpkg-deb --contents "$deb" | awk '{print $NF}')
 want_runtime=(./usr/bin/concord ./usr/bin/concordd ./usr/lib/systemd/system/concordd.service ./usr/share/concord/plot.py
-              ./usr/share/concord/examples/pair.yaml ./usr/share/doc/concord/README.md ./usr/share/doc/concord/docs/schema/results-v1.json)
+              ./usr/share/concord/examples/pair.yaml ./usr/share/doc/concord/README.md ./usr/share/doc/concord/docs/schema/results-v2.json)
 intercept=""
 if [ -e "$build/src/intercept/libconcord_intercept.so" ]; then
   want_runtime+=(./usr/lib/libconcord_intercept.so)

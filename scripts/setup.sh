@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Concord builds with (only those missing). Needs root or sudo.
+#   scripts/setup.sh         everything: the build, the tests, benches, package and fuzzers
+#   scripts/setup.sh --run   only what building and running `concord` needs (scripts/run_example.sh)
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config git
-          libgtest-dev libgmock-dev libbenchmark-dev
+packages=(build-essential cmake ninja-build pkg-config
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev
-          python3 python3-yaml python3-matplotlib  # matplotlib: `concord plot`
-          dpkg-dev file  # CPack's Debian package (dpkg-shlibdeps, file)
-          clang libclang-rt-14-dev)  # libFuzzer for scripts/fuzz.sh
+          python3 python3-matplotlib)  # matplotlib: `concord plot`
+if [ "${1:-}" != --run ]; then
+  packages+=(git libgtest-dev libgmock-dev libbenchmark-dev
+             python3-yaml
+             dpkg-dev file  # CPack's Debian package (dpkg-shlibdeps, file)
+             clang libclang-rt-14-dev)  # libFuzzer for scripts/fuzz.sh
+fi
 
 missing=()
 for p in "${packages[@]}"; do

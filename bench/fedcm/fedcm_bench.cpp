@@ -131,7 +131,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
                                  {"params", it.params},
                                  {"sigma", it.sigma},
                                  {"gamma", it.params.count("gamma") ? std::strtod(it.params.at("gamma").c_str(), nullptr) : 1.1},
-                                 {"stp", r->metrics.stp},
+                                 {"stp", r->metrics.np_sum},
                                  {"stp_window", r->metrics.stp_window},
                                  {"window_s", r->metrics.window},
                                  {"antt", r->metrics.antt},
@@ -145,7 +145,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
                                  {"dispatches", st.dispatches},
                                  {"tenants", tenants}});
  std::cerr << w->name << " " << it.scheme << (sweep ? " sigma=" + std::to_string(it.sigma) : "") << ": STP "
-                << r->metrics.stp << ", window STP " << r->metrics.stp_window << ", makespan " << r->metrics.makespan * 1e3 << " ms ("
+                << r->metrics.np_sum << ", window STP " << r->metrics.stp_window << ", makespan " << r->metrics.makespan * 1e3 << " ms ("
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
     }
     // After every workload: a bench stopped later (a time limit) keeps what it measured.

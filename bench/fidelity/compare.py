@@ -14,6 +14,12 @@ import sys
 import tarfile
 import tempfile
 
+
+def np_sum(run):
+    """The whole-run NP sum: metrics.np_sum (results schema 2), metrics.stp before."""
+    m = run["metrics"]
+    return m["np_sum"] if "np_sum" in m else m["stp"]
+
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("gpu_results", type=pathlib.Path, help="folder with fid-<mix>-<policy>.json or fidelity.tar.gz")
 ap.add_argument("profiles_db", help="the GPU's profile store (concord run --profiles)")
@@ -53,7 +59,7 @@ with tempfile.TemporaryDirectory() as tmp:
         tenant_errors = [abs(st["shared_s"] - gt["shared_s"]) / gt["shared_s"] for gt, st in zip(g["tenants"], s["tenants"])]
         rows.append({"mix": mix, "policy": g["policy"], "gpu_makespan_s": gm, "sim_makespan_s": sm,
                      "makespan_error": abs(sm - gm) / gm, "tenant_time_errors": tenant_errors,
-                     "gpu_stp": g["metrics"]["stp"], "sim_stp": s["metrics"]["stp"]})
+                     "gpu_stp": np_sum(g), "sim_stp": np_sum(s)})
 
 def spread(errors):
     """Median, maximum and spread (max - min) of a list of relative errors."""

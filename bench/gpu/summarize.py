@@ -55,5 +55,5 @@ for name in sorted(runs):
     p99 = f"{lc[0]['latency_p99_s'] * 1e3:.2f}" if lc else "-"
     slo = f"{lc[0]['slo_attainment'] * 100:.0f}%" if lc else "-"
     label = r["policy"] + (" " + name.split("manual-", 1)[1] if r["policy"] == "manual" else "")
-    print(f"| {pathlib.Path(r['workload']).stem} | {label} | {m['stp']:.3f} | {m['antt']:.3f} | {m['fi']:.3f} | "
+    print(f"| {pathlib.Path(r['workload']).stem} | {label} | {m.get('np_sum', m.get('stp')):.3f} | {m['antt']:.3f} | {m['fi']:.3f} | "
           f"{m['makespan_s'] * 1e3:.2f} | {m.get('speedup_over_serial', 0):.3f}x | {p99} | {slo} |")

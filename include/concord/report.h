@@ -1,4 +1,4 @@
-// Results as files and tables: JSON with every raw figure (docs/schema/results-v1.json) and a
+// Results as files and tables: JSON with every raw figure (docs/schema/results-v2.json) and a
 // terminal summary.
 #pragma once
 
@@ -12,7 +12,7 @@
 namespace concord {
 
 // The version of the results JSON's layout (its "schema_version"; docs/schema/results-v<N>.json).
-inline constexpr int kResultsSchemaVersion = 1;
+inline constexpr int kResultsSchemaVersion = 2;
 
 struct RunContext {
   std::string workload_file;

@@ -49,6 +49,7 @@ Subcommand add_kernels_command(CLI::App& parent);
 Subcommand add_backends_command(CLI::App& parent);
 Subcommand add_profile_command(CLI::App& parent);
 Subcommand add_plot_command(CLI::App& parent);
+Subcommand add_compare_command(CLI::App& parent);
 Subcommand add_top_command(CLI::App& parent);
 
 // A GPU index ("0", "1"): none when `text` is not a non-negative decimal integer.

@@ -14,6 +14,7 @@
 #include "cli/build_info.h"
 #include "cli/command.h"
 #include "cli/config.h"
+#include "concord/suggest.h"
 
 #include "backend/registration.h"
 
@@ -38,18 +39,30 @@ const CLI::Option* find_option(const CLI::App* app, const std::string& name) {
 }
 
 // A word where a subcommand must stand that names none ("concord nosuch", "concord profile
-// nosuch"), with the subcommands it could have named. CLI11 alone reports these as a missing
-// subcommand or an extra argument.
+// nosuch"), with the subcommands it could have named, or a flag that no subcommand on the way
+// takes, with the nearest flag ("--polcy": did you mean '--policy'?). CLI11 alone reports these as
+// a missing subcommand or an extra argument.
 std::optional<std::string> unknown_subcommand(const CLI::App& app, int argc, char** argv) {
   const CLI::App* current = &app;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") return std::nullopt;
     if (arg.size() > 1 && arg[0] == '-') {
-      if (arg.find('=') != std::string::npos || arg.rfind("--", 0) != 0) continue;  // value attached, or short flags
-      const CLI::Option* o = find_option(current, arg);
-      if (o == nullptr) return std::nullopt;  // CLI11 names the unexpected option
-      if (o->get_items_expected_min() > 0) ++i;  // its value
+      if (arg.rfind("--", 0) != 0) continue;  // short flags
+      const std::string flag = arg.substr(0, arg.find('='));
+      const CLI::Option* o = find_option(current, flag);
+      if (o == nullptr) {
+        // A flag no app of the chain knows: named, with the nearest one it may have meant.
+        std::vector<std::string> flags;
+        for (const CLI::App* a = current; a != nullptr; a = a->get_parent()) {
+          for (const CLI::Option* opt : a->get_options()) {
+            for (const std::string& l : opt->get_lnames()) flags.push_back("--" + l);
+          }
+        }
+        const std::string where = current == &app ? "" : " of '" + current->get_name() + "'";
+        return "unknown flag '" + flag + "'" + where + concord::did_you_mean(flag, flags);
+      }
+      if (o->get_items_expected_min() > 0 && arg.find('=') == std::string::npos) ++i;  // its value
       continue;
     }
     const auto subs = current->get_subcommands([](const CLI::App* s) { return !s->get_name().empty(); });
@@ -113,7 +126,8 @@ int main(int argc, char** argv) {
       concord::cli::add_run_command(app),      concord::cli::add_validate_command(app),
       concord::cli::add_policies_command(app), concord::cli::add_kernels_command(app),
       concord::cli::add_backends_command(app), concord::cli::add_profile_command(app),
-      concord::cli::add_plot_command(app),      concord::cli::add_top_command(app),
+      concord::cli::add_plot_command(app),      concord::cli::add_compare_command(app),
+      concord::cli::add_top_command(app),
   };
   fall_through(app);
   app.footer("Exit status: 0 success, 1 failure (message on stderr), 2 bad command line or configuration; a run "

@@ -4,8 +4,10 @@ file's extension (.svg, .png, .pdf).
 
 Kinds:
   latency   latency CDF of every latency-critical tenant, one line per results file (scheme)
-  stp       bars per workload and policy: STP over the co-run window (serial = 1), or speedup
-            over serial, or the whole-run NP sum (--metric)
+  stp       bars per workload and policy: each workload's headline (--metric headline, the
+            default: throughput over serial for a closed-loop workload, LC SLO attainment for an
+            open-loop one; a panel per workload), or the STP over the co-run window, the speedup
+            over serial, the whole-run NP sum
   fidelity  the simulator against the GPU, one point per mix and policy (bench/fidelity/compare.py)
   sweep     a figure against a swept parameter: the pair's SM split (concord_gpu_bench), FEDCM's
             sigma (concord_fedcm_bench), RAISE's task count (concord_raise_bench)
@@ -132,38 +134,58 @@ def plot_latency(plt, inputs, args):
 # ---- stp -----------------------------------------------------------------------------------
 
 METRICS = {
-    "stp": ("stp_window", "STP over the co-run window (serial = 1)"),
+    "headline": ("headline", "the workload's headline"),
+    "stp": ("stp_window", "STP over the co-run window (serial about 1)"),
     "speedup": ("speedup_over_serial", "speedup over serial"),
-    "whole-run": ("stp", "whole-run NP sum"),
+    "whole-run": ("np_sum", "whole-run NP sum"),
+}
+# A headline's axis label, by its name (metrics.headline.name).
+HEADLINE_LABELS = {
+    "throughput_over_serial": "throughput over serial (serial = 1)",
+    "stp_window": "STP over the co-run window",
+    "lc_slo_attainment": "LC SLO attainment",
+    "be_np_sum": "BE progress (sum of BE NP)",
 }
 
 
 def stp_rows(name, obj, metric):
-    """[(workload, scheme, value)] from a concord run results file or a concord_fedcm_bench file."""
-    key, _ = METRICS[metric]
+    """[(workload, scheme, value, label)] from a concord run results file or a concord_fedcm_bench
+    file; `label` names the value's axis."""
+    key, label = METRICS[metric]
     if "metrics" in obj:  # concord run
         metrics = need(name, obj, "metrics")
+        if metric == "headline":
+            h = need(name, obj, "metrics", "headline")
+            return [(workload_name(obj), run_label(name, obj), need(name, h, "value"),
+                     HEADLINE_LABELS.get(h.get("name"), str(h.get("name"))))]
+        if key == "np_sum" and key not in metrics and "stp" in metrics:
+            key = "stp"  # results of schema version 1
         if key not in metrics:
-            hint = " (results older than schema v1 lack it; try --metric speedup)" if metric == "stp" else ""
+            hint = " (results of schema version 1 have no headline; try --metric stp)" if metric == "headline" else ""
             raise PlotError(f"{name}: no field 'metrics.{key}'{hint}")
-        return [(workload_name(obj), run_label(name, obj), metrics[key])]
+        return [(workload_name(obj), run_label(name, obj), metrics[key], label)]
     if "runs" in obj and obj["runs"] and "scheme" in obj["runs"][0]:  # concord_fedcm_bench
         rows = []
         for r in obj["runs"]:
             if r.get("sweep"):
                 continue
-            if key not in r:
-                raise PlotError(f"{name}: a run of {r.get('workload')} has no field '{key}'")
-            rows.append((str(r.get("workload")), str(r.get("scheme")), r[key]))
+            k = {"np_sum": "stp", "headline": "stp_window"}.get(key, key)  # the bench's own names
+            if k not in r:
+                raise PlotError(f"{name}: a run of {r.get('workload')} has no field '{k}'")
+            rows.append((str(r.get("workload")), str(r.get("scheme")), r[k],
+                         "STP over the co-run window" if key == "headline" else label))
         return rows
     raise PlotError(f"{name}: neither a concord run results file (metrics) nor a concord_fedcm_bench file (runs[].scheme)")
 
 
 def plot_stp(plt, inputs, args):
     rows = [row for name, obj in inputs for row in stp_rows(name, obj, args.metric)]
-    workloads = list(dict.fromkeys(w for w, _, _ in rows))
-    schemes = list(dict.fromkeys(s for _, s, _ in rows))
-    value = {(w, s): v for w, s, v in rows}
+    labels = {w: lab for w, _, _, lab in rows}
+    if len(set(labels.values())) > 1:
+        return plot_panels(plt, rows)
+    workloads = list(dict.fromkeys(w for w, _, _, _ in rows))
+    schemes = list(dict.fromkeys(s for _, s, _, _ in rows))
+    value = {(w, s): v for w, s, v, _ in rows}
     # Each workload's bars side by side (only the schemes it has), one colour per scheme.
     bars = sum(1 for w in workloads for s in schemes if (w, s) in value)
     fig, ax = plt.subplots(figsize=(min(11, max(4.5, 0.3 * bars + 0.5 * len(workloads) + 1.5)), 3.6))
@@ -182,10 +204,37 @@ def plot_stp(plt, inputs, args):
     ax.axhline(1.0, color="0.3", linewidth=0.8)
     ax.set_xticks(centres)
     ax.set_xticklabels(workloads)
-    ax.set_ylabel(METRICS[args.metric][1])
+    label = next(iter(labels.values()))
+    ax.set_ylabel(label)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=min(len(schemes), 3), loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
-    return fig, METRICS[args.metric][1] + " per policy"
+    return fig, label + " per policy"
+
+
+def plot_panels(plt, rows):
+    """Workloads whose figures differ in kind (a closed-loop mix's throughput over serial beside an
+    open-loop mix's SLO attainment): a panel per workload, each with its own axis."""
+    workloads = list(dict.fromkeys(w for w, _, _, _ in rows))
+    schemes = list(dict.fromkeys(s for _, s, _, _ in rows))
+    fig, axes = plt.subplots(1, len(workloads), figsize=(min(14, 1.2 + 0.35 * len(schemes) * len(workloads) + len(workloads)), 3.8),
+                             squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        mine = [(s, v, lab) for ww, s, v, lab in rows if ww == w]
+        for s, v, _ in mine:
+            k = schemes.index(s)
+            ax.bar(k, v, width=0.9, color=f"C{k % 10}", hatch="//" if k >= 10 else None)
+        label = mine[0][2]
+        if "serial" in label:
+            ax.axhline(1.0, color="0.3", linewidth=0.8)
+        if "attainment" in label:
+            ax.set_ylim(0, 1.02)
+        ax.set_xticks([schemes.index(s) for s, _, _ in mine])
+        ax.set_xticklabels([s for s, _, _ in mine], rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_title(w, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig, "each workload's headline per policy"
 
 
 # ---- fidelity ------------------------------------------------------------------------------
@@ -326,7 +375,7 @@ def main():
     ap.add_argument("inputs", nargs="+", help="results files, or ARCHIVE:PATTERN")
     ap.add_argument("-o", "--out", required=True, help="the figure file: .svg, .png or .pdf")
     ap.add_argument("--title", help="the figure's title (default: what it shows, and the device)")
-    ap.add_argument("--metric", choices=sorted(METRICS), default="stp", help="stp: which figure the bars show")
+    ap.add_argument("--metric", choices=sorted(METRICS), default="headline", help="stp: which figure the bars show")
     args = ap.parse_args()
     fmt = pathlib.Path(args.out).suffix.lstrip(".").lower()
     if fmt not in ("svg", "png", "pdf"):

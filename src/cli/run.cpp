@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -70,7 +71,9 @@ int run(RunOptions o, const Config& config) {
   if (!params) return usage_error(params.status().message());
   // From here a signal stops the run and what finished is written; before the run, nothing is lost.
   StopSignals signals(spdlog::get_level() > spdlog::level::info);
-  if (!builtin_policies().contains(o.policy)) return usage_error(builtin_policies().make(o.policy, {}).status().message());
+  // A policy that does not exist, or parameters it does not take, are a bad command line (exit 2),
+  // found before anything runs, with the registry's suggestions.
+  if (auto made = builtin_policies().make(o.policy, *params); !made) return usage_error(made.status().message());
 
   // The device: a GPU by index for the cuda backend, a device spec for the simulator.
   BackendConfig backend_config;
@@ -89,7 +92,13 @@ int run(RunOptions o, const Config& config) {
                          " backend takes a device name (h100, h200) or a device JSON file");
     }
     auto dev = resolve_device(o.device.empty() ? "h200" : o.device);
-    if (!dev) return fail(Status(dev.status().code(), device_from.text + ": " + dev.status().message()));
+    if (!dev) {
+      // A name that is no built-in device is a bad command line; a device file that cannot be
+      // read or is wrong is a failure of its input.
+      const bool file = std::filesystem::exists(o.device) || o.device.find('/') != std::string::npos || o.device.ends_with(".json");
+      const std::string message = device_from.text + ": " + dev.status().message();
+      return file ? fail(Status(dev.status().code(), message)) : usage_error(message);
+    }
     backend_config.device = std::move(*dev);
   }
 

@@ -2,6 +2,7 @@
 // them; every file is checked and named, and the exit status is 1 when any failed.
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -19,7 +20,11 @@ struct ValidateOptions {
 
 int validate(const ValidateOptions& o) {
   auto device = resolve_device(o.device);
-  if (!device) return fail(device.status());
+  if (!device) {
+    // As `run`: a name that is no built-in device is a bad command line, a bad device file a failure.
+    const bool file = std::filesystem::exists(o.device) || o.device.find('/') != std::string::npos || o.device.ends_with(".json");
+    return file ? fail(device.status()) : usage_error("--device: " + device.status().message());
+  }
   int status = kExitOk;
   for (const std::string& spec : o.specs) {
     const WorkloadCheck check = check_workload_file(spec, &*device);

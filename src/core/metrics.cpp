@@ -1,5 +1,7 @@
 #include "concord/metrics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -43,13 +45,40 @@ double percentile(std::span<const double> values, double p) {
   return v[idx];
 }
 
-Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> alone, std::optional<Seconds> serial_makespan) {
+const char* to_string(Headline::Kind k) { return k == Headline::Kind::open_loop ? "open-loop" : "closed-loop"; }
+
+Headline::Kind headline_kind(const Workload& w) {
+  for (const TenantSpec& t : w.tenants) {
+    if (t.arrival.kind != ArrivalProcess::Kind::closed_loop) return Headline::Kind::open_loop;
+  }
+  return Headline::Kind::closed_loop;
+}
+
+std::string headline_text(const Headline& h) {
+  if (h.name == "throughput_over_serial") {
+    return fmt::format("Headline (closed loop): throughput {:.3f}x serial (the same work's makespan under serial over this run's; serial = 1)",
+                       h.value);
+  }
+  if (h.name == "stp_window") {
+    return fmt::format("Headline (closed loop): STP {:.3f} over the co-run window (no serial reference run: --no-serial)", h.value);
+  }
+  if (h.name == "lc_slo_attainment") {
+    return fmt::format("Headline (open loop): LC SLO attainment {:.1f}% (goodput {:.3f} requests/s), BE progress {:.3f} (sum of BE NP)",
+                       h.value * 100, h.lc_goodput_per_s, h.be_np_sum);
+  }
+  return fmt::format("Headline (open loop, no LC tenant): BE progress {:.3f} (sum of BE NP)", h.value);
+}
+
+Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> alone, std::optional<Seconds> serial_makespan,
+                                Headline::Kind kind) {
   if (alone.size() != run.tenants.size()) {
     return Status::invalid_argument("metrics: " + std::to_string(alone.size()) + " alone-times for " +
                                     std::to_string(run.tenants.size()) + " tenants");
   }
   Metrics m;
   std::vector<double> np;
+  int64_t lc_requests = 0, lc_within = 0;
+  bool any_lc = false;
   m.makespan = run.makespan;
   for (size_t i = 0; i < run.tenants.size(); ++i) {
     const TenantRecord& t = run.tenants[i];
@@ -75,6 +104,13 @@ Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> a
     tm.slo_attainment = t.latency_target > 0 && !lat.empty() ? static_cast<double>(within) / static_cast<double>(lat.size()) : 0;
     tm.requests_per_s = static_cast<double>(tm.requests) / tm.shared;
     tm.blocks_per_s = static_cast<double>(t.logical_blocks) / tm.shared;
+    if (t.cls == TenantClass::latency_critical) {
+      any_lc = true;
+      lc_requests += static_cast<int64_t>(lat.size());
+      lc_within += t.latency_target > 0 ? within : 0;
+    } else {
+      m.headline.be_np_sum += tm.np;
+    }
     if (run.makespan > 0) {
       if (t.cls == TenantClass::latency_critical) m.lc_goodput += static_cast<double>(within) / run.makespan;
       else m.be_throughput += static_cast<double>(tm.requests) / run.makespan;
@@ -82,7 +118,7 @@ Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> a
     np.push_back(tm.np);
     m.tenants.push_back(std::move(tm));
   }
-  m.stp = system_throughput(np);
+  m.np_sum = system_throughput(np);
   // The co-run window: until the first tenant finishes. Each tenant's work done by then, in
   // requests (the one in flight counted by the share of its running time elapsed), at its alone
   // time per request.
@@ -110,6 +146,19 @@ Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> a
   if (serial_makespan && run.makespan > 0) {
     m.serial_makespan = serial_makespan;
     m.speedup_over_serial = *serial_makespan / run.makespan;
+  }
+  Headline& h = m.headline;
+  h.kind = kind;
+  h.lc_goodput_per_s = m.lc_goodput;
+  if (kind == Headline::Kind::closed_loop) {
+    h.name = m.speedup_over_serial ? "throughput_over_serial" : "stp_window";
+    h.value = m.speedup_over_serial ? *m.speedup_over_serial : m.stp_window;
+  } else if (any_lc) {
+    h.name = "lc_slo_attainment";
+    h.value = lc_requests > 0 ? static_cast<double>(lc_within) / static_cast<double>(lc_requests) : 0;
+  } else {
+    h.name = "be_np_sum";
+    h.value = h.be_np_sum;
   }
   return m;
 }

@@ -92,7 +92,7 @@ ExperimentOutcome run_experiment_outcome(const Workload& workload, const Experim
       cache.put(key, *serial);
     }
   }
-  auto metrics = compute_metrics(out.result.run, alone, serial);
+  auto metrics = compute_metrics(out.result.run, alone, serial, headline_kind(workload));
   if (!metrics) return end_early("metrics", metrics.status());
   out.result.metrics = std::move(*metrics);
   out.result.alone = std::move(alone);

@@ -61,7 +61,7 @@ TEST(Metrics, ComputeFromRunRecord) {
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   EXPECT_DOUBLE_EQ(m->tenants[0].np, 0.5);
   EXPECT_DOUBLE_EQ(m->tenants[1].np, 0.5);
-  EXPECT_DOUBLE_EQ(m->stp, 1.0);
+  EXPECT_DOUBLE_EQ(m->np_sum, 1.0);
   EXPECT_DOUBLE_EQ(m->antt, 2.0);
   EXPECT_DOUBLE_EQ(m->fi, 1.0);
   EXPECT_DOUBLE_EQ(m->hs, 0.5);
@@ -100,12 +100,54 @@ TEST(Metrics, WindowStpCountsTheWorkDoneUntilTheFirstTenantFinishes) {
   EXPECT_DOUBLE_EQ(m->tenants[0].np_window, 2 * 1.0 / 4);
   EXPECT_DOUBLE_EQ(m->tenants[1].np_window, 2 * 1.0 / 4);  // requests 1 and 2 done by 4 s, the third not begun
   EXPECT_DOUBLE_EQ(m->stp_window, 1.0);
-  EXPECT_DOUBLE_EQ(m->stp, 2.0 / 4 + 4.0 / 6);
+  EXPECT_DOUBLE_EQ(m->np_sum, 2.0 / 4 + 4.0 / 6);
   // A request in flight at the window's end counts by the share of its running time elapsed.
   run.tenants[1].requests[2] = {3.5, 3.5, 4.5};
   m = compute_metrics(run, alone, std::nullopt);
   ASSERT_TRUE(m.is_ok());
   EXPECT_DOUBLE_EQ(m->tenants[1].np_window, 2.5 * 1.0 / 4);
+}
+
+TEST(Metrics, HeadlineByTheKindOfWorkload) {
+  const RunRecord run = two_tenant_run();
+  const std::vector<Seconds> alone = {5, 4};
+  // Closed loop with a serial reference: throughput over serial (12 s / 10 s).
+  auto closed = compute_metrics(run, alone, 12.0, Headline::Kind::closed_loop);
+  ASSERT_TRUE(closed.is_ok());
+  EXPECT_EQ(closed->headline.name, "throughput_over_serial");
+  EXPECT_DOUBLE_EQ(closed->headline.value, 1.2);
+  EXPECT_NE(headline_text(closed->headline).find("throughput 1.200x serial"), std::string::npos);
+  // Closed loop without one: the window STP stands in, and says why.
+  auto no_serial = compute_metrics(run, alone, std::nullopt, Headline::Kind::closed_loop);
+  ASSERT_TRUE(no_serial.is_ok());
+  EXPECT_EQ(no_serial->headline.name, "stp_window");
+  EXPECT_DOUBLE_EQ(no_serial->headline.value, no_serial->stp_window);
+  EXPECT_NE(headline_text(no_serial->headline).find("--no-serial"), std::string::npos);
+  // Open loop: the LC's SLO attainment (3 of 4 within target), its goodput, the BE's NP.
+  auto open = compute_metrics(run, alone, 12.0, Headline::Kind::open_loop);
+  ASSERT_TRUE(open.is_ok());
+  EXPECT_EQ(open->headline.name, "lc_slo_attainment");
+  EXPECT_DOUBLE_EQ(open->headline.value, 0.75);
+  EXPECT_DOUBLE_EQ(open->headline.lc_goodput_per_s, 0.3);
+  EXPECT_DOUBLE_EQ(open->headline.be_np_sum, 0.5);
+  EXPECT_NE(headline_text(open->headline).find("LC SLO attainment 75.0%"), std::string::npos);
+  // Open loop without an LC tenant: the BE progress.
+  RunRecord be_only = run;
+  be_only.tenants.erase(be_only.tenants.begin());
+  auto be = compute_metrics(be_only, std::vector<Seconds>{4}, std::nullopt, Headline::Kind::open_loop);
+  ASSERT_TRUE(be.is_ok());
+  EXPECT_EQ(be->headline.name, "be_np_sum");
+  EXPECT_DOUBLE_EQ(be->headline.value, 0.5);
+}
+
+TEST(Metrics, HeadlineKindFollowsArrivals) {
+  Workload w;
+  w.tenants.resize(2);
+  EXPECT_EQ(headline_kind(w), Headline::Kind::closed_loop);
+  w.tenants[1].arrival.kind = ArrivalProcess::Kind::poisson;
+  EXPECT_EQ(headline_kind(w), Headline::Kind::open_loop);
+  w.tenants[1].arrival.kind = ArrivalProcess::Kind::timestamps;
+  EXPECT_EQ(headline_kind(w), Headline::Kind::open_loop);
 }
 
 TEST(Metrics, RejectsMismatchedAloneTimes) {

@@ -1,4 +1,4 @@
-// The results JSON against its schema (docs/schema/results-v1.json). nlohmann-json has no
+// The results JSON against its schema (docs/schema/results-v2.json). nlohmann-json has no
 // validator, so this file checks the subset of JSON Schema the schema uses: type (one or a list),
 // const, enum, required, properties, additionalProperties (as a schema), items, minItems and
 // maxItems; any other keyword in the schema fails the test, so the schema cannot drift into
@@ -84,8 +84,8 @@ std::vector<std::string> validate(const json& schema, const json& value) {
 }
 
 json load_schema() {
-  std::ifstream in(CONCORD_SCHEMA_DIR "/results-v1.json");
-  EXPECT_TRUE(in.good()) << "cannot open " CONCORD_SCHEMA_DIR "/results-v1.json";
+  std::ifstream in(CONCORD_SCHEMA_DIR "/results-v2.json");
+  EXPECT_TRUE(in.good()) << "cannot open " CONCORD_SCHEMA_DIR "/results-v2.json";
   return json::parse(in);
 }
 
@@ -155,8 +155,8 @@ TEST(ResultsSchema, TheCheckCatchesMissingFieldsAndWrongTypes) {
   EXPECT_EQ(validate(schema, wrong),
             std::vector<std::string>{"$.tenants[1].logical_blocks: string where the schema wants \"integer\""});
   json later = results;
-  later["schema_version"] = 2;
-  EXPECT_EQ(validate(schema, later), std::vector<std::string>{"$.schema_version: not 1"});
+  later["schema_version"] = 3;
+  EXPECT_EQ(validate(schema, later), std::vector<std::string>{"$.schema_version: not 2"});
   json bad_class = results;
   bad_class["tenants"][0]["class"] = "batch";
   EXPECT_EQ(validate(schema, bad_class).size(), 1u);

@@ -39,7 +39,7 @@ PY
 import json, sys
 d = json.load(open(sys.argv[1]))
 nps = " ".join(f"{t['name']} {t['np']:.3f}" for t in d["tenants"])
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['metrics']['stp']:.3f} | {nps} | {d['metrics']['makespan_s'] * 1e3:.2f} |")
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['metrics'].get('np_sum', d['metrics'].get('stp')):.3f} | {nps} | {d['metrics']['makespan_s'] * 1e3:.2f} |")
 PY
   }
   run shared-normal --policy manual --param form=persistent

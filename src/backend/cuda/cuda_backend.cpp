@@ -146,6 +146,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device, uint64_t se
   }
   CONCORD_CUDA(cudaSetDevice(device));
   b->device_ = device;
+  b->opened_ = true;
   auto spec = probe_device_spec(device);
   if (!spec) return spec.status();
   b->spec_ = std::move(*spec);
@@ -248,6 +249,9 @@ Status CudaBackend::use_measured_gpcs() {
 }
 
 CudaBackend::~CudaBackend() {
+  // No device was ever opened (no GPU, no driver, an index that does not exist): nothing to drain,
+  // and nothing to say beyond the error that ended create().
+  if (!opened_) return;
   // Bounded teardown: stop persistent launches, wait a while for every stream, and if the device
   // is still busy (a hung opaque kernel) say so and leak rather than wait in cudaFree forever.
   const Status aborted = abort_all(options_.teardown_wait_s);

@@ -186,6 +186,7 @@ class CudaBackend final : public Backend {
   Status completer_error_;  // why the completion thread stopped early (guarded by mu_)
   std::atomic<bool> completer_failed_{false};  // completer_error_ is set
   int device_ = 0;
+  bool opened_ = false;  // a device was chosen (cudaSetDevice): teardown has something to drain
   Stream completer_stream_;
   HostBuffer<uint64_t> completer_done_;  // pinned: one progress counter read back
   Event origin_;

@@ -1,0 +1,52 @@
+# Typos and bad values on the command lines of `concord` and `concordd`: each names the mistake,
+# suggests the nearest name where there is one, and exits 2 (a bad command line) or 1 (bad input
+# that is not the command line: a spec, a results file). Inputs: CONCORD, CONCORDD, EXAMPLES, WORK.
+file(MAKE_DIRECTORY ${WORK})
+include(${CMAKE_CURRENT_LIST_DIR}/isolate.cmake)
+
+function(expect_exit code needle)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 30)
+  if(NOT rc EQUAL code)
+    message(FATAL_ERROR "expected exit ${code}, got ${rc}: ${ARGN}\n${out}\n${err}")
+  endif()
+  string(FIND "${err}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "error of ${ARGN} does not mention '${needle}':\n${err}")
+  endif()
+endfunction()
+
+set(pair ${EXAMPLES}/pair.yaml)
+# concord: flag, policy, parameter, device (the command line: 2).
+expect_exit(2 "unknown flag '--polcy' of 'run' (did you mean '--policy'?)" ${CONCORD} run ${pair} --polcy serial)
+expect_exit(2 "did you mean '--seed'?" ${CONCORD} run ${pair} --sed=3)
+expect_exit(2 "did you mean 'orion'?" ${CONCORD} run ${pair} --policy orin)
+expect_exit(2 "did you mean 'dur_fraction'?" ${CONCORD} run ${pair} --policy orion --param dur_fractoin=0.1)
+expect_exit(2 "its parameters: sm_threshold, dur_fraction, ahead" ${CONCORD} run ${pair} --policy orion --param x=1)
+expect_exit(2 "no built-in device 'h300'" ${CONCORD} run ${pair} --device h300)
+expect_exit(2 "no built-in device 'h300'" ${CONCORD} validate ${pair} --device h300)
+expect_exit(2 "--backend" ${CONCORD} run ${pair} --backend simm)
+# A kernel misspelt in a spec is bad input, not a bad command line (1), with the suggestion.
+file(WRITE ${WORK}/typo.yaml "tenants:\n  - name: a\n    kernels:\n      - {kernel: stream_triadd}\n")
+expect_exit(1 "did you mean 'stream_triad'?" ${CONCORD} validate ${WORK}/typo.yaml)
+expect_exit(1 "did you mean 'stream_triad'?" ${CONCORD} run ${WORK}/typo.yaml)
+# A device file that is not one is bad input (1).
+file(WRITE ${WORK}/dev.json "{")
+expect_exit(1 "dev.json" ${CONCORD} run ${pair} --device ${WORK}/dev.json)
+
+# concord compare: a file that is not results is bad input (1), named.
+expect_exit(1 "dev.json: not JSON" ${CONCORD} compare ${WORK}/dev.json)
+file(WRITE ${WORK}/other.json "{\"rows\": []}")
+expect_exit(1 "other.json: not a `concord run` results file" ${CONCORD} compare ${WORK}/other.json)
+expect_exit(2 "inputs is required" ${CONCORD} compare)
+
+# concordd: the same mistakes, the same codes, before any socket is made.
+set(sock ${WORK}/concordd.sock)
+expect_exit(2 "unknown flag '--polcy' (did you mean '--policy'?)" ${CONCORDD} --socket ${sock} --polcy orion)
+expect_exit(2 "did you mean 'orion'?" ${CONCORDD} --socket ${sock} --policy orin)
+expect_exit(2 "no parameter 'x'" ${CONCORDD} --socket ${sock} --policy orion:x=1)
+expect_exit(2 "device 'h300'" ${CONCORDD} --socket ${sock} --device-spec h300)
+expect_exit(2 "--be-depth" ${CONCORDD} --socket ${sock} --be-depth -1)
+expect_exit(2 "--log-level 'loud'" ${CONCORDD} --socket ${sock} --log-level loud)
+if(EXISTS ${sock})
+  message(FATAL_ERROR "a refused concordd command line left its socket ${sock} behind")
+endif()
