@@ -12,8 +12,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -71,6 +74,10 @@ class LockedRegistry final : public ipc::ControlHandler {
     std::lock_guard lock(shared_.mu);
     shared_.registry->disconnected(peer);
   }
+  bool holds_tenant(const ipc::PeerCredentials& peer) override {
+    std::lock_guard lock(shared_.mu);
+    return shared_.registry->holds_tenant(peer);
+  }
 
  private:
   void close_passed() {
@@ -83,11 +90,29 @@ class LockedRegistry final : public ipc::ControlHandler {
   std::vector<int> passed_;  // descriptors of the last Registered reply (control thread only)
 };
 
+// Whether the process `pid` (primary group `gid`) is in group `group`: its primary group, or one of
+// its supplementary groups as /proc/<pid>/status lists them.
+bool peer_in_group(int32_t pid, uint32_t gid, uint32_t group) {
+  if (gid == group) return true;
+  std::ifstream in(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Groups:", 0) != 0) continue;
+    std::istringstream groups(line.substr(7));
+    for (uint32_t g = 0; groups >> g;) {
+      if (g == group) return true;
+    }
+  }
+  return false;
+}
+
 // A listening socket that answers every connection with the Prometheus text (any request line;
-// HTTP/1.0 reply, then close).
+// HTTP/1.0 reply, then close). What the text names depends on who asks (MetricsView): on the Unix
+// socket the kernel says who, and a tenant's name and uid go only to its own user, to root and to
+// the daemon's group; on TCP nobody is known, so only the totals, unless `tcp_tenants`.
 class MetricsServer {
  public:
-  Status listen_unix(const std::string& path) {
+  Status listen_unix(const std::string& path, mode_t mode, std::optional<uint32_t> gid) {
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     if (path.size() >= sizeof a.sun_path) return Status::invalid_argument(fmt::format("metrics socket '{}': path too long", path));
@@ -99,15 +124,24 @@ class MetricsServer {
     }
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return sys("socket");
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) {
+    // As the control socket: bound with no access for anyone, then given its group and mode.
+    const mode_t old_mask = ::umask(0777);
+    const int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::umask(old_mask);
+    if (bound != 0 || ::listen(fd, 16) != 0) {
       ::close(fd);
       return sys("bind " + path);
     }
-    fds_.push_back(fd);
     unix_path_ = path;
+    if ((gid && ::chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0) || ::chmod(path.c_str(), mode) != 0) {
+      ::close(fd);
+      return sys("chown/chmod " + path);
+    }
+    group_ = gid.value_or(::getgid());
+    listeners_.push_back({fd, true});
     return Status::ok();
   }
-  Status listen_tcp(int port) {
+  Status listen_tcp(int port, bool tenants) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return sys("socket");
     const int one = 1;
@@ -120,31 +154,52 @@ class MetricsServer {
       ::close(fd);
       return sys(fmt::format("bind 127.0.0.1:{}", port));
     }
-    fds_.push_back(fd);
+    tcp_tenants_ = tenants;
+    listeners_.push_back({fd, false});
     return Status::ok();
   }
   ~MetricsServer() {
-    for (int fd : fds_) ::close(fd);
+    for (const Listener& l : listeners_) ::close(l.fd);
     if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
   }
-  bool active() const { return !fds_.empty(); }
+  bool active() const { return !listeners_.empty(); }
   // Serves what comes within `timeout`.
-  void serve_once(std::chrono::milliseconds timeout, const std::function<std::string()>& text) {
+  void serve_once(std::chrono::milliseconds timeout, const std::function<std::string(const MetricsView&)>& text) {
     std::vector<pollfd> p;
-    for (int fd : fds_) p.push_back({fd, POLLIN, 0});
+    for (const Listener& l : listeners_) p.push_back({l.fd, POLLIN, 0});
     if (::poll(p.data(), p.size(), static_cast<int>(timeout.count())) <= 0) return;
-    for (const pollfd& q : p) {
-      if (!(q.revents & POLLIN)) continue;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (!(p[i].revents & POLLIN)) continue;
       for (;;) {
-        const int c = ::accept4(q.fd, nullptr, nullptr, SOCK_CLOEXEC);
+        const int c = ::accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) break;
-        answer(c, text());
+        answer(c, text(view_of(c, listeners_[i].unix_socket)));
         ::close(c);
       }
     }
   }
 
  private:
+  struct Listener {
+    int fd;
+    bool unix_socket;
+  };
+  MetricsView view_of(int fd, bool unix_socket) const {
+    MetricsView v;
+    if (!unix_socket) {
+      v.kind = tcp_tenants_ ? MetricsView::Kind::all : MetricsView::Kind::aggregate;
+      return v;
+    }
+    Result<ipc::PeerCredentials> peer = ipc::KernelCredentials().peer(fd);
+    if (!peer.is_ok()) {
+      v.kind = MetricsView::Kind::aggregate;
+      return v;
+    }
+    if (peer->uid == 0 || peer->uid == ::getuid() || peer_in_group(peer->pid, peer->gid, group_)) return v;  // all
+    v.kind = MetricsView::Kind::own;
+    v.uid = peer->uid;
+    return v;
+  }
   static Status sys(const std::string& what) {
     return Status::io_error(fmt::format("metrics endpoint: {}: {}", what, std::strerror(errno)));
   }
@@ -170,8 +225,10 @@ class MetricsServer {
       sent += static_cast<size_t>(n);
     }
   }
-  std::vector<int> fds_;
+  std::vector<Listener> listeners_;
   std::string unix_path_;
+  uint32_t group_ = 0;
+  bool tcp_tenants_ = false;
 };
 
 // LC request latencies into the tenants' windows.
@@ -373,7 +430,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     return base;
   });
   d.handler.emplace(d.shared);
-  ipc::ControlServerOptions so;
+  ipc::ControlServerOptions so = options.limits;
   so.path = options.socket_path;
   so.mode = options.socket_mode;
   so.gid = options.socket_gid;
@@ -381,8 +438,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   Result<ipc::ControlServer> server = ipc::ControlServer::listen(so, creds, *d.handler);
   if (!server.is_ok()) return server.status();
   d.server.emplace(std::move(*server));
-  if (!options.metrics_socket.empty()) CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_unix(options.metrics_socket));
-  if (options.metrics_port > 0) CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_tcp(options.metrics_port));
+  if (!options.metrics_socket.empty()) {
+    CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_unix(options.metrics_socket, options.metrics_socket_mode, options.socket_gid));
+  }
+  if (options.metrics_port > 0) CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_tcp(options.metrics_port, options.metrics_tcp_tenants));
 
   ipc::WaitPolicy liveness;
   liveness.stale_after_ns = options.stale_after_ns;
@@ -420,7 +479,9 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   });
   if (d.metrics_server.active()) {
     d.metrics_thread = std::thread([&d] {
-      while (!d.control_stop.load()) d.metrics_server.serve_once(std::chrono::milliseconds(50), [&d] { return prometheus_text(d.board.read()); });
+      while (!d.control_stop.load()) d.metrics_server.serve_once(std::chrono::milliseconds(50), [&d](const MetricsView& view) {
+        return prometheus_text(d.board.read(), view);
+      });
     });
   }
   log_event(spdlog::level::info, "started",
@@ -454,13 +515,47 @@ Daemon::~Daemon() {
 
 std::string Daemon::metrics_text() const { return prometheus_text(impl_->board.read()); }
 
-Result<DeviceSpec> daemon_device(const std::string& name_or_file) {
+namespace {
+
+// The first GPU model the driver lists under `root`/gpus/*/information ("Model: \t NVIDIA H200"),
+// or "" when there is none.
+std::string driver_gpu_model(const std::string& root) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> infos;
+  for (const auto& e : std::filesystem::directory_iterator(root + "/gpus", ec)) infos.push_back(e.path() / "information");
+  std::sort(infos.begin(), infos.end());
+  for (const auto& path : infos) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("Model:", 0) != 0) continue;
+      const size_t b = line.find_first_not_of(" \t", 6);
+      return b == std::string::npos ? std::string() : line.substr(b);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<DeviceSpec> daemon_device(const std::string& name_or_file, std::string* chosen, const std::string& driver_root) {
+  if (name_or_file == "auto") {
+    const std::string model = driver_gpu_model(driver_root);
+    std::string name = "h200";
+    std::string why = "no GPU the driver names as an H100 or H200; the default";
+    if (model.find("H100") != std::string::npos) name = "h100";
+    if (model.find("H200") != std::string::npos) name = "h200";
+    if (model.find("H100") != std::string::npos || model.find("H200") != std::string::npos) why = "the driver's model: " + model;
+    if (chosen) *chosen = name + " (" + why + ")";
+    return builtin_device(name);
+  }
+  if (chosen) *chosen = name_or_file;
   Result<DeviceSpec> builtin = builtin_device(name_or_file);
   if (builtin.is_ok()) return builtin;
   if (name_or_file.find('/') != std::string::npos || name_or_file.find(".json") != std::string::npos) {
     return load_device_file(name_or_file);
   }
-  return Status::not_found(fmt::format("device '{}': not a built-in device (h100, h200) or a JSON file", name_or_file));
+  return Status::not_found(fmt::format("device '{}': not auto, a built-in device (h100, h200) or a JSON file", name_or_file));
 }
 
 }  // namespace concord::daemon

@@ -25,6 +25,9 @@ struct DaemonOptions {
   std::string socket_path = "/run/concord/concordd.sock";
   mode_t socket_mode = 0660;
   std::optional<uint32_t> socket_gid;
+  // The control socket's limits (ipc::ControlServerOptions: connections in all and per uid, the
+  // idle and the partial-frame timeout).
+  ipc::ControlServerOptions limits;
   std::string policy = "priority-streams";  // "name" or "name:key=value;key=value"
   DeviceSpec device;                         // what the policies plan for (the daemon never touches a GPU)
   // Decide every BE launch through the engine even when the policy has a lease form (LC tenants
@@ -36,7 +39,10 @@ struct DaemonOptions {
   int be_depth = 0;
   // The Prometheus endpoint: a Unix socket path and/or a TCP port on 127.0.0.1 (0: none).
   std::string metrics_socket;
+  mode_t metrics_socket_mode = 0660;  // with the control socket's group
   int metrics_port = 0;
+  // The TCP endpoint names every tenant (by default it shows the totals alone: it cannot tell who asks).
+  bool metrics_tcp_tenants = false;
   // A tenant whose ring heartbeat is older than this is dead.
   uint64_t stale_after_ns = 2'000'000'000;
   // Labels of the rings (sealed anonymous objects, passed to the tenant over the socket):
@@ -65,7 +71,11 @@ class Daemon {
   std::unique_ptr<Impl> impl_;
 };
 
-// "name" (h100, h200) or a device JSON file.
-Result<DeviceSpec> daemon_device(const std::string& name_or_file);
+// "name" (h100, h200), a device JSON file, or "auto": the node's GPU model as the driver reports it
+// under `driver_root` (/proc/driver/nvidia: gpus/*/information, "Model: NVIDIA H100 ..."), h100 or
+// h200; where the driver shows no GPU it knows, h200, the default device of `concord run` too.
+// `chosen` (when given) says which and why, for the log.
+Result<DeviceSpec> daemon_device(const std::string& name_or_file, std::string* chosen = nullptr,
+                                 const std::string& driver_root = "/proc/driver/nvidia");
 
 }  // namespace concord::daemon

@@ -7,10 +7,15 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "concord/policy.h"
+#include "concord/suggest.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "ipc/control_socket.h"
@@ -19,7 +24,7 @@ int main(int argc, char** argv) {
   using namespace concord;
   CLI::App app{"concordd: the Concord node daemon (one per GPU)"};
   daemon::DaemonOptions o;
-  std::string group, device = "h100", level = "info";
+  std::string group, device = "auto", level = "info";
   std::string mode = "0660";
   double stale_s = 2.0;
   app.add_option("--socket", o.socket_path, "Control socket path")->capture_default_str();
@@ -27,8 +32,9 @@ int main(int argc, char** argv) {
   app.add_option("--socket-mode", mode, "File mode of the control socket (octal)")->capture_default_str();
   app.add_option("--policy", o.policy, "Policy, with parameters as name:key=value;key=value")->capture_default_str();
   app.add_option("--device-spec", device,
-                 "The GPU the policies plan for: a built-in spec (h100, h200) or a device JSON file "
-                 "(the daemon never touches the GPU itself)")
+                 "The GPU the policies plan for: auto (the node's GPU model as the driver names it, h100 or h200; h200 "
+                 "where it names neither, as `concord run`), a built-in spec (h100, h200) or a device JSON file (the daemon "
+                 "never touches the GPU itself)")
       ->capture_default_str();
   app.add_flag("--per-launch", o.per_launch,
                "Decide every BE launch through the engine even when the policy has a lease form (LC tenants always launch at "
@@ -42,33 +48,104 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_option("--metrics-socket", o.metrics_socket, "Serve Prometheus text on this Unix socket");
-  app.add_option("--metrics-port", o.metrics_port, "Serve Prometheus text on 127.0.0.1:PORT")->check(CLI::Range(0, 65535));
+  std::string metrics_mode = "0660";
+  app.add_option("--metrics-socket-mode", metrics_mode,
+                 "File mode of the metrics socket (octal; its group is the control socket's): a tenant's name and uid go only "
+                 "to its user, root and that group")
+      ->capture_default_str();
+  app.add_option("--metrics-port", o.metrics_port,
+                 "Serve Prometheus text on 127.0.0.1:PORT: the totals alone, since it cannot tell who asks (off by default)")
+      ->check(CLI::Range(0, 65535));
+  app.add_flag("--metrics-tcp-tenants", o.metrics_tcp_tenants,
+               "Name every tenant (name, uid) on the TCP metrics endpoint too: any local user can read it");
+  double idle_s = 10, frame_s = 2;
+  app.add_option("--max-connections", o.limits.max_clients, "Control socket: connections in all")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--max-connections-per-uid", o.limits.max_clients_per_uid,
+                 "Control socket: connections of one user at once (root's are not capped); a user has at most 64 tenants, "
+                 "one connection each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--idle-timeout", idle_s, "Control socket: seconds a connection that holds no tenant may stay silent")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--frame-timeout", frame_s, "Control socket: seconds a request may take to arrive once begun")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--stale-after", stale_s, "Seconds without a tenant's heartbeat before it counts as dead")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", level, "trace, debug, info, warn, error")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.footer("Exit status: 0 stopped by SIGTERM or SIGINT, 1 failure (message on stderr), 2 bad command line.");
+  // Exit codes as `concord`'s: 2 for a bad command line (CLI11's own codes are 100 and up).
+  constexpr int kExitFailure = 1, kExitUsage = 2;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // A flag concordd does not take: named, with the nearest one it may have meant.
+    std::vector<std::string> flags;
+    for (const CLI::Option* opt : app.get_options()) {
+      for (const std::string& l : opt->get_lnames()) flags.push_back("--" + l);
+    }
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i], flag = arg.substr(0, arg.find('='));
+      if (flag.rfind("--", 0) == 0 && flag.size() > 2 && app.get_option_no_throw(flag) == nullptr) {
+        std::cerr << "concordd: unknown flag '" << flag << "'" << did_you_mean(flag, flags) << "\nRun `concordd --help` for usage.\n";
+        return kExitUsage;
+      }
+    }
+    std::cerr << "concordd: " << e.what() << "\nRun `concordd --help` for usage.\n";
+    return kExitUsage;
+  }
+  const auto log_level = spdlog::level::from_str(level);
+  if (log_level == spdlog::level::off && level != "off") {
+    std::cerr << "concordd: --log-level '" << level << "': not trace, debug, info, warn, error or off\n";
+    return kExitUsage;
+  }
 
-  daemon::install_json_logger(spdlog::level::from_str(level));
+  daemon::install_json_logger(log_level);
   auto fail = [](const Status& s, int code) {
     daemon::log_event(spdlog::level::err, "failed", {{"error", s.to_string()}});
     std::cerr << "concordd: " << s.to_string() << "\n";
     return code;
   };
-  Result<DeviceSpec> spec = daemon::daemon_device(device);
-  if (!spec.is_ok()) return fail(spec.status(), 2);
+  std::string chosen;
+  Result<DeviceSpec> spec = daemon::daemon_device(device, &chosen);
+  if (!spec.is_ok()) return fail(spec.status(), kExitUsage);
   o.device = *spec;
+  daemon::log_event(spdlog::level::info, "device", {{"device", chosen}});
+  // A policy that does not exist, or parameters it does not take, are a bad command line: found
+  // here, before the socket is made, with the suggestions the registry gives.
+  {
+    Result<PolicySpec> ps = parse_policy_spec(o.policy);
+    if (!ps.is_ok()) return fail(ps.status(), kExitUsage);
+    Result<std::unique_ptr<Policy>> p = builtin_policies().make(ps->name, ps->params);
+    if (!p.is_ok()) return fail(Status(p.status().code(), "--policy: " + p.status().message()), kExitUsage);
+  }
   try {
-    o.socket_mode = static_cast<mode_t>(std::stoul(mode, nullptr, 8));
+    size_t used = 0;
+    o.socket_mode = static_cast<mode_t>(std::stoul(mode, &used, 8));
+    if (used != mode.size() || o.socket_mode > 07777) throw std::invalid_argument(mode);
   } catch (const std::exception&) {
-    return fail(Status::invalid_argument("--socket-mode '" + mode + "' is not an octal mode"), 2);
+    return fail(Status::invalid_argument("--socket-mode '" + mode + "' is not an octal mode"), kExitUsage);
+  }
+  try {
+    size_t used = 0;
+    o.metrics_socket_mode = static_cast<mode_t>(std::stoul(metrics_mode, &used, 8));
+    if (used != metrics_mode.size() || o.metrics_socket_mode > 07777) throw std::invalid_argument(metrics_mode);
+  } catch (const std::exception&) {
+    return fail(Status::invalid_argument("--metrics-socket-mode '" + metrics_mode + "' is not an octal mode"), kExitUsage);
   }
   if (!group.empty()) {
     Result<uint32_t> gid = ipc::group_id(group);
-    if (!gid.is_ok()) return fail(gid.status(), 2);
+    if (!gid.is_ok()) return fail(gid.status(), kExitUsage);
     o.socket_gid = *gid;
   }
   o.stale_after_ns = static_cast<uint64_t>(stale_s * 1e9);
+  o.limits.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::min(idle_s, 86400.0) * 1e3));
+  o.limits.frame_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::min(frame_s, 86400.0) * 1e3));
 
   // SIGTERM and SIGINT are taken by this thread alone (blocked before any other thread starts).
   sigset_t stop_signals;
@@ -78,7 +155,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   Result<std::unique_ptr<daemon::Daemon>> d = daemon::Daemon::start(o);
-  if (!d.is_ok()) return fail(d.status(), 1);
+  if (!d.is_ok()) return fail(d.status(), kExitFailure);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -91,6 +168,6 @@ int main(int argc, char** argv) {
   // The engine ended by itself (an error): wake the signal thread.
   ::kill(::getpid(), SIGTERM);
   waiter.join();
-  if (!st.is_ok()) return fail(st, 1);
+  if (!st.is_ok()) return fail(st, kExitFailure);
   return 0;
 }

@@ -77,12 +77,40 @@ void family(std::string& out, const char* name, const char* type, const char* he
 
 }  // namespace
 
-std::string prometheus_text(const DaemonSnapshot& s) {
+std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) {
+  // The tenants this reader may see by name; the totals count every tenant.
+  DaemonSnapshot s = all;
+  if (view.kind != MetricsView::Kind::all) {
+    std::erase_if(s.tenants, [&](const TenantSnapshot& t) { return view.kind == MetricsView::Kind::aggregate || t.uid != view.uid; });
+  }
   std::string out;
   family(out, "concord_info", "gauge", "The daemon's policy and device (value 1).");
   out += fmt::format("concord_info{{policy=\"{}\",device=\"{}\"}} 1\n", escape(s.policy), escape(s.device));
   family(out, "concord_tenants", "gauge", "Tenants registered now.");
-  out += fmt::format("concord_tenants {}\n", s.tenants.size());
+  out += fmt::format("concord_tenants {}\n", all.tenants.size());
+  // Per class, over every tenant (no names): what any reader may see.
+  struct ClassTotal {
+    size_t tenants = 0;
+    uint64_t launches = 0, completions = 0, requests = 0;
+  };
+  ClassTotal lc, be;
+  for (const TenantSnapshot& t : all.tenants) {
+    ClassTotal& c = t.cls == TenantClass::latency_critical ? lc : be;
+    ++c.tenants;
+    c.launches += t.launches;
+    c.completions += t.completions;
+    c.requests += t.requests;
+  }
+  family(out, "concord_class_tenants", "gauge", "Tenants registered now, per class.");
+  out += fmt::format("concord_class_tenants{{class=\"lc\"}} {}\nconcord_class_tenants{{class=\"be\"}} {}\n", lc.tenants, be.tenants);
+  family(out, "concord_class_launches_total", "counter", "Launch notices taken from the live tenants of a class.");
+  out += fmt::format("concord_class_launches_total{{class=\"lc\"}} {}\nconcord_class_launches_total{{class=\"be\"}} {}\n", lc.launches,
+                     be.launches);
+  family(out, "concord_class_completions_total", "counter", "Launch completions taken from the live tenants of a class.");
+  out += fmt::format("concord_class_completions_total{{class=\"lc\"}} {}\nconcord_class_completions_total{{class=\"be\"}} {}\n",
+                     lc.completions, be.completions);
+  family(out, "concord_class_requests_total", "counter", "LC requests ended, over the live LC tenants.");
+  out += fmt::format("concord_class_requests_total{{class=\"lc\"}} {}\n", lc.requests);
   family(out, "concord_decisions_total", "counter", "Decisions sent to tenants (release and hold), or leases published.");
   out += fmt::format("concord_decisions_total {}\n", s.decisions);
   family(out, "concord_rejected_total", "counter", "Messages refused: malformed, foreign or out of order.");

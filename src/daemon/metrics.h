@@ -84,6 +84,16 @@ class MetricsBoard {
 };
 
 // The Prometheus text exposition (format 0.0.4) of a snapshot.
-std::string prometheus_text(const DaemonSnapshot& s);
+// Who asks, and so which tenants the text names (docs/daemon.md, "Metrics"): a tenant's name and
+// uid are shown only to its own user and to the daemon's group (root included); the TCP endpoint,
+// which cannot tell who asks, shows the aggregates alone unless told to show every tenant.
+struct MetricsView {
+  enum class Kind : uint8_t { all, own, aggregate };
+  Kind kind = Kind::all;
+  uint32_t uid = 0;  // own: whose tenants
+};
+
+// The Prometheus text: the daemon's counters, per-class totals, and the tenants `view` may see.
+std::string prometheus_text(const DaemonSnapshot& s, const MetricsView& view = {});
 
 }  // namespace concord::daemon

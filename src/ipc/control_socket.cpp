@@ -164,7 +164,7 @@ Result<ControlServer> ControlServer::listen(const ControlServerOptions& options,
   }
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return sys_error("socket");
-  ControlServer server(fd, options.path, credentials, handler, options.max_clients);
+  ControlServer server(fd, options.path, credentials, handler, options);
   // Bind with no access for anyone, then open it to the mode: no window in which the umask's
   // wider default lets a stranger connect.
   const mode_t old_mask = ::umask(0777);
@@ -187,9 +187,13 @@ ControlServer::ControlServer(ControlServer&& other) noexcept
       path_(std::exchange(other.path_, {})),
       credentials_(other.credentials_),
       handler_(other.handler_),
-      max_clients_(other.max_clients_),
+      options_(other.options_),
+      connections_(other.connections_),
       clients_(std::exchange(other.clients_, {})),
-      malformed_(other.malformed_) {}
+      per_uid_(std::exchange(other.per_uid_, {})),
+      malformed_(other.malformed_),
+      refused_(other.refused_),
+      timed_out_(other.timed_out_) {}
 
 ControlServer::~ControlServer() {
   for (auto& [fd, client] : clients_) ::close(fd);
@@ -202,14 +206,23 @@ void ControlServer::accept_all() {
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN: none left; other errors: the next poll retries
     Result<PeerCredentials> peer = credentials_->peer(fd);
-    if (!peer.is_ok() || static_cast<int>(clients_.size()) >= max_clients_) {
-      (void)reply(fd, error_reply(peer.is_ok() ? Status::failed_precondition(fmt::format("control socket: {} clients, the limit", max_clients_))
-                                               : peer.status()));
+    Status refusal = peer.status();
+    if (peer.is_ok() && static_cast<int>(clients_.size()) >= options_.max_clients) {
+      refusal = Status::failed_precondition(fmt::format("control socket: {} connections, the limit", options_.max_clients));
+    } else if (peer.is_ok() && peer->uid != 0 && per_uid_[peer->uid] >= options_.max_clients_per_uid) {
+      refusal = Status::failed_precondition(
+          fmt::format("control socket: uid {} holds {} connections, the limit per user", peer->uid, options_.max_clients_per_uid));
+    }
+    if (!refusal.is_ok()) {
+      ++refused_;
+      (void)reply(fd, error_reply(refusal));
       ::close(fd);
       continue;
     }
     peer->connection = ++connections_;
-    clients_.emplace(fd, Client{*peer, {}});
+    const Clock::time_point now = Clock::now();
+    clients_.emplace(fd, Client{*peer, {}, now, now});
+    ++per_uid_[peer->uid];
   }
 }
 
@@ -218,6 +231,7 @@ void ControlServer::drop(int fd) {
   if (it == clients_.end()) return;
   const PeerCredentials peer = it->second.peer;
   clients_.erase(it);
+  if (auto u = per_uid_.find(peer.uid); u != per_uid_.end() && --u->second <= 0) per_uid_.erase(u);
   ::close(fd);
   handler_->disconnected(peer);
 }
@@ -232,6 +246,7 @@ bool ControlServer::read_from(int fd, Client& client) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return false;
     }
+    if (client.in.empty()) client.frame_started = Clock::now();
     client.in.insert(client.in.end(), buf, buf + n);
     // Never hold more than one frame's worth of a client's bytes.
     if (client.in.size() > kMaxFrameBytes * 2) break;
@@ -252,6 +267,7 @@ bool ControlServer::read_from(int fd, Client& client) {
       return false;
     }
     client.in.erase(client.in.begin(), client.in.begin() + static_cast<ptrdiff_t>(frame.size()));
+    client.active = client.frame_started = Clock::now();
     const Message answer = handler_->handle(client.peer, *request);
     if (!reply(fd, answer, handler_->reply_fds(client.peer, answer)).is_ok()) return false;
   }
@@ -271,7 +287,25 @@ Status ControlServer::serve_once(std::chrono::milliseconds timeout) {
     if (!read_from(fds[i].fd, it->second)) drop(fds[i].fd);
   }
   if (fds[0].revents & POLLIN) accept_all();
+  expire(Clock::now());
   return Status::ok();
+}
+
+void ControlServer::expire(Clock::time_point now) {
+  std::vector<int> expired;
+  for (auto& [fd, client] : clients_) {
+    if (!client.in.empty()) {
+      if (now - client.frame_started > options_.frame_timeout) expired.push_back(fd);
+    } else if (now - client.active > options_.idle_timeout) {
+      // A tenant's connection is silent by design: asked again one idle timeout later.
+      if (handler_->holds_tenant(client.peer)) client.active = now;
+      else expired.push_back(fd);
+    }
+  }
+  for (int fd : expired) {
+    ++timed_out_;
+    drop(fd);
+  }
 }
 
 Result<ControlClient> ControlClient::connect(const std::string& path) {

@@ -57,13 +57,28 @@ class ControlHandler {
   }
   // The client's connection closed (a tenant library whose process ended).
   virtual void disconnected(const PeerCredentials& peer) { (void)peer; }
+  // Whether the connection holds a registered tenant: such a connection stays open, silent, for
+  // its process's life, so the idle timeout does not apply to it.
+  virtual bool holds_tenant(const PeerCredentials& peer) {
+    (void)peer;
+    return false;
+  }
 };
 
+// The server's limits (docs/daemon.md, "Limits"): one user cannot lock the others out by holding
+// connections, and a connection that says nothing, or stops halfway through a frame, is closed.
 struct ControlServerOptions {
   std::string path;             // the socket file; an existing socket file there is replaced
   mode_t mode = 0660;
   std::optional<uint32_t> gid;  // the socket file's group (empty: the daemon's own)
-  int max_clients = 64;
+  int max_clients = 1024;       // connections in all
+  // Connections of one uid at once (root's are not capped): a user's tenants, one connection
+  // each (at most kTenantsPerUser), and a few more for `concord top` and the like.
+  int max_clients_per_uid = 72;
+  // A connection that holds no tenant and sends no whole request for this long is closed.
+  std::chrono::milliseconds idle_timeout{10'000};
+  // A frame begun and not finished within this long closes its connection.
+  std::chrono::milliseconds frame_timeout{2'000};
 };
 
 // The gid of a group name (getgrnam), for ControlServerOptions::gid.
@@ -85,16 +100,25 @@ class ControlServer {
   size_t clients() const { return clients_.size(); }
   // Requests refused because their frame did not decode.
   uint64_t malformed() const { return malformed_; }
+  // Connections refused at accept (the limits in all or per uid) and closed by a timeout.
+  uint64_t refused() const { return refused_; }
+  uint64_t timed_out() const { return timed_out_; }
   const std::string& path() const { return path_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Client {
     PeerCredentials peer;
     std::vector<uint8_t> in;
+    Clock::time_point active;         // accepted, or its last whole request
+    Clock::time_point frame_started;  // when `in` last went from empty to not
   };
-  ControlServer(int fd, std::string path, const CredentialSource& credentials, ControlHandler& handler, int max_clients)
-      : fd_(fd), path_(std::move(path)), credentials_(&credentials), handler_(&handler), max_clients_(max_clients) {}
+  ControlServer(int fd, std::string path, const CredentialSource& credentials, ControlHandler& handler,
+                const ControlServerOptions& options)
+      : fd_(fd), path_(std::move(path)), credentials_(&credentials), handler_(&handler), options_(options) {}
   void accept_all();
+  // Closes the connections past the idle or the frame timeout.
+  void expire(Clock::time_point now);
   // Reads what the client sent and answers each whole frame; false: drop the connection.
   bool read_from(int fd, Client& client);
   void drop(int fd);
@@ -102,10 +126,13 @@ class ControlServer {
   std::string path_;
   const CredentialSource* credentials_;
   ControlHandler* handler_;
-  int max_clients_;
+  ControlServerOptions options_;
   uint64_t connections_ = 0;  // ids given to accepted connections (PeerCredentials::connection)
   std::map<int, Client> clients_;
+  std::map<uint32_t, int> per_uid_;  // open connections by uid
   uint64_t malformed_ = 0;
+  uint64_t refused_ = 0;
+  uint64_t timed_out_ = 0;
 };
 
 class ControlClient {

@@ -110,6 +110,10 @@ uint64_t TenantRegistry::remove_registered_by(const PeerCredentials& peer) {
 
 void TenantRegistry::disconnected(const PeerCredentials& peer) { dropped_ += remove_registered_by(peer); }
 
+bool TenantRegistry::holds_tenant(const PeerCredentials& peer) {
+  return std::any_of(tenants_.begin(), tenants_.end(), [&](const auto& t) { return t.second.owner == peer; });
+}
+
 Status TenantRegistry::note_launch(uint64_t tenant) {
   const auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));

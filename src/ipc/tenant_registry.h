@@ -44,6 +44,7 @@ class TenantRegistry final : public ControlHandler {
 
   Message handle(const PeerCredentials& peer, const Message& request) override;
   void disconnected(const PeerCredentials& peer) override;
+  bool holds_tenant(const PeerCredentials& peer) override;
 
   // The daemon's side (not reachable through the socket): what the rings told it.
   Status note_launch(uint64_t tenant);

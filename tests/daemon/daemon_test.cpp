@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <optional>
@@ -1096,6 +1097,88 @@ TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, q)) > 0;) err.append(buf, n);
   EXPECT_EQ(WEXITSTATUS(::pclose(q)), 1);
   EXPECT_NE(err.find("none.sock"), std::string::npos) << err;
+}
+
+// --device-spec auto: the node's model from the driver's files, h200 where they name no H100 or
+// H200 (as `concord run`'s default).
+TEST(DaemonDevice, AutoTakesTheModelTheDriverNames) {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / fmt::format("concord-driver-{}", ::getpid());
+  std::filesystem::remove_all(root);
+  std::string chosen;
+  auto none = daemon_device("auto", &chosen, root.string());
+  ASSERT_TRUE(none.is_ok()) << none.status().to_string();
+  EXPECT_EQ(none->name, builtin_device("h200")->name);
+  EXPECT_NE(chosen.find("default"), std::string::npos) << chosen;
+  std::filesystem::create_directories(root / "gpus" / "0000:18:00.0");
+  {
+    std::ofstream(root / "gpus" / "0000:18:00.0" / "information") << "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   123\n";
+  }
+  auto h100 = daemon_device("auto", &chosen, root.string());
+  ASSERT_TRUE(h100.is_ok());
+  EXPECT_EQ(h100->name, builtin_device("h100")->name);
+  EXPECT_NE(chosen.find("NVIDIA H100 80GB HBM3"), std::string::npos) << chosen;
+  EXPECT_FALSE(daemon_device("h300").is_ok());
+  std::filesystem::remove_all(root);
+}
+
+// Who sees which tenant on the metrics endpoint: every tenant for root, the daemon's user and its
+// group; a user's own tenants for that user; the totals alone (no name, no uid) for the TCP port.
+TEST(DaemonMetrics, TenantsAreNamedOnlyToWhoMaySeeThem) {
+  DaemonSnapshot s;
+  s.policy = "orion";
+  s.device = "H100";
+  TenantSnapshot a;
+  a.id = 1;
+  a.name = "alice-svc";
+  a.uid = 1000;
+  a.cls = TenantClass::latency_critical;
+  a.launches = 5;
+  TenantSnapshot b;
+  b.id = 2;
+  b.name = "bob-job";
+  b.uid = 1001;
+  b.launches = 7;
+  s.tenants = {a, b};
+  const std::string all = prometheus_text(s);
+  EXPECT_NE(all.find("alice-svc"), std::string::npos);
+  EXPECT_NE(all.find("bob-job"), std::string::npos);
+  const std::string own = prometheus_text(s, {MetricsView::Kind::own, 1000});
+  EXPECT_NE(own.find("alice-svc"), std::string::npos);
+  EXPECT_EQ(own.find("bob-job"), std::string::npos) << own;
+  EXPECT_EQ(own.find("uid=\"1001\""), std::string::npos) << own;
+  const std::string totals = prometheus_text(s, {MetricsView::Kind::aggregate, 0});
+  EXPECT_EQ(totals.find("alice-svc"), std::string::npos) << totals;
+  EXPECT_EQ(totals.find("bob-job"), std::string::npos) << totals;
+  EXPECT_EQ(totals.find("uid="), std::string::npos) << totals;
+  for (const std::string& text : {all, own, totals}) {
+    EXPECT_NE(text.find("concord_tenants 2\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("concord_class_launches_total{class=\"lc\"} 5\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("concord_class_launches_total{class=\"be\"} 7\n"), std::string::npos) << text;
+  }
+}
+
+// The metrics socket gets the mode it is given, whatever the umask.
+TEST(DaemonMetrics, TheMetricsSocketHasItsModeWhateverTheUmask) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("concordd-metrics-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  DaemonOptions o;
+  o.socket_path = (dir / "concordd.sock").string();
+  o.policy = "streams";
+  o.device = h100_sxm_spec();
+  o.metrics_socket = (dir / "metrics.sock").string();
+  o.metrics_socket_mode = 0640;
+  o.shm_prefix = fmt::format("/concordd-metrics-{}", ::getpid());
+  const mode_t old_mask = ::umask(0);
+  Result<std::unique_ptr<Daemon>> d = Daemon::start(o);
+  ::umask(old_mask);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  struct stat st {};
+  ASSERT_EQ(::stat(o.metrics_socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  (*d)->stop();
+  EXPECT_TRUE((*d)->wait().is_ok());
+  d->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

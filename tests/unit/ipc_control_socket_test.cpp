@@ -2,6 +2,7 @@
 // see and steer which tenant, with credentials injected for users this test cannot be.
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <grp.h>
 #include <sys/stat.h>
@@ -309,6 +310,87 @@ TEST_F(IpcControlServer, MalformedFramesAreRefusedByNameAndDropOnlyTheirClient) 
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   as<Stats>(*r);
   EXPECT_EQ(server_->malformed(), 2u);
+}
+
+// One user holding connections cannot lock the others out: past its cap its new connections are
+// refused by name, while another user (and root) are served at once.
+TEST_F(IpcControlServer, AUsersConnectionsAreCappedOthersAreServed) {
+  QueuedCredentials creds;
+  ControlServerOptions options;
+  options.max_clients_per_uid = 4;
+  start(creds, options);
+  std::vector<ControlClient> held;
+  for (int i = 0; i < 4; ++i) {
+    creds.push(kBob);
+    Result<ControlClient> c = ControlClient::connect(path_);
+    ASSERT_TRUE(c.is_ok());
+    held.push_back(std::move(*c));
+  }
+  creds.push(kBob);
+  Result<Message> refused = call(ListTenants{});
+  ASSERT_TRUE(refused.is_ok()) << refused.status().to_string();
+  EXPECT_NE(as<ErrorReply>(*refused).message.find("uid 1001 holds 4 connections, the limit per user"), std::string::npos);
+  for (PeerCredentials who : {kAlice, kRoot}) {
+    creds.push(who);
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<Message> r = call(ListTenants{});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    as<TenantList>(*r);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  }
+  EXPECT_EQ(server_->refused(), 1u);
+  // One of Bob's closes: he may connect again.
+  held.pop_back();
+  std::this_thread::sleep_for(50ms);
+  creds.push(kBob);
+  Result<Message> again = call(ListTenants{});
+  ASSERT_TRUE(again.is_ok());
+  as<TenantList>(*again);
+}
+
+// A connection that says nothing, or stops halfway through a frame, is closed after its timeout;
+// one that holds a tenant stays open however long it is silent.
+TEST_F(IpcControlServer, IdleAndHalfSentConnectionsTimeOutTenantsDoNot) {
+  ControlServerOptions options;
+  options.idle_timeout = 100ms;
+  options.frame_timeout = 100ms;
+  start(kernel_, options);
+  Result<ControlClient> idle = ControlClient::connect(path_);
+  Result<ControlClient> half = ControlClient::connect(path_);
+  Result<ControlClient> tenant = ControlClient::connect(path_);
+  ASSERT_TRUE(idle.is_ok() && half.is_ok() && tenant.is_ok());
+  Result<Message> r = tenant->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "quiet"}, 2s);
+  ASSERT_TRUE(r.is_ok());
+  as<Registered>(*r);
+  Result<std::vector<uint8_t>> frame = encode(ListTenants{});
+  ASSERT_TRUE(frame.is_ok());
+  ASSERT_EQ(::send(half->fd(), frame->data(), kHeaderBytes / 2, MSG_NOSIGNAL), static_cast<ssize_t>(kHeaderBytes / 2));
+  std::this_thread::sleep_for(400ms);
+  for (ControlClient* closed : {&*idle, &*half}) {
+    pollfd p{closed->fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 1000), 1);
+    char c = 0;
+    EXPECT_EQ(::recv(closed->fd(), &c, 1, MSG_DONTWAIT), 0) << "the server did not close an expired connection";
+  }
+  EXPECT_EQ(server_->timed_out(), 2u);
+  // The tenant's connection still answers, and its tenant is still there.
+  r = tenant->call(ListTenants{}, 2s);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(as<TenantList>(*r).tenants.size(), 1u);
+}
+
+// Connections in all: past the limit a new one is refused by name.
+TEST_F(IpcControlServer, ConnectionsInAllAreCapped) {
+  ControlServerOptions options;
+  options.max_clients = 2;
+  start(kernel_, options);
+  Result<ControlClient> a = ControlClient::connect(path_);
+  Result<ControlClient> b = ControlClient::connect(path_);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  std::this_thread::sleep_for(50ms);
+  Result<Message> r = call(ListTenants{});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_NE(as<ErrorReply>(*r).message.find("2 connections, the limit"), std::string::npos);
 }
 
 // A tenant process registers through the socket and is killed with SIGKILL: the server sees its
