@@ -5,7 +5,7 @@
 # checks that they install and run. With CI=true (CI runs as root on a fresh machine) or
 # CONCORD_PACKAGE_INSTALL=1: `dpkg -i` of both, /usr/bin/concord --version, concordd --help, a
 # program run with LD_PRELOAD=libconcord_intercept.so, a run and a figure from the installed files,
-# then `dpkg -r`. Otherwise the packages are unpacked into a fresh folder (dpkg-deb -x) and run from
+# then `dpkg -P`. Otherwise the packages are unpacked into a fresh folder (dpkg-deb -x) and run from
 # there, which needs no root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,18 +72,20 @@ check() {
 }
 if [ "${CI:-}" = true ] || [ "${CONCORD_PACKAGE_INSTALL:-0}" = 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "package: installing the package needs root" >&2; exit 1; }
-  if dpkg -s concord >/dev/null 2>&1 || dpkg -s concord-dev >/dev/null 2>&1; then
+  # Installed (not merely known to dpkg: a package removed without --purge stays known).
+  installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+  if installed concord || installed concord-dev; then
     echo "package: a concord package is installed already; leaving it alone" >&2
     exit 1
   fi
   dpkg -i "$deb" "$dev" >/dev/null
-  trap 'dpkg -r concord-dev concord >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+  trap 'dpkg -P concord-dev concord >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
   [ "$(command -v concord)" = /usr/bin/concord ] || { echo "package: concord is not /usr/bin/concord" >&2; exit 1; }
   # By name: the library is on the loader's default path.
   XDG_CONFIG_HOME="$work" check /usr/bin/concord /usr/share/concord libconcord_intercept.so
-  dpkg -r concord-dev concord >/dev/null
-  [ ! -e /usr/bin/concord ] || { echo "package: /usr/bin/concord left after dpkg -r" >&2; exit 1; }
-  echo "package: installed with dpkg -i, ran from /usr/bin, removed"
+  dpkg -P concord-dev concord >/dev/null
+  [ ! -e /usr/bin/concord ] || { echo "package: /usr/bin/concord left after dpkg -P" >&2; exit 1; }
+  echo "package: installed with dpkg -i, ran from /usr/bin, purged"
 else
   dpkg-deb -x "$deb" "$work/root"
   XDG_CONFIG_HOME="$work" check "$work/root/usr/bin/concord" "$work/root/usr/share/concord" "$work/root/usr/lib/libconcord_intercept.so"

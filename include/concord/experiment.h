@@ -60,6 +60,13 @@ struct [[nodiscard]] ExperimentOutcome {
   bool ran = false;         // the shared run was started: `result.run` holds a record worth writing out
 };
 
+// The memory an experiment's records take, in bytes, estimated before it runs: about 1.3 KB per
+// launch for each run's records held at once (the shared run's, plus the serial reference run's
+// while it runs; measured on the simulator, 2026-11-28: 1.25 KB per launch). `concord validate`
+// reports it and `concord run` refuses up front a run that would not fit (docs/running.md).
+inline constexpr int64_t kRecordBytesPerLaunch = 1300;
+int64_t estimated_record_bytes(const Workload& workload, bool compare_serial);
+
 ExperimentOutcome run_experiment_outcome(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache);
 // The same, for callers that want a whole experiment or an error.
 Result<ExperimentResult> run_experiment(const Workload& workload, const ExperimentConfig& config,

@@ -2,9 +2,11 @@
 // terminal summary.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include "concord/device.h"
 #include "concord/experiment.h"
@@ -36,6 +38,10 @@ std::string experiment_json(const ExperimentResult& result, const RunContext& co
 // The same for an experiment that may have ended early: then `status` says where and why,
 // `metrics` and the tenants' metric fields are null, and every time not reached is null.
 std::string experiment_json(const ExperimentOutcome& outcome, const RunContext& context);
+// The same text, given to `sink` piece by piece (the launches and dispatches one element at a
+// time), for a file written as it is made: no copy of the whole text or a JSON tree of it is held.
+using JsonSink = std::function<void(std::string_view)>;
+void write_experiment_json(const ExperimentOutcome& outcome, const RunContext& context, const JsonSink& sink);
 // A fixed-width summary: tenants (NP, latency), then the headline STP over the co-run window
 // (serial execution scores 1), ANTT, FI, HS, makespan, speedup over serial, and the sum of NP
 // over each tenant's whole run, named as such.

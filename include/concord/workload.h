@@ -67,6 +67,7 @@ inline constexpr double kTargetMs = 3.6e6;                         // `target_ms
 inline constexpr double kPoissonRate = 1e7;                        // requests per second
 inline constexpr double kTimestampSeconds = 1e6;                   // latest arrival time
 inline constexpr size_t kNameBytes = 256;                          // workload and tenant names
+inline constexpr int kNestingDepth = 64;                           // YAML levels (blocks and brackets)
 }  // namespace spec_limits
 
 // One problem found in a spec: where it is (file, 1-based line or 0 for the file as a whole, the

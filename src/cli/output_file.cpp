@@ -29,7 +29,10 @@ Result<OutputFile> OutputFile::open(const std::string& path, const std::string& 
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : file_(std::exchange(other.file_, nullptr)), path_(std::move(other.path_)), what_(std::move(other.what_)) {}
+    : file_(std::exchange(other.file_, nullptr)),
+      path_(std::move(other.path_)),
+      what_(std::move(other.what_)),
+      failed_(std::move(other.failed_)) {}
 
 OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
   if (this != &other) {
@@ -37,6 +40,7 @@ OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
     file_ = std::exchange(other.file_, nullptr);
     path_ = std::move(other.path_);
     what_ = std::move(other.what_);
+    failed_ = std::move(other.failed_);
   }
   return *this;
 }
@@ -66,6 +70,28 @@ Status OutputFile::write_and_close(std::string_view text) {
   }
   if (f != stdout && std::fclose(f) != 0) return error("close", errno);
   return Status::ok();
+}
+
+Status OutputFile::write(std::string_view text) {
+  if (!file_) return Status::failed_precondition(what_ + " " + path_ + ": already closed");
+  if (!failed_) return failed_;
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) failed_ = error("write", errno ? errno : EIO);
+  return failed_;
+}
+
+Status OutputFile::close() {
+  if (!failed_) {
+    discard_handle();
+    return failed_;
+  }
+  return write_and_close({});
+}
+
+void OutputFile::discard_handle() {
+  if (!file_) return;
+  std::FILE* f = std::exchange(file_, nullptr);
+  if (f != stdout) std::fclose(f);
 }
 
 void OutputFile::discard() {

@@ -25,6 +25,11 @@ class OutputFile {
   // Writes `text` and closes the file; a short write, or a failed flush or close (a full disk),
   // is an error.
   [[nodiscard]] Status write_and_close(std::string_view text);
+  // Writes `text` and keeps the file open, for a file written piece by piece; the first failed
+  // write is kept and returned by every later write and by close().
+  [[nodiscard]] Status write(std::string_view text);
+  // Flushes and closes the file: the first write error, or a failed flush or close.
+  [[nodiscard]] Status close();
   // Closes and removes the file (the work it was opened for failed): no empty file is left
   // looking like a result.
   void discard();
@@ -36,10 +41,12 @@ class OutputFile {
   OutputFile(std::FILE* file, std::string path, std::string what)
       : file_(file), path_(std::move(path)), what_(std::move(what)) {}
   Status error(const std::string& action, int err) const;
+  void discard_handle();  // closes without removing
 
   std::FILE* file_ = nullptr;
   std::string path_;
   std::string what_;
+  Status failed_;  // the first failed write()
 };
 
 }  // namespace concord::cli

@@ -1,4 +1,5 @@
 // `concord profile run|raise|aker|show|export|import`: measures kernels and manages the profile store.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -250,7 +251,9 @@ int profile_run(const ProfileOptions& o) {
 // Tab-separated, one stored profile per line after a header line (or, with --facets, one
 // policy facet per line); problems and the store's sessions go to stderr, so standard output stays
 // one table.
+// A damaged store still shows what can be read, and exits 1 (stderr names each problem).
 int profile_show(const ProfileStore& store, const std::string& db, bool facets) {
+  size_t problems = store.integrity_problems().size();
   for (const auto& problem : store.integrity_problems()) spdlog::warn("{}: damaged store: {}", db, problem);
   if (facets) {
     auto all = store.all_facets();
@@ -261,6 +264,7 @@ int profile_show(const ProfileStore& store, const std::string& db, bool facets) 
                 << "\t" << f.key.size << "\t" << f.json << "\n";
     }
     for (const auto& problem : all->problems) spdlog::warn("{}: skipped: {}", db, problem);
+    problems += all->problems.size();
   } else {
     auto all = store.all();
     if (!all) return fail(all.status());
@@ -273,6 +277,7 @@ int profile_show(const ProfileStore& store, const std::string& db, bool facets) 
                 << ProfileFields::all().without(measured_fields(p)).to_string() << "\n";
     }
     for (const auto& problem : all->problems) spdlog::warn("{}: skipped: {}", db, problem);
+    problems += all->problems.size();
   }
   std::cout.flush();
   if (!std::cout) return fail(Status::io_error("profile show: writing to standard output failed"));
@@ -281,6 +286,9 @@ int profile_show(const ProfileStore& store, const std::string& db, bool facets) 
   for (const auto& s : *sessions) {
     spdlog::info("{}: session {} on {} (driver {}): {} profiles in {} s", db, s.finished_at, s.gpu, s.driver, s.profiles,
                  s.seconds);
+  }
+  if (problems > 0) {
+    return fail(Status::io_error(fmt::format("{}: damaged store: {} problems (above); the readable rows are shown", db, problems)));
   }
   return kExitOk;
 }
@@ -301,6 +309,12 @@ int run_profile(ProfileOptions o, const ProfileApps& apps, const Config& config)
     auto skipped = (*store)->export_json(o.export_path);
     if (!skipped) return fail(skipped.status());
     for (const auto& problem : *skipped) spdlog::warn("{}: skipped: {}", o.db, problem);
+    const size_t damaged = skipped->size() + (*store)->integrity_problems().size();
+    for (const auto& problem : (*store)->integrity_problems()) spdlog::warn("{}: damaged store: {}", o.db, problem);
+    if (damaged > 0) {
+      return fail(Status::io_error(
+          fmt::format("{}: damaged store: {} problems (above); the readable rows were exported to {}", o.db, damaged, o.export_path)));
+    }
     spdlog::info("exported {} to {}", o.db, o.export_path);
     return kExitOk;
   }

@@ -2,12 +2,20 @@
 // writes the results JSON and a Chrome/Perfetto trace on request.
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "cli/build_info.h"
 #include "cli/command.h"
@@ -39,7 +47,100 @@ struct RunOptions {
   std::string submit = "request";
   std::string profiles_db;
   std::string time_limit = "600";  // seconds on the run's clock, for each run (the shared run, each reference run)
+  double max_wall = 0;             // wall-clock seconds for the whole command (0: none)
+  double max_memory_mb = 0;        // resident memory in MiB (0: none)
   const CLI::App* app = nullptr;   // which flags the command line gave
+};
+
+// The process's resident memory in bytes (/proc/self/statm), 0 when it cannot be read.
+uint64_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (!(in >> pages >> resident)) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// MemAvailable of /proc/meminfo in bytes, 0 when it cannot be read.
+uint64_t available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+// Watches the limits of the whole command: a signal, --max-wall, --max-memory. Whichever comes
+// first sets the stop flag the engine reads (EngineOptions::stop), so the run ends early the way a
+// signal ends it, stops what runs and writes what finished; `why` says which limit it was.
+//
+// --max-wall counts the writing of the results too: the shared run's dispatches are counted as
+// they start, and the run is stopped once the time so far plus the time to write what it holds
+// (`write_s_per_dispatch` each) reaches the limit.
+class Limits final : public EngineObserver {
+ public:
+  Limits(const StopSignals& signals, double max_wall_s, uint64_t max_bytes, double write_s_per_dispatch)
+      : signals_(signals),
+        max_wall_s_(max_wall_s),
+        max_bytes_(max_bytes),
+        write_s_per_dispatch_(write_s_per_dispatch),
+        start_(std::chrono::steady_clock::now()) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  void on_dispatch(const DispatchRecord&) override { dispatches_.fetch_add(1, std::memory_order_relaxed); }
+  ~Limits() {
+    done_ = true;
+    thread_.join();
+  }
+  Limits(const Limits&) = delete;
+  Limits& operator=(const Limits&) = delete;
+  const std::atomic<bool>* flag() const { return &stop_; }
+  // Empty while no limit was reached (a signal is the signals' to tell).
+  std::string why() const {
+    std::lock_guard lock(mu_);
+    return why_;
+  }
+
+ private:
+  void watch() {
+    while (!done_ && !stop_) {
+      std::string reason;
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (signals_.flag()->load()) {
+        stop_ = true;
+        return;
+      }
+      const double writing = static_cast<double>(dispatches_.load(std::memory_order_relaxed)) * write_s_per_dispatch_;
+      if (max_wall_s_ > 0 && wall + writing >= max_wall_s_) {
+        reason = fmt::format("the wall-clock limit (--max-wall {:g} s) was reached", max_wall_s_);
+      } else if (max_bytes_ > 0) {
+        if (const uint64_t rss = resident_bytes(); rss > max_bytes_) {
+          reason = fmt::format("the memory limit (--max-memory {} MiB) was reached: {} MiB resident", max_bytes_ >> 20, rss >> 20);
+        }
+      }
+      if (!reason.empty()) {
+        {
+          std::lock_guard lock(mu_);
+          why_ = reason;
+        }
+        stop_ = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const StopSignals& signals_;
+  double max_wall_s_;
+  uint64_t max_bytes_;
+  double write_s_per_dispatch_;
+  std::atomic<uint64_t> dispatches_{0};
+  std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> stop_{false}, done_{false};
+  mutable std::mutex mu_;
+  std::string why_;
+  std::thread thread_;
 };
 
 // --param key=value items; a key given twice is an error, not a silent override.
@@ -148,6 +249,20 @@ int run(RunOptions o, const Config& config) {
     spdlog::info("profiles: measured curves for {} kernel steps from {}", *n, o.profiles_db);
   }
 
+  // A run whose records would not fit (--max-memory, else the memory available now) is refused
+  // before it starts, with what it would need.
+  {
+    const int64_t need = estimated_record_bytes(workload, !o.no_serial);
+    const uint64_t limit = o.max_memory_mb > 0 ? static_cast<uint64_t>(o.max_memory_mb * 1024 * 1024) : available_bytes();
+    if (limit > 0 && static_cast<uint64_t>(need) > limit) {
+      return give_up(Status::failed_precondition(fmt::format(
+          "{}: the run needs about {} MiB for its records (about {} bytes per launch{}), more than the {} MiB {}; "
+          "fewer requests or counts, --no-serial, or a larger --max-memory",
+          o.spec, need >> 20, kRecordBytesPerLaunch, o.no_serial ? "" : ", twice while the serial reference runs", limit >> 20,
+          o.max_memory_mb > 0 ? "--max-memory allows" : "available")));
+    }
+  }
+
   ExperimentConfig experiment;
   experiment.backend = backend_config;
   experiment.policy = o.policy;
@@ -157,10 +272,19 @@ int run(RunOptions o, const Config& config) {
   experiment.source.hints = !o.no_hints;
   experiment.source.submit = o.submit == "launch" ? SpecSourceOptions::Submit::launch : SpecSourceOptions::Submit::request;
   experiment.time_limit = *time_limit;
-  experiment.stop = signals.flag();
+  // Writing a dispatch and its launch to the results file took about 2.4 us on a 2-core CI-class
+  // machine (the trace, built whole, about 10 us more); reserved with a margin.
+  const double write_s = (o.out_path.empty() ? 0.0 : 3e-6) + (o.trace_path.empty() ? 0.0 : 12e-6);
+  Limits limits(signals, o.max_wall, static_cast<uint64_t>(o.max_memory_mb * 1024 * 1024), write_s);
+  experiment.stop = limits.flag();
+  experiment.observer = &limits;
   ReferenceCache cache;
   spdlog::debug("running {} under {}, then each tenant alone{}", o.spec, o.policy, o.no_serial ? "" : " and under serial");
-  const ExperimentOutcome outcome = run_experiment_outcome(workload, experiment, cache);
+  ExperimentOutcome outcome = run_experiment_outcome(workload, experiment, cache);
+  // A limit of the command ended it: said so, in place of the engine's "stopped as asked".
+  if (!outcome.status && !limits.why().empty()) {
+    outcome.status = Status(StatusCode::deadline_exceeded, outcome.stage + ": " + limits.why() + "; what finished is written");
+  }
   // Nothing ran (a backend or the policy could not be made): no results to keep.
   if (!outcome.ran) return give_up(outcome.status);
 
@@ -171,7 +295,10 @@ int run(RunOptions o, const Config& config) {
   Status written = Status::ok();
   if (out) {
     const RunContext context{o.spec, *params, build_version(), build_commit(), device};
-    written = out->write_and_close(experiment_json(outcome, context) + "\n");
+    // Written as it is made: the launches and dispatches one at a time (docs/running.md, memory).
+    write_experiment_json(outcome, context, [&](std::string_view piece) { (void)out->write(piece); });
+    (void)out->write("\n");
+    written = out->close();
     if (written) spdlog::info("results{}: {}", partial, o.out_path);
   }
   if (trace) {
@@ -202,7 +329,9 @@ Subcommand add_run_command(CLI::App& parent) {
   app->add_option("--device,-d", o->device,
                   "cuda: the GPU's index among those CUDA_VISIBLE_DEVICES leaves (default 0); "
                   "sim: h100, h200 (default) or a device JSON file; config: device");
-  app->add_option("--seed,-s", o->seed, "Random seed (arrivals, random policies)")->capture_default_str();
+  app->add_option("--seed,-s", o->seed, "Random seed (arrivals, random policies)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--out,-o", o->out_path, "Write the results JSON here (- for standard output)");
   app->add_option("--trace,-t", o->trace_path, "Write a Chrome/Perfetto trace JSON here (- for standard output)");
   app->add_option("--param", o->params, "Policy parameter key=value (repeatable, each key once)");
@@ -219,6 +348,13 @@ Subcommand add_run_command(CLI::App& parent) {
                   "Seconds of the run's clock after which each run (the shared run, each reference run) ends early, "
                   "stopping what it can and writing what finished; config: time_limit_s")
       ->capture_default_str();
+  app->add_option("--max-wall", o->max_wall,
+                  "Wall-clock seconds for the whole command (the shared run and the reference runs): past them the run ends "
+                  "early and writes what finished (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--max-memory", o->max_memory_mb,
+                  "Resident memory in MiB: past it the run ends early and writes what finished (0: none)")
+      ->check(CLI::NonNegativeNumber);
   o->app = app;
   return {app, [o](const Config& config) { return run(*o, config); }};
 }

@@ -2,11 +2,15 @@
 // them; every file is checked and named, and the exit status is 1 when any failed.
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
+#include "concord/experiment.h"
 #include "concord/workload.h"
 
 namespace concord::cli {
@@ -35,7 +39,9 @@ int validate(const ValidateOptions& o) {
     }
     int64_t launches = 0;
     for (const auto& t : check.workload.tenants) launches += t.launches_per_request() * t.requests;
-    std::cout << spec << ": ok (" << check.workload.tenants.size() << " tenants, " << launches << " launches)\n";
+    const double mib = static_cast<double>(estimated_record_bytes(check.workload, true)) / (1 << 20);
+    std::cout << spec << ": ok (" << check.workload.tenants.size() << " tenants, " << launches << " launches; `run` needs about "
+              << fmt::format("{:.0f}", std::ceil(mib)) << " MiB for its records)\n";
   }
   return status;
 }

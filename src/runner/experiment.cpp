@@ -39,6 +39,12 @@ Result<RunRecord> reference_run(const Workload& workload, const ExperimentConfig
 
 }  // namespace
 
+int64_t estimated_record_bytes(const Workload& workload, bool compare_serial) {
+  int64_t launches = 0;
+  for (const TenantSpec& t : workload.tenants) launches += t.launches_per_request() * t.requests;
+  return launches * kRecordBytesPerLaunch * (compare_serial ? 2 : 1);
+}
+
 ExperimentOutcome run_experiment_outcome(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache) {
   ExperimentOutcome out;
   auto end_early = [&](std::string stage, const Status& why) {

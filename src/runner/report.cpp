@@ -3,8 +3,24 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 
 #include <nlohmann/json.hpp>
+
+namespace concord {
+// A time of the results file, or null where it was not reached (-1), for fmt.
+struct TimeOrNull {
+  double t;
+};
+}  // namespace concord
+
+template <>
+struct fmt::formatter<concord::TimeOrNull> : fmt::formatter<double> {
+  auto format(concord::TimeOrNull v, fmt::format_context& ctx) const {
+    return v.t < 0 ? fmt::format_to(ctx.out(), "null") : fmt::format_to(ctx.out(), "{}", v.t);
+  }
+};
 
 namespace concord {
 
@@ -55,8 +71,11 @@ namespace {
 json time_or_null(Seconds s) { return s < 0 ? json(nullptr) : json(s); }
 
 // The whole results file: `metrics` is null when the experiment ended before they could be
-// computed; `status` says whether it is complete, and if not where it ended and why.
-std::string results_json(const RunRecord& run, const Metrics* metrics, const json& status, const RunContext& ctx) {
+// computed; `status` says whether it is complete, and if not where it ended and why. Written to
+// `sink` piece by piece: the small fields as one object, then the launches and dispatches one
+// element at a time, so the file never exists whole in memory as a JSON tree (a run's records are
+// about 1.3 KB per launch; a tree of them was about 5 KB more).
+void results_json(const RunRecord& run, const Metrics* metrics, const json& status, const RunContext& ctx, const JsonSink& sink) {
   json j;
   j["schema_version"] = kResultsSchemaVersion;
   j["workload"] = ctx.workload_file;
@@ -112,44 +131,102 @@ std::string results_json(const RunRecord& run, const Metrics* metrics, const jso
     }
     j["tenants"].push_back(std::move(t));
   }
-  j["launches"] = json::array();
-  for (const auto& l : run.launches) {
-    j["launches"].push_back({{"id", l.id.value}, {"tenant", l.tenant.value}, {"kernel", l.kernel}, {"request", l.request},
-                             {"index", l.index}, {"logical_blocks", l.logical_blocks}, {"ready_s", time_or_null(l.ready)},
-                             {"start_s", time_or_null(l.start)}, {"end_s", time_or_null(l.end)}});
-  }
-  j["dispatches"] = json::array();
-  for (const auto& d : run.dispatches) {
-    json launches = json::array(), ranges = json::array();
-    for (size_t k = 0; k < d.launches.size(); ++k) {
-      launches.push_back(d.launches[k].value);
-      ranges.push_back({d.ranges[k].begin, d.ranges[k].end});
-    }
-    json entry{{"id", d.id.value}, {"launches", launches}, {"ranges", ranges}, {"blocks_done", d.blocks_done},
-               {"dispatched_s", d.dispatched}, {"start_s", time_or_null(d.start)}, {"end_s", time_or_null(d.end)},
-               {"seen_s", time_or_null(d.seen)}, {"after", d.after.valid() ? json(d.after.value) : json(nullptr)},
-               {"preempted", d.preempted}, {"placement", placement_json(d.placement)}};
-    if (!d.error.empty()) entry["error"] = d.error;
-    j["dispatches"].push_back(std::move(entry));
-  }
   j["engine"] = {{"policy_calls", run.stats.policy_calls}, {"dispatches", run.stats.dispatches},
                  {"policy_seconds", run.stats.policy_seconds},
                  {"backend_dispatch_seconds", run.stats.backend_seconds}, {"engine_seconds", run.stats.engine_seconds}};
   if (!run.stats.policy.empty()) j["engine"]["policy_stats"] = run.stats.policy;
-  return j.dump(1);
+  // The small fields, without the object's closing brace; then the two long arrays.
+  std::string head = j.dump(1);
+  head.pop_back();  // '}'
+  while (!head.empty() && (head.back() == '\n' || head.back() == ' ')) head.pop_back();
+  sink(head);
+  // Each element written with fmt straight into one reused buffer: a JSON object per element
+  // cost about 8 us each, which made writing a long run's results take longer than the run.
+  fmt::memory_buffer buf;
+  const auto flush = [&] { sink(std::string_view(buf.data(), buf.size())); };
+  const auto time_text = [](Seconds t) { return TimeOrNull{t}; };
+  std::map<std::string, std::string> quoted;  // kernel name -> its JSON string
+  const auto quote = [&](const std::string& k) -> const std::string& {
+    auto it = quoted.find(k);
+    if (it == quoted.end()) it = quoted.emplace(k, json(k).dump()).first;
+    return it->second;
+  };
+  sink(",\n \"launches\": [");
+  bool first = true;
+  for (const auto& l : run.launches) {
+    buf.clear();
+    fmt::format_to(fmt::appender(buf),
+                   "{}{{\"id\":{},\"tenant\":{},\"kernel\":{},\"request\":{},\"index\":{},\"logical_blocks\":{},\"ready_s\":{},"
+                   "\"start_s\":{},\"end_s\":{}}}",
+                   first ? "\n  " : ",\n  ", l.id.value, l.tenant.value, quote(l.kernel), l.request, l.index, l.logical_blocks,
+                   time_text(l.ready), time_text(l.start), time_text(l.end));
+    flush();
+    first = false;
+  }
+  sink("\n ],\n \"dispatches\": [");
+  first = true;
+  SmSet last_sms;  // placements repeat their SM set: its text made once per run of equal ones
+  std::string last_sms_text = last_sms.to_string();
+  const auto append = [&](std::string_view text) { buf.append(text.data(), text.data() + text.size()); };
+  for (const auto& d : run.dispatches) {
+    buf.clear();
+    auto out = fmt::appender(buf);
+    fmt::format_to(out, "{}{{\"id\":{},\"launches\":[", first ? "\n  " : ",\n  ", d.id.value);
+    for (size_t k = 0; k < d.launches.size(); ++k) fmt::format_to(out, "{}{}", k ? "," : "", d.launches[k].value);
+    append("],\"ranges\":[");
+    for (size_t k = 0; k < d.ranges.size(); ++k) fmt::format_to(out, "{}[{},{}]", k ? "," : "", d.ranges[k].begin, d.ranges[k].end);
+    const Placement& p = d.placement;
+    append("],\"blocks_done\":[");
+    for (size_t k = 0; k < d.blocks_done.size(); ++k) fmt::format_to(out, "{}{}", k ? "," : "", d.blocks_done[k]);
+    fmt::format_to(out,
+                   "],\"dispatched_s\":{},\"start_s\":{},\"end_s\":{},\"seen_s\":{},\"after\":{},"
+                   "\"preempted\":{},\"placement\":",
+                   d.dispatched, time_text(d.start), time_text(d.end), time_text(d.seen),
+                   d.after.valid() ? std::to_string(d.after.value) : std::string("null"), d.preempted);
+    if (p.fusion || p.l2_persist || p.tight_tlp > 0) {
+      append(placement_json(p).dump());
+    } else {
+      if (!(p.sms == last_sms)) {
+        last_sms = p.sms;
+        last_sms_text = p.sms.to_string();
+      }
+      // Enum names are plain identifiers: no escaping needed.
+      fmt::format_to(out, "{{\"sms\":\"{}\",\"sm_count\":{},\"tlp\":{},\"cache\":\"{}\",\"form\":\"{}\",\"variant\":{},\"priority\":{}}}",
+                     last_sms_text, p.sms.count(), p.tlp, to_string(p.cache), to_string(p.form), p.variant, p.priority);
+    }
+    if (!d.error.empty()) append(",\"error\":" + json(d.error).dump());
+    append("}");
+    flush();
+    first = false;
+  }
+  sink("\n ]\n}");
+}
+
+json complete_status() { return {{"complete", true}, {"code", to_string(StatusCode::ok)}, {"stage", nullptr}, {"reason", nullptr}}; }
+
+json outcome_status(const ExperimentOutcome& o) {
+  return {{"complete", false}, {"code", to_string(o.status.code())}, {"stage", o.stage}, {"reason", o.status.message()}};
+}
+
+std::string to_text(const std::function<void(const JsonSink&)>& write) {
+  std::string text;
+  write([&](std::string_view piece) { text.append(piece); });
+  return text;
 }
 
 }  // namespace
 
+void write_experiment_json(const ExperimentOutcome& o, const RunContext& ctx, const JsonSink& sink) {
+  if (o.status) return results_json(o.result.run, &o.result.metrics, complete_status(), ctx, sink);
+  results_json(o.result.run, nullptr, outcome_status(o), ctx, sink);
+}
+
 std::string experiment_json(const ExperimentResult& r, const RunContext& ctx) {
-  const json status{{"complete", true}, {"code", to_string(StatusCode::ok)}, {"stage", nullptr}, {"reason", nullptr}};
-  return results_json(r.run, &r.metrics, status, ctx);
+  return to_text([&](const JsonSink& sink) { results_json(r.run, &r.metrics, complete_status(), ctx, sink); });
 }
 
 std::string experiment_json(const ExperimentOutcome& o, const RunContext& ctx) {
-  if (o.status) return experiment_json(o.result, ctx);
-  const json status{{"complete", false}, {"code", to_string(o.status.code())}, {"stage", o.stage}, {"reason", o.status.message()}};
-  return results_json(o.result.run, nullptr, status, ctx);
+  return to_text([&](const JsonSink& sink) { write_experiment_json(o, ctx, sink); });
 }
 
 void print_outcome(std::ostream& out, const ExperimentOutcome& o) {

@@ -251,7 +251,58 @@ class Parser {
   }
 
  private:
+  // The deepest YAML nesting in `text` and the 1-based line where it is reached: block levels
+  // (distinct indentation columns open at a line) plus flow brackets open at a character, outside
+  // quotes and comments. A spec needs a few; yaml-cpp gives up past a few hundred with "bad file".
+  static std::pair<int, int> nesting(const std::string& text) {
+    std::vector<size_t> indents;
+    int flow = 0, deepest = 0, deepest_line = 0, line = 1;
+    size_t i = 0;
+    while (i < text.size()) {
+      size_t col = 0;
+      while (i + col < text.size() && text[i + col] == ' ') ++col;
+      const size_t start = i + col;
+      const bool content = start < text.size() && text[start] != '\n' && text[start] != '#';
+      if (content && flow == 0) {
+        while (!indents.empty() && indents.back() > col) indents.pop_back();
+        if (indents.empty() || indents.back() < col) indents.push_back(col);
+      }
+      char quote = 0;
+      for (i = start; i < text.size() && text[i] != '\n'; ++i) {
+        const char c = text[i];
+        if (quote) {
+          if (c == quote) quote = 0;
+          continue;
+        }
+        if (c == '#' && (i == start || text[i - 1] == ' ')) {
+          while (i < text.size() && text[i] != '\n') ++i;
+          break;
+        }
+        if (c == '"' || c == '\'') quote = c;
+        else if (c == '[' || c == '{') ++flow;
+        else if ((c == ']' || c == '}') && flow > 0) --flow;
+        const int depth = static_cast<int>(indents.size()) + flow;
+        if (depth > deepest) {
+          deepest = depth;
+          deepest_line = line;
+        }
+      }
+      if (content && static_cast<int>(indents.size()) + flow > deepest) {
+        deepest = static_cast<int>(indents.size()) + flow;
+        deepest_line = line;
+      }
+      ++i;  // the newline
+      ++line;
+    }
+    return {deepest, deepest_line};
+  }
+
   void parse_into(const std::string& text, Workload& w) {
+    if (const auto [depth, line] = nesting(text); depth > spec_limits::kNestingDepth) {
+      report_at_line(line, "", "nesting deeper than " + std::to_string(spec_limits::kNestingDepth) +
+                                   " levels (the spec limit): a workload spec needs a few");
+      return;
+    }
     YAML::Node root;
     try {
       root = YAML::Load(text);
@@ -402,10 +453,17 @@ class Parser {
   }
 
   // A finite number in [lo, hi] (`lo_open`: strictly above lo).
+  // A quoted scalar ('12', "12") is a string, whatever it spells: numbers are written bare.
+  static bool quoted(const YAML::Node& n) { return n.IsScalar() && n.Tag() == "!"; }
+
   std::optional<double> number(const YAML::Node& n, const std::string& field, double lo, bool lo_open, double hi,
                                const std::string& unit) {
     if (!n.IsScalar()) {
       error(n, field, "must be a number");
+      return std::nullopt;
+    }
+    if (quoted(n)) {
+      error(n, field, "must be a number, got the string \"" + shown(n.Scalar()) + "\" (write numbers without quotes)");
       return std::nullopt;
     }
     const auto [v, err] = parse_finite(n.Scalar());
@@ -438,6 +496,10 @@ class Parser {
   std::optional<int64_t> positive_int(const YAML::Node& n, const std::string& field, int64_t max) {
     if (!n.IsScalar()) {
       error(n, field, "must be a positive integer");
+      return std::nullopt;
+    }
+    if (quoted(n)) {
+      error(n, field, "must be a positive integer, got the string \"" + shown(n.Scalar()) + "\" (write numbers without quotes)");
       return std::nullopt;
     }
     const auto v = parse_decimal(n.Scalar());

@@ -50,3 +50,6 @@ expect_exit(2 "--log-level 'loud'" ${CONCORDD} --socket ${sock} --log-level loud
 if(EXISTS ${sock})
   message(FATAL_ERROR "a refused concordd command line left its socket ${sock} behind")
 endif()
+
+# Numbers on the command line are what they say: a negative seed is refused, not wrapped.
+expect_exit(2 "--seed" ${CONCORD} run ${pair} --seed -1)

@@ -974,6 +974,133 @@ TEST_F(DaemonTest, AThousandTenantsJoiningAndLeavingLeaveNothingBehind) {
   }
 }
 
+// The process's resident memory in KiB.
+long resident_kib() {
+  std::ifstream in("/proc/self/statm");
+  long pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// Hostile tenants, as uid nobody where the test runs as root, writing the protocol directly: 100
+// idle connections, half-sent frames, garbage, an oversize length, an unknown message type, a
+// class out of range, a register flood past the per-user limit, a process killed mid-frame.
+// After each the daemon registers a well-behaved tenant within 100 ms, and at the end its memory
+// is within 10% of where it started.
+TEST_F(DaemonTest, HostileTenantsLeaveTheDaemonServing) {
+  DaemonOptions o = options("orion");
+  o.socket_mode = 0666;  // nobody may connect
+  start(o);
+  const auto serve_one = [&](const std::string& after) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto c = ipc::TenantClient::connect(client_options(be("good")));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(c.is_ok()) << after << ": " << c.status().to_string();
+    EXPECT_LT(took, 100ms) << after;
+    launch_once(**c);
+    (*c)->close();
+  };
+  serve_one("warm-up");
+  const long rss_before = resident_kib();
+
+  // Runs `body` in a child process as nobody (when root); the child signals through `ready` when
+  // it has done its damage and then waits to be killed (its connections stay open meanwhile).
+  const auto hostile = [&](const std::string& what, const std::function<void()>& body) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::close(ready[0]);
+      if (::getuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+      body();
+      const char c = 1;
+      if (::write(ready[1], &c, 1) != 1) ::_exit(4);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char c = 0;
+    pollfd p{ready[0], POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10'000), 1) << what << ": the hostile child did not get through its part";
+    ASSERT_EQ(::read(ready[0], &c, 1), 1) << what;
+    ::close(ready[0]);
+    serve_one(what + " (while it holds on)");
+    ::kill(child, SIGKILL);
+    int st = 0;
+    ::waitpid(child, &st, 0);
+    serve_one(what + " (after it was killed)");
+  };
+  const std::string path = socket();
+  const auto raw = [path](const std::vector<uint8_t>& bytes) {
+    Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+    if (!c.is_ok()) return;
+    (void)::send(c->fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(1ms);
+  };
+  Result<std::vector<uint8_t>> encoded = ipc::encode(ipc::RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "bad"});
+  ASSERT_TRUE(encoded.is_ok()) << encoded.status().to_string();
+  const std::vector<uint8_t> good = *encoded;
+
+  static std::vector<ipc::ControlClient> held;  // the child's, kept open until it is killed
+  hostile("100 idle connections", [&] {
+    for (int i = 0; i < 100; ++i) {
+      Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+      if (c.is_ok()) held.push_back(std::move(*c));
+    }
+  });
+  hostile("50 half-sent frames", [&] {
+    for (int i = 0; i < 50; ++i) {
+      Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+      if (!c.is_ok()) continue;
+      (void)::send(c->fd(), good.data(), ipc::kHeaderBytes / 2 + static_cast<size_t>(i % 6), MSG_NOSIGNAL);
+      held.push_back(std::move(*c));
+    }
+  });
+  hostile("200 garbage frames", [&] {
+    for (int i = 0; i < 200; ++i) raw(std::vector<uint8_t>(static_cast<size_t>(1 + i * 37 % 500), static_cast<uint8_t>(i)));
+  });
+  hostile("oversize length, unknown type, class out of range", [&] {
+    std::vector<uint8_t> oversize = good;
+    oversize[8] = oversize[9] = oversize[10] = oversize[11] = 0xff;
+    raw(oversize);
+    std::vector<uint8_t> type = good;
+    type[6] = 0x77;
+    type[7] = 0x77;
+    raw(type);
+    for (uint8_t cls : {uint8_t{2}, uint8_t{9}, uint8_t{255}}) {
+      std::vector<uint8_t> bad = good;
+      bad[ipc::kHeaderBytes] = cls;
+      raw(bad);
+    }
+  });
+  hostile("a register flood past the per-user limit", [&] {
+    for (int i = 0; i < 80; ++i) {
+      Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+      if (!c.is_ok()) continue;
+      (void)c->call(ipc::RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, ::getpid(), fmt::format("flood{}", i)}, 2s);
+      held.push_back(std::move(*c));
+    }
+  });
+  hostile("killed mid-frame", [&] {
+    Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+    if (!c.is_ok()) return;
+    (void)::send(c->fd(), good.data(), good.size() - 3, MSG_NOSIGNAL);
+    held.push_back(std::move(*c));
+  });
+  // Whatever the hostile processes held is gone: the daemon's registry is back to nobody's tenants.
+  Result<ipc::ControlClient> control = ipc::ControlClient::connect(socket());
+  ASSERT_TRUE(control.is_ok());
+  uint64_t left = 1;
+  for (int i = 0; i < 300 && left != 0; ++i) {
+    Result<ipc::Message> st = control->call(ipc::GetStats{}, 2s);
+    ASSERT_TRUE(st.is_ok());
+    left = std::get<ipc::Stats>(*st).tenants;
+    if (left != 0) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(left, 0u);
+  const long rss_after = resident_kib();
+  EXPECT_LE(rss_after, rss_before + rss_before / 10) << "resident memory grew from " << rss_before << " KiB to " << rss_after;
+}
+
 // A launch-bound LC tenant (the GPU ends each burst right after the host's last launch) is one BE
 // work may run beside: orion's BE lease stops yielding to it once its bursts say so, and yields
 // again once its bursts turn GPU-bound (the work ends long after the last launch).

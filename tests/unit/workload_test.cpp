@@ -117,6 +117,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "tenants[0].raise_type", 3},
         BadCase{"zero requests", "tenants:\n  - name: a\n    requests: 0\n    kernels: [{kernel: bfs}]\n",
                 "tenants[0].requests", 3},
+        BadCase{"a quoted count", "tenants:\n  - name: a\n    kernels: [{kernel: bfs, count: \"12\"}]\n",
+                "tenants[0].kernels[0].count': must be a positive integer, got the string", 3},
+        BadCase{"a quoted target", "tenants:\n  - name: a\n    class: LC\n    target_ms: '5'\n    kernels: [{kernel: bfs}]\n",
+                "tenants[0].target_ms': must be a number, got the string", 4},
         BadCase{"requests disagree with timestamps",
                 "tenants:\n  - name: a\n    requests: 3\n    arrival: {timestamps: [0, 1]}\n    kernels: [{kernel: bfs}]\n",
                 "tenants[0].requests", 3}),
@@ -127,6 +131,25 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// Nesting past the spec limit is named as such, in blocks or in brackets, where yaml-cpp alone says
+// "bad file"; a spec's ordinary depth passes.
+TEST(Workload, DeepNestingNamesTheLimit) {
+  for (const std::string& text :
+       {"tenants: " + std::string(1000, '[') + std::string(1000, ']') + "\n",
+        [] {
+          std::string t = "tenants:\n";
+          for (int i = 1; i < 200; ++i) t += std::string(static_cast<size_t>(i), ' ') + "-\n";
+          return t;
+        }()}) {
+    auto w = parse_workload(text, "deep.yaml");
+    ASSERT_FALSE(w.is_ok());
+    EXPECT_NE(w.status().message().find("nesting deeper than 64 levels (the spec limit)"), std::string::npos)
+        << w.status().message();
+  }
+  auto ok = parse_workload("tenants:\n  - name: a\n    kernels:\n      - {kernel: bfs}\n", "ok.yaml");
+  EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
+}
 
 TEST(Workload, MissingFileAndMissingTimestampsFile) {
   EXPECT_EQ(load_workload_file("/nonexistent/spec.yaml").status().code(), StatusCode::not_found);

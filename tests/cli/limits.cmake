@@ -1,0 +1,51 @@
+# The command's own limits: --max-wall ends a long run on time with what finished written, and a
+# run whose records would not fit --max-memory is refused before it starts, with what it needs.
+# Inputs: CONCORD, WORK.
+file(MAKE_DIRECTORY ${WORK})
+include(${CMAKE_CURRENT_LIST_DIR}/isolate.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../expect.cmake)
+
+# A million launches: about 10 s on the simulator.
+file(WRITE ${WORK}/long.yaml "tenants:
+  - name: a
+    requests: 1000
+    kernels:
+      - {kernel: stream_triad, size: 4096, count: 500}
+  - name: b
+    requests: 1000
+    kernels:
+      - {kernel: fma_loop, size: 4096, count: 500}
+")
+execute_process(COMMAND ${CONCORD} validate ${WORK}/long.yaml OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "1000000 launches; `run` needs about [0-9]+ MiB for its records")
+  message(FATAL_ERROR "validate does not report the launches and the memory:\n${out}")
+endif()
+
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${CONCORD} run ${WORK}/long.yaml --no-serial --max-wall 2 --out ${WORK}/long.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+string(TIMESTAMP t1 "%s")
+math(EXPR elapsed "${t1} - ${t0}")
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "--max-wall 2: exit ${rc}, expected 1\n${err}")
+endif()
+if(elapsed GREATER 4)
+  message(FATAL_ERROR "--max-wall 2 took ${elapsed} s")
+endif()
+string(FIND "${err}" "the wall-clock limit (--max-wall 2 s) was reached" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "--max-wall: the error does not say the limit ended the run:\n${err}")
+endif()
+file(READ ${WORK}/long.json results)
+string(JSON complete GET "${results}" status complete)
+string(JSON reason GET "${results}" status reason)
+string(JSON finished LENGTH "${results}" launches)
+if(complete OR NOT reason MATCHES "--max-wall" OR finished EQUAL 0)
+  message(FATAL_ERROR "--max-wall: results not written as a partial run (complete ${complete}, ${finished} launches): ${reason}")
+endif()
+
+# Refused up front, naming what it needs; nothing is written.
+expect_error("the run needs about" ${CONCORD} run ${WORK}/long.yaml --max-memory 10 --out ${WORK}/refused.json)
+if(EXISTS ${WORK}/refused.json)
+  message(FATAL_ERROR "a refused run left its --out file")
+endif()
