@@ -22,6 +22,7 @@
 
 #include "backend/registration.h"
 #include "cli/build_info.h"
+#include "concord/cli_parse.h"
 #include "concord/profile.h"
 #include "concord/report.h"
 #include "lsbe_runner.h"
@@ -286,7 +287,7 @@ int main(int argc, char** argv) {
   pairs->add_option("--backend", po.backend, "sim or cuda")->capture_default_str();
   pairs->add_option("--device", po.device, "Simulated device (sim)")->capture_default_str();
   pairs->add_option("--out", po.out, "Results JSON")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  CONCORD_PARSE_COMMAND_LINE(app, argc, argv);
   if (run->parsed()) return cmd_run(ro);
   return aker_bench::cmd_pairs(po);
 }

@@ -11,6 +11,7 @@
 
 #include "channel_analysis.h"
 #include "channel_raw.h"
+#include "concord/cli_parse.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Decides from concord_channel_probe's raw timings whether HBM channels can be steered by in-page offsets"};
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--permutations", options.permutations, "permutations of the interaction test")
       ->capture_default_str()
       ->check(CLI::Range(100, 1000000));
-  CLI11_PARSE(app, argc, argv);
+  CONCORD_PARSE_COMMAND_LINE(app, argc, argv);
 
   auto raw = concord::channel::read_raw_file(raw_path);
   if (!raw) {

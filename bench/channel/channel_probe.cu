@@ -34,6 +34,7 @@
 #include "backend/cuda/handles.h"
 #include "channel_raw.h"
 #include "cli/build_info.h"
+#include "concord/cli_parse.h"
 #include "concord/device/launch.cuh"
 #include "concord/report.h"
 
@@ -797,7 +798,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", seed, "seed of every random choice")->capture_default_str();
   app.add_option("--buffer-mib", buffer_mib, "probed buffer in MiB (default: the mode's)")->check(CLI::Range(16, 1 << 20));
-  CLI11_PARSE(app, argc, argv);
+  CONCORD_PARSE_COMMAND_LINE(app, argc, argv);
 
   Plan plan = plan_for(mode);
   if (buffer_mib > 0) plan.buffer_mib = buffer_mib;

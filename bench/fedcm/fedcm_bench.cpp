@@ -19,6 +19,7 @@
 
 #include "cli/build_info.h"
 #include "concord/backend.h"
+#include "concord/cli_parse.h"
 #include "concord/device.h"
 #include "concord/spec_source.h"
 #include "concord/experiment.h"
@@ -302,7 +303,7 @@ int main(int argc, char** argv) {
   peer->add_option("--barrier", peer_dir)->required();
   peer->add_option("--n", peer_n)->required();
   peer->add_option("--out", peer_out)->required();
-  CLI11_PARSE(app, argc, argv);
+  CONCORD_PARSE_COMMAND_LINE(app, argc, argv);
   if (run->parsed() && !sigma_args.empty()) {
     sigmas.clear();
     for (const std::string& a : sigma_args) {

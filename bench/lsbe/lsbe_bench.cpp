@@ -22,6 +22,7 @@
 #include "backend/registration.h"
 #include "cli/build_info.h"
 #include "concord/backend.h"
+#include "concord/cli_parse.h"
 #include "concord/device.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
@@ -277,7 +278,7 @@ int main(int argc, char** argv) {
   peer->add_option("--n", po.n)->required();
   peer->add_option("--stop-file", po.stop_file)->required();
   peer->add_option("--out", po.out)->required();
-  CLI11_PARSE(app, argc, argv);
+  CONCORD_PARSE_COMMAND_LINE(app, argc, argv);
   if (run->parsed()) return cmd_run(ro);
   if (mps->parsed()) return cmd_mps(mo);
   return cmd_peer(po);

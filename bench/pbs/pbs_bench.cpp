@@ -20,6 +20,7 @@
 #include "backend/registration.h"
 #include "cli/build_info.h"
 #include "concord/backend.h"
+#include "concord/cli_parse.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
 #include "concord/report.h"
@@ -317,6 +318,6 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed of every run")->capture_default_str();
   app.add_option("--time-limit", o.time_limit, "Each run's limit, seconds of its clock")->capture_default_str();
   app.add_option("--out-dir", o.out_dir, "Where the per-mix folders go")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  CONCORD_PARSE_COMMAND_LINE(app, argc, argv);
   return run(o);
 }

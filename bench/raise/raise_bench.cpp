@@ -16,6 +16,7 @@
 
 #include "cli/build_info.h"
 #include "concord/backend.h"
+#include "concord/cli_parse.h"
 #include "concord/device.h"
 #include "concord/spec_source.h"
 #include "concord/estimator.h"
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-sensitivity", sensitivity, "Skip the sensitivity runs");
   app.add_option("--max-minutes", max_minutes, "Stop starting runs after this long (results so far are written)");
   app.add_option("--out", out, "Results JSON")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  CONCORD_PARSE_COMMAND_LINE(app, argc, argv);
 
   auto fail = [](const Status& s) {
     std::cerr << "raise_bench: " << s.to_string() << "\n";
