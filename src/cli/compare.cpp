@@ -133,7 +133,8 @@ int compare(const CompareOptions& o) {
     auto it = cells.find({p, w});
     if (it == cells.end()) return std::string("-");
     const Cell& c = it->second;
-    return c.text + (c.rank && *c.rank == best[w] ? " *" : "  ");
+    const bool top = c.rank && *c.rank == best[w];
+    return c.text + (top ? " *" : o.markdown ? "" : "  ");  // plain text: the marks' column kept aligned
   };
   std::ostringstream out;
   if (o.markdown) {
