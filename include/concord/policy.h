@@ -122,10 +122,24 @@ class SchedContext {
 // Parameters for a policy, from the command line (--param key=value) or a bench.
 using PolicyParams = std::map<std::string, std::string>;
 
+// What a policy may refuse before a run: the workload's shape.
+struct WorkloadShape {
+  int64_t tenants = 0;
+  int64_t lc_tenants = 0;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string name() const = 0;
+  // Whether the policy can run a workload of `shape` on `device`, asked before anything runs:
+  // `concord run` refuses up front with the reason, `concord validate` names the policies that
+  // would refuse. Default: every workload.
+  virtual Status admits(const WorkloadShape& shape, const DeviceSpec& device) const {
+    (void)shape;
+    (void)device;
+    return Status::ok();
+  }
   // Before the clock starts and before any launch is ready; the tenants a source knew up front
   // have joined (on_tenant_joined ran for each).
   virtual Status on_start(SchedContext& ctx) {

@@ -249,6 +249,17 @@ int run(RunOptions o, const Config& config) {
     spdlog::info("profiles: measured curves for {} kernel steps from {}", *n, o.profiles_db);
   }
 
+  // A policy that cannot run this workload says so now, not partway through the run.
+  {
+    WorkloadShape shape;
+    shape.tenants = static_cast<int64_t>(workload.tenants.size());
+    for (const TenantSpec& t : workload.tenants) shape.lc_tenants += t.cls == TenantClass::latency_critical;
+    auto policy = builtin_policies().make(o.policy, *params);
+    if (!policy) return give_up(policy.status());
+    if (Status admitted = (*policy)->admits(shape, device); !admitted) {
+      return give_up(Status(admitted.code(), o.spec + ": " + admitted.message()));
+    }
+  }
   // A run whose records would not fit (--max-memory, else the memory available now) is refused
   // before it starts, with what it would need.
   {

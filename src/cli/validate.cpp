@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "concord/experiment.h"
+#include "concord/policy.h"
 #include "concord/workload.h"
 
 namespace concord::cli {
@@ -39,6 +40,20 @@ int validate(const ValidateOptions& o) {
     }
     int64_t launches = 0;
     for (const auto& t : check.workload.tenants) launches += t.launches_per_request() * t.requests;
+    // The policies that would refuse this workload up front (`run` says why), named here.
+    WorkloadShape shape;
+    shape.tenants = static_cast<int64_t>(check.workload.tenants.size());
+    for (const auto& t : check.workload.tenants) shape.lc_tenants += t.cls == TenantClass::latency_critical;
+    std::string refusing, first_reason;
+    for (const auto& e : builtin_policies().list()) {
+      auto policy = builtin_policies().make(e.name, {});
+      if (!policy) continue;
+      if (Status a = (*policy)->admits(shape, *device); !a) {
+        refusing += (refusing.empty() ? "" : ", ") + e.name;
+        if (first_reason.empty()) first_reason = a.message();
+      }
+    }
+    if (!refusing.empty()) spdlog::warn("{}: refused up front by {} with their defaults ({})", spec, refusing, first_reason);
     const double mib = static_cast<double>(estimated_record_bytes(check.workload, true)) / (1 << 20);
     std::cout << spec << ": ok (" << check.workload.tenants.size() << " tenants, " << launches << " launches; `run` needs about "
               << fmt::format("{:.0f}", std::ceil(mib)) << " MiB for its records)\n";

@@ -49,3 +49,24 @@ expect_error("the run needs about" ${CONCORD} run ${WORK}/long.yaml --max-memory
 if(EXISTS ${WORK}/refused.json)
   message(FATAL_ERROR "a refused run left its --out file")
 endif()
+
+# Validate and run agree: a workload a policy cannot run is refused by run up front with the
+# reason, and validate names that policy.
+set(many "tenants:\n")
+foreach(i RANGE 139)
+  string(APPEND many "  - {name: t${i}, kernels: [{kernel: stream_triad, size: 4096}]}\n")
+endforeach()
+file(WRITE ${WORK}/many.yaml "${many}")
+execute_process(COMMAND ${CONCORD} validate ${WORK}/many.yaml RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 0 OR NOT err MATCHES "refused up front by [a-z, -]*pbs")
+  message(FATAL_ERROR "validate of 140 tenants does not name the policies that refuse them:\n${err}")
+endif()
+execute_process(COMMAND ${CONCORD} run ${WORK}/many.yaml --policy pbs --no-serial --out ${WORK}/many.json
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "140 tenants do not fit the 132 SMs")
+  message(FATAL_ERROR "run --policy pbs of 140 tenants: exit ${rc}, expected a refusal up front:\n${err}")
+endif()
+if(EXISTS ${WORK}/many.json)
+  message(FATAL_ERROR "a refused run left its --out file")
+endif()
+expect_ok(${CONCORD} run ${WORK}/many.yaml --policy pbs --param sms=shared --no-serial)

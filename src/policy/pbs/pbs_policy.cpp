@@ -30,6 +30,7 @@ class PbsPolicy final : public Policy {
  public:
   explicit PbsPolicy(PbsOptions o) : o_(std::move(o)), runner_(o_.sharing) {}
   std::string name() const override { return "pbs"; }
+  Status admits(const WorkloadShape& shape, const DeviceSpec& device) const override { return runner_.admits(name(), shape, device); }
 
   Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override {
     runner_.joined(tenant);

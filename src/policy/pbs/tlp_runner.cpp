@@ -1,10 +1,22 @@
 #include "policy/pbs/tlp_runner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "concord/occupancy.h"
 
 namespace concord::policy {
+
+Status TlpRunner::admits(const std::string& policy, const WorkloadShape& shape, const DeviceSpec& device) const {
+  if (sharing_ == SmSharing::split && shape.tenants > device.sm_count) {
+    return Status::failed_precondition(fmt::format(
+        "policy '{}' gives every tenant an equal share of at least one SM (sms=split): {} tenants do not fit the {} SMs of {}; "
+        "run it with --param sms=shared or with at most {} tenants",
+        policy, shape.tenants, device.sm_count, device.name, device.sm_count));
+  }
+  return Status::ok();
+}
 
 Result<SmSharing> sm_sharing_param(const PolicyParams& params) {
   auto it = params.find("sms");

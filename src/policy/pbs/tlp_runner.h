@@ -31,6 +31,8 @@ struct TenantWindow {
 class TlpRunner {
  public:
   explicit TlpRunner(SmSharing sharing) : sharing_(sharing) {}
+  // With `sms=split` every tenant gets a share of at least one SM: at most one tenant per SM.
+  Status admits(const std::string& policy, const WorkloadShape& shape, const DeviceSpec& device) const;
 
   void joined(TenantId t);
   void left(TenantId t) { active_.erase(t.value); }

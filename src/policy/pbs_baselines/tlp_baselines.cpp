@@ -18,6 +18,7 @@ class FixedTlpPolicy final : public Policy {
   FixedTlpPolicy(std::string name, SmSharing sharing, std::map<int64_t, int> fixed)
       : name_(std::move(name)), runner_(sharing), fixed_(std::move(fixed)) {}
   std::string name() const override { return name_; }
+  Status admits(const WorkloadShape& shape, const DeviceSpec& device) const override { return runner_.admits(name_, shape, device); }
   Status on_start(SchedContext& ctx) override {
     for (const auto& [t, tlp] : fixed_) {
       if (t >= static_cast<int64_t>(ctx.tenants().size())) {
@@ -55,6 +56,7 @@ class HillClimbPolicy : public Policy {
   HillClimbPolicy(SmSharing sharing, Seconds window, Seconds warmup, double tolerance)
       : runner_(sharing), window_(window), warmup_(warmup), tolerance_(tolerance) {}
   std::string name() const override { return "dyncta"; }
+  Status admits(const WorkloadShape& shape, const DeviceSpec& device) const override { return runner_.admits(name(), shape, device); }
   Status on_tenant_joined(SchedContext& ctx, TenantId t) override {
     (void)ctx;
     runner_.joined(t);
