@@ -1,6 +1,7 @@
 # Helpers of the CMake-script tests (tests/cli, tests/bench): run a command and fail the test
 # unless it succeeds (expect_ok: its stdout in `last_out`, its stderr in `last_err`), or unless it fails with `needle` in its
-# error output (expect_error).
+# error output (expect_error), or unless it exits with a given status and `needle` in its error
+# output (expect_exit: stdout and stderr in `last_out` and `last_err`).
 function(expect_ok)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -19,4 +20,17 @@ function(expect_error needle)
   if(at EQUAL -1)
     message(FATAL_ERROR "error of ${ARGN} does not mention '${needle}':\n${err}")
   endif()
+endfunction()
+
+function(expect_exit code needle)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+  if(NOT rc EQUAL code)
+    message(FATAL_ERROR "expected exit ${code}, got ${rc}: ${ARGN}\n${out}\n${err}")
+  endif()
+  string(FIND "${err}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "error of ${ARGN} does not mention '${needle}':\n${err}")
+  endif()
+  set(last_out "${out}" PARENT_SCOPE)
+  set(last_err "${err}" PARENT_SCOPE)
 endfunction()

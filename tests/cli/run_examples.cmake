@@ -89,18 +89,6 @@ if(serial_row STREQUAL "")
 endif()
 
 # Command-line conventions: exit 2 and a message for a bad command line, 1 for a failure.
-function(expect_exit code needle)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL code)
-    message(FATAL_ERROR "expected exit ${code}, got ${rc}: ${ARGN}\n${out}\n${err}")
-  endif()
-  string(FIND "${err}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "error of ${ARGN} does not mention '${needle}':\n${err}")
-  endif()
-  set(last_out "${out}" PARENT_SCOPE)
-  set(last_err "${err}" PARENT_SCOPE)
-endfunction()
 list(GET specs 0 first)
 get_filename_component(examples_dir ${first} DIRECTORY)
 

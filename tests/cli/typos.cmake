@@ -3,17 +3,8 @@
 # that is not the command line: a spec, a results file). Inputs: CONCORD, CONCORDD, EXAMPLES, WORK.
 file(MAKE_DIRECTORY ${WORK})
 include(${CMAKE_CURRENT_LIST_DIR}/isolate.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/../expect.cmake)
 
-function(expect_exit code needle)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 30)
-  if(NOT rc EQUAL code)
-    message(FATAL_ERROR "expected exit ${code}, got ${rc}: ${ARGN}\n${out}\n${err}")
-  endif()
-  string(FIND "${err}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "error of ${ARGN} does not mention '${needle}':\n${err}")
-  endif()
-endfunction()
 
 set(pair ${EXAMPLES}/pair.yaml)
 # concord: flag, policy, parameter, device (the command line: 2).
@@ -53,3 +44,14 @@ endif()
 
 # Numbers on the command line are what they say: a negative seed is refused, not wrapped.
 expect_exit(2 "--seed" ${CONCORD} run ${pair} --seed -1)
+
+# The cuda backend on a machine without a GPU: one error, exit 1, and no teardown noise (no device
+# was opened, so there is nothing to drain).
+execute_process(COMMAND ${CONCORD} backends OUTPUT_VARIABLE backends)
+execute_process(COMMAND nvidia-smi -L RESULT_VARIABLE gpu OUTPUT_QUIET ERROR_QUIET)
+if(backends MATCHES "cuda" AND NOT gpu EQUAL 0)
+  execute_process(COMMAND ${CONCORD} run ${pair} --backend cuda RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  if(NOT rc EQUAL 1 OR err MATCHES "did not drain")
+    message(FATAL_ERROR "run --backend cuda without a GPU: exit ${rc}, expected 1 without teardown noise:\n${err}")
+  endif()
+endif()
