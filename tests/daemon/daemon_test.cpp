@@ -1001,7 +1001,6 @@ TEST_F(DaemonTest, HostileTenantsLeaveTheDaemonServing) {
     (*c)->close();
   };
   serve_one("warm-up");
-  const long rss_before = resident_kib();
 
   // Runs `body` in a child process as nobody (when root); the child signals through `ready` when
   // it has done its damage and then waits to be killed (its connections stay open meanwhile).
@@ -1041,51 +1040,59 @@ TEST_F(DaemonTest, HostileTenantsLeaveTheDaemonServing) {
   const std::vector<uint8_t> good = *encoded;
 
   static std::vector<ipc::ControlClient> held;  // the child's, kept open until it is killed
-  hostile("100 idle connections", [&] {
-    for (int i = 0; i < 100; ++i) {
+  const auto attacks = [&] {
+    hostile("100 idle connections", [&] {
+      for (int i = 0; i < 100; ++i) {
+        Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+        if (c.is_ok()) held.push_back(std::move(*c));
+      }
+    });
+    hostile("50 half-sent frames", [&] {
+      for (int i = 0; i < 50; ++i) {
+        Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+        if (!c.is_ok()) continue;
+        (void)::send(c->fd(), good.data(), ipc::kHeaderBytes / 2 + static_cast<size_t>(i % 6), MSG_NOSIGNAL);
+        held.push_back(std::move(*c));
+      }
+    });
+    hostile("200 garbage frames", [&] {
+      for (int i = 0; i < 200; ++i) raw(std::vector<uint8_t>(static_cast<size_t>(1 + i * 37 % 500), static_cast<uint8_t>(i)));
+    });
+    hostile("oversize length, unknown type, class out of range", [&] {
+      std::vector<uint8_t> oversize = good;
+      oversize[8] = oversize[9] = oversize[10] = oversize[11] = 0xff;
+      raw(oversize);
+      std::vector<uint8_t> type = good;
+      type[6] = 0x77;
+      type[7] = 0x77;
+      raw(type);
+      for (uint8_t cls : {uint8_t{2}, uint8_t{9}, uint8_t{255}}) {
+        std::vector<uint8_t> bad = good;
+        bad[ipc::kHeaderBytes] = cls;
+        raw(bad);
+      }
+    });
+    hostile("a register flood past the per-user limit", [&] {
+      for (int i = 0; i < 80; ++i) {
+        Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+        if (!c.is_ok()) continue;
+        (void)c->call(ipc::RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, ::getpid(), fmt::format("flood{}", i)}, 2s);
+        held.push_back(std::move(*c));
+      }
+    });
+    hostile("killed mid-frame", [&] {
       Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
-      if (c.is_ok()) held.push_back(std::move(*c));
-    }
-  });
-  hostile("50 half-sent frames", [&] {
-    for (int i = 0; i < 50; ++i) {
-      Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
-      if (!c.is_ok()) continue;
-      (void)::send(c->fd(), good.data(), ipc::kHeaderBytes / 2 + static_cast<size_t>(i % 6), MSG_NOSIGNAL);
+      if (!c.is_ok()) return;
+      (void)::send(c->fd(), good.data(), good.size() - 3, MSG_NOSIGNAL);
       held.push_back(std::move(*c));
-    }
-  });
-  hostile("200 garbage frames", [&] {
-    for (int i = 0; i < 200; ++i) raw(std::vector<uint8_t>(static_cast<size_t>(1 + i * 37 % 500), static_cast<uint8_t>(i)));
-  });
-  hostile("oversize length, unknown type, class out of range", [&] {
-    std::vector<uint8_t> oversize = good;
-    oversize[8] = oversize[9] = oversize[10] = oversize[11] = 0xff;
-    raw(oversize);
-    std::vector<uint8_t> type = good;
-    type[6] = 0x77;
-    type[7] = 0x77;
-    raw(type);
-    for (uint8_t cls : {uint8_t{2}, uint8_t{9}, uint8_t{255}}) {
-      std::vector<uint8_t> bad = good;
-      bad[ipc::kHeaderBytes] = cls;
-      raw(bad);
-    }
-  });
-  hostile("a register flood past the per-user limit", [&] {
-    for (int i = 0; i < 80; ++i) {
-      Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
-      if (!c.is_ok()) continue;
-      (void)c->call(ipc::RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, ::getpid(), fmt::format("flood{}", i)}, 2s);
-      held.push_back(std::move(*c));
-    }
-  });
-  hostile("killed mid-frame", [&] {
-    Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
-    if (!c.is_ok()) return;
-    (void)::send(c->fd(), good.data(), good.size() - 3, MSG_NOSIGNAL);
-    held.push_back(std::move(*c));
-  });
+    });
+  };
+  // One round to warm the daemon's (and this process's) allocator up, then the memory to hold to,
+  // then two more rounds.
+  attacks();
+  const long rss_before = resident_kib();
+  attacks();
+  attacks();
   // Whatever the hostile processes held is gone: the daemon's registry is back to nobody's tenants.
   Result<ipc::ControlClient> control = ipc::ControlClient::connect(socket());
   ASSERT_TRUE(control.is_ok());
