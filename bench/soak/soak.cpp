@@ -2,8 +2,9 @@
 // concordd; 16 tenants (threads speaking the tenant protocol as the interception library does)
 // join and leave at random, LC or BE, each with a random stream of launches; one hostile client
 // among them opens idle and half-sent connections and sends garbage frames. At the end: every
-// well-behaved launch completed, none refused, and the resident memory of the last sample within
-// 10% of the first after warm-up. Prints one JSON object; exit 1 when a check fails.
+// well-behaved launch completed under the daemon (a tenant refused at connect, or dropped to
+// pass-through, fails the soak), and the resident memory of the last sample within 10% of the
+// first after warm-up. Prints one JSON object; exit 1 when a check fails.
 //
 //   concord_soak [--seconds 600] [--tenants 16] [--policy orion] [--seed 1] [--out FILE]
 #include <CLI/CLI.hpp>
@@ -46,7 +47,7 @@ long resident_kib() {
 }
 
 struct Counts {
-  std::atomic<uint64_t> sessions{0}, launches{0}, completed{0}, failed{0}, refused{0}, hostile{0};
+  std::atomic<uint64_t> sessions{0}, launches{0}, completed{0}, failed{0}, refused{0}, hostile{0}, dropped{0};
 };
 
 // One launch as the library makes it under a lease: an LC tenant raises its flag, a BE tenant
@@ -55,9 +56,9 @@ bool launch(ipc::TenantClient& c, bool lc, std::mt19937_64& rng) {
   ipc::LeaseTerms terms = c.lease();
   if (terms.gate == ipc::Gate::per_launch) {
     Result<uint64_t> seq = c.notice(ipc::LaunchNotice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false, 0});
-    if (!seq.is_ok() || *seq == 0) return c.pass_through();
-    if (!c.wait_release(*seq).is_ok()) return c.pass_through();
-    return c.completed(*seq, 1, true).is_ok() || c.pass_through();
+    if (!seq.is_ok() || *seq == 0) return false;
+    if (!c.wait_release(*seq).is_ok()) return false;
+    return c.completed(*seq, 1, true).is_ok() && !c.pass_through();
   }
   if (lc && terms.lc_slot != ipc::kNoLcSlot) {
     c.raise_lc(terms.lc_slot);
@@ -71,7 +72,8 @@ bool launch(ipc::TenantClient& c, bool lc, std::mt19937_64& rng) {
   std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));  // the "kernel"
   const bool ok = c.completed(*seq, 1, true, ipc::monotonic_ns()).is_ok();
   if (lc && terms.lc_slot != ipc::kNoLcSlot) c.lower_lc(terms.lc_slot);
-  return ok || c.pass_through();
+  // A tenant the daemon dropped runs on pass-through: its launches no longer count as served.
+  return ok && !c.pass_through();
 }
 
 void tenant_loop(const std::string& socket, int index, uint64_t seed, Clock::time_point end, Counts& n) {
@@ -94,8 +96,15 @@ void tenant_loop(const std::string& socket, int index, uint64_t seed, Clock::tim
     for (int i = 0; i < launches && Clock::now() < end; ++i) {
       ++n.launches;
       if (lc && i % 8 == 0) (void)(*c)->request_begin();
-      if (launch(**c, lc, rng)) ++n.completed;
-      else ++n.failed;
+      if (launch(**c, lc, rng)) {
+        ++n.completed;
+      } else {
+        ++n.failed;
+        if ((*c)->pass_through()) {
+          ++n.dropped;  // the daemon let go of a well-behaved tenant: the session ends here
+          break;
+        }
+      }
       if (lc && i % 8 == 7) (void)(*c)->request_end();
       if (rng() % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 20));
     }
@@ -153,6 +162,9 @@ int main(int argc, char** argv) {
   o.stale_after_ns = 500'000'000;
   o.shm_prefix = "/concord-soak-" + std::to_string(::getpid());
   o.limits.idle_timeout = 2s;
+  // Everyone here is this process's user: the per-user cap would count the hostile client's
+  // connections against the tenants (the cap has its own test); the total cap stays.
+  o.limits.max_clients_per_uid = 1 << 16;
   o.limits.frame_timeout = 1s;
   Result<std::unique_ptr<daemon::Daemon>> d = daemon::Daemon::start(o);
   if (!d.is_ok()) {
@@ -180,7 +192,7 @@ int main(int argc, char** argv) {
 
   const long first = rss.empty() ? 0 : rss.front().second, last = rss.empty() ? 0 : rss.back().second;
   const bool memory_flat = rss.size() < 2 || last <= first + first / 10;
-  const bool all_completed = n.failed == 0 && n.completed == n.launches;
+  const bool all_completed = n.failed == 0 && n.refused == 0 && n.dropped == 0 && n.completed == n.launches;
   nlohmann::json j{{"seconds", seconds},
                    {"tenants", tenants},
                    {"policy", policy},
@@ -189,6 +201,7 @@ int main(int argc, char** argv) {
                    {"completed", n.completed.load()},
                    {"failed", n.failed.load()},
                    {"refused_connects", n.refused.load()},
+                   {"dropped_sessions", n.dropped.load()},
                    {"hostile_connections", n.hostile.load()},
                    {"rss_kib_first", first},
                    {"rss_kib_last", last},

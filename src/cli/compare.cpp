@@ -108,18 +108,34 @@ int compare(const CompareOptions& o) {
     } catch (const json::exception& e) {
       return fail(Status::parse_error(file + ": not JSON: " + e.what()));
     }
-    auto cell = cell_of(file, j);
-    if (!cell) return fail(cell.status());
-    const std::string workload = std::filesystem::path(j.value("workload", file)).stem().string();
-    const std::string policy = run_label(j);
+    std::string workload, policy;
+    Result<Cell> cell = Status::internal("unset");
+    try {
+      cell = cell_of(file, j);
+      if (!cell) return fail(cell.status());
+      workload = std::filesystem::path(j.value("workload", file)).stem().string();
+      policy = run_label(j);
+      if (device.empty()) device = j.value("device", std::string());
+    } catch (const json::exception& e) {
+      // A field of the wrong type (a number where a name belongs): the file named, nothing thrown on.
+      return fail(Status::parse_error(file + ": not a `concord run` results file: " + e.what()));
+    }
     if (cells.count({policy, workload})) {
       return fail(Status::invalid_argument(file + ": a second run of policy '" + policy + "' on workload '" + workload +
                                            "' (one file per policy and workload)"));
     }
     if (std::find(workloads.begin(), workloads.end(), workload) == workloads.end()) workloads.push_back(workload);
     if (std::find(policies.begin(), policies.end(), policy) == policies.end()) policies.push_back(policy);
-    if (cell->rank) kinds[workload] = cell->headline;
-    if (device.empty()) device = j.value("device", std::string());
+    if (cell->rank) {
+      // One kind of figure per column: throughput over serial beside a window STP (a run with
+      // --no-serial, or a schema 1 file) would be ranked as if they were one measure.
+      if (auto k = kinds.find(workload); k != kinds.end() && k->second != cell->headline) {
+        return fail(Status::invalid_argument(fmt::format("{}: its headline is {} where another run of workload '{}' has {}; "
+                                                         "compare runs with the same headline (all with or all without --no-serial)",
+                                                         file, cell->headline, workload, k->second)));
+      }
+      kinds[workload] = cell->headline;
+    }
     cells[{policy, workload}] = std::move(*cell);
   }
   // The best run of each workload (the highest rank) gets a mark.

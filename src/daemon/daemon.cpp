@@ -541,11 +541,15 @@ std::string driver_gpu_model(const std::string& root) {
 Result<DeviceSpec> daemon_device(const std::string& name_or_file, std::string* chosen, const std::string& driver_root) {
   if (name_or_file == "auto") {
     const std::string model = driver_gpu_model(driver_root);
+    // The built-in specs are the SXM parts (132 SMs): an H100 PCIe or NVL (114 SMs) is another GPU.
+    const bool sxm_h100 = model.find("H100") != std::string::npos &&
+                          (model.find("SXM") != std::string::npos || model.find("HBM3") != std::string::npos);
     std::string name = "h200";
-    std::string why = "no GPU the driver names as an H100 or H200; the default";
-    if (model.find("H100") != std::string::npos) name = "h100";
+    std::string why = model.empty() ? "no GPU the driver names; the default"
+                                    : "the driver's model '" + model + "' is not a built-in device (give --device-spec FILE.json); the default";
+    if (sxm_h100) name = "h100";
     if (model.find("H200") != std::string::npos) name = "h200";
-    if (model.find("H100") != std::string::npos || model.find("H200") != std::string::npos) why = "the driver's model: " + model;
+    if (sxm_h100 || model.find("H200") != std::string::npos) why = "the driver's model: " + model;
     if (chosen) *chosen = name + " (" + why + ")";
     return builtin_device(name);
   }

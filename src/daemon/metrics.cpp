@@ -103,14 +103,14 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
   }
   family(out, "concord_class_tenants", "gauge", "Tenants registered now, per class.");
   out += fmt::format("concord_class_tenants{{class=\"lc\"}} {}\nconcord_class_tenants{{class=\"be\"}} {}\n", lc.tenants, be.tenants);
-  family(out, "concord_class_launches_total", "counter", "Launch notices taken from the live tenants of a class.");
-  out += fmt::format("concord_class_launches_total{{class=\"lc\"}} {}\nconcord_class_launches_total{{class=\"be\"}} {}\n", lc.launches,
+  family(out, "concord_class_launches", "gauge", "Launch notices taken from the tenants of a class registered now (falls when one leaves).");
+  out += fmt::format("concord_class_launches{{class=\"lc\"}} {}\nconcord_class_launches{{class=\"be\"}} {}\n", lc.launches,
                      be.launches);
-  family(out, "concord_class_completions_total", "counter", "Launch completions taken from the live tenants of a class.");
-  out += fmt::format("concord_class_completions_total{{class=\"lc\"}} {}\nconcord_class_completions_total{{class=\"be\"}} {}\n",
+  family(out, "concord_class_completions", "gauge", "Launch completions taken from the tenants of a class registered now (falls when one leaves).");
+  out += fmt::format("concord_class_completions{{class=\"lc\"}} {}\nconcord_class_completions{{class=\"be\"}} {}\n",
                      lc.completions, be.completions);
-  family(out, "concord_class_requests_total", "counter", "LC requests ended, over the live LC tenants.");
-  out += fmt::format("concord_class_requests_total{{class=\"lc\"}} {}\n", lc.requests);
+  family(out, "concord_class_requests", "gauge", "LC requests ended, over the LC tenants registered now (falls when one leaves).");
+  out += fmt::format("concord_class_requests{{class=\"lc\"}} {}\n", lc.requests);
   family(out, "concord_decisions_total", "counter", "Decisions sent to tenants (release and hold), or leases published.");
   out += fmt::format("concord_decisions_total {}\n", s.decisions);
   family(out, "concord_rejected_total", "counter", "Messages refused: malformed, foreign or out of order.");

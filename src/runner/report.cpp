@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <map>
 
@@ -18,7 +19,8 @@ struct TimeOrNull {
 template <>
 struct fmt::formatter<concord::TimeOrNull> : fmt::formatter<double> {
   auto format(concord::TimeOrNull v, fmt::format_context& ctx) const {
-    return v.t < 0 ? fmt::format_to(ctx.out(), "null") : fmt::format_to(ctx.out(), "{}", v.t);
+    // Not reached (-1), or not a finite number (JSON has none): null, as nlohmann writes it.
+    return v.t < 0 || !std::isfinite(v.t) ? fmt::format_to(ctx.out(), "null") : fmt::format_to(ctx.out(), "{}", v.t);
   }
 };
 
@@ -181,7 +183,7 @@ void results_json(const RunRecord& run, const Metrics* metrics, const json& stat
     fmt::format_to(out,
                    "],\"dispatched_s\":{},\"start_s\":{},\"end_s\":{},\"seen_s\":{},\"after\":{},"
                    "\"preempted\":{},\"placement\":",
-                   d.dispatched, time_text(d.start), time_text(d.end), time_text(d.seen),
+                   time_text(d.dispatched), time_text(d.start), time_text(d.end), time_text(d.seen),
                    d.after.valid() ? std::to_string(d.after.value) : std::string("null"), d.preempted);
     if (p.fusion || p.l2_persist || p.tight_tlp > 0) {
       append(placement_json(p).dump());

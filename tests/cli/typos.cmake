@@ -55,3 +55,11 @@ if(backends MATCHES "cuda" AND NOT gpu EQUAL 0)
     message(FATAL_ERROR "run --backend cuda without a GPU: exit ${rc}, expected 1 without teardown noise:\n${err}")
   endif()
 endif()
+
+# compare: a field of the wrong type names the file (nothing thrown on), and runs of one workload
+# with different headlines (with and without --no-serial) are not ranked in one column.
+file(WRITE ${WORK}/typed.json "{\"policy\": 7, \"workload\": \"x.yaml\", \"metrics\": {\"headline\": {\"name\": \"throughput_over_serial\", \"value\": 1.0}}}")
+expect_exit(1 "typed.json: not a `concord run` results file" ${CONCORD} compare ${WORK}/typed.json)
+execute_process(COMMAND ${CONCORD} -q run ${pair} --policy serial --out ${WORK}/with.json OUTPUT_QUIET)
+execute_process(COMMAND ${CONCORD} -q run ${pair} --policy streams --no-serial --out ${WORK}/without.json OUTPUT_QUIET)
+expect_exit(1 "compare runs with the same headline" ${CONCORD} compare ${WORK}/with.json ${WORK}/without.json)
