@@ -6,7 +6,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <iostream>
+#include <string>
 
 // Parses `argv` into `app`; on --help prints it and returns 0 from the calling function, on a bad
 // command line names it and returns 2.
@@ -20,3 +22,23 @@
       return 2;                                                                             \
     }                                                                                       \
   } while (false)
+
+namespace concord {
+
+// A number that is finite: CLI11's range and sign checks let "nan" and "inf" through, which a
+// later conversion to an integer type cannot take.
+inline CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          const double v = std::stod(text, &used);
+          if (used == text.size() && std::isfinite(v)) return {};
+        } catch (const std::exception&) {
+        }
+        return "'" + text + "' is not a finite number";
+      },
+      "FINITE");
+}
+
+}  // namespace concord

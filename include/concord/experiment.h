@@ -66,6 +66,8 @@ struct [[nodiscard]] ExperimentOutcome {
 // reports it and `concord run` refuses up front a run that would not fit (docs/running.md).
 inline constexpr int64_t kRecordBytesPerLaunch = 1300;
 int64_t estimated_record_bytes(const Workload& workload, bool compare_serial);
+// The shape a policy may refuse before a run (Policy::admits): tenants, and how many are LC.
+WorkloadShape workload_shape(const Workload& workload);
 
 ExperimentOutcome run_experiment_outcome(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache);
 // The same, for callers that want a whole experiment or an error.

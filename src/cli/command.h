@@ -59,5 +59,8 @@ void log_spec_warnings(const WorkloadCheck& check);
 
 // A built-in device name (h100, h200) or a device JSON file.
 Result<DeviceSpec> resolve_device(const std::string& name_or_file);
+// Whether `--device` names a file (it exists, or looks like a path or a .json name): a device that
+// resolve_device() refuses is then a failure of that file (exit 1), else a bad name (exit 2).
+bool names_device_file(const std::string& name_or_file);
 
 }  // namespace concord::cli

@@ -40,6 +40,10 @@ void log_spec_warnings(const WorkloadCheck& check) {
   }
 }
 
+bool names_device_file(const std::string& name_or_file) {
+  return std::filesystem::exists(name_or_file) || name_or_file.find('/') != std::string::npos || name_or_file.ends_with(".json");
+}
+
 Result<DeviceSpec> resolve_device(const std::string& name_or_file) {
   if (std::filesystem::exists(name_or_file)) return load_device_file(name_or_file);
   return builtin_device(name_or_file);

@@ -9,7 +9,6 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -22,6 +21,7 @@
 #include "cli/output_file.h"
 #include "cli/stop_signals.h"
 #include "concord/backend.h"
+#include "concord/cli_parse.h"
 #include "concord/experiment.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
@@ -174,7 +174,8 @@ int run(RunOptions o, const Config& config) {
   StopSignals signals(spdlog::get_level() > spdlog::level::info);
   // A policy that does not exist, or parameters it does not take, are a bad command line (exit 2),
   // found before anything runs, with the registry's suggestions.
-  if (auto made = builtin_policies().make(o.policy, *params); !made) return usage_error(made.status().message());
+  auto policy = builtin_policies().make(o.policy, *params);
+  if (!policy) return usage_error(policy.status().message());
 
   // The device: a GPU by index for the cuda backend, a device spec for the simulator.
   BackendConfig backend_config;
@@ -194,11 +195,8 @@ int run(RunOptions o, const Config& config) {
     }
     auto dev = resolve_device(o.device.empty() ? "h200" : o.device);
     if (!dev) {
-      // A name that is no built-in device is a bad command line; a device file that cannot be
-      // read or is wrong is a failure of its input.
-      const bool file = std::filesystem::exists(o.device) || o.device.find('/') != std::string::npos || o.device.ends_with(".json");
       const std::string message = device_from.text + ": " + dev.status().message();
-      return file ? fail(Status(dev.status().code(), message)) : usage_error(message);
+      return names_device_file(o.device) ? fail(Status(dev.status().code(), message)) : usage_error(message);
     }
     backend_config.device = std::move(*dev);
   }
@@ -250,21 +248,15 @@ int run(RunOptions o, const Config& config) {
   }
 
   // A policy that cannot run this workload says so now, not partway through the run.
-  {
-    WorkloadShape shape;
-    shape.tenants = static_cast<int64_t>(workload.tenants.size());
-    for (const TenantSpec& t : workload.tenants) shape.lc_tenants += t.cls == TenantClass::latency_critical;
-    auto policy = builtin_policies().make(o.policy, *params);
-    if (!policy) return give_up(policy.status());
-    if (Status admitted = (*policy)->admits(shape, device); !admitted) {
-      return give_up(Status(admitted.code(), o.spec + ": " + admitted.message()));
-    }
+  if (Status admitted = (*policy)->admits(workload_shape(workload), device); !admitted) {
+    return give_up(Status(admitted.code(), o.spec + ": " + admitted.message()));
   }
   // A run whose records would not fit (--max-memory, else the memory available now) is refused
   // before it starts, with what it would need.
+  const auto max_memory = static_cast<uint64_t>(o.max_memory_mb * 1024 * 1024);
   {
     const int64_t need = estimated_record_bytes(workload, !o.no_serial);
-    const uint64_t limit = o.max_memory_mb > 0 ? static_cast<uint64_t>(o.max_memory_mb * 1024 * 1024) : available_bytes();
+    const uint64_t limit = max_memory > 0 ? max_memory : available_bytes();
     if (limit > 0 && static_cast<uint64_t>(need) > limit) {
       return give_up(Status::failed_precondition(fmt::format(
           "{}: the run needs about {} MiB for its records (about {} bytes per launch{}), more than the {} MiB {}; "
@@ -286,7 +278,7 @@ int run(RunOptions o, const Config& config) {
   // Writing a dispatch and its launch to the results file took about 2.4 us on a 2-core CI-class
   // machine (the trace, built whole, about 10 us more); reserved with a margin.
   const double write_s = (o.out_path.empty() ? 0.0 : 3e-6) + (o.trace_path.empty() ? 0.0 : 12e-6);
-  Limits limits(signals, o.max_wall, static_cast<uint64_t>(o.max_memory_mb * 1024 * 1024), write_s);
+  Limits limits(signals, o.max_wall, max_memory, write_s);
   experiment.stop = limits.flag();
   experiment.observer = &limits;
   ReferenceCache cache;
@@ -362,10 +354,10 @@ Subcommand add_run_command(CLI::App& parent) {
   app->add_option("--max-wall", o->max_wall,
                   "Wall-clock seconds for the whole command (the shared run and the reference runs): past them the run ends "
                   "early and writes what finished (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e9) & finite_number());
   app->add_option("--max-memory", o->max_memory_mb,
                   "Resident memory in MiB: past it the run ends early and writes what finished (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e9) & finite_number());
   o->app = app;
   return {app, [o](const Config& config) { return run(*o, config); }};
 }

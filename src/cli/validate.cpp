@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -25,11 +24,7 @@ struct ValidateOptions {
 
 int validate(const ValidateOptions& o) {
   auto device = resolve_device(o.device);
-  if (!device) {
-    // As `run`: a name that is no built-in device is a bad command line, a bad device file a failure.
-    const bool file = std::filesystem::exists(o.device) || o.device.find('/') != std::string::npos || o.device.ends_with(".json");
-    return file ? fail(device.status()) : usage_error("--device: " + device.status().message());
-  }
+  if (!device) return names_device_file(o.device) ? fail(device.status()) : usage_error("--device: " + device.status().message());
   int status = kExitOk;
   for (const std::string& spec : o.specs) {
     const WorkloadCheck check = check_workload_file(spec, &*device);
@@ -41,9 +36,7 @@ int validate(const ValidateOptions& o) {
     int64_t launches = 0;
     for (const auto& t : check.workload.tenants) launches += t.launches_per_request() * t.requests;
     // The policies that would refuse this workload up front (`run` says why), named here.
-    WorkloadShape shape;
-    shape.tenants = static_cast<int64_t>(check.workload.tenants.size());
-    for (const auto& t : check.workload.tenants) shape.lc_tenants += t.cls == TenantClass::latency_critical;
+    const WorkloadShape shape = workload_shape(check.workload);
     std::string refusing, first_reason;
     for (const auto& e : builtin_policies().list()) {
       auto policy = builtin_policies().make(e.name, {});

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "concord/cli_parse.h"
 #include "concord/policy.h"
 #include "concord/suggest.h"
 #include "daemon/daemon.h"
@@ -69,13 +70,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--idle-timeout", idle_s, "Control socket: seconds a connection that holds no tenant may stay silent")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-3, 86400.0) & concord::finite_number());
   app.add_option("--frame-timeout", frame_s, "Control socket: seconds a request may take to arrive once begun")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-3, 86400.0) & concord::finite_number());
   app.add_option("--stale-after", stale_s, "Seconds without a tenant's heartbeat before it counts as dead")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-3, 86400.0) & concord::finite_number());
   app.add_option("--log-level", level, "trace, debug, info, warn, error")->capture_default_str();
   app.footer("Exit status: 0 stopped by SIGTERM or SIGINT, 1 failure (message on stderr), 2 bad command line.");
   // Exit codes as `concord`'s: 2 for a bad command line (CLI11's own codes are 100 and up).
@@ -124,28 +125,31 @@ int main(int argc, char** argv) {
     Result<std::unique_ptr<Policy>> p = builtin_policies().make(ps->name, ps->params);
     if (!p.is_ok()) return fail(Status(p.status().code(), "--policy: " + p.status().message()), kExitUsage);
   }
-  try {
-    size_t used = 0;
-    o.socket_mode = static_cast<mode_t>(std::stoul(mode, &used, 8));
-    if (used != mode.size() || o.socket_mode > 07777) throw std::invalid_argument(mode);
-  } catch (const std::exception&) {
-    return fail(Status::invalid_argument("--socket-mode '" + mode + "' is not an octal mode"), kExitUsage);
-  }
-  try {
-    size_t used = 0;
-    o.metrics_socket_mode = static_cast<mode_t>(std::stoul(metrics_mode, &used, 8));
-    if (used != metrics_mode.size() || o.metrics_socket_mode > 07777) throw std::invalid_argument(metrics_mode);
-  } catch (const std::exception&) {
+  // An octal file mode ("0660"), whole and at most 07777.
+  const auto octal_mode = [](const std::string& text) -> std::optional<mode_t> {
+    try {
+      size_t used = 0;
+      const unsigned long m = std::stoul(text, &used, 8);
+      if (used == text.size() && m <= 07777) return static_cast<mode_t>(m);
+    } catch (const std::exception&) {
+    }
+    return std::nullopt;
+  };
+  const std::optional<mode_t> socket_mode = octal_mode(mode), metrics_socket_mode = octal_mode(metrics_mode);
+  if (!socket_mode) return fail(Status::invalid_argument("--socket-mode '" + mode + "' is not an octal mode"), kExitUsage);
+  if (!metrics_socket_mode) {
     return fail(Status::invalid_argument("--metrics-socket-mode '" + metrics_mode + "' is not an octal mode"), kExitUsage);
   }
+  o.socket_mode = *socket_mode;
+  o.metrics_socket_mode = *metrics_socket_mode;
   if (!group.empty()) {
     Result<uint32_t> gid = ipc::group_id(group);
     if (!gid.is_ok()) return fail(gid.status(), kExitUsage);
     o.socket_gid = *gid;
   }
   o.stale_after_ns = static_cast<uint64_t>(stale_s * 1e9);
-  o.limits.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::min(idle_s, 86400.0) * 1e3));
-  o.limits.frame_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::min(frame_s, 86400.0) * 1e3));
+  o.limits.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1e3));
+  o.limits.frame_timeout = std::chrono::milliseconds(static_cast<int64_t>(frame_s * 1e3));
 
   // SIGTERM and SIGINT are taken by this thread alone (blocked before any other thread starts).
   sigset_t stop_signals;

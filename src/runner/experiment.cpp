@@ -45,6 +45,13 @@ int64_t estimated_record_bytes(const Workload& workload, bool compare_serial) {
   return launches * kRecordBytesPerLaunch * (compare_serial ? 2 : 1);
 }
 
+WorkloadShape workload_shape(const Workload& workload) {
+  WorkloadShape shape;
+  shape.tenants = static_cast<int64_t>(workload.tenants.size());
+  for (const TenantSpec& t : workload.tenants) shape.lc_tenants += t.cls == TenantClass::latency_critical;
+  return shape;
+}
+
 ExperimentOutcome run_experiment_outcome(const Workload& workload, const ExperimentConfig& config, ReferenceCache& cache) {
   ExperimentOutcome out;
   auto end_early = [&](std::string stage, const Status& why) {

@@ -63,3 +63,7 @@ expect_exit(1 "typed.json: not a `concord run` results file" ${CONCORD} compare 
 execute_process(COMMAND ${CONCORD} -q run ${pair} --policy serial --out ${WORK}/with.json OUTPUT_QUIET)
 execute_process(COMMAND ${CONCORD} -q run ${pair} --policy streams --no-serial --out ${WORK}/without.json OUTPUT_QUIET)
 expect_exit(1 "compare runs with the same headline" ${CONCORD} compare ${WORK}/with.json ${WORK}/without.json)
+
+# Numbers that are not finite are refused on both command lines (they would become integers later).
+expect_exit(2 "'nan' is not a finite number" ${CONCORD} run ${pair} --max-wall nan)
+expect_exit(2 "--idle-timeout" ${CONCORDD} --socket ${sock} --idle-timeout inf)
