@@ -7,6 +7,17 @@
 #include <utility>
 
 namespace concord::cli {
+namespace {
+
+// Removes `path` when it is a regular file (never a device such as /dev/full or /dev/null, which
+// an output path may name); whether it did.
+bool remove_if_regular(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(path, ec))) return false;
+  return std::filesystem::remove(path, ec) && !ec;
+}
+
+}  // namespace
 
 Result<OutputFile> OutputFile::open(const std::string& path, const std::string& what) {
   if (path.empty()) return Status::invalid_argument(what + ": empty path");
@@ -81,11 +92,16 @@ Status OutputFile::write(std::string_view text) {
 }
 
 Status OutputFile::close() {
-  if (!failed_) {
-    discard_handle();
-    return failed_;
+  const bool to_stdout = is_stdout();
+  Status st = failed_;
+  if (!st) discard_handle();
+  else st = write_and_close({});
+  if (!st && !to_stdout) {
+    // A file whose write failed part-way (a full disk) is not a result: it is removed.
+    const bool removed = remove_if_regular(path_);
+    return Status(st.code(), st.message() + (removed ? "; the partial file was removed" : ""));
   }
-  return write_and_close({});
+  return st;
 }
 
 void OutputFile::discard_handle() {
@@ -101,8 +117,7 @@ void OutputFile::discard() {
     return;
   }
   std::fclose(std::exchange(file_, nullptr));
-  std::error_code ec;
-  std::filesystem::remove(path_, ec);  // best effort: the error being reported matters more
+  (void)remove_if_regular(path_);  // best effort: the error being reported matters more
 }
 
 }  // namespace concord::cli

@@ -28,7 +28,8 @@ class OutputFile {
   // Writes `text` and keeps the file open, for a file written piece by piece; the first failed
   // write is kept and returned by every later write and by close().
   [[nodiscard]] Status write(std::string_view text);
-  // Flushes and closes the file: the first write error, or a failed flush or close.
+  // Flushes and closes the file: the first write error, or a failed flush or close; a file that
+  // failed is removed (a truncated file would read as a result).
   [[nodiscard]] Status close();
   // Closes and removes the file (the work it was opened for failed): no empty file is left
   // looking like a result.

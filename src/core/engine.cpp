@@ -36,10 +36,44 @@ struct LaunchState {
   }
 };
 
+// A tenant's submitted launches not yet finished, in stream order: a vector read from `head_`
+// (an empty one holds no memory, where an empty std::deque holds a block).
+class StreamQueue {
+ public:
+  bool empty() const { return head_ == ids_.size(); }
+  size_t size() const { return ids_.size() - head_; }
+  int64_t front() const { return ids_[head_]; }
+  int64_t operator[](size_t i) const { return ids_[head_ + i]; }
+  std::vector<int64_t>::const_iterator begin() const { return ids_.begin() + static_cast<std::ptrdiff_t>(head_); }
+  std::vector<int64_t>::const_iterator end() const { return ids_.end(); }
+  void push_back(int64_t id) { ids_.push_back(id); }
+  void pop_front() {
+    if (++head_ == ids_.size()) {
+      ids_.clear();
+      head_ = 0;
+    } else if (head_ >= 64 && head_ * 2 >= ids_.size()) {
+      ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+  }
+  void remove(int64_t id) {
+    ids_.erase(std::remove(ids_.begin() + static_cast<std::ptrdiff_t>(head_), ids_.end(), id), ids_.end());
+  }
+  // Gives the memory back (an empty queue only).
+  void release() {
+    std::vector<int64_t>().swap(ids_);
+    head_ = 0;
+  }
+
+ private:
+  std::vector<int64_t> ids_;
+  size_t head_ = 0;
+};
+
 struct TenantState {
   TenantView view;
   TenantRecord record;
-  std::deque<int64_t> stream;        // submitted launches not yet finished, in stream order
+  StreamQueue stream;                // submitted launches not yet finished, in stream order
   mutable std::vector<QueuedLaunch> queued;  // view of stream[1..] not yet dispatched
   mutable bool queued_dirty = true;
   int64_t submitted_in_request = 0;  // launches submitted into the latest request
@@ -50,6 +84,7 @@ struct TenantState {
   int64_t requests_base = 0;         // index of record.requests[0] (earlier ones trimmed)
   bool finished = false;             // left and drained
   bool dropped = false;              // gone (TenantSink::drop): what it left is dropped, failures too
+  bool released = false;             // finished, its buffers freed (EngineOptions::keep_history false)
 };
 
 // Removes [r.begin, r.end) from `pending`, which must contain it.
@@ -675,7 +710,7 @@ void Engine::discard(TenantState& t, LaunchState& ls) {
   ls.record.end = -1;
   ls.done = true;
   --unfinished_;
-  t.stream.erase(std::remove(t.stream.begin(), t.stream.end(), ls.record.id.value), t.stream.end());
+  t.stream.remove(ls.record.id.value);
   const auto at = std::find(reached_order_.begin(), reached_order_.end(), ls.record.id.value);
   if (at != reached_order_.end()) reached_order_.erase(at);
   t.queued_dirty = true;
@@ -1085,6 +1120,17 @@ void Engine::trim_history() {
     ++dispatch_base_;
   }
   for (TenantState& t : tenants_) {
+    if (t.finished) {
+      // Left and drained: nothing of it is read again but its name and class (policies keep its
+      // view); its buffers go, so a daemon that has seen many tenants holds a few words for each.
+      if (t.released) continue;
+      t.released = true;
+      t.requests_base += static_cast<int64_t>(t.record.requests.size());
+      std::vector<RequestRecord>().swap(t.record.requests);
+      std::vector<QueuedLaunch>().swap(t.queued);
+      t.stream.release();
+      continue;
+    }
     auto& reqs = t.record.requests;
     size_t ended = 0;
     while (ended < reqs.size() && reqs[ended].end >= 0 && t.requests_base + static_cast<int64_t>(ended) != t.open_request) ++ended;

@@ -9,21 +9,38 @@
 
 namespace concord::daemon {
 
-const KernelSpec* LiveSource::kernel_for(uint64_t tenant, const ipc::LaunchNotice& n) {
-  const KernelKey key{tenant, n.kernel, n.grid, n.block, n.shared_mem, n.graph};
+const KernelSpec* LiveSource::kernel_for(const ipc::LaunchNotice& n) {
+  const KernelKey key{n.kernel, n.grid, n.block, n.shared_mem, n.graph};
   auto it = kernels_.find(key);
   if (it != kernels_.end()) return it->second.get();
+  if (kernels_.size() >= kMaxKernelShapes) {
+    // Past the bound, every new shape is one kernel that fills the GPU (the demand policies read).
+    if (!overflow_) {
+      overflow_ = std::make_unique<KernelSpec>();
+      overflow_->name = "shape-overflow";
+      overflow_->elastic = false;
+      KernelVariant v;
+      v.name = "native";
+      v.threads_per_block = 32;
+      v.logical_blocks = 1;
+      overflow_->variants.push_back(v);
+      overflow_->sm_curve = {SmCurvePoint{device_.sm_count, kOpaqueNominalSeconds}};
+      log_event(spdlog::level::warn, "kernel_shapes_full",
+                {{"shapes", kernels_.size()}, {"then", "new shapes are taken as kernels that fill the GPU"}});
+    }
+    return overflow_.get();
+  }
   auto k = std::make_unique<KernelSpec>();
   k->elastic = false;
   KernelVariant v;
   v.name = "native";
   if (n.graph) {
     // A graph is placed whole; its shape is none of one kernel's.
-    k->name = fmt::format("t{}:graph:{:016x}", tenant, n.kernel);
+    k->name = fmt::format("graph:{:016x}", n.kernel);
     v.threads_per_block = 32;
     v.logical_blocks = 1;
   } else {
-    k->name = fmt::format("t{}:{:016x}:{}x{}x{}/{}x{}x{}", tenant, n.kernel, n.grid.x, n.grid.y, n.grid.z, n.block.x,
+    k->name = fmt::format("{:016x}:{}x{}x{}/{}x{}x{}", n.kernel, n.grid.x, n.grid.y, n.grid.z, n.block.x,
                           n.block.y, n.block.z);
     v.threads_per_block = static_cast<int>(n.block.x * n.block.y * n.block.z);
     v.shared_bytes_per_block = static_cast<int>(n.shared_mem);
@@ -93,7 +110,7 @@ Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn) {
         conn.inbox.clear();
         return Status::ok();
       }
-      const KernelSpec* kernel = kernel_for(conn.id, n->notice);
+      const KernelSpec* kernel = kernel_for(n->notice);
       LaunchSubmission s;
       s.kernel = kernel;
       if (conn.in_boundary) {

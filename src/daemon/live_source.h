@@ -37,8 +37,14 @@ class LiveSource final : public TenantSource {
   // time halves with twice the SMs up to that count and stays flat beyond it. The seconds are a
   // placeholder (kOpaqueNominalSeconds at that count); what policies take from it is the demand
   // (SGDRC's LC need, Orion's SM threshold), not the duration.
-  const KernelSpec* kernel_for(uint64_t tenant, const ipc::LaunchNotice& notice);
+  //
+  // A kernel is its function and shape, whoever launches it: tenants of one program share their
+  // kernels, so a tenant that leaves and comes back (a service restarted, a job's next step) adds
+  // nothing. What the daemon keeps grows only with the distinct shapes the node has seen, up to
+  // kMaxKernelShapes; past it every new shape is one shared kernel that fills the GPU.
+  const KernelSpec* kernel_for(const ipc::LaunchNotice& notice);
   static constexpr double kOpaqueNominalSeconds = 1e-4;
+  static constexpr size_t kMaxKernelShapes = 1 << 16;
 
  private:
   // Why the device cannot run a noticed launch (empty: it can).
@@ -50,8 +56,9 @@ class LiveSource final : public TenantSource {
   TenantHub& hub_;
   DeviceSpec device_;
   std::chrono::microseconds poll_;
-  using KernelKey = std::tuple<uint64_t, uint64_t, ipc::Dim3, ipc::Dim3, uint32_t, bool>;
+  using KernelKey = std::tuple<uint64_t, ipc::Dim3, ipc::Dim3, uint32_t, bool>;
   std::map<KernelKey, std::unique_ptr<KernelSpec>> kernels_;  // outlive every run they were in
+  std::unique_ptr<KernelSpec> overflow_;
 };
 
 }  // namespace concord::daemon

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -204,7 +205,11 @@ ControlServer::~ControlServer() {
 void ControlServer::accept_all() {
   for (;;) {
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN: none left; other errors: the next poll retries
+    if (fd < 0) {
+      // EAGAIN: none left. Out of descriptors: retried in 50 ms. Others: the next poll retries.
+      if (errno == EMFILE || errno == ENFILE) accept_paused_until_ = Clock::now() + std::chrono::milliseconds(50);
+      return;
+    }
     Result<PeerCredentials> peer = credentials_->peer(fd);
     Status refusal = peer.status();
     if (peer.is_ok() && static_cast<int>(clients_.size()) >= options_.max_clients) {
@@ -276,8 +281,10 @@ bool ControlServer::read_from(int fd, Client& client) {
 
 Status ControlServer::serve_once(std::chrono::milliseconds timeout) {
   std::vector<pollfd> fds;
-  fds.push_back({fd_, POLLIN, 0});
+  const bool paused = Clock::now() < accept_paused_until_;
+  fds.push_back({paused ? -1 : fd_, POLLIN, 0});  // a negative fd is skipped by poll
   for (const auto& [fd, client] : clients_) fds.push_back({fd, POLLIN, 0});
+  if (paused) timeout = std::min(timeout, std::chrono::duration_cast<std::chrono::milliseconds>(accept_paused_until_ - Clock::now()) + std::chrono::milliseconds(1));
   const int r = ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
   if (r < 0) return errno == EINTR ? Status::ok() : sys_error("poll");
   for (size_t i = 1; i < fds.size(); ++i) {

@@ -117,6 +117,9 @@ class ControlServer {
                 const ControlServerOptions& options)
       : fd_(fd), path_(std::move(path)), credentials_(&credentials), handler_(&handler), options_(options) {}
   void accept_all();
+  // Out of descriptors (EMFILE, ENFILE): the listening socket stays readable, so it is left out of
+  // poll until then instead of spinning; connections already open are served meanwhile.
+  Clock::time_point accept_paused_until_{};
   // Closes the connections past the idle or the frame timeout.
   void expire(Clock::time_point now);
   // Reads what the client sent and answers each whole frame; false: drop the connection.

@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <grp.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -391,6 +393,53 @@ TEST_F(IpcControlServer, ConnectionsInAllAreCapped) {
   Result<Message> r = call(ListTenants{});
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_NE(as<ErrorReply>(*r).message.find("2 connections, the limit"), std::string::npos);
+}
+
+// Out of descriptors, the listening socket stays readable and accept keeps failing: the server
+// waits instead of spinning (a few serve_once calls in 300 ms, not thousands), and accepts the
+// waiting connection once descriptors are free again. In a child: it lowers its own fd limit.
+TEST(IpcControl, OutOfDescriptorsTheServerWaitsInsteadOfSpinning) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("concord-emfile-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    KernelCredentials creds;
+    TenantRegistry registry = make_registry();
+    ControlServerOptions options;
+    options.path = (dir / "s.sock").string();
+    Result<ControlServer> server = ControlServer::listen(options, creds, registry);
+    if (!server.is_ok()) ::_exit(10);
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    lim.rlim_cur = 64;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(11);
+    std::vector<int> filler;
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) filler.push_back(fd);
+    if (filler.empty()) ::_exit(12);
+    ::close(filler.back());  // one for the client's socket
+    filler.pop_back();
+    Result<ControlClient> client = ControlClient::connect(options.path);
+    if (!client.is_ok()) ::_exit(13);
+    int calls = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < 300ms) {
+      if (!server->serve_once(100ms).is_ok()) ::_exit(14);
+      ++calls;
+    }
+    if (server->clients() != 0) ::_exit(15);
+    if (calls > 30) ::_exit(16);  // spinning: every poll returns at once
+    for (int fd : filler) ::close(fd);
+    for (int i = 0; i < 50 && server->clients() == 0; ++i) (void)server->serve_once(10ms);
+    if (server->clients() != 1) ::_exit(17);
+    std::filesystem::remove_all(dir);
+    ::_exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "10 listen, 11 setrlimit, 12-13 setup, 14 serve, 15 accepted past the limit, "
+                                   "16 spun, 17 not accepted once descriptors were free";
 }
 
 // A tenant process registers through the socket and is killed with SIGKILL: the server sees its
