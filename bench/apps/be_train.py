@@ -9,6 +9,13 @@ It trains until S seconds have passed or the stop file exists, and records the C
 time at which each iteration ended (after a host synchronisation every iteration, so the times
 are the GPU's), so that throughput can be taken over any window, e.g. the LC tenant's.
 --ready FILE is created after the warm-up iterations.
+
+  be_train.py --model resnet50 --batch 64 --steps N --seed S --out FILE
+
+trains exactly N steps from a seeded start with deterministic kernels (cuDNN deterministic,
+torch.use_deterministic_algorithms; CUBLAS_WORKSPACE_CONFIG must be set, as PyTorch says) and
+writes each step's loss and a SHA-256 of every parameter's bytes after the last step: two runs
+that agree bit for bit computed the same thing (correctness under a scheduler).
 """
 import argparse
 import json
@@ -58,6 +65,21 @@ def train(trainer, seconds, stop_file=None, ready=None, warmup=5):
     return ends, float(loss)
 
 
+def train_steps(model, batch, steps, seed):
+    """`steps` seeded, deterministic steps: each step's loss and the parameters' SHA-256."""
+    import hashlib
+    torch.manual_seed(seed)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    trainer = Trainer(model, batch)
+    losses = [float(trainer.step()) for _ in range(steps)]
+    h = hashlib.sha256()
+    for p in trainer.net.parameters():
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return losses, h.hexdigest()
+
+
 def rate_in(ends, lo, hi):
     """Iterations per second among `ends` within [lo, hi]."""
     n = sum(1 for t in ends if lo <= t <= hi)
@@ -72,9 +94,20 @@ def main():
     ap.add_argument("--stop-file")
     ap.add_argument("--ready")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, help="train exactly this many deterministic steps and record losses and parameters")
+    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     if a.batch < 1 or not a.seconds > 0:
         ap.error("--batch must be >= 1 and --seconds > 0")
+    if a.steps is not None:
+        if a.steps < 1:
+            ap.error("--steps must be >= 1")
+        losses, params = train_steps(a.model, a.batch, a.steps, a.seed)
+        with open(a.out, "w") as f:
+            json.dump({"model": a.model, "batch": a.batch, "steps": a.steps, "seed": a.seed, "losses": losses,
+                       "params_sha256": params, "device": torch.cuda.get_device_name(), "torch": torch.__version__}, f)
+        print(f"be_train {a.model} b{a.batch}: {a.steps} deterministic steps, last loss {losses[-1]:.4f}", file=sys.stderr)
+        return
     trainer = Trainer(a.model, a.batch)
     ends, loss = train(trainer, a.seconds, a.stop_file, a.ready)
     span = ends[-1] - ends[0] if len(ends) > 1 else float("nan")

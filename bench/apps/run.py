@@ -9,6 +9,8 @@ separate processes, under each scheme:
   priority-streams   one process, two threads (prio_streams.py): LC on a high-priority stream
   concord:POLICY     MPS clients under libconcord_intercept.so, scheduled by concordd --policy POLICY
   concord:POLICY:dN  the same with concordd --be-depth N (BE launches released ahead at most N deep)
+  concord:POLICY:sN:rM  the same, the BE confined while LC work is in flight to N SMs and M blocks
+                     per SM (room: the policy's be_sms and be_blocks_per_sm); bX sets bound_share
 
   run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N] [--gpu K]
          [--lc-cpus LIST] [--be-cpus LIST]
@@ -133,17 +135,25 @@ class Concordd:
 
 
 def concord_scheme(scheme):
-    """concord:POLICY[:dN] -> (POLICY, concordd's extra arguments): dN sets --be-depth N."""
+    """concord:POLICY[:dN][:sN][:rN][:bX] -> (POLICY with its parameters, concordd's extra arguments):
+    dN sets --be-depth N; sN the BE's SMs while LC work is in flight (be_sms=N), rN its blocks per
+    SM then (be_blocks_per_sm=N), bX the lease's bound_share=X (0: BE yields to every LC tenant)."""
     parts = scheme.split(":")[1:]
     if not parts or not parts[0]:
-        raise RuntimeError(f"scheme '{scheme}': expected concord:POLICY[:dN]")
-    extra = []
+        raise RuntimeError(f"scheme '{scheme}': expected concord:POLICY[:dN][:sN][:rN][:bX]")
+    extra, params = [], []
     for p in parts[1:]:
         if p.startswith("d") and p[1:].isdigit():
             extra += ["--be-depth", p[1:]]
+        elif p.startswith("s") and p[1:].isdigit():
+            params.append(f"be_sms={p[1:]}")
+        elif p.startswith("r") and p[1:].isdigit():
+            params.append(f"be_blocks_per_sm={p[1:]}")
+        elif p.startswith("b") and p[1:].replace(".", "", 1).isdigit():
+            params.append(f"bound_share={p[1:]}")
         else:
-            raise RuntimeError(f"scheme '{scheme}': '{p}' is not dN (the BE depth)")
-    return parts[0], extra
+            raise RuntimeError(f"scheme '{scheme}': '{p}' is not dN (BE depth), sN (BE SMs), rN (BE blocks per SM) or bX")
+    return parts[0] + (":" + ";".join(params) if params else ""), extra
 
 
 def device_spec():
@@ -255,8 +265,10 @@ def run_scheme(scheme, d, c, rates, requests, target_ms, work, timeout):
         policy, extra = concord_scheme(scheme)
         with Mps(work) as mps, Concordd(work, policy, mps.env, extra) as daemon:
             common = {**mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
-            lc_env = {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc", "CONCORD_TARGET_MS": f"{target_ms:.3f}"}
-            be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be"}
+            lc_env = {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc", "CONCORD_TARGET_MS": f"{target_ms:.3f}",
+                      "CONCORD_INTERCEPT_STATS": os.path.join(d, "lc_intercept.json")}
+            # The library's counters say which share of the BE's launches each mechanism touched.
+            be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": os.path.join(d, "be_intercept.json")}
             return pair(d, c, rates, requests, lc_env, be_env, timeout)
     raise RuntimeError(f"unknown scheme '{scheme}' (known: {', '.join(SCHEMES)})")
 
@@ -278,6 +290,9 @@ def main():
     ap.add_argument("--gpu", type=int, help="run on this GPU alone (CUDA_VISIBLE_DEVICES), with a work folder of its own")
     ap.add_argument("--lc-cpus", help="pin the LC service's processes to these CPUs (taskset's list form, e.g. 0-1)")
     ap.add_argument("--be-cpus", help="pin the BE job's processes to these CPUs")
+    ap.add_argument("--be-alone-under", default="",
+                    help="concord:* schemes (comma-separated) to run the BE job alone under too (no LC: what the library "
+                         "costs it with the scheme's caps armed), each into be_alone_<scheme>.json")
     a = ap.parse_args()
     if a.lc_cpus:
         CPUS["lc"] = parse_cpus(a.lc_cpus, "--lc-cpus")
@@ -288,6 +303,15 @@ def main():
     for s in schemes:
         if s not in SCHEMES and not s.startswith("concord:"):
             ap.error(f"unknown scheme '{s}' (known: {', '.join(SCHEMES)})")
+    alone_under = [s for s in a.be_alone_under.split(",") if s]
+    for s in schemes + alone_under:
+        if s.startswith("concord:"):
+            try:
+                concord_scheme(s)
+            except RuntimeError as e:
+                ap.error(str(e))
+        elif s in alone_under:
+            ap.error(f"--be-alone-under {s}: a concord:* scheme")
     if any(not 0 < x < 1 for x in loads):
         ap.error("--loads must be in (0, 1)")
     if a.gpu is not None:
@@ -318,6 +342,21 @@ def main():
             with Mps(work) as mps, open(os.path.join(base, "be_alone_mps.log"), "w") as log:
                 finish(subprocess.Popen(be_cmd(c, be_alone_mps, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT,
                                         env={**base_env(), **mps.env}, preexec_fn=pinned("be")), a.timeout, "BE alone under MPS")
+        # The BE alone under the library and a daemon (no LC tenant): the library's own cost.
+        for s in alone_under:
+            out = os.path.join(base, f"be_alone_{s.replace(':', '-')}.json")
+            if os.path.exists(out):
+                continue
+            policy, extra = concord_scheme(s)
+            try:
+                with Mps(work) as mps, Concordd(work, policy, mps.env, extra) as daemon, \
+                        open(out[:-len(".json")] + ".log", "w") as log:
+                    env = {**base_env(), **mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket,
+                           "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": out[:-len(".json")] + "_intercept.json"}
+                    finish(subprocess.Popen(be_cmd(c, out, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            preexec_fn=pinned("be")), a.timeout, f"BE alone under {s}")
+            except (RuntimeError, subprocess.SubprocessError, OSError, KeyError) as e:
+                failures.append(f"{c['name']} BE alone under {s}: {e}")
         alone = os.path.join(base, "lc_alone")
         os.makedirs(alone, exist_ok=True)
         if not os.path.exists(os.path.join(alone, "lc.json")):

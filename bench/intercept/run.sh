@@ -13,6 +13,12 @@
 #   per-launch-be  LD_PRELOAD, a daemon deciding every BE launch (--per-launch)          target 5 us
 # With MPS=1 every row runs as a client of an MPS server of the script's own (pipe and log folders
 # in a temporary folder), the way tenants share a GPU: the plain row is then a plain MPS client.
+# ROOM=1 adds, under a daemon whose BE leases carry room terms (ROOM_POLICY, default
+# orion:bound_share=0;be_sms=66;be_blocks_per_sm=2) while an LC tenant keeps its flag up
+# (lc_busy.py, PyTorch):
+#   room-off-be    the BE with CONCORD_ROOM=0 (room terms ignored): the same conditions, no caps
+#   room-be        the BE with its caps applied: a green-context stream and event hand-offs per
+#                  launch, padded shared memory; the difference is the cost of the switch
 # DAEMON_POLICY (default orion) is the policy the daemon rows run under. Other variables: LAUNCHES
 # (default 100000), BATCH (default 256), BIN (default .gpu/bin), LIB (default
 # .gpu/lib/libconcord_intercept.so), DEVICE_SPEC (concordd's --device-spec, default h100).
@@ -70,8 +76,10 @@ with_daemon() {  # with_daemon LABEL [EXTRA_DAEMON_ARGS...]: starts concordd, pr
   echo "$sock"
 }
 
+# ROOM_ONLY=1: the plain rows and the room rows, nothing else.
 for api in runtime driver; do
   row plain "$api" created
+  [ "${ROOM_ONLY:-0}" = 1 ] && continue
   row plain "$api" default
   row passthrough "$api" created LD_PRELOAD="$lib" CONCORD_SOCKET=/nonexistent/concordd.sock \
     CONCORD_INTERCEPT_STATS="$out/stats-passthrough-$api.json"
@@ -79,7 +87,7 @@ for api in runtime driver; do
 done
 
 # Leases: the daemon's own output goes to a log; its socket is the last line with_daemon prints.
-sock=$(with_daemon leases | tail -1)
+sock=$( [ "${ROOM_ONLY:-0}" = 1 ] || with_daemon leases | tail -1)
 if [ -S "$sock" ]; then
   for api in runtime driver; do
     for stream in created default; do
@@ -91,13 +99,38 @@ if [ -S "$sock" ]; then
   done
   pkill -TERM -f -- "--socket $sock" 2>/dev/null
 fi
-sock=$(with_daemon per-launch --per-launch | tail -1)
+sock=$( [ "${ROOM_ONLY:-0}" = 1 ] || with_daemon per-launch --per-launch | tail -1)
 if [ -S "$sock" ]; then
   for api in runtime driver; do
     row per-launch-be "$api" created LD_PRELOAD="$lib" CONCORD_SOCKET="$sock" CONCORD_CLASS=be CONCORD_NAME=bench-be \
       CONCORD_INTERCEPT_STATS="$out/stats-per-launch-be-$api.json"
   done
   pkill -TERM -f -- "--socket $sock" 2>/dev/null
+fi
+if [ "${ROOM:-0}" = 1 ]; then
+  policy=${ROOM_POLICY:-orion:bound_share=0;be_sms=66;be_blocks_per_sm=2}
+  sock=$(with_daemon room | tail -1)
+  if [ -S "$sock" ]; then
+    rm -f "$out/busy.ready" "$out/busy.stop"
+    env "${mps_env[@]}" LD_PRELOAD="$lib" CONCORD_SOCKET="$sock" CONCORD_CLASS=lc CONCORD_TARGET_MS=100 CONCORD_NAME=busy \
+      python3 bench/intercept/lc_busy.py "$out/busy.ready" "$out/busy.stop" >"$out/lc-busy.log" 2>&1 &
+    busy=$!
+    for _ in $(seq 600); do [ -e "$out/busy.ready" ] && break; sleep 0.1; done
+    if [ -e "$out/busy.ready" ]; then
+      for api in runtime driver; do
+        row room-off-be "$api" created LD_PRELOAD="$lib" CONCORD_SOCKET="$sock" CONCORD_CLASS=be CONCORD_NAME=bench-be \
+          CONCORD_ROOM=0 CONCORD_INTERCEPT_STATS="$out/stats-room-off-be-$api.json"
+        row room-be "$api" created LD_PRELOAD="$lib" CONCORD_SOCKET="$sock" CONCORD_CLASS=be CONCORD_NAME=bench-be \
+          CONCORD_INTERCEPT_STATS="$out/stats-room-be-$api.json"
+      done
+    else
+      echo "   the LC busy loop did not start: see $out/lc-busy.log"
+      status=1
+    fi
+    touch "$out/busy.stop"
+    wait "$busy" 2>/dev/null
+    pkill -TERM -f -- "--socket $sock" 2>/dev/null
+  fi
 fi
 sleep 0.5
 
@@ -118,6 +151,13 @@ for r in rows:
     met = "" if over is None or t is None else ("yes" if over <= t else "NO")
     lines.append(f"| {r['label']} | {r['api']} | {r.get('stream', 'created')} | {r['median_us']:.3f} | {r['p99_us']:.3f} | "
                  f"{'' if over is None else f'{over:.3f}'} | {'' if t is None else t} | {met} |")
+# The room switch: room-be over room-off-be (same daemon, same LC load, caps ignored).
+off = {r["api"]: r for r in rows if r["label"] == "room-off-be"}
+for r in rows:
+    if r["label"] == "room-be" and r["api"] in off:
+        o = off[r["api"]]
+        lines.append(f"room switch ({r['api']}): median {r['median_us'] - o['median_us']:+.3f} us, "
+                     f"p99 {r['p99_us'] - o['p99_us']:+.3f} us over the same launches with CONCORD_ROOM=0")
 (out / "summary.txt").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

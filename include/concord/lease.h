@@ -53,6 +53,12 @@ struct Lease {
   std::vector<uint64_t> yield_to;
   LcYield on_lc = LcYield::run;
   int lc_max_in_flight = 0;  // with on_lc == cap: >= 1
+  // Room, with on_lc run or cap: while that LC work is in flight, each kernel launch goes out
+  // confined to at most `lc_sms` SMs (a green context of that many SMs in the tenant's process;
+  // 0: the whole GPU) and at most `lc_blocks_per_sm` of its blocks resident per SM (dynamic shared
+  // memory padded up to that; 0: no cap). Graphs and cooperative launches are never confined.
+  int lc_sms = 0;
+  int lc_blocks_per_sm = 0;
   // An LC tenant raises its work-in-flight flag (which the leases of others may yield to).
   bool signal_lc = false;
   bool operator==(const Lease&) const = default;

@@ -51,6 +51,11 @@ Result<ipc::LeaseTerms> lease_terms(const Lease& lease, uint32_t own_slot, const
   }
   if (lease.lc_max_in_flight < 0) return Status::invalid_argument(fmt::format("lease: lc_max_in_flight {} is negative", lease.lc_max_in_flight));
   t.lc_max_in_flight = static_cast<uint32_t>(lease.lc_max_in_flight);
+  if (lease.lc_sms < 0 || lease.lc_blocks_per_sm < 0) {
+    return Status::invalid_argument(fmt::format("lease: lc_sms {} or lc_blocks_per_sm {} is negative", lease.lc_sms, lease.lc_blocks_per_sm));
+  }
+  t.lc_sms = static_cast<uint32_t>(lease.lc_sms);
+  t.lc_blocks_per_sm = static_cast<uint32_t>(lease.lc_blocks_per_sm);
   t.lc_slot = lease.signal_lc ? own_slot : ipc::kNoLcSlot;
   CONCORD_RETURN_IF_ERROR(ipc::check_terms(t));
   return t;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "concord/cli_parse.h"
+#include "concord/lease.h"
 #include "concord/policy.h"
 #include "concord/suggest.h"
 #include "daemon/daemon.h"
@@ -122,8 +123,15 @@ int main(int argc, char** argv) {
   {
     Result<PolicySpec> ps = parse_policy_spec(o.policy);
     if (!ps.is_ok()) return fail(ps.status(), kExitUsage);
-    Result<std::unique_ptr<Policy>> p = builtin_policies().make(ps->name, ps->params);
-    if (!p.is_ok()) return fail(Status(p.status().code(), "--policy: " + p.status().message()), kExitUsage);
+    // The form the daemon will run: the lease form where the policy has one (its parameters are
+    // the lease form's), else per launch.
+    Status made = Status::ok();
+    if (!o.per_launch && builtin_lease_policies().contains(ps->name)) {
+      made = builtin_lease_policies().make(ps->name, ps->params).status();
+    } else {
+      made = builtin_policies().make(ps->name, ps->params).status();
+    }
+    if (!made) return fail(Status(made.code(), "--policy: " + made.message()), kExitUsage);
   }
   // An octal file mode ("0660"), whole and at most 07777.
   const auto octal_mode = [](const std::string& text) -> std::optional<mode_t> {

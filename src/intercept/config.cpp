@@ -87,6 +87,10 @@ Result<InterceptConfig> parse_config(const std::function<const char*(const char*
     if (v != "0" && v != "1") return bad("CONCORD_GREEN_CONTEXTS", v, "must be 0 or 1");
     config.green_contexts = v == "1";
   }
+  if (const std::string v = get("CONCORD_ROOM"); !v.empty()) {
+    if (v != "0" && v != "1") return bad("CONCORD_ROOM", v, "must be 0 or 1");
+    config.room = v == "1";
+  }
   if (const std::string v = get("CONCORD_POLL_US"); !v.empty()) {
     char* end = nullptr;
     errno = 0;

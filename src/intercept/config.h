@@ -21,6 +21,9 @@ struct InterceptConfig {
   // under MPS (which cross-process co-running needs) green contexts do not place work by SM, and
   // the SM probe crashed the library's GPU test app (docs/intercept.md, "Known problems").
   bool green_contexts = false;
+  // CONCORD_ROOM=0: ignore a lease's room terms (SM-count and residency caps for BE launches while
+  // LC work is in flight); on by default (the lease asks for them only when its policy does).
+  bool room = true;
   uint32_t poll_us = 50;                                 // CONCORD_POLL_US: the completion thread's poll period
   // CONCORD_MARKER_EVERY: under a lease, a completion marker (an event) after every this many
   // launches of a stream, besides the application's synchronisations and the markers at the end

@@ -24,6 +24,11 @@ struct Counters {
   std::atomic<uint64_t> on_priority_stream{0};  // released onto a priority shadow stream
   std::atomic<uint64_t> on_green_stream{0};     // released onto a green-context stream
   std::atomic<uint64_t> green_fallbacks{0};     // a green-context launch failed; relaunched on the app stream
+  std::atomic<uint64_t> room_asked{0};          // BE kernel launches made while the lease asked for room
+  std::atomic<uint64_t> room_sms{0};            // of which went out on an SM-count green context
+  std::atomic<uint64_t> room_padded{0};         // of which went out with padded shared memory
+  std::atomic<uint64_t> room_unpadded{0};       // of which needed no padding (already at or under the cap)
+  std::atomic<uint64_t> room_fallbacks{0};      // of which a cap could not be applied (launched as asked)
   std::atomic<uint64_t> graphs{0};
   std::atomic<uint64_t> tail_markers{0};        // completion markers the completion thread recorded at a burst's end
   std::atomic<uint64_t> failed_launches{0};     // the real launch returned an error

@@ -117,6 +117,14 @@ CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
       CUlaunchConfig c = launch_config({x.gx, x.gy, x.gz}, {x.bx, x.by, x.bz}, x.shared, target, &attr, 1);
       return x.ex(&c, x.f, x.params, x.extra);
     };
+    call.invoke_shared = [](const void* p, CUstream target, int priority, uint32_t shared_mem) {
+      const Args& x = *static_cast<const Args*>(p);
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+      attr.value.priority = priority;
+      CUlaunchConfig c = launch_config({x.gx, x.gy, x.gz}, {x.bx, x.by, x.bz}, shared_mem, target, &attr, priority != kNoPriority ? 1 : 0);
+      return x.ex(&c, x.f, x.params, x.extra);
+    };
   }
   return intercept_launch(call);
 }
@@ -198,6 +206,26 @@ CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** par
     moved.numAttrs = static_cast<unsigned>(attrs.size());
     return x.fn(&moved, x.f, x.params, x.extra);
   };
+  // Padding only a launch whose attributes are priorities at most (a cluster, cooperative or
+  // memory-sync attribute may depend on the shared memory it asked for).
+  bool only_priority = true;
+  for (unsigned i = 0; i < config->numAttrs; ++i) only_priority = only_priority && config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  if (only_priority) {
+    call.invoke_shared = [](const void* p, CUstream target, int priority, uint32_t shared_mem) {
+      const Args& x = *static_cast<const Args*>(p);
+      CUlaunchAttribute prio{};
+      prio.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+      prio.value.priority = priority;
+      CUlaunchConfig moved = *x.config;
+      moved.hStream = target;
+      moved.sharedMemBytes = shared_mem;
+      if (priority != kNoPriority) {
+        moved.attrs = &prio;
+        moved.numAttrs = 1;
+      }
+      return x.fn(&moved, x.f, x.params, x.extra);
+    };
+  }
   return intercept_launch(call);
 }
 

@@ -22,6 +22,7 @@
 #include "intercept/config.h"
 #include "intercept/counters.h"
 #include "intercept/green_sets.h"
+#include "intercept/room.h"
 #include "intercept/kernel_id.h"
 #include "intercept/placement.h"
 #include "intercept/real_driver.h"
@@ -99,8 +100,12 @@ class Interceptor {
   CUresult launch_leased(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info, ipc::LeaseTerms terms);
   CUresult launch_per_decision(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info);
   ipc::LaunchNotice notice_of(const LaunchCall& call, uint64_t key, const FunctionInfo& info) const;
-  // BE: waits while the lease's gate is closed, and at its in-flight cap; the cap in force.
-  uint32_t admit(ipc::LeaseTerms terms, CUstream app, uint64_t key);
+  // BE: waits while the lease's gate is closed, and at its in-flight cap; the admission in force
+  // (its cap, and the room it asks for).
+  ipc::Admission admit(ipc::LeaseTerms terms, CUstream app, uint64_t key);
+  // A BE kernel launch confined as `a` asks (SM count, residency), on `app` at `priority`.
+  CUresult launch_in_room(const LaunchCall& call, CUstream app, uint64_t key, int priority, const FunctionInfo& info,
+                          const ipc::Admission& a);
   bool wait_below(uint32_t cap, CUstream app, uint64_t key);
   uint64_t in_flight() const { return book_->in_flight(); }
   // Books a noticed launch (made at `now_ns`) and records the marker that should follow it, if
@@ -138,6 +143,10 @@ class Interceptor {
   std::atomic<bool> flag_up_{false};
   std::atomic<uint32_t> flag_slot_{ipc::kNoLcSlot};
   std::atomic<int> in_request_{0};  // requests begun and not ended (threads may overlap them)
+
+  // Room for BE launches (made on the first launch that asks; null when it could not be).
+  std::once_flag room_once_;
+  std::unique_ptr<Room> room_;
 
   std::atomic<GreenSets*> green_{nullptr};
   std::unique_ptr<GreenSets> green_owner_;
@@ -340,15 +349,18 @@ CUresult Interceptor::launch(const LaunchCall& call) {
 CUresult Interceptor::launch_leased(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info,
                                     ipc::LeaseTerms terms) {
   uint32_t cap = 0;
+  ipc::Admission admitted;
   if (!lc()) {
-    cap = admit(terms, app, key);
+    admitted = admit(terms, app, key);
+    cap = admitted.cap;
     terms = client_->lease();
   }
   // Counted before it goes out, so a flag is never lowered while it does.
   book_->launching();
   if (lc() && terms.lc_slot != ipc::kNoLcSlot) raise_flag(terms.lc_slot);
   const int priority = terms.priority == ipc::Priority::high ? greatest_priority_ : least_priority_;
-  const CUresult r = launch_at(call, app, key, priority);
+  const bool room = !lc() && config_.room && !call.graph && (admitted.sms != 0 || admitted.blocks_per_sm != 0);
+  const CUresult r = room ? launch_in_room(call, app, key, priority, info, admitted) : launch_at(call, app, key, priority);
   ipc::LaunchNotice notice = notice_of(call, key, info);
   const uint64_t now = ipc::monotonic_ns();
   notice.at_ns = now;
@@ -423,23 +435,99 @@ CUresult Interceptor::launch_per_decision(const LaunchCall& call, CUstream app, 
   return r;
 }
 
-uint32_t Interceptor::admit(ipc::LeaseTerms terms, CUstream app, uint64_t key) {
+ipc::Admission Interceptor::admit(ipc::LeaseTerms terms, CUstream app, uint64_t key) {
   bool waited_gate = false, waited_cap = false;
   for (;;) {
     const ipc::Admission a = ipc::admission(terms, client_->lc_active());
     if (a.open) {
-      if (a.cap == 0 || in_flight() < a.cap) return a.cap;
+      if (a.cap == 0 || in_flight() < a.cap) return a;
       if (!waited_cap) counters_.cap_waits.fetch_add(1, std::memory_order_relaxed);
       waited_cap = true;
-      if (!wait_below(a.cap, app, key)) return a.cap;
+      if (!wait_below(a.cap, app, key)) return a;
     } else {
       if (!waited_gate) counters_.gate_waits.fetch_add(1, std::memory_order_relaxed);
       waited_gate = true;
       (void)client_->wait_open(100'000'000);
     }
-    if (client_->pass_through()) return 0;
+    if (client_->pass_through()) return {};
     terms = client_->lease();
   }
+}
+
+CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint64_t key, int priority,
+                                     const FunctionInfo& info, const ipc::Admission& a) {
+  counters_.room_asked.fetch_add(1, std::memory_order_relaxed);
+  std::call_once(room_once_, [this] {
+    Result<std::unique_ptr<Room>> r = Room::create(*driver_, device_);
+    if (r) {
+      room_ = std::move(*r);
+    } else if (config_.log) {
+      log("room for BE launches not available: " + r.status().message());
+    }
+  });
+  CUcontext ctx = nullptr;
+  if (!room_ || driver_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx != context_) {
+    // Room is made for the first launch's context only.
+    counters_.room_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    return launch_at(call, app, key, priority);
+  }
+  // The residency cap: the same launch with padded dynamic shared memory.
+  struct Padded {
+    const LaunchCall* base;
+    uint32_t shared;
+  } padded{&call, call.shared_mem};
+  LaunchCall room = call;
+  bool capped = false, failed = false;
+  if (a.blocks_per_sm != 0) {
+    Result<uint32_t> shared = call.invoke_shared ? room_->shared_for(call.function, call.block, call.shared_mem, static_cast<int>(a.blocks_per_sm))
+                                                 : Result<uint32_t>(Status::unsupported("room: this launch cannot be padded"));
+    if (!shared) {
+      failed = true;
+    } else if (*shared != call.shared_mem) {
+      padded.shared = *shared;
+      room.args = &padded;
+      room.invoke = [](const void* p, CUstream target) {
+        const Padded& x = *static_cast<const Padded*>(p);
+        return x.base->invoke_shared(x.base->args, target, kNoPriority, x.shared);
+      };
+      room.invoke_priority = [](const void* p, CUstream target, int prio) {
+        const Padded& x = *static_cast<const Padded*>(p);
+        return x.base->invoke_shared(x.base->args, target, prio, x.shared);
+      };
+      capped = true;
+    } else {
+      counters_.room_unpadded.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // The SM-count cap: a stream of a green context of that many SMs, in the application stream's
+  // order (event hand-offs).
+  if (a.sms != 0 && static_cast<int>(a.sms) < room_->device().sm_count && info.green_ok) {
+    Result<CUstream> green = room_->sm_stream(static_cast<int>(a.sms), key, priority);
+    if (green) {
+      const CUresult r = placer_->on_green(room, app, *green).result;
+      if (r == CUDA_SUCCESS) {
+        counters_.room_sms.fetch_add(1, std::memory_order_relaxed);
+        if (capped) counters_.room_padded.fetch_add(1, std::memory_order_relaxed);
+        if (failed) counters_.room_fallbacks.fetch_add(1, std::memory_order_relaxed);
+        return r;
+      }
+      // A function bound to the primary context (a driver-API CUfunction) cannot launch there.
+      mark_green_failed(call.function);
+      counters_.green_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    } else if (config_.log) {
+      log("SM-count cap of " + std::to_string(a.sms) + " not applied: " + green.status().message());
+    }
+    failed = true;
+  }
+  CUresult r = launch_at(room, app, key, priority);
+  if (r == CUDA_SUCCESS && capped) counters_.room_padded.fetch_add(1, std::memory_order_relaxed);
+  if (r != CUDA_SUCCESS && capped) {
+    // The driver refused the padded launch (its shared memory): the launch as the application made it.
+    r = launch_at(call, app, key, priority);
+    failed = true;
+  }
+  if (failed) counters_.room_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  return r;
 }
 
 bool Interceptor::wait_below(uint32_t cap, CUstream app, uint64_t key) {

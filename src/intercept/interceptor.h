@@ -24,6 +24,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -31,6 +32,9 @@
 #include "ipc/protocol.h"
 
 namespace concord::intercept {
+
+// No launch-priority attribute: the target stream's own priority.
+inline constexpr int kNoPriority = INT_MIN;
 
 // One launch as a hook saw it. `invoke` makes the real launch on `target` (the application's
 // stream or a shadow stream) with the hook's own arguments, which `args` points to.
@@ -45,6 +49,10 @@ struct LaunchCall {
   // The same launch on `target` at stream priority `priority` (a launch attribute of
   // cuLaunchKernelEx); null for a graph, which has no such attribute.
   CUresult (*invoke_priority)(const void* args, CUstream target, int priority) = nullptr;
+  // The same launch with `shared_mem` bytes of dynamic shared memory (the residency cap's
+  // padding), at stream priority `priority` unless it is kNoPriority; null where that cannot be done
+  // safely (a graph, a cooperative launch, a launch with cluster or other attributes).
+  CUresult (*invoke_shared)(const void* args, CUstream target, int priority, uint32_t shared_mem) = nullptr;
   const void* args = nullptr;
 };
 

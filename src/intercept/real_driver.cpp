@@ -49,6 +49,11 @@ const RealDriver* load() {
   bind(d->green_ctx_create, "cuGreenCtxCreate");
   bind(d->green_ctx_destroy, "cuGreenCtxDestroy");
   bind(d->green_ctx_stream_create, "cuGreenCtxStreamCreate");
+  bind(d->device_get_attribute, "cuDeviceGetAttribute");
+  bind(d->func_get_attribute, "cuFuncGetAttribute");
+  bind(d->func_set_attribute, "cuFuncSetAttribute");
+  bind(d->kernel_get_function, "cuKernelGetFunction");
+  bind(d->kernel_set_attribute, "cuKernelSetAttribute");
   // The launch path needs all of these; a driver older than 12.3 lacks cuFuncGetName.
   d->complete = d->event_create && d->event_record && d->event_query && d->event_destroy && d->stream_wait_event &&
                         d->stream_is_capturing && d->stream_get_priority && d->ctx_get_stream_priority_range &&

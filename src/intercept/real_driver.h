@@ -54,6 +54,12 @@ struct RealDriver {
   PFN_cuGreenCtxCreate_v12040 green_ctx_create = nullptr;
   PFN_cuGreenCtxDestroy_v12040 green_ctx_destroy = nullptr;
   PFN_cuGreenCtxStreamCreate_v12050 green_ctx_stream_create = nullptr;
+  // Room (intercept/room.h): device limits and function attributes (null: no residency cap).
+  PFN_cuDeviceGetAttribute_v2000 device_get_attribute = nullptr;
+  PFN_cuFuncGetAttribute_v2020 func_get_attribute = nullptr;
+  PFN_cuFuncSetAttribute_v9000 func_set_attribute = nullptr;
+  PFN_cuKernelGetFunction_v12000 kernel_get_function = nullptr;
+  PFN_cuKernelSetAttribute_v12000 kernel_set_attribute = nullptr;
 
   template <typename Fn>
   Fn get(Entry e) const {

@@ -26,6 +26,8 @@ struct LeaseLayout {
   std::atomic<uint32_t> lc_max_in_flight;
   std::atomic<uint32_t> lc_slot;
   std::atomic<uint64_t> yield_mask;
+  std::atomic<uint32_t> lc_sms;
+  std::atomic<uint32_t> lc_blocks_per_sm;
 };
 
 struct BoardLayout {
@@ -44,7 +46,7 @@ namespace {
 
 constexpr uint32_t kLeaseMagic = 0x4553454c;  // "LESE"
 constexpr uint32_t kBoardMagic = 0x44524f42;  // "BORD"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;  // 2: room terms (lc_sms, lc_blocks_per_sm)
 
 long futex(const void* addr, int op, uint32_t val, const timespec* timeout) {
   return ::syscall(SYS_futex, addr, op, val, timeout, nullptr, 0);
@@ -76,6 +78,13 @@ Status check_terms(const LeaseTerms& t) {
   if (static_cast<uint8_t>(t.priority) > 1) return bad("priority", fmt::format("{} is not normal or high", static_cast<int>(t.priority)));
   if (static_cast<uint8_t>(t.on_lc) > 2) return bad("on_lc", fmt::format("{} is not run, close or cap", static_cast<int>(t.on_lc)));
   if (t.on_lc == OnLc::cap && t.lc_max_in_flight == 0) return bad("lc_max_in_flight", "is 0 with on_lc cap (at least 1)");
+  if (t.lc_sms > kMaxRoomSms) return bad("lc_sms", fmt::format("{} is over {}", t.lc_sms, kMaxRoomSms));
+  if (t.lc_blocks_per_sm > kMaxRoomBlocksPerSm) {
+    return bad("lc_blocks_per_sm", fmt::format("{} is over {}", t.lc_blocks_per_sm, kMaxRoomBlocksPerSm));
+  }
+  if (t.on_lc == OnLc::close && (t.lc_sms != 0 || t.lc_blocks_per_sm != 0)) {
+    return bad("lc_sms", "room terms with on_lc close (a closed gate launches nothing to confine)");
+  }
   if (t.lc_slot != kNoLcSlot && t.lc_slot >= kLcSlots) return bad("lc_slot", fmt::format("{} is outside 0..{}", t.lc_slot, kLcSlots - 1));
   return Status::ok();
 }
@@ -88,11 +97,14 @@ Admission admission(const LeaseTerms& terms, uint64_t lc_active) {
   }
   a.cap = terms.max_in_flight;
   a.lc_yield = (lc_active & terms.yield_mask) != 0;
-  if (!a.lc_yield || terms.on_lc == OnLc::run) return a;
+  if (!a.lc_yield) return a;
   if (terms.on_lc == OnLc::close) {
     a.open = false;
     return a;
   }
+  a.sms = terms.lc_sms;
+  a.blocks_per_sm = terms.lc_blocks_per_sm;
+  if (terms.on_lc == OnLc::run) return a;
   a.cap = a.cap == 0 ? terms.lc_max_in_flight : std::min(a.cap, terms.lc_max_in_flight);
   return a;
 }
@@ -124,6 +136,8 @@ Status LeasePage::publish(const LeaseTerms& t) {
   page_->lc_max_in_flight.store(t.lc_max_in_flight, std::memory_order_relaxed);
   page_->lc_slot.store(t.lc_slot, std::memory_order_relaxed);
   page_->yield_mask.store(t.yield_mask, std::memory_order_relaxed);
+  page_->lc_sms.store(t.lc_sms, std::memory_order_relaxed);
+  page_->lc_blocks_per_sm.store(t.lc_blocks_per_sm, std::memory_order_relaxed);
   page_->seq.store(s + 2, std::memory_order_release);
   terms_ = t;
   return Status::ok();
@@ -165,6 +179,8 @@ Result<LeaseTerms> LeaseReader::read() const {
     t.lc_max_in_flight = page_->lc_max_in_flight.load(std::memory_order_relaxed);
     t.lc_slot = page_->lc_slot.load(std::memory_order_relaxed);
     t.yield_mask = page_->yield_mask.load(std::memory_order_relaxed);
+    t.lc_sms = page_->lc_sms.load(std::memory_order_relaxed);
+    t.lc_blocks_per_sm = page_->lc_blocks_per_sm.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (page_->seq.load(std::memory_order_relaxed) == s1) break;
   }

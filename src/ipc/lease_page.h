@@ -45,6 +45,8 @@ struct LeaseTerms {
   uint64_t yield_mask = 0;      // board slots whose flag applies `on_lc`
   OnLc on_lc = OnLc::run;
   uint32_t lc_max_in_flight = 0;  // with on_lc == cap: >= 1
+  uint32_t lc_sms = 0;            // room while yielding (on_lc run or cap): SMs at most (0: all)
+  uint32_t lc_blocks_per_sm = 0;  // and resident blocks per SM at most (0: no cap)
   uint32_t lc_slot = kNoLcSlot;   // an LC tenant's slot on the board (kNoLcSlot: raises no flag)
   bool operator==(const LeaseTerms&) const = default;
 };
@@ -56,7 +58,11 @@ struct Admission {
   bool open = true;        // false: wait for the gate (closed, or closed while LC work is in flight)
   uint32_t cap = 0;        // with open: launches in flight at most (0: no limit)
   bool lc_yield = false;   // an LC flag the lease yields to is up
+  uint32_t sms = 0;            // with open: SMs a kernel launch may use (0: all)
+  uint32_t blocks_per_sm = 0;  // with open: its blocks resident per SM at most (0: no cap)
 };
+inline constexpr uint32_t kMaxRoomSms = 1024;
+inline constexpr uint32_t kMaxRoomBlocksPerSm = 64;
 Admission admission(const LeaseTerms& terms, uint64_t lc_active);
 
 namespace detail {

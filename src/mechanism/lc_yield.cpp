@@ -35,6 +35,24 @@ Lease lc_lease(int priority, bool signal) {
   return l;
 }
 
+Result<BeRoom> be_room_params(const PolicyParams& params) {
+  BeRoom room;
+  auto sms = int_param(params, "be_sms", 0, 0);
+  if (!sms) return sms.status();
+  auto blocks = int_param(params, "be_blocks_per_sm", 0, 0);
+  if (!blocks) return blocks.status();
+  if (*sms > 1024) return Status::invalid_argument("parameter be_sms: " + std::to_string(*sms) + " is over 1024");
+  if (*blocks > 64) return Status::invalid_argument("parameter be_blocks_per_sm: " + std::to_string(*blocks) + " is over 64");
+  room.sms = *sms;
+  room.blocks_per_sm = *blocks;
+  return room;
+}
+
+void apply_room(Lease& lease, const BeRoom& room) {
+  lease.lc_sms = room.sms;
+  lease.lc_blocks_per_sm = room.blocks_per_sm;
+}
+
 Result<double> bound_share_param(const std::string& policy, const PolicyParams& params, double fallback) {
   auto v = double_param(params, "bound_share", fallback);
   if (!v) return v.status();

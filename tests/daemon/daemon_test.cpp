@@ -1240,6 +1240,13 @@ TEST(LeaseTerms, PolicyLeasesBecomePageTerms) {
   l.lc_max_in_flight = 1;
   l.max_in_flight = -1;
   EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
+  l.max_in_flight = 0;
+  l.lc_sms = 66;
+  l.lc_blocks_per_sm = 2;
+  EXPECT_EQ(lease_terms(l, 5, slot_of)->lc_sms, 66u);
+  EXPECT_EQ(lease_terms(l, 5, slot_of)->lc_blocks_per_sm, 2u);
+  l.lc_sms = -3;
+  EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
 }
 
 // Under per-launch decisions a notice the device cannot run (more shared memory than a block may

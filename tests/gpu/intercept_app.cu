@@ -12,11 +12,16 @@
 //                                  kernel also logs its (stream, step) as it starts, and the order
 //                                  on every stream is checked.
 //   concord_intercept_app smid N   one probe launch of N blocks; prints the SMs its blocks ran on.
+//   concord_intercept_app room     launches of a kernel that notes, per SM, how many of its blocks
+//                                  were resident at once; prints the SMs used, the peak blocks per
+//                                  SM and a checksum of the work (the same with and without caps).
 //
 // Prints one JSON line; exits 0 when every check passed, 1 when one failed, 2 on a CUDA error.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -83,6 +88,74 @@ __global__ void smid_kernel(int* sm_of_block) {
   const long long until = clock64() + 200000;
   while (clock64() < until) {
   }
+}
+
+// Each block: counts itself in on its SM, keeps the peak, works for a while (a sum into `out`,
+// which no padding may change), counts itself out. 64 threads, no shared memory of its own: 32
+// blocks of it fit on an SM unless something caps them.
+__global__ void residency_kernel(unsigned* resident, unsigned* peak, unsigned* used, uint32_t* out) {
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  sm &= 1023u;
+  if (threadIdx.x == 0) {
+    const unsigned now = atomicAdd(&resident[sm], 1u) + 1u;
+    atomicMax(&peak[sm], now);
+    used[sm] = 1u;
+  }
+  __syncthreads();
+  uint32_t acc = blockIdx.x * 2654435761u + threadIdx.x;
+  const long long until = clock64() + 100000;
+  while (clock64() < until) acc = acc * 1664525u + 1013904223u;
+  (void)acc;
+  atomicAdd(out, blockIdx.x + threadIdx.x);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicSub(&resident[sm], 1u);
+}
+
+int run_room() {
+  constexpr int kBlocks = 132 * 32;
+  constexpr int kLaunches = 20;
+  unsigned *resident = nullptr, *peak = nullptr, *used = nullptr;
+  uint32_t* out = nullptr;
+  CHECK(cudaMalloc(&resident, 1024 * sizeof(unsigned)));
+  CHECK(cudaMalloc(&peak, 1024 * sizeof(unsigned)));
+  CHECK(cudaMalloc(&used, 1024 * sizeof(unsigned)));
+  CHECK(cudaMalloc(&out, sizeof(uint32_t)));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Under the library the stream's creation registered the process: the daemon's lease (which
+  // yields to the test's LC tenant) reaches it before the first launch.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(cudaMemsetAsync(resident, 0, 1024 * sizeof(unsigned), stream));
+  CHECK(cudaMemsetAsync(peak, 0, 1024 * sizeof(unsigned), stream));
+  CHECK(cudaMemsetAsync(used, 0, 1024 * sizeof(unsigned), stream));
+  CHECK(cudaMemsetAsync(out, 0, sizeof(uint32_t), stream));
+  for (int i = 0; i < kLaunches; ++i) residency_kernel<<<kBlocks, 64, 0, stream>>>(resident, peak, used, out);
+  CHECK(cudaGetLastError());
+  std::vector<unsigned> host_peak(1024), host_used(1024);
+  uint32_t sum = 0;
+  CHECK(cudaMemcpyAsync(host_peak.data(), peak, 1024 * sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaMemcpyAsync(host_used.data(), used, 1024 * sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaMemcpyAsync(&sum, out, sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  unsigned sms = 0, most = 0;
+  for (int s = 0; s < 1024; ++s) {
+    sms += host_used[static_cast<size_t>(s)] ? 1u : 0u;
+    most = std::max(most, host_peak[static_cast<size_t>(s)]);
+  }
+  // The sum every block adds: kLaunches x sum over blocks and threads of (block + thread), mod 2^32.
+  uint64_t want = 0;
+  for (int b = 0; b < kBlocks; ++b) want += static_cast<uint64_t>(b) * 64 + 63 * 64 / 2;
+  want = (want * kLaunches) & 0xffffffffu;
+  const bool ok = sum == static_cast<uint32_t>(want);
+  std::printf("{\"ok\": %s, \"sms_used\": %u, \"peak_blocks_per_sm\": %u, \"checksum\": %u}\n", ok ? "true" : "false", sms,
+              most, sum);
+  CHECK(cudaStreamDestroy(stream));
+  CHECK(cudaFree(resident));
+  CHECK(cudaFree(peak));
+  CHECK(cudaFree(used));
+  CHECK(cudaFree(out));
+  return ok ? 0 : 1;
 }
 
 uint32_t reference_step(uint32_t x, int i, uint32_t stream, uint32_t step) {
@@ -300,6 +373,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "chains";
   if (mode == "chains") return run_chains();
   if (mode == "smid") return run_smid(argc > 2 ? std::atoi(argv[2]) : 264);
-  std::fprintf(stderr, "usage: %s [chains | smid BLOCKS]\n", argv[0]);
+  if (mode == "room") return run_room();
+  std::fprintf(stderr, "usage: %s [chains | smid BLOCKS | room]\n", argv[0]);
   return 2;
 }

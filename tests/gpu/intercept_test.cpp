@@ -14,6 +14,7 @@
 
 #include "concord/device.h"
 #include "daemon/daemon.h"
+#include "ipc/tenant_client.h"
 #include "intercept_support.h"
 
 namespace concord::testing {
@@ -159,6 +160,43 @@ TEST(Intercept, PerLaunchDecisionsForBeOnlyKeepTheResults) {
       EXPECT_GT(s.at("leased").get<int>(), 0) << s.dump();
     }
   }
+  d->stop();
+  EXPECT_TRUE(d->wait().is_ok());
+}
+
+// Room (orion with be_sms and be_blocks_per_sm): while an LC tenant's flag is up, a BE tenant's
+// kernels go out on a green context of 16 SMs with their shared memory padded to 2 blocks per SM.
+// The program sees its blocks on at most 16 SMs and at most 2 per SM, where alone they fill the
+// GPU 32 to an SM, and computes the same sum.
+TEST(Intercept, RoomConfinesBeKernelsToTheSmsAndResidencyTheLeaseNames) {
+  const InterceptPaths paths = intercept_paths();
+  if (!paths.error.empty()) GTEST_SKIP() << paths.error;
+  const RunResult plain = run_app(paths, "room", {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.stdout_text << plain.stderr_text;
+  EXPECT_GT(plain.line.at("peak_blocks_per_sm").get<int>(), 2) << plain.stdout_text;
+  EXPECT_GT(plain.line.at("sms_used").get<int>(), 16) << plain.stdout_text;
+  const std::string socket = scratch_path("room.sock");
+  auto d = start_daemon("orion:bound_share=0;be_sms=16;be_blocks_per_sm=2", socket);
+  ASSERT_TRUE(d);
+  ipc::TenantClientOptions lo;
+  lo.socket_path = socket;
+  lo.info = ipc::RegisterTenant{TenantClass::latency_critical, 50'000'000, 1, 0, "lc"};
+  Result<std::unique_ptr<ipc::TenantClient>> lc = ipc::TenantClient::connect(lo);
+  ASSERT_TRUE(lc.is_ok()) << lc.status().to_string();
+  ASSERT_NE((*lc)->lease().lc_slot, ipc::kNoLcSlot);
+  (*lc)->raise_lc((*lc)->lease().lc_slot);  // work in flight for the whole run
+  const std::string stats = scratch_path("room_be_stats.json");
+  const RunResult r = run_app(paths, "room", tenant_env(paths, socket, "be", stats));
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  EXPECT_EQ(r.line.at("checksum"), plain.line.at("checksum")) << "padding changes nothing the kernel computes";
+  EXPECT_LE(r.line.at("sms_used").get<int>(), 16) << r.stdout_text;
+  EXPECT_LE(r.line.at("peak_blocks_per_sm").get<int>(), 2) << r.stdout_text;
+  const json s = read_json(stats);
+  EXPECT_EQ(s.at("room_asked").get<int>(), 20) << s.dump();
+  EXPECT_EQ(s.at("room_sms").get<int>(), 20) << s.dump();
+  EXPECT_EQ(s.at("room_padded").get<int>(), 20) << s.dump();
+  EXPECT_EQ(s.at("room_fallbacks").get<int>(), 0) << s.dump();
+  (*lc)->close();
   d->stop();
   EXPECT_TRUE(d->wait().is_ok());
 }

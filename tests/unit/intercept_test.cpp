@@ -11,6 +11,7 @@
 
 #include "intercept/config.h"
 #include "intercept/kernel_id.h"
+#include "intercept/residency.h"
 #include "intercept/symbols.h"
 
 namespace concord::intercept {
@@ -52,6 +53,8 @@ TEST(InterceptConfig, ReadsAnLcTenant) {
   EXPECT_EQ(c->poll_us, 20u);
   EXPECT_TRUE(parse({{"CONCORD_DISABLE", "1"}})->disabled);
   EXPECT_TRUE(parse({{"CONCORD_GREEN_CONTEXTS", "1"}})->green_contexts);
+  EXPECT_TRUE(parse({})->room) << "room terms are honoured unless turned off";
+  EXPECT_FALSE(parse({{"CONCORD_ROOM", "0"}})->room);
 }
 
 TEST(InterceptConfig, BadValuesAreNamed) {
@@ -72,6 +75,7 @@ TEST(InterceptConfig, BadValuesAreNamed) {
       {{{"CONCORD_POLL_US", "0"}}, "CONCORD_POLL_US='0'"},
       {{{"CONCORD_INTERCEPT_LOG", "on"}}, "CONCORD_INTERCEPT_LOG='on'"},
       {{{"CONCORD_GREEN_CONTEXTS", "yes"}}, "CONCORD_GREEN_CONTEXTS='yes'"},
+      {{{"CONCORD_ROOM", "off"}}, "CONCORD_ROOM='off'"},
   };
   for (const auto& [env, want] : cases) {
     auto c = parse(env);
@@ -159,6 +163,52 @@ TEST(InterceptSymbols, TheExportListIsTheEntryPointsPlusDlsymAndTheClientApi) {
   std::set<std::string> want = {"dlsym", "concord_request_begin", "concord_request_end"};
   for (const EntryPoint& e : entry_points()) want.insert(e.exported);
   EXPECT_EQ(exported, want);
+}
+
+// An H100 SXM's limits as the driver reports them (cuDeviceGetAttribute).
+constexpr RoomDevice kH100{132, 233472, 232448, 1024, 2048, 32, 65536};
+
+TEST(InterceptResidency, BlocksPerSmFollowThreadsRegistersAndSharedMemory) {
+  EXPECT_EQ(resident_blocks(kH100, {32, 0}, 256, 0), 8) << "threads: 2048 / 256";
+  EXPECT_EQ(resident_blocks(kH100, {32, 0}, 64, 0), 32) << "the block limit";
+  EXPECT_EQ(resident_blocks(kH100, {64, 0}, 1024, 0), 1) << "registers: 64 x 1024 fill the file";
+  EXPECT_EQ(resident_blocks(kH100, {33, 0}, 128, 0), 12) << "33 registers round up to 40 per thread (256 per warp): 65536 / 5120";
+  EXPECT_EQ(resident_blocks(kH100, {32, 49152}, 128, 0), 4) << "48 KiB static plus 1 KiB reserved, 4 fit";
+  EXPECT_EQ(resident_blocks(kH100, {32, 0}, 128, 100000), 2);
+}
+
+TEST(InterceptResidency, PaddingHoldsAKernelAtTheCapAndNeverBelowItsOwnSize) {
+  // 256 threads, 32 registers: 8 per SM; capped at 2 and at 4.
+  const uint32_t two = padded_shared(kH100, {32, 0}, 256, 0, 2);
+  EXPECT_EQ(resident_blocks(kH100, {32, 0}, 256, static_cast<int>(two)), 2);
+  EXPECT_EQ(two % 128, 0u);
+  const uint32_t four = padded_shared(kH100, {32, 0}, 256, 0, 4);
+  EXPECT_EQ(resident_blocks(kH100, {32, 0}, 256, static_cast<int>(four)), 4);
+  EXPECT_LT(four, two);
+  // At or under the cap already (threads, registers or its own memory): untouched.
+  EXPECT_EQ(padded_shared(kH100, {32, 0}, 256, 0, 8), 0u);
+  EXPECT_EQ(padded_shared(kH100, {64, 0}, 1024, 0, 1), 0u);
+  EXPECT_EQ(padded_shared(kH100, {32, 0}, 256, 4096, 0), 4096u) << "cap 0: no cap";
+  EXPECT_EQ(padded_shared(kH100, {32, 0}, 128, 100000, 2), 100000u);
+  // Its own dynamic memory is the floor, its static memory counts.
+  const uint32_t own = padded_shared(kH100, {32, 0}, 128, 100000, 1);
+  EXPECT_GE(own, 100000u);
+  EXPECT_EQ(resident_blocks(kH100, {32, 0}, 128, static_cast<int>(own)), 1);
+  const uint32_t with_static = padded_shared(kH100, {32, 49152}, 128, 0, 1);
+  EXPECT_EQ(resident_blocks(kH100, {32, 49152}, 128, static_cast<int>(with_static)), 1);
+  EXPECT_LE(static_cast<int>(with_static) + 49152, kH100.shared_per_block_max);
+  // Every cap, every block size: at most the cap, never past the per-block maximum.
+  for (int threads : {32, 64, 96, 128, 256, 512, 1024}) {
+    for (int cap = 1; cap <= 32; ++cap) {
+      for (uint32_t own_shared : {0u, 1000u, 40000u}) {
+        const uint32_t s = padded_shared(kH100, {24, 1024}, threads, own_shared, cap);
+        EXPECT_GE(s, own_shared);
+        EXPECT_LE(static_cast<int>(s) + 1024, kH100.shared_per_block_max);
+        EXPECT_LE(resident_blocks(kH100, {24, 1024}, threads, static_cast<int>(s)), cap)
+            << threads << " threads, cap " << cap << ", own " << own_shared;
+      }
+    }
+  }
 }
 
 TEST(InterceptKernelId, IsFnv1aOfTheName) {

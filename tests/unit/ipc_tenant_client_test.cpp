@@ -386,6 +386,45 @@ TEST(LeaseAdmission, GatesCapsAndYielding) {
   EXPECT_EQ(admission(t, 0b10).cap, 1u) << "the tighter of the two";
   t.on_lc = OnLc::run;
   EXPECT_TRUE(admission(t, 0b10).open);
+  // Room: only while a flag it yields to is up, with run or cap.
+  t.lc_sms = 66;
+  t.lc_blocks_per_sm = 2;
+  EXPECT_EQ(admission(t, 0b10).sms, 66u);
+  EXPECT_EQ(admission(t, 0b10).blocks_per_sm, 2u);
+  EXPECT_EQ(admission(t, 0b01).sms, 0u) << "another LC's flag: the whole GPU";
+  EXPECT_EQ(admission(t, 0b01).blocks_per_sm, 0u);
+  t.on_lc = OnLc::cap;
+  EXPECT_EQ(admission(t, 0b10).sms, 66u);
+  EXPECT_EQ(admission(t, 0b10).cap, 1u);
+  EXPECT_TRUE(check_terms(t).is_ok());
+  t.on_lc = OnLc::close;
+  EXPECT_FALSE(check_terms(t).is_ok()) << "room with a closed gate means nothing";
+  t.on_lc = OnLc::run;
+  t.lc_sms = kMaxRoomSms + 1;
+  EXPECT_NE(check_terms(t).message().find("lc_sms"), std::string::npos);
+  t.lc_sms = 0;
+  t.lc_blocks_per_sm = kMaxRoomBlocksPerSm + 1;
+  EXPECT_NE(check_terms(t).message().find("lc_blocks_per_sm"), std::string::npos);
+}
+
+TEST(LeasePage, RoomTermsTravelThroughThePage) {
+  LeaseTerms t;
+  t.yield_mask = 1;
+  t.lc_sms = 34;
+  t.lc_blocks_per_sm = 3;
+  Result<LeasePage> page = LeasePage::create("room-test", t);
+  ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+  Result<int> fd = page->reader_fd();
+  ASSERT_TRUE(fd.is_ok());
+  Result<LeaseReader> reader = LeaseReader::from_fd(*fd, "room-test");
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  Result<LeaseTerms> read = reader->read();
+  ASSERT_TRUE(read.is_ok()) << read.status().to_string();
+  EXPECT_EQ(*read, t);
+  t.lc_sms = 0;
+  ASSERT_TRUE(page->publish(t).is_ok());
+  EXPECT_EQ(reader->read()->lc_sms, 0u);
+  EXPECT_EQ(reader->read()->lc_blocks_per_sm, 3u);
 }
 
 // A BE tenant blocked on a closed gate (its lease closed while the LC flag it yields to is up)

@@ -78,6 +78,32 @@ TEST(LeasePolicy, SgdrcCapsBeInFlightBesideGpuBoundLcWork) {
   }
 }
 
+TEST(LeasePolicy, WithRoomOrionAndSgdrcConfineBeInsteadOfHoldingIt) {
+  const std::vector<LeaseTenant> ts = {tenant(1, LC, 0.9), tenant(2, BE)};
+  const auto o = decide("orion:be_sms=66;be_blocks_per_sm=2", ts);
+  EXPECT_EQ(o[1].yield_to, std::vector<uint64_t>{1});
+  EXPECT_EQ(o[1].on_lc, LcYield::run) << "the gate stays open";
+  EXPECT_EQ(o[1].lc_sms, 66);
+  EXPECT_EQ(o[1].lc_blocks_per_sm, 2);
+  EXPECT_EQ(o[0].lc_sms, 0) << "an LC lease is never confined";
+  const auto held = decide("orion", ts);
+  EXPECT_EQ(held[1].on_lc, LcYield::close);
+  EXPECT_EQ(held[1].lc_sms, 0);
+  const auto s = decide("sgdrc:be_in_flight=4;be_blocks_per_sm=1", ts);
+  EXPECT_EQ(s[1].on_lc, LcYield::cap);
+  EXPECT_EQ(s[1].lc_max_in_flight, 4);
+  EXPECT_EQ(s[1].lc_blocks_per_sm, 1);
+  EXPECT_EQ(s[1].lc_sms, 0);
+  // Beside a launch-bound LC tenant nothing is confined.
+  const auto free = decide("orion:be_sms=66", {tenant(1, LC, 0.05), tenant(2, BE)});
+  EXPECT_TRUE(free[1].yield_to.empty());
+  for (const char* bad : {"orion:be_sms=-1", "orion:be_sms=2000", "sgdrc:be_blocks_per_sm=65"}) {
+    Result<PolicySpec> spec = parse_policy_spec(bad);
+    ASSERT_TRUE(spec.is_ok());
+    EXPECT_FALSE(builtin_lease_policies().make(spec->name, spec->params).is_ok()) << bad;
+  }
+}
+
 TEST(LeasePolicy, TheInitialLeaseNeedsNoView) {
   Result<std::unique_ptr<LeasePolicy>> p = builtin_lease_policies().make("orion", {});
   ASSERT_TRUE(p.is_ok());

@@ -14,14 +14,20 @@ Lease OrionLease::initial(const TenantInfo& info) const {
 std::vector<Lease> OrionLease::decide(const LeaseView& view) {
   return leases_yielding_to_lc(
       view, o_.yield, [this](const TenantInfo& info) { return initial(info); },
-      [](Lease& l, std::vector<uint64_t> lc) {
+      [this](Lease& l, std::vector<uint64_t> lc) {
         l.yield_to = std::move(lc);
-        l.on_lc = LcYield::close;
+        if (o_.room.any()) {
+          // Room instead of time: BE launches go on, confined while the LC's work is in flight.
+          l.on_lc = LcYield::run;
+          apply_room(l, o_.room);
+        } else {
+          l.on_lc = LcYield::close;
+        }
       });
 }
 
 Result<std::unique_ptr<LeasePolicy>> make_orion_lease(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("orion (lease)", params, {"bound_share", "be_depth"}));
+  CONCORD_RETURN_IF_ERROR(only_params("orion (lease)", params, {"bound_share", "be_depth", "be_sms", "be_blocks_per_sm"}));
   OrionLeaseOptions o;
   auto share = bound_share_param("orion", params, o.yield.bound_share);
   if (!share) return share.status();
@@ -29,6 +35,9 @@ Result<std::unique_ptr<LeasePolicy>> make_orion_lease(const PolicyParams& params
   auto depth = int_param(params, "be_depth", 0, 0);
   if (!depth) return depth.status();
   o.be_depth = *depth;
+  auto room = be_room_params(params);
+  if (!room) return room.status();
+  o.room = *room;
   return std::unique_ptr<LeasePolicy>(std::make_unique<OrionLease>(o));
 }
 

@@ -9,6 +9,11 @@
 // (a lease does not see the next BE kernel: opaque kernels have neither), and DUR_THRESHOLD (the
 // BE durations admitted while LC work runs): the gate admits none. `be_depth` caps the BE
 // launches in flight at any time, the BE work an arriving LC request may find queued ahead of it.
+//
+// With `be_sms` or `be_blocks_per_sm` (mechanism/lc_yield.h, BeRoom) the gate stays open and BE
+// yields room instead: while the LC's work is in flight each BE kernel goes out on at most
+// `be_sms` SMs and at most `be_blocks_per_sm` of its blocks per SM, so an arriving LC kernel finds
+// SMs and slots free without the BE waiting on the host.
 #pragma once
 
 #include <memory>
@@ -21,6 +26,7 @@ namespace concord::policy {
 struct OrionLeaseOptions {
   LcYieldRule yield;
   int be_depth = 0;  // BE launches in flight at most (0: no limit)
+  BeRoom room;       // set: BE yields room (SMs, residency) instead of waiting
 };
 
 class OrionLease final : public LeasePolicy {

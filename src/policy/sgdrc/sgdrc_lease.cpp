@@ -15,11 +15,12 @@ std::vector<Lease> SgdrcLease::decide(const LeaseView& view) {
         l.yield_to = std::move(lc);
         l.on_lc = LcYield::cap;
         l.lc_max_in_flight = o_.be_in_flight;
+        apply_room(l, o_.room);
       });
 }
 
 Result<std::unique_ptr<LeasePolicy>> make_sgdrc_lease(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("sgdrc (lease)", params, {"bound_share", "be_in_flight"}));
+  CONCORD_RETURN_IF_ERROR(only_params("sgdrc (lease)", params, {"bound_share", "be_in_flight", "be_sms", "be_blocks_per_sm"}));
   SgdrcLeaseOptions o;
   auto share = bound_share_param("sgdrc", params, o.yield.bound_share);
   if (!share) return share.status();
@@ -27,6 +28,9 @@ Result<std::unique_ptr<LeasePolicy>> make_sgdrc_lease(const PolicyParams& params
   auto cap = int_param(params, "be_in_flight", o.be_in_flight, 1);
   if (!cap) return cap.status();
   o.be_in_flight = *cap;
+  auto room = be_room_params(params);
+  if (!room) return room.status();
+  o.room = *room;
   return std::unique_ptr<LeasePolicy>(std::make_unique<SgdrcLease>(o));
 }
 

@@ -5,8 +5,9 @@
 // BE tenants yield only to GPU-bound LC tenants (mechanism/lc_yield.h).
 //
 // What of SGDRC is not here: tidal SM masking. Across processes the SM sets of green contexts do
-// not hold under MPS (docs/intercept.md), and opaque kernels cannot shrink while they run; per-
-// launch SM-count caps for BE kernels are the mechanism that would take its place.
+// not hold under MPS (docs/intercept.md), and opaque kernels cannot shrink while they run. In its
+// place, `be_sms` and `be_blocks_per_sm` (BeRoom) confine each BE launch made while LC work is in
+// flight to that many SMs (a green context by count) and blocks per SM (padded shared memory).
 #pragma once
 
 #include <memory>
@@ -19,6 +20,7 @@ namespace concord::policy {
 struct SgdrcLeaseOptions {
   LcYieldRule yield;
   int be_in_flight = 2;  // BE launches in flight at most while GPU-bound LC work is in flight (>= 1)
+  BeRoom room;           // and the room each of them keeps then (tidal masking by SM count)
 };
 
 class SgdrcLease final : public LeasePolicy {
