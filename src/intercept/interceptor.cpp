@@ -46,6 +46,7 @@ constexpr uint64_t kCapWaitBoundNs = 50'000'000;
 struct FunctionInfo {
   uint64_t id = 0;
   bool green_ok = true;  // false once a launch of it on a green-context stream failed
+  bool kernel_handle = false;  // a CUkernel (the runtime's), not a CUfunction: told by which name call answered
 };
 
 std::string program_name() {
@@ -283,8 +284,12 @@ FunctionInfo Interceptor::function_info(const void* function, bool graph) {
   if (!graph) {
     // A CUfunction, or a CUkernel (what the runtime launches since CUDA 12): ask as either.
     if (driver_->func_get_name(&name, reinterpret_cast<CUfunction>(const_cast<void*>(function))) != CUDA_SUCCESS) name = nullptr;
-    if (!name && driver_->kernel_get_name(&name, reinterpret_cast<CUkernel>(const_cast<void*>(function))) != CUDA_SUCCESS) {
-      name = nullptr;
+    if (!name) {
+      if (driver_->kernel_get_name(&name, reinterpret_cast<CUkernel>(const_cast<void*>(function))) != CUDA_SUCCESS) {
+        name = nullptr;
+      } else {
+        info.kernel_handle = true;
+      }
     }
   }
   info.id = name ? kernel_id_of(name) : handle_id_of(reinterpret_cast<uint64_t>(function));
@@ -479,7 +484,8 @@ CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint6
   LaunchCall room = call;
   bool capped = false, failed = false;
   if (a.blocks_per_sm != 0) {
-    Result<uint32_t> shared = call.invoke_shared ? room_->shared_for(call.function, call.block, call.shared_mem, static_cast<int>(a.blocks_per_sm))
+    Result<uint32_t> shared = call.invoke_shared ? room_->shared_for(call.function, info.kernel_handle, call.block, call.shared_mem,
+                                                                         static_cast<int>(a.blocks_per_sm))
                                                  : Result<uint32_t>(Status::unsupported("room: this launch cannot be padded"));
     if (!shared) {
       failed = true;

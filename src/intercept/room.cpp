@@ -56,17 +56,18 @@ Result<CUstream> Room::sm_stream(int sms, uint64_t owner, int priority) {
   return streams_.emplace(key, OwnedStream(&driver_, raw)).first->second.get();
 }
 
-Room::Known Room::learn(const void* function) {
+Room::Known Room::learn(const void* function, bool kernel_handle) {
   Known k;
   if (!driver_.func_get_attribute || !driver_.func_set_attribute) return k;
-  // A CUkernel (what the runtime launches) has a CUfunction in the current context; a CUfunction
-  // is asked directly.
-  CUfunction f = nullptr;
-  if (driver_.kernel_get_function && driver_.kernel_set_attribute &&
-      driver_.kernel_get_function(&f, reinterpret_cast<CUkernel>(const_cast<void*>(function))) == CUDA_SUCCESS && f) {
+  // A CUkernel (what the runtime launches) has a CUfunction in the current context, whose
+  // attributes are the kernel's; a CUfunction is asked directly.
+  CUfunction f = reinterpret_cast<CUfunction>(const_cast<void*>(function));
+  if (kernel_handle) {
+    if (!driver_.kernel_get_function || !driver_.kernel_set_attribute ||
+        driver_.kernel_get_function(&f, reinterpret_cast<CUkernel>(const_cast<void*>(function))) != CUDA_SUCCESS || !f) {
+      return k;
+    }
     k.is_kernel = true;
-  } else {
-    f = reinterpret_cast<CUfunction>(const_cast<void*>(function));
   }
   int regs = 0, shared = 0, max_dynamic = 0;
   if (driver_.func_get_attribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f) != CUDA_SUCCESS ||
@@ -81,10 +82,10 @@ Room::Known Room::learn(const void* function) {
   return k;
 }
 
-Result<uint32_t> Room::shared_for(const void* function, ipc::Dim3 block, uint32_t own_shared, int cap) {
+Result<uint32_t> Room::shared_for(const void* function, bool kernel_handle, ipc::Dim3 block, uint32_t own_shared, int cap) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = functions_.find(function);
-  if (it == functions_.end()) it = functions_.emplace(function, learn(function)).first;
+  if (it == functions_.end()) it = functions_.emplace(function, learn(function, kernel_handle)).first;
   Known& k = it->second;
   if (!k.usable) return Status::unsupported("room: the function's attributes cannot be read");
   const int threads = static_cast<int>(block.x * block.y * block.z);

@@ -41,10 +41,11 @@ class Room {
   // A stream of a green context of `sms` SMs (rounded up to an even count) at `priority` for the
   // application stream `owner`; an error when the driver has no green contexts or cannot split.
   Result<CUstream> sm_stream(int sms, uint64_t owner, int priority);
-  // The dynamic shared memory to launch `function` (a CUfunction or a CUkernel) with, for at most
-  // `cap` blocks per SM; raises the function's maximum when the padding needs it. An error when
-  // the function's attributes cannot be read or set (the caller launches unpadded).
-  Result<uint32_t> shared_for(const void* function, ipc::Dim3 block, uint32_t own_shared, int cap);
+  // The dynamic shared memory to launch `function` (a CUkernel when `kernel_handle`, else a
+  // CUfunction) with, for at most `cap` blocks per SM; raises the function's maximum when the
+  // padding needs it (device-wide for a CUkernel, so its copy in a green context has it too). An
+  // error when the function's attributes cannot be read or set (the caller launches unpadded).
+  Result<uint32_t> shared_for(const void* function, bool kernel_handle, ipc::Dim3 block, uint32_t own_shared, int cap);
 
  private:
   Room(const RealDriver& driver, CUdevice device) : driver_(driver), device_handle_(device) {}
@@ -55,7 +56,7 @@ class Room {
     int max_dynamic = 0;     // the function's dynamic-shared-memory maximum as last set or read
     bool usable = false;
   };
-  Known learn(const void* function);
+  Known learn(const void* function, bool kernel_handle);
 
   const RealDriver& driver_;
   CUdevice device_handle_;
