@@ -196,7 +196,7 @@ fi
 # (bench/intercept/run.sh ROOM=1, as MPS clients beside an LC busy loop), and the BE training's
 # losses and parameters with and without the caps (bench/apps/correctness.py).
 if has room; then
-  step room_tests 200 "$bin/concord_gpu_tests" --gtest_filter='Intercept.Room*' --gtest_output="json:$out/room_tests.json"
+  step room_tests 120 "$bin/concord_gpu_tests" --gtest_filter='Intercept.Room*' --gtest_output="json:$out/room_tests.json"
   sock=$(mktemp -u /tmp/concord-room-XXXXXX.sock)
   "$bin/concordd" --socket "$sock" --policy 'orion:bound_share=0;be_sms=16;be_blocks_per_sm=2' --device-spec "$devspec" \
     >"$out/room-memcheck-concordd.log" 2>&1 &
@@ -207,14 +207,14 @@ if has room; then
   env LD_PRELOAD="$PWD/.gpu/lib/libconcord_intercept.so" CONCORD_SOCKET="$sock" CONCORD_CLASS=lc CONCORD_TARGET_MS=100 \
     python3 bench/intercept/lc_busy.py "$out/busy.ready" "$out/busy.stop" >"$out/room-busy.log" 2>&1 &
   for _ in $(seq 300); do [ -e "$out/busy.ready" ] && break; sleep 0.1; done
-  step room_memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 env LD_PRELOAD="$PWD/.gpu/lib/libconcord_intercept.so" \
+  step room_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 env LD_PRELOAD="$PWD/.gpu/lib/libconcord_intercept.so" \
     CONCORD_SOCKET="$sock" CONCORD_CLASS=be CONCORD_INTERCEPT_STATS="$out/room-memcheck-stats.json" "$bin/concord_intercept_app" room
   touch "$out/busy.stop"
   kill -TERM "$daemon"
   wait "$daemon"
-  step room_switch 300 env MPS=1 ROOM=1 ROOM_ONLY=1 LAUNCHES="${ROOM_LAUNCHES:-20000}" DEVICE_SPEC="$devspec" \
+  step room_switch 150 env MPS=1 ROOM=1 ROOM_ONLY=1 LAUNCHES="${ROOM_LAUNCHES:-20000}" DEVICE_SPEC="$devspec" \
     bash bench/intercept/run.sh "$out/room-switch"
-  step room_correctness 300 env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
+  step room_correctness 200 env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
     CONCORD_DEVICE_SPEC="$devspec" python3 bench/apps/correctness.py "$out/room-correctness" ${ROOM_CORRECTNESS_ARGS:-}
 fi
 # Eager services alone (issue 31: within 3% of a plain MPS client): each model's mean service time
