@@ -507,6 +507,8 @@ CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint6
   }
   // The SM-count cap: a stream of a green context of that many SMs, in the application stream's
   // order (event hand-offs).
+  // A function that once failed there (bound to the primary context) goes out uncapped by count.
+  if (a.sms != 0 && static_cast<int>(a.sms) < room_->device().sm_count && !info.green_ok) failed = true;
   if (a.sms != 0 && static_cast<int>(a.sms) < room_->device().sm_count && info.green_ok) {
     Result<CUstream> green = room_->sm_stream(static_cast<int>(a.sms), key, priority);
     if (green) {
