@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -92,8 +93,24 @@ class LockedRegistry final : public ipc::ControlHandler {
 
 // Whether the process `pid` (primary group `gid`) is in group `group`: its primary group, or one of
 // its supplementary groups as /proc/<pid>/status lists them.
-bool peer_in_group(int32_t pid, uint32_t gid, uint32_t group) {
+bool peer_in_group(int fd, int32_t pid, uint32_t gid, uint32_t group) {
   if (gid == group) return true;
+#ifdef SO_PEERGROUPS
+  // The groups the peer had when it connected, from the kernel (Linux 4.13): no race with a pid
+  // that ended and was reused, as reading /proc would have.
+  std::vector<gid_t> groups(64);
+  socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0 && errno == ERANGE) {
+    groups.resize(len / sizeof(gid_t) + 1);
+    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  }
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+    groups.resize(len / sizeof(gid_t));
+    return std::find(groups.begin(), groups.end(), static_cast<gid_t>(group)) != groups.end();
+  }
+#else
+  (void)fd;
+#endif
   std::ifstream in(fmt::format("/proc/{}/status", pid));
   std::string line;
   while (std::getline(in, line)) {
@@ -195,7 +212,7 @@ class MetricsServer {
       v.kind = MetricsView::Kind::aggregate;
       return v;
     }
-    if (peer->uid == 0 || peer->uid == ::getuid() || peer_in_group(peer->pid, peer->gid, group_)) return v;  // all
+    if (peer->uid == 0 || peer->uid == ::getuid() || peer_in_group(fd, peer->pid, peer->gid, group_)) return v;  // all
     v.kind = MetricsView::Kind::own;
     v.uid = peer->uid;
     return v;
@@ -204,22 +221,35 @@ class MetricsServer {
     return Status::io_error(fmt::format("metrics endpoint: {}: {}", what, std::strerror(errno)));
   }
   static void answer(int fd, const std::string& body) {
-    // Read the request head (bounded in size and time); its content does not matter.
-    timeval tv{0, 200'000};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    // Read the request head (bounded in size, and in time as a whole: a client trickling a byte
+    // at a time gets 200 ms in all, not 200 ms a byte); its content does not matter.
+    using Clock = std::chrono::steady_clock;
+    const auto until = Clock::now() + std::chrono::milliseconds(200);
+    const auto set_timeout = [fd](int option, Clock::duration left) {
+      const auto us = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(left).count());
+      timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
+      ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
+    };
     std::string head;
     char buf[1024];
     while (head.size() < 8192 && head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
+      const auto left = until - Clock::now();
+      if (left <= Clock::duration::zero()) break;
+      set_timeout(SO_RCVTIMEO, left);
       const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
       if (n <= 0) break;
       head.append(buf, static_cast<size_t>(n));
     }
+    // The reply: 1 s in all for a client that reads slowly.
+    const auto send_until = Clock::now() + std::chrono::seconds(1);
     const std::string reply = fmt::format(
         "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
         body.size(), body);
     size_t sent = 0;
     while (sent < reply.size()) {
+      const auto left = send_until - Clock::now();
+      if (left <= Clock::duration::zero()) break;
+      set_timeout(SO_SNDTIMEO, left);
       const ssize_t n = ::send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
       if (n <= 0) break;
       sent += static_cast<size_t>(n);

@@ -271,7 +271,8 @@ class Parser {
       for (i = start; i < text.size() && text[i] != '\n'; ++i) {
         const char c = text[i];
         if (quote) {
-          if (c == quote) quote = 0;
+          if (quote == '"' && c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') ++i;  // an escape
+          else if (c == quote) quote = 0;
           continue;
         }
         if (c == '#' && (i == start || text[i - 1] == ' ')) {

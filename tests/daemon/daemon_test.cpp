@@ -639,6 +639,46 @@ TEST_F(DaemonTest, MalformedRingMessagesDropOnlyTheirTenant) {
   (*honest)->close();
 }
 
+// A metrics client that trickles its request a byte at a time holds the endpoint for 200 ms at
+// most, not 200 ms a byte: another reader gets its answer within a second.
+TEST_F(DaemonTest, ASlowMetricsClientHoldsNobodyUp) {
+  start(options("streams"));
+  const std::string path = (dir_ / "metrics.sock").string();
+  const auto connect_metrics = [&] {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  std::atomic<bool> stop{false};
+  std::thread slow([&] {
+    while (!stop) {
+      const int fd = connect_metrics();
+      for (int i = 0; i < 40 && !stop; ++i) {
+        if (::send(fd, "G", 1, MSG_NOSIGNAL) != 1) break;
+        std::this_thread::sleep_for(50ms);
+      }
+      ::close(fd);
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int fd = connect_metrics();
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  std::string reply;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  stop = true;
+  slow.join();
+  EXPECT_EQ(reply.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << reply;
+  EXPECT_LT(took, 1s) << "the trickling client held the endpoint";
+}
+
 // The metrics endpoint speaks the Prometheus text format (over HTTP on a Unix socket).
 TEST_F(DaemonTest, PrometheusTextOverTheMetricsSocket) {
   start(options("priority-streams"));

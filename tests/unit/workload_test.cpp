@@ -149,6 +149,12 @@ TEST(Workload, DeepNestingNamesTheLimit) {
   }
   auto ok = parse_workload("tenants:\n  - name: a\n    kernels:\n      - {kernel: bfs}\n", "ok.yaml");
   EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
+  // Brackets inside a double-quoted string, after an escaped quote, are the string's: no nesting.
+  auto quoted = parse_workload("tenants:\n  - name: \"a\\\" " + std::string(100, '[') + "\"\n    kernels:\n      - {kernel: bfs}\n",
+                               "quoted.yaml");
+  if (!quoted.is_ok()) {
+    EXPECT_EQ(quoted.status().message().find("nesting deeper"), std::string::npos) << quoted.status().message();
+  }
 }
 
 TEST(Workload, MissingFileAndMissingTimestampsFile) {
