@@ -16,6 +16,23 @@
 namespace concord::cli {
 namespace {
 
+// What a BE tenant's lease does while LC work it yields to is in flight ("now" when it is):
+// "runs", "holds", "cap 2", "room 66 SMs x 2/SM", "cap 2, room 66 SMs", "per launch".
+std::string beside_lc(const ipc::TenantLease& l) {
+  std::string room;
+  if (l.room_sms != 0) room += fmt::format(" {} SMs", l.room_sms);
+  if (l.room_blocks_per_sm != 0) room += fmt::format("{}{}/SM", l.room_sms != 0 ? " x " : " ", l.room_blocks_per_sm);
+  std::string s;
+  switch (l.yield) {
+    case ipc::LeaseYield::none: return "runs";
+    case ipc::LeaseYield::per_launch: return "per launch";
+    case ipc::LeaseYield::close: s = "holds"; break;
+    case ipc::LeaseYield::cap: s = fmt::format("cap {}", l.in_flight_cap) + (room.empty() ? "" : ", room" + room); break;
+    case ipc::LeaseYield::room: s = "room" + room; break;
+  }
+  return l.yielding ? s + " (now)" : s;
+}
+
 Result<std::string> snapshot(const std::string& socket) {
   Result<ipc::ControlClient> client = ipc::ControlClient::connect(socket);
   if (!client.is_ok()) return client.status();
@@ -32,14 +49,14 @@ Result<std::string> snapshot(const std::string& socket) {
   if (s == nullptr || l == nullptr) return Status::parse_error("concordd answered with an unexpected message");
   std::string out = fmt::format("concordd {}: {} tenants, {} launches, {} rejected, {} dropped\n", socket, s->tenants,
                                 s->launches, s->rejected, s->dropped);
-  out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "ID", "NAME", "CLASS", "UID",
-                     "PID", "WEIGHT", "LAUNCHES", "DONE", "TARGETms", "P50ms", "P99ms");
+  out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", "ID", "NAME", "CLASS", "UID",
+                     "PID", "WEIGHT", "LAUNCHES", "DONE", "TARGETms", "P50ms", "P99ms", "BESIDE LC");
   const auto ms = [](uint64_t ns) { return ns == 0 ? std::string("-") : fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); };
   for (const ipc::TenantEntry& t : l->tenants) {
     const bool lc = t.cls == TenantClass::latency_critical;
-    out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n", t.id, t.name, lc ? "LC" : "BE",
+    out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", t.id, t.name, lc ? "LC" : "BE",
                        t.uid, t.pid, t.weight, t.launches, t.completions, ms(t.latency_target_ns), lc ? ms(t.p50_ns) : "-",
-                       lc ? ms(t.p99_ns) : "-");
+                       lc ? ms(t.p99_ns) : "-", lc ? "-" : beside_lc(t.lease));
   }
   return out;
 }

@@ -364,8 +364,9 @@ void Daemon::Impl::publish() {
     const double dt = std::chrono::duration<double>(now - last.second).count();
     if (last.second != Clock::time_point{} && dt > 0) t.throughput = static_cast<double>(st.completions - last.first) / dt;
     last = {st.completions, now};
+    t.lease = ipc::lease_summary(conn->lease.terms(), shared.board.lc_active());
     (void)shared.registry->note_progress(id, st.launches, st.completions, static_cast<uint64_t>(t.p50 * 1e9),
-                                         static_cast<uint64_t>(t.p99 * 1e9));
+                                         static_cast<uint64_t>(t.p99 * 1e9), t.lease);
     snap.tenants.push_back(std::move(t));
   }
   std::erase_if(last_completions, [&](const auto& e) { return hub->find(e.first) == nullptr; });

@@ -157,6 +157,15 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
       out += fmt::format("concord_tenant_gpu_bound_share{{{}}} {}\n", labels(t), t.gpu_bound_share);
     }
   }
+  family(out, "concord_tenant_lease", "gauge",
+         "A BE tenant's lease beside LC work: yield (none, close, cap, room, per-launch), its in-flight cap and room "
+         "(SMs, blocks per SM; 0: no cap); the value is 1 while an LC flag it yields to is up.");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (t.cls != TenantClass::best_effort) continue;
+    out += fmt::format("concord_tenant_lease{{{},yield=\"{}\",in_flight_cap=\"{}\",room_sms=\"{}\",room_blocks_per_sm=\"{}\"}} {}\n",
+                       labels(t), ipc::to_string(t.lease.yield), t.lease.in_flight_cap, t.lease.room_sms,
+                       t.lease.room_blocks_per_sm, t.lease.yielding ? 1 : 0);
+  }
   family(out, "concord_tenant_request_latency_seconds", "summary",
          "LC request latency (begin to the end of its last launch) over the recent window.");
   for (const TenantSnapshot& t : s.tenants) {

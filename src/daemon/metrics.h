@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "concord/tenant_source.h"
+#include "ipc/protocol.h"
 
 namespace concord::daemon {
 
@@ -61,6 +62,7 @@ struct TenantSnapshot {
   double throughput = 0;            // completions per second over the last publish interval
   bool lc_in_flight = false;
   double gpu_bound_share = -1;      // -1: not measured
+  ipc::TenantLease lease;           // what its lease does beside LC work
 };
 
 struct DaemonSnapshot {

@@ -109,6 +109,25 @@ Admission admission(const LeaseTerms& terms, uint64_t lc_active) {
   return a;
 }
 
+TenantLease lease_summary(const LeaseTerms& terms, uint64_t lc_active) {
+  TenantLease s;
+  if (terms.gate == Gate::per_launch) {
+    s.yield = LeaseYield::per_launch;
+    return s;
+  }
+  if (terms.yield_mask == 0) return s;
+  s.yielding = (lc_active & terms.yield_mask) != 0;
+  switch (terms.on_lc) {
+    case OnLc::run: s.yield = terms.lc_sms != 0 || terms.lc_blocks_per_sm != 0 ? LeaseYield::room : LeaseYield::none; break;
+    case OnLc::close: s.yield = LeaseYield::close; break;
+    case OnLc::cap: s.yield = LeaseYield::cap; break;
+  }
+  if (s.yield == LeaseYield::cap) s.in_flight_cap = terms.lc_max_in_flight;
+  s.room_sms = terms.lc_sms;
+  s.room_blocks_per_sm = terms.lc_blocks_per_sm;
+  return s;
+}
+
 Result<LeasePage> LeasePage::create(const std::string& label, const LeaseTerms& initial) {
   CONCORD_RETURN_IF_ERROR(check_terms(initial));
   Result<SharedMemory> m = SharedMemory::create_sealed(label, kLeasePageBytes);

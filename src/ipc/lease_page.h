@@ -64,6 +64,9 @@ struct Admission {
 inline constexpr uint32_t kMaxRoomSms = 1024;
 inline constexpr uint32_t kMaxRoomBlocksPerSm = 64;
 Admission admission(const LeaseTerms& terms, uint64_t lc_active);
+// What `terms` do while LC work they yield to is in flight, and whether it is now (`lc_active`):
+// what the daemon's tenant list (and `concord top`) shows of a lease.
+TenantLease lease_summary(const LeaseTerms& terms, uint64_t lc_active);
 
 namespace detail {
 struct LeaseLayout;

@@ -232,6 +232,11 @@ Status check_fields(const Message& m, Bad bad) {
       CONCORD_RETURN_IF_ERROR(check_target(e.cls, e.latency_target_ns, bad));
       CONCORD_RETURN_IF_ERROR(check_weight(e.weight, bad));
       if (e.pid <= 0) return bad("tenants.pid", fmt::format("{} is not a process id", e.pid));
+      if (static_cast<uint8_t>(e.lease.yield) > static_cast<uint8_t>(LeaseYield::per_launch)) {
+        return bad("tenants.lease.yield", fmt::format("{} is not none, close, cap, room or per-launch (0-4)", static_cast<int>(e.lease.yield)));
+      }
+      if (e.lease.room_sms > limits::kMaxSms) return bad("tenants.lease.room_sms", fmt::format("{} is over {}", e.lease.room_sms, limits::kMaxSms));
+      if (e.lease.room_blocks_per_sm > 64) return bad("tenants.lease.room_blocks_per_sm", fmt::format("{} is over 64", e.lease.room_blocks_per_sm));
       CONCORD_RETURN_IF_ERROR(check_name(e.name, "tenants.name", bad));
     }
     return Status::ok();
@@ -300,6 +305,11 @@ void write_body(Writer& w, const Message& m) {
             w.u64(e.completions);
             w.u64(e.p50_ns);
             w.u64(e.p99_ns);
+            w.u8(static_cast<uint8_t>(e.lease.yield));
+            w.u8(e.lease.yielding ? 1 : 0);
+            w.u32(e.lease.in_flight_cap);
+            w.u32(e.lease.room_sms);
+            w.u32(e.lease.room_blocks_per_sm);
             w.str(e.name);
           }
         } else if constexpr (std::is_same_v<T, Stats>) {
@@ -420,7 +430,7 @@ Result<Message> read_body(Reader& r, MessageType type) {
       if (n > limits::kTenantsPerList) return r.fail("tenants", fmt::format("{} entries, over {}", n, limits::kTenantsPerList));
       // The smallest entry is 63 bytes: a count the frame cannot hold is refused before any
       // allocation it would cause.
-      constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 2 + 1;
+      constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + 1;
       if (size_t(n) * kMinEntryBytes > r.left()) {
         return r.fail("tenants", fmt::format("{} entries cannot fit in the {} bytes left", n, r.left()));
       }
@@ -436,6 +446,18 @@ Result<Message> read_body(Reader& r, MessageType type) {
         CONCORD_RETURN_IF_ERROR(r.u64(e.completions, "tenants.completions"));
         CONCORD_RETURN_IF_ERROR(r.u64(e.p50_ns, "tenants.p50_ns"));
         CONCORD_RETURN_IF_ERROR(r.u64(e.p99_ns, "tenants.p99_ns"));
+        uint8_t yield = 0;
+        CONCORD_RETURN_IF_ERROR(r.u8(yield, "tenants.lease.yield"));
+        if (yield > static_cast<uint8_t>(LeaseYield::per_launch)) {
+          return r.fail("tenants.lease.yield", fmt::format("{} is not none, close, cap, room or per-launch (0-4)", yield));
+        }
+        e.lease.yield = static_cast<LeaseYield>(yield);
+        CONCORD_RETURN_IF_ERROR(read_bool(r, e.lease.yielding, "tenants.lease.yielding"));
+        CONCORD_RETURN_IF_ERROR(r.u32(e.lease.in_flight_cap, "tenants.lease.in_flight_cap"));
+        CONCORD_RETURN_IF_ERROR(r.u32(e.lease.room_sms, "tenants.lease.room_sms"));
+        CONCORD_RETURN_IF_ERROR(r.u32(e.lease.room_blocks_per_sm, "tenants.lease.room_blocks_per_sm"));
+        if (e.lease.room_sms > limits::kMaxSms) return r.fail("tenants.lease.room_sms", fmt::format("{} is over {}", e.lease.room_sms, limits::kMaxSms));
+        if (e.lease.room_blocks_per_sm > 64) return r.fail("tenants.lease.room_blocks_per_sm", fmt::format("{} is over 64", e.lease.room_blocks_per_sm));
         CONCORD_RETURN_IF_ERROR(r.str(e.name, limits::kNameBytes, "tenants.name"));
       }
       return Message(std::move(v));
@@ -538,6 +560,17 @@ const char* to_string(Channel channel) {
     case Channel::down_ring: return "down ring";
     case Channel::control_request: return "control request";
     case Channel::control_reply: return "control reply";
+  }
+  return "unknown";
+}
+
+const char* to_string(LeaseYield yield) {
+  switch (yield) {
+    case LeaseYield::none: return "none";
+    case LeaseYield::close: return "close";
+    case LeaseYield::cap: return "cap";
+    case LeaseYield::room: return "room";
+    case LeaseYield::per_launch: return "per-launch";
   }
   return "unknown";
 }

@@ -28,8 +28,8 @@ namespace concord::ipc {
 inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
 // 3: leases (the registration's reply carries the lease page and the node board); notices,
 // completions and request boundaries carry the tenant's clock; a completion covers every earlier
-// launch of its stream; no tenant modes.
-inline constexpr uint16_t kVersion = 3;
+// launch of its stream; no tenant modes. 4: a tenant list entry carries its lease (TenantLease).
+inline constexpr uint16_t kVersion = 4;
 inline constexpr size_t kHeaderBytes = 12;
 // The largest frame either side accepts (a tenant list of many tenants is the largest).
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
@@ -192,6 +192,18 @@ struct Registered {
   bool operator==(const Registered&) const = default;
 };
 
+// What a tenant's lease does while LC work it yields to is in flight, as `concord top` shows it.
+enum class LeaseYield : uint8_t { none = 0, close = 1, cap = 2, room = 3, per_launch = 4 };
+const char* to_string(LeaseYield yield);
+struct TenantLease {
+  LeaseYield yield = LeaseYield::none;  // none: it yields to nobody (or is LC)
+  bool yielding = false;                // an LC flag it yields to is up now
+  uint32_t in_flight_cap = 0;           // with cap: launches in flight at most then
+  uint32_t room_sms = 0;                // with room (or cap and room): SMs each launch may use (0: all)
+  uint32_t room_blocks_per_sm = 0;      // and blocks per SM (0: no cap)
+  bool operator==(const TenantLease&) const = default;
+};
+
 struct TenantEntry {
   uint64_t id = 0;
   uint32_t uid = 0;
@@ -203,6 +215,7 @@ struct TenantEntry {
   uint64_t completions = 0;
   uint64_t p50_ns = 0;  // LC request latency over the daemon's recent window (0: none yet)
   uint64_t p99_ns = 0;
+  TenantLease lease;
   std::string name;
   bool operator==(const TenantEntry&) const = default;
 };

@@ -55,7 +55,12 @@ Message TenantRegistry::register_tenant(const PeerCredentials& peer, const Regis
   }
   ++next_id_;
   // Owned by the caller's uid, also when root registers on behalf of another process.
-  tenants_.emplace(id, TenantRecord{id, peer, request, *channel, 0});
+  TenantRecord record;
+  record.id = id;
+  record.owner = peer;
+  record.info = request;
+  record.channel = *channel;
+  tenants_.emplace(id, std::move(record));
   return Registered{id, *channel};
 }
 
@@ -65,7 +70,7 @@ Message TenantRegistry::list(const PeerCredentials& peer) const {
     if (!may_see(peer, t)) continue;
     if (out.tenants.size() == limits::kTenantsPerList) break;
     out.tenants.push_back(TenantEntry{id, t.owner.uid, t.info.pid, t.info.cls, t.info.latency_target_ns, t.info.weight,
-                                      t.launches, t.completions, t.p50_ns, t.p99_ns, t.info.name});
+                                      t.launches, t.completions, t.p50_ns, t.p99_ns, t.lease, t.info.name});
   }
   return out;
 }
@@ -122,13 +127,14 @@ Status TenantRegistry::note_launch(uint64_t tenant) {
 }
 
 Status TenantRegistry::note_progress(uint64_t tenant, uint64_t launches, uint64_t completions, uint64_t p50_ns,
-                                     uint64_t p99_ns) {
+                                     uint64_t p99_ns, const TenantLease& lease) {
   const auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
   it->second.launches = launches;
   it->second.completions = completions;
   it->second.p50_ns = p50_ns;
   it->second.p99_ns = p99_ns;
+  it->second.lease = lease;
   return Status::ok();
 }
 

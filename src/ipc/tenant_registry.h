@@ -29,6 +29,7 @@ struct TenantRecord {
   uint64_t completions = 0;
   uint64_t p50_ns = 0;  // LC request latency (the daemon's window)
   uint64_t p99_ns = 0;
+  TenantLease lease;  // as the daemon last published it
 };
 
 // Tenants one user (other than root) may have registered at once.
@@ -50,7 +51,8 @@ class TenantRegistry final : public ControlHandler {
   Status note_launch(uint64_t tenant);
   void note_rejected() { ++rejected_; }
   // What the daemon's engine counted for the tenant (shown by list).
-  Status note_progress(uint64_t tenant, uint64_t launches, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns);
+  Status note_progress(uint64_t tenant, uint64_t launches, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns,
+                       const TenantLease& lease = {});
   // Removes a tenant whose process died (counted as dropped) or said goodbye.
   Status drop(uint64_t tenant, bool died);
 

@@ -1358,6 +1358,30 @@ TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   EXPECT_NE(err.find("none.sock"), std::string::npos) << err;
 }
 
+// The lease's choice beside LC work shows in `concord top` and in the metrics: a BE tenant under
+// orion with room yields room (66 SMs, 2 blocks per SM), "now" while the LC's flag is up.
+TEST_F(DaemonTest, TheLeasesChoiceShowsInTopAndTheMetrics) {
+  start(options("orion:bound_share=0;be_sms=66;be_blocks_per_sm=2"));
+  auto svc = ipc::TenantClient::connect(client_options(lc("svc")));
+  auto batch = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(svc.is_ok() && batch.is_ok());
+  (*svc)->raise_lc((*svc)->lease().lc_slot);
+  const std::string text = metrics_when(*daemon_, std::regex(R"(concord_tenant_lease\{[^}]*name="batch"[^}]*yield="room"[^}]*\} 1
+)"));
+  EXPECT_NE(text.find("room_sms=\"66\",room_blocks_per_sm=\"2\""), std::string::npos) << text;
+  std::this_thread::sleep_for(400ms);  // the daemon's summary reaches the registry
+  const std::string cmd = fmt::format("{} top --once --socket {} 2>&1", CONCORD_CLI_BINARY, socket());
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[1024];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(batch\s+BE.*room 66 SMs x 2/SM \(now\))"))) << out;
+  (*svc)->close();
+  (*batch)->close();
+}
+
 // --device-spec auto: the node's model from the driver's files, h200 where they name no H100 or
 // H200 (as `concord run`'s default).
 TEST(DaemonDevice, AutoTakesTheModelTheDriverNames) {

@@ -27,8 +27,8 @@ std::vector<Message> samples() {
       GetStats{},
       SetWeight{4, 10},
       Registered{4, "/concord-1000-4"},
-      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, "a"},
-                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, "b b"}}},
+      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a"},
+                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, {LeaseYield::room, true, 2, 66, 2}, "b b"}}},
       Stats{3, 100, 2, 1},
       Ack{},
       ErrorReply{StatusCode::permission_denied, "no"},
@@ -200,11 +200,23 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
   bad[8] -= 9;
   EXPECT_NE(refusal(bad).find("field last_seq"), std::string::npos);
 
-  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, "a"}}});
+  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, {}, "a"}}});
   bad = list;
   bad[h] = 0xff;
   bad[h + 1] = 0x01;  // 511 entries in a frame that holds one
   EXPECT_NE(refusal(bad).find("cannot fit"), std::string::npos);
+  // The entry's lease: its yield byte after the count (2), id, uid, pid, class, target, weight,
+  // launches, completions, p50 and p99 (2 + 8 + 4 + 4 + 1 + 8 + 4 + 8 * 4 = 63); then yielding.
+  bad = list;
+  bad[h + 63] = 9;
+  EXPECT_NE(refusal(bad).find("field tenants.lease.yield"), std::string::npos);
+  bad = list;
+  bad[h + 64] = 2;
+  EXPECT_NE(refusal(bad).find("field tenants.lease.yielding"), std::string::npos);
+  bad = list;
+  bad[h + 69] = 0xff;
+  bad[h + 70] = 0xff;  // room_sms 65535
+  EXPECT_NE(refusal(bad).find("field tenants.lease.room_sms"), std::string::npos);
 }
 
 TEST(IpcProtocol, EncodeRefusesWhatDecodeWould) {
@@ -349,7 +361,8 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
       {"stats_request", GetStats{}},
       {"set_weight", SetWeight{4, 10}},
       {"registered", Registered{4, "/concord-1000-4"}},
-      {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, "a"}}}},
+      {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a"},
+                                  TenantEntry{2, 1000, 56, TenantClass::best_effort, 0, 1, 9, 9, 0, 0, {LeaseYield::cap, true, 2, 66, 2}, "b"}}}},
       {"stats", Stats{3, 100, 2, 1}},
       {"ack", Ack{}},
       {"error", ErrorReply{StatusCode::permission_denied, "no"}},
