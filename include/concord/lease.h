@@ -76,6 +76,10 @@ struct LeaseTenant {
   // 1 for one whose work the host queues ahead (a CUDA graph, large kernels). Empty until a burst
   // was measured.
   std::optional<double> gpu_bound_share;
+  // The GPU time of one of its launches, µs: over its recent bursts, the span from a burst's first
+  // launch to the end that left nothing in flight, over the burst's launches (a moving average).
+  // Where the host set the pace (an eager service) it is an upper bound. Empty until measured.
+  std::optional<double> launch_us;
   uint64_t launches = 0;
   uint64_t completions = 0;
   uint64_t bursts = 0;  // bursts measured

@@ -73,7 +73,11 @@ void LeaseRunner::request_ended(TenantConn& conn, uint64_t start_ns, uint64_t en
 
 void LeaseRunner::on_notice(TenantConn& conn, Track& t, const ipc::LaunchNotice& n) {
   ++conn.stats.releases;  // under a lease every launch is its own release
-  if (t.open.empty()) t.burst_first = n.at_ns;
+  if (t.open.empty()) {
+    t.burst_first = n.at_ns;
+    t.burst_launches = 0;
+  }
+  ++t.burst_launches;
   t.burst_last = n.at_ns;
   t.open.insert(n.seq);
   if (!is_lc(conn)) return;
@@ -116,9 +120,12 @@ bool LeaseRunner::on_completion(TenantConn& conn, Track& t, const CompletionEven
   // at least one launch).
   if (!t.open.empty()) return false;
   // The times are the tenant's: nothing is assumed of them but what is checked here.
-  if (!is_lc(conn) || c.at_ns < t.burst_last || t.burst_last < t.burst_first || c.at_ns - t.burst_first < options_.min_burst_ns) {
-    return false;
+  if (c.at_ns < t.burst_last || t.burst_last < t.burst_first || c.at_ns - t.burst_first < options_.min_burst_ns) return false;
+  if (t.burst_launches > 0) {
+    const double per = static_cast<double>(c.at_ns - t.burst_first) / 1e3 / static_cast<double>(t.burst_launches);
+    t.launch_us = t.launch_us ? (1 - options_.share_weight) * *t.launch_us + options_.share_weight * per : per;
   }
+  if (!is_lc(conn)) return false;
   const double share = static_cast<double>(c.at_ns - t.burst_last) / static_cast<double>(c.at_ns - t.burst_first);
   t.share = t.share ? (1 - options_.share_weight) * *t.share + options_.share_weight * share : share;
   ++t.bursts;
@@ -141,8 +148,9 @@ bool LeaseRunner::take(std::vector<TenantConn*>& fresh, bool& activity) {
         on_boundary(*conn, t, *b);
       } else if (const auto* c = std::get_if<CompletionEvent>(&ev)) {
         // A burst's end moves the share the policy may read: decide again, on the share alone.
-        const bool had = t.share.has_value();
+        const bool had = t.share.has_value(), had_us = t.launch_us.has_value();
         if (on_completion(*conn, t, *c) && !had) changed = true;
+        if (!had_us && t.launch_us) changed = true;  // a budget in µs can become a cap now
       }
     }
   }
@@ -182,6 +190,7 @@ Status LeaseRunner::decide() {
     v.info = info_of(*conn);
     v.lc_in_flight = conn->lc_slot < ipc::kLcSlots && (board_seen_ >> conn->lc_slot) & 1u;
     v.gpu_bound_share = t.share;
+    v.launch_us = t.launch_us;
     conn->stats.lc_in_flight = v.lc_in_flight;
     conn->stats.gpu_bound_share = t.share.value_or(-1);
     v.launches = conn->stats.launches;

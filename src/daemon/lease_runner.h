@@ -67,7 +67,9 @@ class LeaseRunner {
     std::deque<std::pair<uint64_t, uint64_t>> waiting;  // (last launch, start) of requests not ended
     uint64_t last_end_at = 0;  // when the latest completion came
     uint64_t burst_first = 0, burst_last = 0;  // the current burst's first and last launch
+    uint64_t burst_launches = 0;               // launches in the current burst
     std::optional<double> share;
+    std::optional<double> launch_us;  // GPU time per launch over recent bursts (LeaseTenant::launch_us)
     uint64_t bursts = 0;
   };
 

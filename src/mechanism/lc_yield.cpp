@@ -1,5 +1,7 @@
 #include "mechanism/lc_yield.h"
 
+#include <algorithm>
+
 #include "mechanism/params.h"
 
 namespace concord::policy {
@@ -33,6 +35,12 @@ Lease lc_lease(int priority, bool signal) {
   l.priority = priority;
   l.signal_lc = signal;
   return l;
+}
+
+int launches_for_us(std::optional<double> launch_us, int budget_us, int fallback) {
+  if (budget_us <= 0 || !launch_us || !(*launch_us > 0)) return fallback;
+  const double n = static_cast<double>(budget_us) / *launch_us;
+  return n >= 1e6 ? 1'000'000 : std::max(1, static_cast<int>(n));
 }
 
 Result<BeRoom> be_room_params(const PolicyParams& params) {

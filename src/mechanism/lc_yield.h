@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "concord/lease.h"
@@ -39,6 +40,11 @@ struct BeRoom {
 };
 Result<BeRoom> be_room_params(const PolicyParams& params);
 void apply_room(Lease& lease, const BeRoom& room);
+
+// A budget of BE work in flight in µs as a launch count: `budget_us` over the tenant's measured
+// GPU time per launch (LeaseTenant::launch_us), at least 1; `fallback` while it is not measured
+// or when `budget_us` is 0.
+int launches_for_us(std::optional<double> launch_us, int budget_us, int fallback);
 
 // The `bound_share` parameter of a lease policy (0..1), `fallback` when absent.
 Result<double> bound_share_param(const std::string& policy, const PolicyParams& params, double fallback);

@@ -1358,6 +1358,32 @@ TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   EXPECT_NE(err.find("none.sock"), std::string::npos) << err;
 }
 
+// A BE budget in µs (sgdrc's be_in_flight_us) becomes a launch count once the daemon has measured
+// the BE's GPU time per launch from its bursts: 10 launches whose burst ends 2 ms after the first,
+// 200 µs each, and a budget of 1000 µs: 5 in flight while the LC's work is.
+TEST_F(DaemonTest, AMicrosecondBudgetBecomesACapOnceTheBeIsMeasured) {
+  start(options("sgdrc:bound_share=0;be_in_flight=2;be_in_flight_us=1000"));
+  auto svc = ipc::TenantClient::connect(client_options(lc("svc")));
+  auto batch = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(svc.is_ok() && batch.is_ok());
+  ipc::TenantClient& b = **batch;
+  EXPECT_EQ(lease_when(b, 1).lc_max_in_flight, 2u) << "not measured yet: the count";
+  for (int burst = 0; burst < 3; ++burst) {
+    const uint64_t t0 = ipc::monotonic_ns();
+    uint64_t seq = 0;
+    for (int i = 0; i < 10; ++i) seq = *b.notice(ipc::LaunchNotice{0, 1, 7, {1, 1, 1}, {32, 1, 1}, 0, false, t0 + 1000 * i}, true);
+    ASSERT_TRUE(b.completed(seq, 1, true, t0 + 2'000'000).is_ok());
+  }
+  ipc::LeaseTerms t = b.lease();
+  for (int i = 0; i < 400 && t.lc_max_in_flight != 5; ++i) {
+    std::this_thread::sleep_for(5ms);
+    t = b.lease();
+  }
+  EXPECT_EQ(t.lc_max_in_flight, 5u);
+  (*svc)->close();
+  b.close();
+}
+
 // The lease's choice beside LC work shows in `concord top` and in the metrics: a BE tenant under
 // orion with room yields room (66 SMs, 2 blocks per SM), "now" while the LC's flag is up.
 TEST_F(DaemonTest, TheLeasesChoiceShowsInTopAndTheMetrics) {

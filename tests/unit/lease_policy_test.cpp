@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "concord/lease.h"
+#include "mechanism/lc_yield.h"
 
 namespace concord {
 namespace {
@@ -102,6 +103,23 @@ TEST(LeasePolicy, WithRoomOrionAndSgdrcConfineBeInsteadOfHoldingIt) {
     ASSERT_TRUE(spec.is_ok());
     EXPECT_FALSE(builtin_lease_policies().make(spec->name, spec->params).is_ok()) << bad;
   }
+}
+
+TEST(LeasePolicy, BudgetsInMicrosecondsBecomeLaunchCountsOnceMeasured) {
+  LeaseTenant lc = tenant(1, LC, 0.9), be = tenant(2, BE), slow = tenant(3, BE);
+  be.launch_us = 100.0;
+  slow.launch_us = 4000.0;
+  const auto s = decide("sgdrc:be_in_flight=2;be_in_flight_us=500", {lc, be, slow, tenant(4, BE)});
+  EXPECT_EQ(s[1].lc_max_in_flight, 5) << "500 us of 100 us launches";
+  EXPECT_EQ(s[2].lc_max_in_flight, 1) << "at least one launch";
+  EXPECT_EQ(s[3].lc_max_in_flight, 2) << "not measured yet: the count";
+  const auto o = decide("orion:be_depth=8;be_depth_us=1000", {lc, be, tenant(4, BE)});
+  EXPECT_EQ(o[1].max_in_flight, 10);
+  EXPECT_EQ(o[2].max_in_flight, 8);
+  EXPECT_EQ(o[0].max_in_flight, 0) << "an LC lease is never capped";
+  EXPECT_EQ(policy::launches_for_us(std::nullopt, 100, 3), 3);
+  EXPECT_EQ(policy::launches_for_us(250.0, 0, 3), 3);
+  EXPECT_EQ(policy::launches_for_us(250.0, 1000, 3), 4);
 }
 
 TEST(LeasePolicy, TheInitialLeaseNeedsNoView) {

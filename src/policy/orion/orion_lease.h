@@ -26,6 +26,9 @@ namespace concord::policy {
 struct OrionLeaseOptions {
   LcYieldRule yield;
   int be_depth = 0;  // BE launches in flight at most (0: no limit)
+  // BE work in flight at most, in µs of its measured GPU time per launch (0: `be_depth` alone;
+  // until measured, `be_depth` applies).
+  int be_depth_us = 0;
   BeRoom room;       // set: BE yields room (SMs, residency) instead of waiting
 };
 

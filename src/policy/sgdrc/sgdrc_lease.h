@@ -20,6 +20,9 @@ namespace concord::policy {
 struct SgdrcLeaseOptions {
   LcYieldRule yield;
   int be_in_flight = 2;  // BE launches in flight at most while GPU-bound LC work is in flight (>= 1)
+  // The same as µs of the BE's measured GPU time per launch (0: `be_in_flight` alone; until
+  // measured, `be_in_flight` applies).
+  int be_in_flight_us = 0;
   BeRoom room;           // and the room each of them keeps then (tidal masking by SM count)
 };
 
