@@ -21,6 +21,15 @@ def phase(latencies, window):
     return {"latency_s": latencies, "window": window}
 
 
+def steady_run(base, scheme, p99_s, its):
+    """A scheme's run: every LC request at p99_s in both phases (windows [0, 10] and [20, 30] s),
+    the BE at `its` iterations per second throughout."""
+    lat = [p99_s] * 100
+    write(os.path.join(base, scheme, "lc.json"), {"phases": [phase(lat, [0.0, 10.0]), phase(lat, [20.0, 30.0])]})
+    ends = [i / its for i in range(int(10 * its) + 1)] + [20.0 + i / its for i in range(int(10 * its) + 1)]
+    write(os.path.join(base, scheme, "be.json"), {"iteration_ends": ends})
+
+
 class SummarizeTest(unittest.TestCase):
     def make(self, out, graph):
         base = os.path.join(out, "bert-8__resnet50-64" if not graph else "resnet50-64-graph__resnet50-64")
@@ -57,12 +66,7 @@ class SummarizeTest(unittest.TestCase):
     def test_dominance_and_the_eager_check(self):
         with tempfile.TemporaryDirectory() as out:
             base = self.make(out, graph=False)
-
-            def run(scheme, p99_s, its):
-                lat = [p99_s] * 100
-                write(os.path.join(base, scheme, "lc.json"), {"phases": [phase(lat, [0.0, 10.0]), phase(lat, [20.0, 30.0])]})
-                ends = [i / its for i in range(int(10 * its) + 1)] + [20.0 + i / its for i in range(int(10 * its) + 1)]
-                write(os.path.join(base, scheme, "be.json"), {"iteration_ends": ends})
+            run = lambda scheme, p99_s, its: steady_run(base, scheme, p99_s, its)  # noqa: E731
 
             run("mps", 0.010, 9.0)
             run("mps-be50", 0.009, 8.0)
@@ -81,12 +85,7 @@ class SummarizeTest(unittest.TestCase):
     def test_the_mps_frontier_is_a_step(self):
         with tempfile.TemporaryDirectory() as out:
             base = self.make(out, graph=True)
-
-            def run(scheme, p99_s, its):
-                lat = [p99_s] * 100
-                write(os.path.join(base, scheme, "lc.json"), {"phases": [phase(lat, [0.0, 10.0]), phase(lat, [20.0, 30.0])]})
-                ends = [i / its for i in range(int(10 * its) + 1)] + [20.0 + i / its for i in range(int(10 * its) + 1)]
-                write(os.path.join(base, scheme, "be.json"), {"iteration_ends": ends})
+            run = lambda scheme, p99_s, its: steady_run(base, scheme, p99_s, its)  # noqa: E731
 
             run("mps", 0.030, 9.0)
             run("mps-be50", 0.015, 7.0)

@@ -1332,6 +1332,16 @@ TEST(LiveSourceTest, OpaqueKernelsDemandTheSmsOfOneWave) {
   EXPECT_EQ(est.demand_sms(*small, 0, 0.03), 32) << "the estimator reads the curve: more SMs than the wave do not help";
 }
 
+// `concord top --once --socket SOCKET`: its wait status and what it printed (stdout and stderr).
+std::pair<int, std::string> top_once(const std::string& socket) {
+  FILE* p = ::popen(fmt::format("{} top --once --socket {} 2>&1", CONCORD_CLI_BINARY, socket).c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[1024];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  return {::pclose(p), out};
+}
+
 TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   start(options("streams"));
   ipc::TenantClientOptions co = client_options(lc("web-frontend", 25));
@@ -1339,22 +1349,14 @@ TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   ASSERT_TRUE(client.is_ok());
   for (int i = 0; i < 3; ++i) launch_once(**client);
   std::this_thread::sleep_for(400ms);  // the daemon's counts reach the registry
-  const std::string cmd = fmt::format("{} top --once --socket {} 2>&1", CONCORD_CLI_BINARY, socket());
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[1024];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int rc = ::pclose(p);
+  const auto [rc, out] = top_once(socket());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("1 tenants, 3 launches"), std::string::npos) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(\s1 web-frontend\s+LC\s+\d+\s+\d+\s+1\s+3\s+3\s+25\.000)"))) << out;
   (*client)->close();
   // No daemon: a clear error and exit status 1.
-  FILE* q = ::popen(fmt::format("{} top --once --socket {}/none.sock 2>&1", CONCORD_CLI_BINARY, dir_.string()).c_str(), "r");
-  std::string err;
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, q)) > 0;) err.append(buf, n);
-  EXPECT_EQ(WEXITSTATUS(::pclose(q)), 1);
+  const auto [missing, err] = top_once(dir_.string() + "/none.sock");
+  EXPECT_EQ(WEXITSTATUS(missing), 1);
   EXPECT_NE(err.find("none.sock"), std::string::npos) << err;
 }
 
@@ -1396,13 +1398,8 @@ TEST_F(DaemonTest, TheLeasesChoiceShowsInTopAndTheMetrics) {
 )"));
   EXPECT_NE(text.find("room_sms=\"66\",room_blocks_per_sm=\"2\""), std::string::npos) << text;
   std::this_thread::sleep_for(400ms);  // the daemon's summary reaches the registry
-  const std::string cmd = fmt::format("{} top --once --socket {} 2>&1", CONCORD_CLI_BINARY, socket());
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[1024];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << out;
+  const auto [rc, out] = top_once(socket());
+  EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(batch\s+BE.*room 66 SMs x 2/SM \(now\))"))) << out;
   (*svc)->close();
   (*batch)->close();
