@@ -92,6 +92,8 @@ Status OutputFile::write(std::string_view text) {
 }
 
 Status OutputFile::close() {
+  // Closed already: nothing to flush, and the file (written, or removed) is left as it is.
+  if (!file_) return Status::failed_precondition(what_ + " " + path_ + ": already closed");
   const bool to_stdout = is_stdout();
   Status st = failed_;
   if (!st) discard_handle();

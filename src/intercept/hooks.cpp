@@ -193,7 +193,7 @@ CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** par
     const Args& x = *static_cast<const Args*>(p);
     // The caller's attributes, its own priority (if any) replaced.
     std::vector<CUlaunchAttribute> attrs;
-    for (unsigned i = 0; i < x.config->numAttrs; ++i) {
+    for (unsigned i = 0; x.config->attrs != nullptr && i < x.config->numAttrs; ++i) {
       if (x.config->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PRIORITY) attrs.push_back(x.config->attrs[i]);
     }
     CUlaunchAttribute prio{};
@@ -209,7 +209,8 @@ CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** par
   // Padding only a launch whose attributes are priorities at most (a cluster, cooperative or
   // memory-sync attribute may depend on the shared memory it asked for).
   bool only_priority = true;
-  for (unsigned i = 0; i < config->numAttrs; ++i) only_priority = only_priority && config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  if (config->numAttrs > 0 && config->attrs == nullptr) only_priority = false;  // the driver's error, not ours
+  for (unsigned i = 0; only_priority && i < config->numAttrs; ++i) only_priority = config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PRIORITY;
   if (only_priority) {
     call.invoke_shared = [](const void* p, CUstream target, int priority, uint32_t shared_mem) {
       const Args& x = *static_cast<const Args*>(p);

@@ -147,7 +147,8 @@ class Interceptor {
 
   // Room for BE launches (made on the first launch that asks; null when it could not be).
   std::once_flag room_once_;
-  std::unique_ptr<Room> room_;
+  std::unique_ptr<Room> room_owner_;
+  std::atomic<Room*> room_{nullptr};  // published once made
 
   std::atomic<GreenSets*> green_{nullptr};
   std::unique_ptr<GreenSets> green_owner_;
@@ -465,13 +466,15 @@ CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint6
   std::call_once(room_once_, [this] {
     Result<std::unique_ptr<Room>> r = Room::create(*driver_, device_);
     if (r) {
-      room_ = std::move(*r);
+      room_owner_ = std::move(*r);
+      room_.store(room_owner_.get(), std::memory_order_release);
     } else if (config_.log) {
       log("room for BE launches not available: " + r.status().message());
     }
   });
+  Room* const space = room_.load(std::memory_order_acquire);
   CUcontext ctx = nullptr;
-  if (!room_ || driver_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx != context_) {
+  if (!space || driver_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx != context_) {
     // Room is made for the first launch's context only.
     counters_.room_fallbacks.fetch_add(1, std::memory_order_relaxed);
     return launch_at(call, app, key, priority);
@@ -484,7 +487,7 @@ CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint6
   LaunchCall room = call;
   bool capped = false, failed = false;
   if (a.blocks_per_sm != 0) {
-    Result<uint32_t> shared = call.invoke_shared ? room_->shared_for(call.function, info.kernel_handle, call.block, call.shared_mem,
+    Result<uint32_t> shared = call.invoke_shared ? space->shared_for(call.function, info.kernel_handle, call.block, call.shared_mem,
                                                                          static_cast<int>(a.blocks_per_sm))
                                                  : Result<uint32_t>(Status::unsupported("room: this launch cannot be padded"));
     if (!shared) {
@@ -508,11 +511,19 @@ CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint6
   // The SM-count cap: a stream of a green context of that many SMs, in the application stream's
   // order (event hand-offs).
   // A function that once failed there (bound to the primary context) goes out uncapped by count.
-  if (a.sms != 0 && static_cast<int>(a.sms) < room_->device().sm_count && !info.green_ok) failed = true;
-  if (a.sms != 0 && static_cast<int>(a.sms) < room_->device().sm_count && info.green_ok) {
-    Result<CUstream> green = room_->sm_stream(static_cast<int>(a.sms), key, priority);
+  if (a.sms != 0 && static_cast<int>(a.sms) < space->device().sm_count && !info.green_ok) failed = true;
+  if (a.sms != 0 && static_cast<int>(a.sms) < space->device().sm_count && info.green_ok) {
+    Result<CUstream> green = space->sm_stream(static_cast<int>(a.sms), key, priority);
     if (green) {
-      const CUresult r = placer_->on_green(room, app, *green).result;
+      CUresult r = placer_->on_green(room, app, *green).result;
+      if (r != CUDA_SUCCESS && capped) {
+        // The padding may be what the driver refused (the application set its own maximum
+        // since): unpadded on the same stream, and the function is not padded again.
+        space->padding_failed(call.function);
+        capped = false;
+        failed = true;
+        r = placer_->on_green(call, app, *green).result;
+      }
       if (r == CUDA_SUCCESS) {
         counters_.room_sms.fetch_add(1, std::memory_order_relaxed);
         if (capped) counters_.room_padded.fetch_add(1, std::memory_order_relaxed);
@@ -530,7 +541,9 @@ CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint6
   CUresult r = launch_at(room, app, key, priority);
   if (r == CUDA_SUCCESS && capped) counters_.room_padded.fetch_add(1, std::memory_order_relaxed);
   if (r != CUDA_SUCCESS && capped) {
-    // The driver refused the padded launch (its shared memory): the launch as the application made it.
+    // The driver refused the padded launch (its shared memory): the launch as the application
+    // made it, and the function is not padded again.
+    space->padding_failed(call.function);
     r = launch_at(call, app, key, priority);
     failed = true;
   }
@@ -607,6 +620,7 @@ void Interceptor::stream_destroyed(CUstream stream) {
   if (mode_.load(std::memory_order_acquire) != Mode::active) return;
   const uint64_t key = stream_key(stream);
   placer_->forget(key);
+  if (Room* room = room_.load(std::memory_order_acquire)) room->forget(key);
   // A last marker behind what it ran (the handle is still valid: the hook calls this before the
   // real destroy); then none is recorded on the handle again (the driver may hand it out anew).
   if (stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) (void)book_->mark_uncovered(key, stream);

@@ -30,8 +30,24 @@ Result<CUstream> Room::sm_stream(int sms, uint64_t owner, int priority) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto key = std::make_tuple(count, owner, priority);
   if (auto it = streams_.find(key); it != streams_.end()) return it->second.get();
+  if (auto f = failed_counts_.find(count); f != failed_counts_.end()) return f->second;
   auto ctx = contexts_.find(count);
   if (ctx == contexts_.end()) {
+    // A failure is remembered for the count: not asked of the driver again at every launch.
+    Status made = make_context(count);
+    if (!made) {
+      failed_counts_.emplace(count, made);
+      return made;
+    }
+    ctx = contexts_.find(count);
+  }
+  CUstream raw = nullptr;
+  CONCORD_INTERCEPT_CU(driver_.green_ctx_stream_create(&raw, ctx->second.get(), CU_STREAM_NON_BLOCKING, priority));
+  return streams_.emplace(key, OwnedStream(&driver_, raw)).first->second.get();
+}
+
+Status Room::make_context(int count) {
+  {
     if (!have_all_) {
       CONCORD_INTERCEPT_CU(driver_.device_get_dev_resource(device_handle_, &all_, CU_DEV_RESOURCE_TYPE_SM));
       have_all_ = true;
@@ -49,11 +65,19 @@ Result<CUstream> Room::sm_stream(int sms, uint64_t owner, int priority) {
     CONCORD_INTERCEPT_CU(driver_.dev_resource_generate_desc(&desc, &group, 1));
     CUgreenCtx raw = nullptr;
     CONCORD_INTERCEPT_CU(driver_.green_ctx_create(&raw, desc, device_handle_, CU_GREEN_CTX_DEFAULT_STREAM));
-    ctx = contexts_.emplace(count, OwnedGreenCtx(&driver_, raw)).first;
+    contexts_.emplace(count, OwnedGreenCtx(&driver_, raw));
   }
-  CUstream raw = nullptr;
-  CONCORD_INTERCEPT_CU(driver_.green_ctx_stream_create(&raw, ctx->second.get(), CU_STREAM_NON_BLOCKING, priority));
-  return streams_.emplace(key, OwnedStream(&driver_, raw)).first->second.get();
+  return Status::ok();
+}
+
+void Room::padding_failed(const void* function) {
+  std::lock_guard<std::mutex> lock(mu_);
+  functions_[function].usable = false;
+}
+
+void Room::forget(uint64_t owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(streams_, [owner](const auto& e) { return std::get<1>(e.first) == owner; });
 }
 
 Room::Known Room::learn(const void* function, bool kernel_handle) {
@@ -90,6 +114,11 @@ Result<uint32_t> Room::shared_for(const void* function, bool kernel_handle, ipc:
   if (!k.usable) return Status::unsupported("room: the function's attributes cannot be read");
   const int threads = static_cast<int>(block.x * block.y * block.z);
   const uint32_t shared = padded_shared(device_, k.attrs, threads, own_shared, cap);
+  // The device's per-block maximum can stop the padding short of the cap (a small cap on a part
+  // with little shared memory per block): then it is not a cap.
+  if (shared != own_shared && resident_blocks(device_, k.attrs, threads, static_cast<int>(shared)) > cap) {
+    return Status::unsupported("room: the padding cannot hold this kernel at the cap");
+  }
   if (shared > own_shared && static_cast<int>(shared) > k.max_dynamic) {
     const int want = static_cast<int>(shared);
     const CUresult r = k.is_kernel

@@ -46,6 +46,11 @@ class Room {
   // padding needs it (device-wide for a CUkernel, so its copy in a green context has it too). An
   // error when the function's attributes cannot be read or set (the caller launches unpadded).
   Result<uint32_t> shared_for(const void* function, bool kernel_handle, ipc::Dim3 block, uint32_t own_shared, int cap);
+  // The driver refused a padded launch of `function` (the application may have set its own
+  // maximum since): it is not padded again.
+  void padding_failed(const void* function);
+  // The application destroyed its stream `owner`: its green streams go.
+  void forget(uint64_t owner);
 
  private:
   Room(const RealDriver& driver, CUdevice device) : driver_(driver), device_handle_(device) {}
@@ -57,6 +62,7 @@ class Room {
     bool usable = false;
   };
   Known learn(const void* function, bool kernel_handle);
+  Status make_context(int count);  // under mu_
 
   const RealDriver& driver_;
   CUdevice device_handle_;
@@ -65,6 +71,7 @@ class Room {
   CUdevResource all_{};
   bool have_all_ = false;
   std::map<int, OwnedGreenCtx> contexts_;                        // by SM count
+  std::map<int, Status> failed_counts_;                          // counts the device would not split off
   std::map<std::tuple<int, uint64_t, int>, OwnedStream> streams_;  // by (count, owner, priority)
   std::unordered_map<const void*, Known> functions_;
 };

@@ -10,6 +10,11 @@
 namespace concord::ipc {
 namespace {
 
+// A tenant list entry at its largest (a 64-byte name): the list's limit keeps one frame enough.
+constexpr size_t kMaxTenantEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + limits::kNameBytes;
+static_assert(kHeaderBytes + 2 + limits::kTenantsPerList * kMaxTenantEntryBytes <= kMaxFrameBytes,
+              "a full tenant list must fit one frame");
+
 // Bounded little-endian writer: each put checks the room left, so encoding into a ring slot
 // cannot run past it.
 class Writer {
@@ -428,7 +433,7 @@ Result<Message> read_body(Reader& r, MessageType type) {
       uint16_t n = 0;
       CONCORD_RETURN_IF_ERROR(r.u16(n, "tenants"));
       if (n > limits::kTenantsPerList) return r.fail("tenants", fmt::format("{} entries, over {}", n, limits::kTenantsPerList));
-      // The smallest entry is 63 bytes: a count the frame cannot hold is refused before any
+      // The smallest entry is 78 bytes: a count the frame cannot hold is refused before any
       // allocation it would cause.
       constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + 1;
       if (size_t(n) * kMinEntryBytes > r.left()) {

@@ -42,7 +42,7 @@ namespace limits {
 inline constexpr size_t kNameBytes = 64;         // tenant name: printable ASCII
 inline constexpr size_t kChannelBytes = 200;     // shared-memory name: '/' then [A-Za-z0-9._-]
 inline constexpr size_t kErrorBytes = 1024;      // an error reply's message
-inline constexpr size_t kTenantsPerList = 512;
+inline constexpr size_t kTenantsPerList = 448;  // at the largest entry, one frame holds them (protocol.cpp)
 inline constexpr uint32_t kMaxWeight = 1'000'000;
 inline constexpr uint64_t kMaxLatencyTargetNs = 3'600'000'000'000;  // one hour
 inline constexpr uint32_t kMaxGridX = 0x7fffffff;

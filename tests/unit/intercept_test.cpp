@@ -197,6 +197,13 @@ TEST(InterceptResidency, PaddingHoldsAKernelAtTheCapAndNeverBelowItsOwnSize) {
   const uint32_t with_static = padded_shared(kH100, {32, 49152}, 128, 0, 1);
   EXPECT_EQ(resident_blocks(kH100, {32, 49152}, 128, static_cast<int>(with_static)), 1);
   EXPECT_LE(static_cast<int>(with_static) + 49152, kH100.shared_per_block_max);
+  // A part whose per-block maximum is under what the cap needs: the padding stops at the maximum
+  // and more than the cap still fit (Room::shared_for then refuses to call it a cap).
+  RoomDevice small = kH100;
+  small.shared_per_block_max = 49152;
+  const uint32_t short_of = padded_shared(small, {32, 0}, 256, 0, 1);
+  EXPECT_EQ(short_of, 49152u);
+  EXPECT_GT(resident_blocks(small, {32, 0}, 256, static_cast<int>(short_of)), 1);
   // Every cap, every block size: at most the cap, never past the per-block maximum.
   for (int threads : {32, 64, 96, 128, 256, 512, 1024}) {
     for (int cap = 1; cap <= 32; ++cap) {
