@@ -639,6 +639,23 @@ TEST_F(DaemonTest, MalformedRingMessagesDropOnlyTheirTenant) {
   (*honest)->close();
 }
 
+// GET /metrics over the Unix socket at `path`: the whole reply ("" when it could not connect).
+std::string http_get_metrics(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  std::string reply;
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return reply;
+}
+
 // A metrics client that trickles its request a byte at a time holds the endpoint for 200 ms at
 // most, not 200 ms a byte: another reader gets its answer within a second.
 TEST_F(DaemonTest, ASlowMetricsClientHoldsNobodyUp) {
@@ -665,13 +682,7 @@ TEST_F(DaemonTest, ASlowMetricsClientHoldsNobodyUp) {
   });
   std::this_thread::sleep_for(100ms);
   const auto t0 = std::chrono::steady_clock::now();
-  const int fd = connect_metrics();
-  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
-  std::string reply;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  const std::string reply = http_get_metrics(path);
   const auto took = std::chrono::steady_clock::now() - t0;
   stop = true;
   slow.join();
@@ -695,18 +706,7 @@ TEST_F(DaemonTest, PrometheusTextOverTheMetricsSocket) {
     launch_once(**batch);
   }
   (void)metrics_when(*daemon_, std::regex(R"(concord_tenant_requests_total\{[^}]*name="svc"[^}]*\} 2\n)"));
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  const std::string path = (dir_ / "metrics.sock").string();
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
-  std::string reply;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  const std::string reply = http_get_metrics((dir_ / "metrics.sock").string());
   ASSERT_EQ(reply.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << reply;
   const std::string body = reply.substr(reply.find("\r\n\r\n") + 4);
   // Every line: a comment (# HELP / # TYPE) or `name{labels} value`.
