@@ -284,9 +284,14 @@ int run(RunOptions o, const Config& config) {
   ReferenceCache cache;
   spdlog::debug("running {} under {}, then each tenant alone{}", o.spec, o.policy, o.no_serial ? "" : " and under serial");
   ExperimentOutcome outcome = run_experiment_outcome(workload, experiment, cache);
-  // A limit of the command ended it: said so, in place of the engine's "stopped as asked".
+  // A limit of the command ended it: said so, in place of the engine's "stopped as asked". An
+  // error of its own (a backend's, a policy's) that ended the run is kept, the limit noted after it.
   if (!outcome.status && !limits.why().empty()) {
-    outcome.status = Status(StatusCode::deadline_exceeded, outcome.stage + ": " + limits.why() + "; what finished is written");
+    if (outcome.status.code() == StatusCode::cancelled) {
+      outcome.status = Status(StatusCode::deadline_exceeded, outcome.stage + ": " + limits.why() + "; what finished is written");
+    } else {
+      outcome.status = Status(outcome.status.code(), outcome.status.message() + " (" + limits.why() + " as well)");
+    }
   }
   // Nothing ran (a backend or the policy could not be made): no results to keep.
   if (!outcome.ran) return give_up(outcome.status);
