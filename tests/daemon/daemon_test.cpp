@@ -48,6 +48,7 @@ struct Script {
   ipc::Dim3 grid{64, 1, 1}, block{128, 1, 1};
   std::chrono::microseconds run{2000};  // the "kernel": a sleep between release and completion
   bool hang_on_first = false;           // never completes its first launch (the test kills it)
+  bool after_yield = false;             // BE: launches once its lease yields to someone (the policy saw the LC)
 };
 
 // What a tenant reports to the test, one fixed-size record each.
@@ -74,14 +75,17 @@ void put(int fd, const Record& r) {
 // One launch of a fake tenant as the interception library makes it: under a per-launch lease,
 // notice and wait for the decision; under an open one, a BE tenant waits while its gate is closed
 // and an LC tenant raises its flag, then it launches and notices. Returns the launch's seq and
-// its priority (0 when the client turned pass-through).
-std::pair<uint64_t, ipc::Priority> start_launch(ipc::TenantClient& c, const ipc::LaunchNotice& n) {
+// its priority (0 when the client turned pass-through). `admitted_ns`, when given, is when the
+// launch was let through (its gate found open, or its flag raised): what a check of holding reads,
+// since a process descheduled between that moment and its notice is not a launch released late.
+std::pair<uint64_t, ipc::Priority> start_launch(ipc::TenantClient& c, const ipc::LaunchNotice& n, int64_t* admitted_ns = nullptr) {
   ipc::LeaseTerms terms = c.lease();
   if (terms.gate == ipc::Gate::per_launch) {
     Result<uint64_t> seq = c.notice(n);
     if (!seq.is_ok() || *seq == 0) return {0, ipc::Priority::normal};
     Result<ipc::Decision> d = c.wait_release(*seq);
     if (!d.is_ok()) return {0, ipc::Priority::normal};
+    if (admitted_ns) *admitted_ns = static_cast<int64_t>(ipc::monotonic_ns());
     return {*seq, d->priority};
   }
   if (c.lease().lc_slot != ipc::kNoLcSlot) {
@@ -89,6 +93,7 @@ std::pair<uint64_t, ipc::Priority> start_launch(ipc::TenantClient& c, const ipc:
   } else {
     while (!ipc::admission(terms, c.lc_active()).open && !c.pass_through()) terms = c.wait_open(1'000'000'000);
   }
+  if (admitted_ns) *admitted_ns = static_cast<int64_t>(ipc::monotonic_ns());
   Result<uint64_t> seq = c.notice(n, /*launched=*/true);
   if (!seq.is_ok()) return {0, ipc::Priority::normal};
   return {*seq, terms.priority};
@@ -114,6 +119,7 @@ void end_launch(ipc::TenantClient& c, uint64_t seq, bool in_request) {
     ::_exit(3);
   }
   ipc::TenantClient& c = **client;
+  for (int i = 0; s.after_yield && i < 400 && c.lease().yield_mask == 0; ++i) std::this_thread::sleep_for(5ms);
   for (int i = 0; i < s.launches; ++i) {
     const bool begins = s.per_request > 0 && i % s.per_request == 0;
     const bool ends = s.per_request > 0 && (i % s.per_request == s.per_request - 1 || i == s.launches - 1);
@@ -121,14 +127,15 @@ void end_launch(ipc::TenantClient& c, uint64_t seq, bool in_request) {
       (void)c.request_begin();
       if (c.lease().lc_slot != ipc::kNoLcSlot) c.raise_lc(c.lease().lc_slot);
     }
-    const auto [seq, priority] = start_launch(c, ipc::LaunchNotice{0, 1, 7, s.grid, s.block, 0, false, 0});
+    int64_t admitted_ns = 0;
+    const auto [seq, priority] = start_launch(c, ipc::LaunchNotice{0, 1, 7, s.grid, s.block, 0, false, 0}, &admitted_ns);
     if (seq == 0 && !c.pass_through()) ::_exit(4);
     Record r;
     r.kind = 1;
     r.seq = seq;
     r.priority = static_cast<uint8_t>(priority);
     r.pass = c.pass_through() ? 1 : 0;
-    r.released_ns = static_cast<int64_t>(ipc::monotonic_ns());
+    r.released_ns = admitted_ns != 0 ? admitted_ns : static_cast<int64_t>(ipc::monotonic_ns());
     for (const ipc::SmSetAnnouncement& a : c.take_announcements()) {
       Record ar;
       ar.kind = 2;
@@ -380,6 +387,7 @@ TEST_F(DaemonTest, OrionHoldsBeWhileLcRuns) {
   b.grid = {1'000'000, 1, 1};
   b.block = {1024, 1, 1};
   b.run = 1000us;
+  b.after_yield = true;  // not before the policy has seen the LC tenant
   ForkedTenant& lt = add(l);
   ForkedTenant& bt = add(b);
   run_all("orion");
