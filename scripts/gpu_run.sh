@@ -66,7 +66,7 @@ if has fidelity; then
   done
   (cd "$out" && tar czf fidelity.tar.gz fid-*.json fid-*.log && rm -f fid-*.json fid-*.log)
 fi
-# Hand placements of the pair through `concord run --policy manual` (issue 3, bench b).
+# Hand placements of the pair through `concord run --policy manual` .
 if has runs; then
   declare -A hand=(
     [green-split-96-36]="--param sms.0=0-95 --param sms.1=96-131"
@@ -80,7 +80,7 @@ if has runs; then
       --out "$out/run-pair-manual-$name.json"
   done
 fi
-# RAISE's metrics (issue 4) and RAISE's evaluation (issue 6).
+# RAISE's metrics and RAISE's evaluation.
 # RAISE_PROFILES="a.json b.json ...": replay bench/raise on stored task vectors instead (no Nsight
 # Compute): each file imported into its own store, then the bench on RAISE_TASKS (default
 # bench/raise/tasks.yaml); outputs raise_bench_<tasks>-vec-<file>.json. RAISE_ARGS: more options
@@ -119,14 +119,14 @@ elif has raise; then
   step profile_export 60 "$bin/concord" profile export --db "$out/profiles.db" "$out/profiles.json"
   step profile_show 60 "$bin/concord" profile show --db "$out/profiles.db"
 fi
-# The VRAM channel probe and its verdict (issue 18; docs/channel_probe.md): CHANNEL_MODE=quick for
+# The VRAM channel probe and its verdict (docs/channel_probe.md): CHANNEL_MODE=quick for
 # the short one.
 if has channel; then
   channel_args=()
   [ "${CHANNEL_MODE:-full}" = quick ] && channel_args=(--quick)
   step channel 240 bash bench/channel/run.sh "$out/channel" "${channel_args[@]}"
 fi
-# FEDCM's evaluation (issue 5): every scheme in one process, then the MPS peers.
+# FEDCM's evaluation: every scheme in one process, then the MPS peers.
 if has fedcm; then
   # FEDCM_WORKLOADS (default bench/fedcm/workloads/*.yaml), FEDCM_SCHEMES (the bench's --schemes,
   # e.g. "serial,streams,krisp,fedc,fedcm,fedcm:gamma=1.2"), FEDCM_SIGMAS ("none": no sweep),
@@ -217,7 +217,7 @@ if has room; then
   step room_correctness 200 env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
     CONCORD_DEVICE_SPEC="$devspec" python3 bench/apps/correctness.py "$out/room-correctness" ${ROOM_CORRECTNESS_ARGS:-}
 fi
-# Eager services alone (issue 31: within 3% of a plain MPS client): each model's mean service time
+# Eager services alone (the target: within 3% of a plain MPS client): each model's mean service time
 # back to back as a plain MPS client, then under the library with concordd (orion), in turn,
 # ROUNDS times on every GPU at once, each pinned to CPUs local to its GPU (bench/apps/eager_gpus.sh);
 # OUT/eager/gpuK/<model>-<batch>-<mode>-<round>.json, OUT/eager/summary.md.

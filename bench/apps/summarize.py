@@ -161,7 +161,7 @@ def frontier_be(frontier, p99_ms):
 
 
 def check_of(r, load, mps):
-    """The issue's check for one Concord run: (description, met or None when it cannot be
+    """The check for one Concord run: (description, met or None when it cannot be
     decided). A graph combo: LC p99 <= 1.15x alone with BE >= 0.65 of alone; an eager combo: no
     worse than plain MPS on either axis."""
     if r["graph"]:

@@ -351,7 +351,7 @@ Report analyze(const RawProbe& raw, const AnalysisOptions& options) {
     }
   }
   const std::string substitute =
-      "use the substitute: an L2 persisting window for LC data and BE TLP throttling (issue 18)";
+      "use the substitute: an L2 persisting window for LC data and BE TLP throttling";
   if (by_offset) {
     rep.verdict = "steerable_by_offset";
     rep.recommendation = classes_found

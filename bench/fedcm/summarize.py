@@ -145,7 +145,7 @@ def main(bench_path, mps_path=None, rename=None):
             print(f"| {n} | {mean('serial')} | {PAPER.get(n, 0):.3f}x | {mean('streams')} | "
                   + (f"{mean('best-mps')} | " if mps_path else "") + " | ".join(mean(s) for s in others) + " |")
         print()
-        # How many workloads reach issue 5's bars (fedcm >= 1.5x serial at N = 2, 1.9x at N = 4;
+        # How many workloads reach FEDCM's targets (fedcm >= 1.5x serial at N = 2, 1.9x at N = 4;
         # >= 1.15x streams and the best MPS) and the overhead bar (< 2%).
         bars = {2: 1.5, 4: 1.9}
         print("| N | workloads | fedcm ≥ bar x serial | fedcm ≥ 1.15x streams | " + ("fedcm ≥ 1.15x best MPS | " if mps_path else "")

@@ -1,4 +1,4 @@
-// GPU benchmarks of issue 3, in one program (one device call):
+// GPU benchmarks of the device code, in one program (one device call):
 //  (a) overhead: each kernel's elastic form (all SMs, full TLP) against its plain form;
 //  (b) the compute + memory pair (docs/hardware.md): serial, streams, elastic sharing, static splits by
 //      %smid and by green contexts, fused, and the ideal.

@@ -4,7 +4,7 @@
   compare.py targets RUN.json
       per scheme: the mix-loads with >= 99% of LC requests within target, the mixes whose LC p99
       is within 1.15x alone at load 0.3, and its BE throughput over orion's and over streams' (the
-      range over mix-loads) -- issue 18's targets.
+      range over mix-loads) -- the LC/BE targets (docs/results.md).
   compare.py p99 REF.json OTHER.json [--stat p99|p50] [--rename-ref FROM TO] [--rename-other FROM TO]
       per scheme in both: OTHER's LC p99 (or p50) against REF's at each mix and load, the median relative
       error and how many are within 20% (the simulator against the GPU, or one GPU run against
@@ -78,7 +78,7 @@ def p99(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
-    t = sub.add_parser("targets", help="issue 18's targets per scheme in one run")
+    t = sub.add_parser("targets", help="the LC/BE targets per scheme in one run")
     t.add_argument("run")
     p = sub.add_parser("p99", help="one run's LC p99 against another's, per scheme")
     p.add_argument("ref")
