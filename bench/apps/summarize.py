@@ -160,7 +160,7 @@ def frontier_be(frontier, p99_ms):
     return max(ok) if ok else None
 
 
-def check_of(r, load, mps):
+def check_of(r, mps):
     """The check for one Concord run: (description, met or None when it cannot be
     decided). A graph combo: LC p99 <= 1.15x alone with BE >= 0.65 of alone; an eager combo: no
     worse than plain MPS on either axis."""
@@ -190,7 +190,7 @@ def verdicts(rows):
         mps = next((r for r in rs if r["scheme"] == "mps"), None)
 
         def rank(r):
-            _, met = check_of(r, load, mps)
+            _, met = check_of(r, mps)
             return (not met, sum(beats(b, r) for b in base), r["lc_p99_ms"])
 
         best = min(ours, key=rank)
@@ -205,7 +205,7 @@ def verdicts(rows):
         if mps is not None:
             v["p99_over_mps"] = best["lc_p99_ms"] / mps["lc_p99_ms"]
             v["be_over_mps"] = best["be_its"] / mps["be_its"]
-        check, met = check_of(best, load, mps)
+        check, met = check_of(best, mps)
         if met is not None:
             v["check"] = check
             v["met"] = met

@@ -61,8 +61,8 @@ struct Admission {
   uint32_t sms = 0;            // with open: SMs a kernel launch may use (0: all)
   uint32_t blocks_per_sm = 0;  // with open: its blocks resident per SM at most (0: no cap)
 };
-inline constexpr uint32_t kMaxRoomSms = 1024;
-inline constexpr uint32_t kMaxRoomBlocksPerSm = 64;
+inline constexpr uint32_t kMaxRoomSms = limits::kMaxSms;
+inline constexpr uint32_t kMaxRoomBlocksPerSm = limits::kMaxRoomBlocksPerSm;
 Admission admission(const LeaseTerms& terms, uint64_t lc_active);
 // What `terms` do while LC work they yield to is in flight, and whether it is now (`lc_active`):
 // what the daemon's tenant list (and `concord top`) shows of a lease.

@@ -241,7 +241,9 @@ Status check_fields(const Message& m, Bad bad) {
         return bad("tenants.lease.yield", fmt::format("{} is not none, close, cap, room or per-launch (0-4)", static_cast<int>(e.lease.yield)));
       }
       if (e.lease.room_sms > limits::kMaxSms) return bad("tenants.lease.room_sms", fmt::format("{} is over {}", e.lease.room_sms, limits::kMaxSms));
-      if (e.lease.room_blocks_per_sm > 64) return bad("tenants.lease.room_blocks_per_sm", fmt::format("{} is over 64", e.lease.room_blocks_per_sm));
+      if (e.lease.room_blocks_per_sm > limits::kMaxRoomBlocksPerSm) {
+        return bad("tenants.lease.room_blocks_per_sm", fmt::format("{} is over {}", e.lease.room_blocks_per_sm, limits::kMaxRoomBlocksPerSm));
+      }
       CONCORD_RETURN_IF_ERROR(check_name(e.name, "tenants.name", bad));
     }
     return Status::ok();
@@ -462,7 +464,9 @@ Result<Message> read_body(Reader& r, MessageType type) {
         CONCORD_RETURN_IF_ERROR(r.u32(e.lease.room_sms, "tenants.lease.room_sms"));
         CONCORD_RETURN_IF_ERROR(r.u32(e.lease.room_blocks_per_sm, "tenants.lease.room_blocks_per_sm"));
         if (e.lease.room_sms > limits::kMaxSms) return r.fail("tenants.lease.room_sms", fmt::format("{} is over {}", e.lease.room_sms, limits::kMaxSms));
-        if (e.lease.room_blocks_per_sm > 64) return r.fail("tenants.lease.room_blocks_per_sm", fmt::format("{} is over 64", e.lease.room_blocks_per_sm));
+        if (e.lease.room_blocks_per_sm > limits::kMaxRoomBlocksPerSm) {
+          return r.fail("tenants.lease.room_blocks_per_sm", fmt::format("{} is over {}", e.lease.room_blocks_per_sm, limits::kMaxRoomBlocksPerSm));
+        }
         CONCORD_RETURN_IF_ERROR(r.str(e.name, limits::kNameBytes, "tenants.name"));
       }
       return Message(std::move(v));

@@ -51,6 +51,7 @@ inline constexpr uint32_t kMaxBlockThreads = 1024;
 inline constexpr uint32_t kMaxBlockZ = 64;
 inline constexpr uint32_t kMaxSharedMemBytes = 256 * 1024;
 inline constexpr size_t kMaxSms = 1024;          // an SM-set announcement's bitmap: 16 words
+inline constexpr uint32_t kMaxRoomBlocksPerSm = 64;  // a lease's residency cap (the hardware's most is 32)
 }  // namespace limits
 
 enum class MessageType : uint16_t {

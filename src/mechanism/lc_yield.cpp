@@ -49,6 +49,8 @@ Result<BeRoom> be_room_params(const PolicyParams& params) {
   if (!sms) return sms.status();
   auto blocks = int_param(params, "be_blocks_per_sm", 0, 0);
   if (!blocks) return blocks.status();
+  // The lease page's bounds (ipc/lease_page.h, kMaxRoomSms and kMaxRoomBlocksPerSm), named here
+  // when the policy is made rather than at its first lease.
   if (*sms > 1024) return Status::invalid_argument("parameter be_sms: " + std::to_string(*sms) + " is over 1024");
   if (*blocks > 64) return Status::invalid_argument("parameter be_blocks_per_sm: " + std::to_string(*blocks) + " is over 64");
   room.sms = *sms;
