@@ -351,7 +351,16 @@ Result<Message> ControlClient::call(const Message& request, std::chrono::millise
 
 Result<Message> ControlClient::call_raw(std::span<const uint8_t> bytes, std::chrono::milliseconds timeout, std::vector<int>* fds) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  CONCORD_RETURN_IF_ERROR(send_all(fd_, bytes));
+  if (Status sent = send_all(fd_, bytes); !sent.is_ok()) {
+    // A server that refuses a connection says why and closes it, possibly before the request
+    // went out: its reason is then waiting to be read, and is the better answer.
+    Result<Message> said = read_reply(deadline, fds);
+    return said.is_ok() ? said : Result<Message>(sent);
+  }
+  return read_reply(deadline, fds);
+}
+
+Result<Message> ControlClient::read_reply(std::chrono::steady_clock::time_point deadline, std::vector<int>* fds) {
   std::vector<uint8_t> frame(kHeaderBytes);
   CONCORD_RETURN_IF_ERROR(recv_exact(fd_, frame, deadline, fds));
   Result<size_t> body = body_length(std::span<const uint8_t, kHeaderBytes>(frame.data(), kHeaderBytes));

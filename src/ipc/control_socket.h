@@ -157,6 +157,7 @@ class ControlClient {
 
  private:
   explicit ControlClient(int fd) : fd_(fd) {}
+  Result<Message> read_reply(std::chrono::steady_clock::time_point deadline, std::vector<int>* fds);
   int fd_ = -1;
 };
 

@@ -1,10 +1,9 @@
 // The control socket and the tenant registry: the kernel's credentials of a real peer, and who may
 // see and steer which tenant, with credentials injected for users this test cannot be.
 #include <gtest/gtest.h>
-
-#include <poll.h>
 #include <sys/socket.h>
 #include <grp.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -348,6 +347,26 @@ TEST_F(IpcControlServer, AUsersConnectionsAreCappedOthersAreServed) {
   Result<Message> again = call(ListTenants{});
   ASSERT_TRUE(again.is_ok());
   as<TenantList>(*again);
+}
+
+// A refused connection is closed at once; a client whose request goes out after that still reads
+// the reason instead of "broken pipe".
+TEST_F(IpcControlServer, ARefusalClosedBeforeTheRequestIsStillRead) {
+  QueuedCredentials creds;
+  ControlServerOptions options;
+  options.max_clients_per_uid = 1;
+  start(creds, options);
+  creds.push(kBob);
+  Result<ControlClient> held = ControlClient::connect(path_);
+  ASSERT_TRUE(held.is_ok());
+  creds.push(kBob);
+  Result<ControlClient> late = ControlClient::connect(path_);
+  ASSERT_TRUE(late.is_ok());
+  pollfd p{late->fd(), POLLRDHUP, 0};
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);  // the server has refused and closed
+  Result<Message> r = late->call(ListTenants{}, 2s);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_NE(as<ErrorReply>(*r).message.find("uid 1001 holds 1 connections, the limit per user"), std::string::npos);
 }
 
 // A connection that says nothing, or stops halfway through a frame, is closed after its timeout;
