@@ -13,7 +13,8 @@
 # scripts/intercept_torch_check.py under a daemon with leases; "eager" compares eager PyTorch
 # services alone as plain MPS clients and under the library with concordd; "apps" runs
 # bench/apps on every GPU (bench/apps/run_gpus.sh; APPS_COMBOS, APPS_ARGS); "room" tests and
-# measures the BE caps of leases with room terms (ROOM_LAUNCHES, ROOM_CORRECTNESS_ARGS).
+# measures the BE caps of leases with room terms (ROOM_LAUNCHES, ROOM_CORRECTNESS_ARGS); "overhead"
+# compares the BE training alone as a plain MPS client and under the library, in turns.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -216,6 +217,13 @@ if has room; then
     bash bench/intercept/run.sh "$out/room-switch"
   step room_correctness 200 env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
     CONCORD_DEVICE_SPEC="$devspec" python3 bench/apps/correctness.py "$out/room-correctness" ${ROOM_CORRECTNESS_ARGS:-}
+fi
+# The library's cost on the BE training job alone with caps armed: plain MPS client and library in
+# turn, OVERHEAD_ROUNDS rounds under one MPS server (bench/apps/be_overhead.py) into OUT/be-overhead.
+if has overhead; then
+  step be_overhead "${OVERHEAD_S:-300}" env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
+    CONCORD_DEVICE_SPEC="$devspec" python3 bench/apps/be_overhead.py "$out/be-overhead" --rounds "${OVERHEAD_ROUNDS:-3}" \
+    ${OVERHEAD_ARGS:-}
 fi
 # Eager services alone (the target: within 3% of a plain MPS client): each model's mean service time
 # back to back as a plain MPS client, then under the library with concordd (orion), in turn,

@@ -89,27 +89,38 @@ void CompletionBook::ended(uint64_t key, uint64_t seq, uint64_t count, bool ok, 
 
 void CompletionBook::poll() {
   std::lock_guard<std::mutex> poll(poll_mu_);
-  std::vector<Marker> pending;
   {
     std::lock_guard<std::mutex> lock(events_mu_);
-    pending.swap(pending_);
+    polling_.swap(pending_);
   }
-  std::vector<Marker> still;
-  std::vector<CUevent> done;
-  for (const Marker& m : pending) {
+  still_.clear();
+  done_.clear();
+  behind_.clear();
+  for (const Marker& m : polling_) {
+    // A stream runs in order: behind a marker it has not reached, its later markers are not
+    // reached either, so each stream costs one query per poll however many markers it has
+    // pending. (Two threads recording on one stream may append out of order; a marker found
+    // behind an unfinished one is then reported a poll later, never wrongly.)
+    if (std::find(behind_.begin(), behind_.end(), m.key) != behind_.end()) {
+      still_.push_back(m);
+      continue;
+    }
+    queries_.fetch_add(1, std::memory_order_relaxed);
     const CUresult r = driver_.event_query(m.event);
     if (r == CUDA_ERROR_NOT_READY) {
-      still.push_back(m);
+      still_.push_back(m);
+      behind_.push_back(m.key);
       continue;
     }
     ended(m.key, m.seq, m.count, r == CUDA_SUCCESS, ipc::monotonic_ns());
-    done.push_back(m.event);
+    done_.push_back(m.event);
   }
+  polling_.clear();
   std::lock_guard<std::mutex> lock(events_mu_);
   // Markers recorded meanwhile stay behind the older ones.
-  still.insert(still.end(), pending_.begin(), pending_.end());
-  pending_.swap(still);
-  free_events_.insert(free_events_.end(), done.begin(), done.end());
+  still_.insert(still_.end(), pending_.begin(), pending_.end());
+  pending_.swap(still_);
+  free_events_.insert(free_events_.end(), done_.begin(), done_.end());
 }
 
 bool CompletionBook::markers_pending() const {

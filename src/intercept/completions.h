@@ -61,6 +61,8 @@ class CompletionBook {
 
   uint64_t markers() const { return markers_.load(std::memory_order_relaxed); }
   uint64_t reported() const { return reported_.load(std::memory_order_relaxed); }
+  // Event queries poll() made (at most one per stream per poll with markers pending).
+  uint64_t queries() const { return queries_.load(std::memory_order_relaxed); }
 
  private:
   // One application stream's launches.
@@ -92,6 +94,11 @@ class CompletionBook {
   std::vector<CUevent> free_events_;
   std::vector<Marker> pending_;     // recorded and not yet seen complete
   std::mutex poll_mu_;
+  // poll()'s working lists (poll_mu_), kept so that a poll allocates nothing once warm.
+  std::vector<Marker> polling_, still_;
+  std::vector<CUevent> done_;
+  std::vector<uint64_t> behind_;  // streams with a marker not yet reached in this poll
+  std::atomic<uint64_t> queries_{0};
   std::atomic<uint64_t> markers_{0};
   std::atomic<uint64_t> reported_{0};
 };

@@ -91,14 +91,16 @@ Result<InterceptConfig> parse_config(const std::function<const char*(const char*
     if (v != "0" && v != "1") return bad("CONCORD_ROOM", v, "must be 0 or 1");
     config.room = v == "1";
   }
-  if (const std::string v = get("CONCORD_POLL_US"); !v.empty()) {
+  for (auto [name, field] : {std::pair{"CONCORD_POLL_US", &config.poll_us}, std::pair{"CONCORD_BE_POLL_US", &config.be_poll_us}}) {
+    const std::string v = get(name);
+    if (v.empty()) continue;
     char* end = nullptr;
     errno = 0;
     const unsigned long long us = std::strtoull(v.c_str(), &end, 10);
     if (errno != 0 || end == v.c_str() || *end != '\0' || v[0] == '-' || us < 1 || us > 100'000) {
-      return bad("CONCORD_POLL_US", v, "must be an integer number of microseconds in [1, 100000]");
+      return bad(name, v, "must be an integer number of microseconds in [1, 100000]");
     }
-    config.poll_us = static_cast<uint32_t>(us);
+    *field = static_cast<uint32_t>(us);
   }
   if (const std::string v = get("CONCORD_MARKER_EVERY"); !v.empty()) {
     char* end = nullptr;

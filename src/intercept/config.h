@@ -24,7 +24,10 @@ struct InterceptConfig {
   // CONCORD_ROOM=0: ignore a lease's room terms (SM-count and residency caps for BE launches while
   // LC work is in flight); on by default (the lease asks for them only when its policy does).
   bool room = true;
-  uint32_t poll_us = 50;                                 // CONCORD_POLL_US: the completion thread's poll period
+  uint32_t poll_us = 50;                                 // CONCORD_POLL_US: the completion thread's poll period (LC)
+  // CONCORD_BE_POLL_US: a BE tenant's poll period. Longer: a BE's markers are pending almost all
+  // the time, and each poll's event queries take the driver's locks beside the launching thread.
+  uint32_t be_poll_us = 200;
   // CONCORD_MARKER_EVERY: under a lease, a completion marker (an event) after every this many
   // launches of a stream, besides the application's synchronisations and the markers at the end
   // of an LC burst (docs/intercept.md, "Completions").

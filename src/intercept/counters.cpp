@@ -6,7 +6,7 @@
 namespace concord::intercept {
 
 Status write_counters(const std::string& path, const char* mode, bool daemon_gone, const Counters& c, uint64_t markers,
-                      uint64_t completions) {
+                      uint64_t completions, uint64_t marker_queries) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return Status::io_error("cannot write CONCORD_INTERCEPT_STATS file " + path);
   const std::pair<const char*, const std::atomic<uint64_t>*> fields[] = {
@@ -43,8 +43,8 @@ Status write_counters(const std::string& path, const char* mode, bool daemon_gon
   };
   std::fprintf(f, "{\"mode\": \"%s\", \"daemon_gone\": %s", mode, daemon_gone ? "true" : "false");
   for (const auto& [name, value] : fields) std::fprintf(f, ", \"%s\": %llu", name, static_cast<unsigned long long>(value->load()));
-  std::fprintf(f, ", \"markers\": %llu, \"completions\": %llu}\n", static_cast<unsigned long long>(markers),
-               static_cast<unsigned long long>(completions));
+  std::fprintf(f, ", \"markers\": %llu, \"completions\": %llu, \"marker_queries\": %llu}\n", static_cast<unsigned long long>(markers),
+               static_cast<unsigned long long>(completions), static_cast<unsigned long long>(marker_queries));
   std::fclose(f);
   return Status::ok();
 }

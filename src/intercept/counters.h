@@ -45,8 +45,8 @@ struct Counters {
 };
 
 // Writes the counters to `path` as one JSON object, with the library's mode, whether the daemon
-// went away, and the completion markers recorded and completions reported.
+// went away, the completion markers recorded, completions reported and the event queries polls made.
 Status write_counters(const std::string& path, const char* mode, bool daemon_gone, const Counters& c, uint64_t markers,
-                      uint64_t completions);
+                      uint64_t completions, uint64_t marker_queries);
 
 }  // namespace concord::intercept

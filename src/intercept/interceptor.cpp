@@ -732,7 +732,7 @@ void Interceptor::completion_loop() {
   if (driver_->ctx_set_current(context_) != CUDA_SUCCESS || driver_->thread_exchange_capture_mode(&relaxed) != CUDA_SUCCESS) {
     log("the completion thread could not enter the launch's context: completions are reported at launch");
   }
-  const auto period = std::chrono::microseconds(config_.poll_us);
+  const auto period = std::chrono::microseconds(lc() ? config_.poll_us : config_.be_poll_us);
   auto last_announcements = std::chrono::steady_clock::time_point{};
   while (!stop_.load(std::memory_order_acquire)) {
     // SM-set announcements (per-launch decisions only) every 10 ms: no launch waits for them.
@@ -803,7 +803,7 @@ void Interceptor::write_stats(bool daemon_gone) const {
                      : m == Mode::pass_through ? "pass_through"
                                                : "unstarted";
   if (Status st = write_counters(config_.stats_path, mode, daemon_gone, counters_,
-                                 book_ ? book_->markers() : 0, book_ ? book_->reported() : 0);
+                                 book_ ? book_->markers() : 0, book_ ? book_->reported() : 0, book_ ? book_->queries() : 0);
       !st) {
     log(st.message());
   }

@@ -36,6 +36,7 @@ TEST(InterceptConfig, DefaultsAreABestEffortTenantNamedAfterTheProgram) {
   EXPECT_EQ(c->tenant.weight, 1u);
   EXPECT_EQ(c->tenant.name, "my_app");
   EXPECT_EQ(c->poll_us, 50u);
+  EXPECT_EQ(c->be_poll_us, 200u);
   EXPECT_FALSE(c->green_contexts);
 }
 
@@ -51,6 +52,7 @@ TEST(InterceptConfig, ReadsAnLcTenant) {
   EXPECT_EQ(c->socket_path, "/tmp/s.sock");
   EXPECT_EQ(c->stats_path, "/tmp/stats.json");
   EXPECT_EQ(c->poll_us, 20u);
+  EXPECT_EQ(parse({{"CONCORD_BE_POLL_US", "500"}})->be_poll_us, 500u);
   EXPECT_TRUE(parse({{"CONCORD_DISABLE", "1"}})->disabled);
   EXPECT_TRUE(parse({{"CONCORD_GREEN_CONTEXTS", "1"}})->green_contexts);
   EXPECT_TRUE(parse({})->room) << "room terms are honoured unless turned off";
@@ -73,6 +75,7 @@ TEST(InterceptConfig, BadValuesAreNamed) {
       {{{"CONCORD_NAME", "tab\there"}}, "printable ASCII"},
       {{{"CONCORD_DISABLE", "yes"}}, "CONCORD_DISABLE='yes'"},
       {{{"CONCORD_POLL_US", "0"}}, "CONCORD_POLL_US='0'"},
+      {{{"CONCORD_BE_POLL_US", "100001"}}, "CONCORD_BE_POLL_US='100001'"},
       {{{"CONCORD_INTERCEPT_LOG", "on"}}, "CONCORD_INTERCEPT_LOG='on'"},
       {{{"CONCORD_GREEN_CONTEXTS", "yes"}}, "CONCORD_GREEN_CONTEXTS='yes'"},
       {{{"CONCORD_ROOM", "off"}}, "CONCORD_ROOM='off'"},
