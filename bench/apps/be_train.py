@@ -8,7 +8,9 @@ bf16 autocast, random data and labels.
 It trains until S seconds have passed or the stop file exists, and records the CLOCK_MONOTONIC
 time at which each iteration ended (after a host synchronisation every iteration, so the times
 are the GPU's), so that throughput can be taken over any window, e.g. the LC tenant's.
---ready FILE is created after the warm-up iterations.
+--ready FILE is created after the warm-up iterations. --kernels-out FILE profiles a window of the
+warm-up and a fifth of the run's steps and writes the kernels seen (stream, shared memory, GPU
+time), from which shares.py says which room mechanism applied to which share of the job.
 
   be_train.py --model resnet50 --batch 64 --steps N --seed S --out FILE
 
@@ -51,18 +53,86 @@ class Trainer:
         return loss
 
 
-def train(trainer, seconds, stop_file=None, ready=None, warmup=5):
+def train(trainer, seconds, stop_file=None, ready=None, warmup=5, kernels=None):
     loss = float("nan")
     for _ in range(warmup):
         loss = trainer.step()
+    if kernels:
+        kernels.alone_window(trainer)
     if ready:
         open(ready, "w").close()
     ends = []
     t_end = time.monotonic() + seconds
+    if kernels:
+        kernels.start()
     while time.monotonic() < t_end and not (stop_file and os.path.exists(stop_file)):
         loss = trainer.step()
         ends.append(time.monotonic())
+        if kernels:
+            kernels.step()
+    if kernels:
+        kernels.stop()
     return ends, float(loss)
+
+
+class KernelWindows:
+    """The kernels the PyTorch profiler sees (shares.py classifies them): a window of steps during
+    the warm-up, before any LC work ("alone"), then `active` of every `every` steps of the run
+    ("run"). Each window's trace is folded into rows (stream, name, grid, block, shared memory:
+    launches, GPU µs) and deleted. The profiler slows the job: its rate in such a run is not used."""
+
+    def __init__(self, every=25, active=5):
+        from torch.profiler import ProfilerActivity, profile, schedule
+        self.profile, self.activities = profile, [ProfilerActivity.CUDA]
+        self.schedule = schedule(wait=every - active - 1, warmup=1, active=active)
+        self.rows = {"alone": {}, "run": {}}
+        self.windows = 0
+        self.prof = None
+
+    def fold(self, prof, into):
+        import tempfile
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                events = json.load(f).get("traceEvents", [])
+        finally:
+            os.remove(path)
+        for e in events:
+            if str(e.get("cat", "")).lower() != "kernel":
+                continue
+            a = e.get("args", {})
+            k = (a.get("stream"), e.get("name", ""), tuple(a.get("grid", ())), tuple(a.get("block", ())), a.get("shared memory", 0))
+            row = self.rows[into].setdefault(k, [0, 0.0])
+            row[0] += 1
+            row[1] += float(e.get("dur", 0.0))
+
+    def alone_window(self, trainer, steps=3):
+        with self.profile(activities=self.activities) as prof:
+            for _ in range(steps):
+                trainer.step()
+        self.fold(prof, "alone")
+
+    def ready(self, prof):
+        self.windows += 1
+        self.fold(prof, "run")
+
+    def start(self):
+        self.prof = self.profile(activities=self.activities, schedule=self.schedule, on_trace_ready=self.ready)
+        self.prof.start()
+
+    def step(self):
+        self.prof.step()
+
+    def stop(self):
+        self.prof.stop()
+
+    def document(self):
+        def rows(d):
+            return [{"stream": k[0], "name": k[1], "grid": list(k[2]), "block": list(k[3]), "smem": k[4], "launches": v[0], "gpu_us": v[1]}
+                    for k, v in d.items()]
+        return {"alone": rows(self.rows["alone"]), "run": rows(self.rows["run"]), "windows": self.windows}
 
 
 def train_steps(model, batch, steps, seed):
@@ -96,6 +166,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, help="train exactly this many deterministic steps and record losses and parameters")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kernels-out", help="profile windows of the run and write the kernels seen (shares.py reads them)")
     a = ap.parse_args()
     if a.batch < 1 or not a.seconds > 0:
         ap.error("--batch must be >= 1 and --seconds > 0")
@@ -109,7 +180,11 @@ def main():
         print(f"be_train {a.model} b{a.batch}: {a.steps} deterministic steps, last loss {losses[-1]:.4f}", file=sys.stderr)
         return
     trainer = Trainer(a.model, a.batch)
-    ends, loss = train(trainer, a.seconds, a.stop_file, a.ready)
+    kernels = KernelWindows() if a.kernels_out else None
+    ends, loss = train(trainer, a.seconds, a.stop_file, a.ready, kernels=kernels)
+    if kernels:
+        with open(a.kernels_out, "w") as f:
+            json.dump(kernels.document(), f)
     span = ends[-1] - ends[0] if len(ends) > 1 else float("nan")
     result = {"model": a.model, "batch": a.batch, "pid": os.getpid(), "iteration_ends": ends, "loss": loss,
               "its": (len(ends) - 1) / span if len(ends) > 1 else float("nan"),

@@ -201,9 +201,11 @@ def lc_cmd(c, out, rates=None, requests=None, calibrate=None, ready=None):
     return cmd
 
 
-def be_cmd(c, out, seconds=600, stop=None, ready=None):
+def be_cmd(c, out, seconds=600, stop=None, ready=None, kernels=None):
     cmd = [PY, os.path.join(HERE, "be_train.py"), "--model", c["be_model"], "--batch", str(c["be_batch"]),
            "--seconds", str(seconds), "--out", out]
+    if kernels:
+        cmd += ["--kernels-out", kernels]
     if stop:
         cmd += ["--stop-file", stop]
     if ready:
@@ -221,14 +223,15 @@ def base_env():
     return {**env, **GPU_ENV}
 
 
-def pair(d, c, rates, requests, lc_env, be_env, timeout):
-    """The BE job started and warm, then the LC service's phases, then the BE job stopped."""
+def pair(d, c, rates, requests, lc_env, be_env, timeout, kernels=None):
+    """The BE job started and warm, then the LC service's phases, then the BE job stopped
+    (`kernels`: the BE profiles windows into this file, be_train.py --kernels-out)."""
     stop, ready = os.path.join(d, "stop"), os.path.join(d, "be.ready")
     for f in (stop, ready):
         if os.path.exists(f):
             os.remove(f)
     with open(os.path.join(d, "be.log"), "w") as bl, open(os.path.join(d, "lc.log"), "w") as ll:
-        be = subprocess.Popen(be_cmd(c, os.path.join(d, "be.json"), stop=stop, ready=ready), stdout=bl, stderr=subprocess.STDOUT,
+        be = subprocess.Popen(be_cmd(c, os.path.join(d, "be.json"), stop=stop, ready=ready, kernels=kernels), stdout=bl, stderr=subprocess.STDOUT,
                               env={**base_env(), **be_env}, preexec_fn=pinned("be"))
         try:
             wait_file(ready, be, timeout)
@@ -240,7 +243,7 @@ def pair(d, c, rates, requests, lc_env, be_env, timeout):
             finish(be, 60, "the BE job")
 
 
-def run_scheme(scheme, d, c, rates, requests, target_ms, work, timeout):
+def run_scheme(scheme, d, c, rates, requests, target_ms, work, timeout, kernels=None):
     if scheme == "timeslice":
         return pair(d, c, rates, requests, {}, {}, timeout)
     if scheme == "priority-streams":
@@ -269,7 +272,7 @@ def run_scheme(scheme, d, c, rates, requests, target_ms, work, timeout):
                       "CONCORD_INTERCEPT_STATS": os.path.join(d, "lc_intercept.json")}
             # The library's counters say which share of the BE's launches each mechanism touched.
             be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": os.path.join(d, "be_intercept.json")}
-            return pair(d, c, rates, requests, lc_env, be_env, timeout)
+            return pair(d, c, rates, requests, lc_env, be_env, timeout, kernels)
     raise RuntimeError(f"unknown scheme '{scheme}' (known: {', '.join(SCHEMES)})")
 
 
@@ -290,6 +293,9 @@ def main():
     ap.add_argument("--gpu", type=int, help="run on this GPU alone (CUDA_VISIBLE_DEVICES), with a work folder of its own")
     ap.add_argument("--lc-cpus", help="pin the LC service's processes to these CPUs (taskset's list form, e.g. 0-1)")
     ap.add_argument("--be-cpus", help="pin the BE job's processes to these CPUs")
+    ap.add_argument("--shares-under", default="",
+                    help="comma-separated concord:* schemes run once more with the BE profiled (be_train.py --kernels-out): "
+                         "which share of its launches and GPU time each room mechanism applied to, into shares_<scheme>/")
     ap.add_argument("--be-alone-under", default="",
                     help="concord:* schemes (comma-separated) to run the BE job alone under too (no LC: what the library "
                          "costs it with the scheme's caps armed), each into be_alone_<scheme>.json")
@@ -304,7 +310,11 @@ def main():
         if s not in SCHEMES and not s.startswith("concord:"):
             ap.error(f"unknown scheme '{s}' (known: {', '.join(SCHEMES)})")
     alone_under = [s for s in a.be_alone_under.split(",") if s]
-    for s in schemes + alone_under:
+    shares_under = [s for s in a.shares_under.split(",") if s]
+    for s in shares_under:
+        if not s.startswith("concord:"):
+            ap.error(f"--shares-under {s}: a concord:* scheme")
+    for s in schemes + alone_under + shares_under:
         if s.startswith("concord:"):
             try:
                 concord_scheme(s)
@@ -383,6 +393,17 @@ def main():
                 with open(os.path.join(d, "error.txt"), "w") as f:
                     f.write(str(e) + "\n")
                 print(f"{c['name']} {s}: FAILED: {e}", file=sys.stderr)
+        # The same pair again with the BE profiled: its rates are not used (the profiler slows it).
+        for s in shares_under:
+            d = os.path.join(base, "shares_" + s.replace(":", "-"))
+            os.makedirs(d, exist_ok=True)
+            if os.path.exists(os.path.join(d, "kernels.json")):
+                continue
+            try:
+                run_scheme(s, d, c, rates, a.requests, targets_ms[0], work, a.timeout, kernels=os.path.join(d, "kernels.json"))
+            except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+                failures.append(f"{c['name']} shares under {s}: {e}")
+                print(f"{c['name']} shares under {s}: FAILED: {e}", file=sys.stderr)
     if failures:
         print("run.py: failed runs:\n  " + "\n  ".join(failures), file=sys.stderr)
         sys.exit(1)

@@ -24,6 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stats import percentile  # noqa: E402
+import shares  # noqa: E402
 
 BASELINES = ("timeslice", "mps", "mps-be75", "mps-be50", "mps-be25", "priority-streams")
 # The reference points a result must stand above (plain MPS is the BE at 100%).
@@ -62,7 +63,7 @@ def rows_of(out):
         graph = bool(alone.get("graph"))
         for scheme in sorted(os.listdir(base)):
             d = os.path.join(base, scheme)
-            if scheme == "lc_alone" or scheme.startswith("work") or not os.path.isdir(d):
+            if scheme == "lc_alone" or scheme.startswith(("work", "shares_")) or not os.path.isdir(d):
                 continue
             lc, be = load_json(os.path.join(d, "lc.json")), load_json(os.path.join(d, "be.json"))
             for i, load in enumerate(settings["loads"]):
@@ -102,7 +103,7 @@ def library_tables(out):
     """Per combo: the BE alone under each --be-alone-under scheme over the BE alone under plain MPS
     (the library's cost with caps armed), and per concord scheme the share of the BE's launches
     each mechanism touched (from its be_intercept.json)."""
-    alone, shares = [], []
+    alone, touched = [], []
     for combo in sorted(os.listdir(out)):
         base = os.path.join(out, combo)
         if not os.path.isdir(base):
@@ -114,11 +115,27 @@ def library_tables(out):
                 if r and mps:
                     alone.append((combo, f[len("be_alone_"):-len(".json")], r["its"], mps["its"]))
         for scheme in sorted(os.listdir(base)):
+            if scheme.startswith("shares_"):
+                continue
             s = load_json(os.path.join(base, scheme, "be_intercept.json"))
             if not s or not s.get("leased"):
                 continue
-            shares.append((combo, scheme, s["leased"], {k: s.get(k, 0) / s["leased"] for k, _ in MECHANISMS}))
-    return alone, shares
+            touched.append((combo, scheme, s["leased"], {k: s.get(k, 0) / s["leased"] for k, _ in MECHANISMS}))
+    return alone, touched
+
+
+def profiled_shares(out):
+    """(combo, scheme, shares.classify()) of each run.py --shares-under run found under `out`."""
+    found = []
+    for combo in sorted(os.listdir(out)):
+        base = os.path.join(out, combo)
+        if not os.path.isdir(base):
+            continue
+        for d in sorted(os.listdir(base)):
+            doc = load_json(os.path.join(base, d, "kernels.json")) if d.startswith("shares_") else None
+            if doc:
+                found.append((combo, d[len("shares_"):], shares.classify(doc)))
+    return found
 
 
 NUMERIC = ("lc_p50_over_alone", "lc_p99_over_alone", "slo_attainment", "be_over_alone", "lc_p99_ms", "be_its",
@@ -272,22 +289,28 @@ def main():
         print(f"| {v['combo']} | {v['load']:g} | {v['best']} | {fmt(v['lc_p99_over_alone'])} | {fmt(v['be_over_alone'])} | "
               f"{', '.join(v['beaten_by']) or 'none'} | {fmt(v.get('frontier_be_over_alone'))} | {above} | "
               f"{v.get('check', '')}{extra} | {met} |")
-    alone, shares = library_tables(a.out[0])
+    alone, mech = library_tables(a.out[0])
     if alone:
         print("\n## The BE alone under the library, caps armed (no LC), over the BE alone under plain MPS\n")
         print("| combo | scheme | BE it/s | under MPS | ratio |")
         print("|---|---|---:|---:|---:|")
         for combo, scheme, its, mps_its in alone:
             print(f"| {combo} | {scheme} | {fmt(its)} | {fmt(mps_its)} | {fmt(its / mps_its, 3)} |")
-    if shares:
+    if mech:
         print("\n## Which share of the BE's launches each mechanism touched (the library's counters, whole run)\n")
         print("| combo | scheme | BE launches | " + " | ".join(label for _, label in MECHANISMS) + " |")
         print("|---|---|---:|" + "---:|" * len(MECHANISMS))
-        for combo, scheme, n, share in shares:
+        for combo, scheme, n, share in mech:
             print(f"| {combo} | {scheme} | {n} | " + " | ".join(f"{100 * share[k]:.1f}%" for k, _ in MECHANISMS) + " |")
+    profiled = profiled_shares(a.out[0])
+    if profiled:
+        print("\n## Which share of the BE's launches and GPU time each room mechanism applied to (profiled windows, "
+              "run.py --shares-under)\n")
+        print(shares.table(profiled))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "verdicts": vs, "be_alone_under": alone, "mechanism_shares": shares}, f, indent=1)
+            json.dump({"rows": rows, "verdicts": vs, "be_alone_under": alone, "mechanism_shares": mech,
+                       "profiled_shares": [{"combo": c, "scheme": s, **v} for c, s, v in profiled]}, f, indent=1)
 
 
 if __name__ == "__main__":

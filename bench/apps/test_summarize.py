@@ -8,6 +8,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shares  # noqa: E402
 import summarize  # noqa: E402
 
 
@@ -121,6 +122,41 @@ class SummarizeTest(unittest.TestCase):
             v = next(v for v in summarize.verdicts(rows) if v["load"] == 0.3)
             self.assertFalse(v["met"], "a 1% worse tail than MPS's is worse")
             self.assertAlmostEqual(v["p99_over_mps"], 1.01)
+
+
+class SharesTest(unittest.TestCase):
+    """shares.py: a kernel moved off the job's own streams went out on the SM-count context, one
+    with more shared memory than alone was padded, and the shares add up by launches and by time."""
+
+    def doc(self):
+        def row(stream, name, smem, n, us):
+            return {"stream": stream, "name": name, "grid": [132, 1, 1], "block": [256, 1, 1], "smem": smem, "launches": n, "gpu_us": us}
+        alone = [row(7, "gemm", 1024, 10, 100.0), row(7, "relu", 0, 10, 10.0)]
+        run = [row(7, "gemm", 1024, 60, 600.0),     # as alone
+               row(7, "gemm", 50000, 10, 200.0),    # padded on its own stream
+               row(31, "gemm", 50000, 10, 300.0),   # padded on a green stream
+               row(31, "relu", 0, 10, 20.0),        # on a green stream, not padded
+               row(7, "softmax", 0, 10, 80.0)]      # never seen alone
+        return {"alone": alone, "run": run, "windows": 4}
+
+    def test_classes(self):
+        s = shares.classify(self.doc())
+        c = s["classes"]
+        self.assertEqual([c[k]["launches"] for k in shares.CLASSES], [60, 10, 10, 10, 10])
+        self.assertEqual(s["launches"], 100)
+        self.assertAlmostEqual(s["gpu_us"], 1200.0)
+        self.assertAlmostEqual(c["both"]["time_share"], 0.25)
+        self.assertAlmostEqual(c["none"]["launch_share"], 0.6)
+        self.assertAlmostEqual(sum(v["time_share"] for v in c.values()), 1.0)
+        self.assertIn("| r | concord-orion-s66 | 4 | 100 | 60.0% / 50.0% |", shares.table([("r", "concord-orion-s66", s)]))
+
+    def test_summarize_finds_the_profiled_runs_and_keeps_them_out_of_the_schemes(self):
+        with tempfile.TemporaryDirectory() as out:
+            base = SummarizeTest.make(SummarizeTest(), out, graph=False)
+            write(os.path.join(base, "shares_concord-orion-s66", "kernels.json"), self.doc())
+            found = summarize.profiled_shares(out)
+            self.assertEqual([(c, s) for c, s, _ in found], [(os.path.basename(base), "concord-orion-s66")])
+            self.assertFalse(any(r["scheme"].startswith("shares_") for r in summarize.rows_of(out)))
 
 
 if __name__ == "__main__":
