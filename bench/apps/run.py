@@ -10,7 +10,9 @@ separate processes, under each scheme:
   concord:POLICY     MPS clients under libconcord_intercept.so, scheduled by concordd --policy POLICY
   concord:POLICY:dN  the same with concordd --be-depth N (BE launches released ahead at most N deep)
   concord:POLICY:sN:rM  the same, the BE confined while LC work is in flight to N SMs and M blocks
-                     per SM (room: the policy's be_sms and be_blocks_per_sm); bX sets bound_share
+                     per SM (room: the policy's be_sms and be_blocks_per_sm); uN bounds the BE's
+                     work in flight to N µs of its measured GPU time (orion's be_depth_us, sgdrc's
+                     be_in_flight_us); bX sets bound_share
 
   run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N] [--gpu K]
          [--lc-cpus LIST] [--be-cpus LIST]
@@ -135,12 +137,14 @@ class Concordd:
 
 
 def concord_scheme(scheme):
-    """concord:POLICY[:dN][:sN][:rN][:bX] -> (POLICY with its parameters, concordd's extra arguments):
+    """concord:POLICY[:dN][:sN][:rN][:uN][:bX] -> (POLICY with its parameters, concordd's extra arguments):
     dN sets --be-depth N; sN the BE's SMs while LC work is in flight (be_sms=N), rN its blocks per
-    SM then (be_blocks_per_sm=N), bX the lease's bound_share=X (0: BE yields to every LC tenant)."""
+    SM then (be_blocks_per_sm=N), uN the BE's work in flight in µs of its measured GPU time per
+    launch (orion: be_depth_us=N, else be_in_flight_us=N), bX the lease's bound_share=X (0: BE
+    yields to every LC tenant)."""
     parts = scheme.split(":")[1:]
     if not parts or not parts[0]:
-        raise RuntimeError(f"scheme '{scheme}': expected concord:POLICY[:dN][:sN][:rN][:bX]")
+        raise RuntimeError(f"scheme '{scheme}': expected concord:POLICY[:dN][:sN][:rN][:uN][:bX]")
     extra, params = [], []
     for p in parts[1:]:
         if p.startswith("d") and p[1:].isdigit():
@@ -149,10 +153,14 @@ def concord_scheme(scheme):
             params.append(f"be_sms={p[1:]}")
         elif p.startswith("r") and p[1:].isdigit():
             params.append(f"be_blocks_per_sm={p[1:]}")
+        elif p.startswith("u") and p[1:].isdigit():
+            # The BE's work in flight in µs of its measured GPU time per launch.
+            params.append(("be_depth_us=" if parts[0] == "orion" else "be_in_flight_us=") + p[1:])
         elif p.startswith("b") and p[1:].replace(".", "", 1).isdigit():
             params.append(f"bound_share={p[1:]}")
         else:
-            raise RuntimeError(f"scheme '{scheme}': '{p}' is not dN (BE depth), sN (BE SMs), rN (BE blocks per SM) or bX")
+            raise RuntimeError(f"scheme '{scheme}': '{p}' is not dN (BE depth), sN (BE SMs), rN (BE blocks per SM), "
+                               "uN (BE work in flight, µs) or bX")
     return parts[0] + (":" + ";".join(params) if params else ""), extra
 
 
