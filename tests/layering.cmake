@@ -1,23 +1,7 @@
 # The layers of docs/architecture.md, enforced: no folder includes a layer above it. Run as
 #   cmake -DSRC=<repo>/src -P layering.cmake
-# Each rule: a folder, and the include prefixes its files may not use (comma-separated).
-# A policy's facet files (src/policy/<name>/<name>_facet.h, _metrics.h, _class.h, _model.h: the profile
-# data it owns and what classifies and models it)
-# are a layer of their own on core, below the profiler that fills them; only core's headers and
-# each other are open to them, and the profiler may use them.
-set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics|class|model)\\.h$")
-set(rules
-  "core|policy/,mechanism/,ipc/,intercept/,daemon/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h"
-  "mechanism|policy/,backend/,frontend/,workload/,runner/,cli/,daemon/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
-  "policy|backend/,frontend/,workload/,runner/,cli/,daemon/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h"
-  "backend/sim|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/,daemon/,concord/spec_source.h,concord/experiment.h"
-  "frontend|policy/,mechanism/,backend/,runner/,cli/,profile/,daemon/,concord/experiment.h"
-  "workload|policy/,mechanism/,backend/,runner/,cli/,profile/,daemon/,concord/experiment.h"
-  "kernels|policy/,mechanism/,frontend/,workload/,runner/,cli/,profile/,daemon/"
-  "profile|policy/,mechanism/,frontend/,runner/,cli/,daemon/"
-  "intercept|policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,daemon/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
-  "ipc|intercept/,daemon/,policy/,mechanism/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
-  "daemon|intercept/,policy/,backend/,frontend/,workload/,profile/,runner/,cli/,kernels/,mechanism/,concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h,concord/profile.h")
+# The rules are in layering_rules.cmake; layering_negative.cmake shows that each one refuses.
+include(${CMAKE_CURRENT_LIST_DIR}/layering_rules.cmake)
 set(violations "")
 foreach(rule IN LISTS rules)
   string(REPLACE "|" ";" parts "${rule}")
@@ -48,7 +32,7 @@ foreach(f IN LISTS facet_files)
   file(STRINGS "${f}" includes REGEX "^#include \"")
   foreach(line IN LISTS includes)
     string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" inc "${line}")
-    if(NOT inc MATCHES "${facet_header_regex}" AND NOT inc MATCHES "^concord/(status|kernel|device|ids|sm_set)\\.h$")
+    if(NOT inc MATCHES "${facet_header_regex}" AND NOT inc MATCHES "${facet_core_regex}")
       file(RELATIVE_PATH rel "${SRC}" "${f}")
       string(APPEND violations "  src/${rel} includes ${inc} (a facet file builds on core's types only)\n")
     endif()

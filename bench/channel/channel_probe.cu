@@ -30,8 +30,8 @@
 #include <CLI/CLI.hpp>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/handles.h"
+#include "cuda/check.h"
+#include "cuda/handles.h"
 #include "channel_raw.h"
 #include "cli/build_info.h"
 #include "concord/cli_parse.h"

@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_check.h"
+#include "cuda/check.h"
 #include "backend/cuda/green_contexts.h"
-#include "backend/cuda/handles.h"
+#include "cuda/handles.h"
 #include "backend/cuda/timing.h"
 #include "cli/build_info.h"
 #include "concord/report.h"

@@ -128,8 +128,6 @@ struct LinearFit {
 };
 // Least squares y = intercept + slope * x; error = mean |fit - y| / y.
 Result<LinearFit> fit_linear(const std::vector<double>& x, const std::vector<double>& y);
-// FEDCM's critical kernels: the top ceil(sigma * n) of `seconds` (indices, longest first).
-std::vector<size_t> critical_kernels(const std::vector<double>& seconds, double sigma);
 
 // JSON round trip of a profile (the store's payload and the export format). Reading accepts a
 // partial profile (fields not measured may be absent) and validates every value present

@@ -176,15 +176,6 @@ Result<LinearFit> fit_linear(const std::vector<double>& x, const std::vector<dou
   return f;
 }
 
-std::vector<size_t> critical_kernels(const std::vector<double>& seconds, double sigma) {
-  std::vector<size_t> idx(seconds.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
-  const size_t keep = std::min(idx.size(), static_cast<size_t>(std::ceil(std::clamp(sigma, 0.0, 1.0) * idx.size())));
-  idx.resize(keep);
-  return idx;
-}
-
 std::string profile_to_json(const KernelProfile& p) {
   nlohmann::json j;
   j["key"] = {{"gpu", p.key.gpu}, {"driver", p.key.driver}, {"kernel", p.key.kernel}, {"variant", p.key.variant},

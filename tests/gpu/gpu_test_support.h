@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/handles.h"
+#include "cuda/check.h"
+#include "cuda/handles.h"
 #include "concord/backend.h"
 #include "concord/device/control.h"
 #include "concord/placement.h"

@@ -18,6 +18,14 @@ using testing::step;
 using testing::tenant;
 using testing::workload;
 
+TEST(Fedcm, CriticalKernelsAreTheTopSigma) {
+  const std::vector<double> t = {1, 9, 3, 7, 5, 2, 8, 4, 6, 10};
+  EXPECT_EQ(policy::critical_kernels(t, 0.1), (std::vector<size_t>{9}));
+  EXPECT_EQ(policy::critical_kernels(t, 0.3), (std::vector<size_t>{9, 1, 6}));
+  EXPECT_EQ(policy::critical_kernels(t, 1.0).size(), 10u);
+  EXPECT_EQ(policy::critical_kernels({2.0}, 0.1), (std::vector<size_t>{0}));  // at least one when sigma > 0
+}
+
 TEST(Fedcm, ResourceShareFollowsThePapersExample) {
   // {threads, registers, shared}: shared memory 3 next to 4 and 1 -> 3/8; threads alone -> 1;
   // registers unused, so not counted: mean (3/8 + 1) / 2.

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/allocation_scope.h"
+#include "cuda/allocation_scope.h"
 #include "backend/sim/sim_backend.h"
 #include "concord/backend.h"
 #include "concord/device.h"

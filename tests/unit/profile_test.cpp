@@ -72,14 +72,6 @@ TEST(ProfileAnalysis, LinearFit) {
   EXPECT_FALSE(fit_linear({2, 2}, {1, 3}).is_ok());
 }
 
-TEST(ProfileAnalysis, CriticalKernelsAreTheTopSigma) {
-  const std::vector<double> t = {1, 9, 3, 7, 5, 2, 8, 4, 6, 10};
-  EXPECT_EQ(critical_kernels(t, 0.1), (std::vector<size_t>{9}));
-  EXPECT_EQ(critical_kernels(t, 0.3), (std::vector<size_t>{9, 1, 6}));
-  EXPECT_EQ(critical_kernels(t, 1.0).size(), 10u);
-  EXPECT_EQ(critical_kernels({2.0}, 0.1), (std::vector<size_t>{0}));  // at least one when sigma > 0
-}
-
 KernelProfile sample(const std::string& kernel, int64_t size, const std::string& gpu = "H200") {
   KernelProfile p;
   p.key = {gpu, "580.159.04", kernel, "mid", size};

@@ -1,6 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
-#include "backend/cuda/driver_api.h"
+#include "cuda/driver_api.h"
 
 #include <algorithm>
 #include <cmath>

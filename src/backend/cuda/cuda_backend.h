@@ -23,7 +23,7 @@
 
 #include "backend/cuda/chunk.h"
 #include "backend/cuda/green_contexts.h"
-#include "backend/cuda/handles.h"
+#include "cuda/handles.h"
 #include "backend/cuda/nvtx.h"
 #include "concord/backend.h"
 #include "concord/device/control.h"

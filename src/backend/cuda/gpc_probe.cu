@@ -6,8 +6,8 @@
 #include <numeric>
 #include <string>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/handles.h"
+#include "cuda/check.h"
+#include "cuda/handles.h"
 
 namespace concord::cuda {
 

@@ -2,9 +2,9 @@
 
 #include <cuda_runtime.h>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/driver_api.h"
-#include "backend/cuda/handles.h"
+#include "cuda/check.h"
+#include "cuda/driver_api.h"
+#include "cuda/handles.h"
 
 namespace concord::cuda {
 namespace {

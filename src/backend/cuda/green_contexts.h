@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/driver_api.h"
+#include "cuda/driver_api.h"
 #include "concord/sm_set.h"
 #include "concord/status.h"
 

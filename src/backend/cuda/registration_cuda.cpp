@@ -2,7 +2,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "profile/ncu.h"
-#include "profile/ncu_worker.h"
+#include "backend/cuda/ncu_worker.h"
 
 namespace concord {
 

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "backend/cuda/handles.h"
+#include "cuda/handles.h"
 #include "concord/device/control.h"
 #include "concord/placement.h"
 #include "concord/sm_set.h"

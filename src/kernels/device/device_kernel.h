@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/handles.h"
+#include "cuda/handles.h"
 #include "concord/device/control.h"
 #include "concord/kernel.h"
 #include "concord/placement.h"

@@ -1,7 +1,7 @@
 // Fused launches of any two elastic bodies through the fusion compiler (fusion_compiler.h).
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/cuda_check.h"
+#include "cuda/check.h"
 #include "concord/backend.h"
 #include "kernels/device/device_kernel.h"
 #include "kernels/device/fusion_compiler.h"

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
+#include "cuda/check.h"
 #include "concord/backend.h"
 #include "kernels/device/fusion_sources.h"
 

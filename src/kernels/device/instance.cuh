@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/handles.h"
+#include "cuda/check.h"
+#include "cuda/handles.h"
 #include "concord/device/launch.cuh"
 #include "kernels/device/bodies.cuh"
 #include "kernels/device/device_kernel.h"

@@ -1,11 +1,11 @@
 #include "policy/fedcm/fedcm_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 
 #include "concord/occupancy.h"
-#include "concord/profile.h"
 #include "mechanism/params.h"
 
 namespace concord::policy {
@@ -49,6 +49,15 @@ std::vector<SmSet> gpc_sets(const DeviceSpec& d) {
     out[g].add(sm);
   }
   return out;
+}
+
+std::vector<size_t> critical_kernels(const std::vector<double>& seconds, double sigma) {
+  std::vector<size_t> idx(seconds.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+  const size_t keep = std::min(idx.size(), static_cast<size_t>(std::ceil(std::clamp(sigma, 0.0, 1.0) * idx.size())));
+  idx.resize(keep);
+  return idx;
 }
 
 std::vector<std::vector<bool>> critical_instances(const std::vector<double>& step_seconds,

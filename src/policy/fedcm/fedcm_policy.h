@@ -51,6 +51,10 @@ struct FedcmCandidate {
   double estimate = 0;    // T[s0, c_m] / u
 };
 
+// FEDCM's critical kernels (Section III-A): the top ceil(sigma * n) of `seconds` (indices, longest
+// first; at least one when sigma > 0).
+std::vector<size_t> critical_kernels(const std::vector<double>& seconds, double sigma);
+
 // FEDCM's critical kernels (Section III-A) of a tenant's request, per launch: the top
 // ceil(sigma x launches) launch instances by estimated time (a step run `count` times is that
 // many instances; ties go to the earlier one). Indexed [step][repeat].

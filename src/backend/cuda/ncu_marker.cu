@@ -2,7 +2,7 @@
 // job tells which launches belong to it (src/profile/ncu.h, split_at_markers).
 #include <cuda_runtime_api.h>
 
-#include "profile/ncu_marker.h"
+#include "backend/cuda/ncu_marker.h"
 
 __global__ void concord_ncu_marker(int job) { (void)job; }
 __global__ void concord_ncu_skip(int job) { (void)job; }

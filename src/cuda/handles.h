@@ -8,8 +8,8 @@
 #include <memory>
 #include <utility>
 
-#include "backend/allocation_scope.h"
-#include "backend/cuda/cuda_check.h"
+#include "cuda/allocation_scope.h"
+#include "cuda/check.h"
 
 namespace concord::cuda {
 

@@ -1,4 +1,4 @@
-// Launches the marker kernels of the ncu worker (src/profile/ncu_marker.cu).
+// Launches the marker kernels of the ncu worker (src/backend/cuda/ncu_marker.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,6 +1,6 @@
 // The worker Nsight Compute profiles: each job's kernel launched once in its plain form after a
 // marker kernel; set-up launches follow a skip marker (src/profile/ncu.h, split_at_markers).
-#include "profile/ncu_worker.h"
+#include "backend/cuda/ncu_worker.h"
 
 #include <cuda_runtime_api.h>
 
@@ -8,12 +8,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/handles.h"
+#include "cuda/check.h"
+#include "cuda/handles.h"
 #include "concord/suite.h"
 #include "kernels/device/device_kernel.h"
 #include "profile/ncu.h"
-#include "profile/ncu_marker.h"
+#include "backend/cuda/ncu_marker.h"
 
 namespace concord::profile {
 
