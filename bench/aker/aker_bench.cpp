@@ -21,11 +21,13 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/registration.h"
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/cli_parse.h"
 #include "concord/profile.h"
 #include "concord/report.h"
+#include "concord/backend_factory.h"
 #include "lsbe_runner.h"
+#include "mix_options.h"
 #include "runner/processes.h"
 
 using namespace concord;
@@ -115,7 +117,7 @@ int cmd_run(const RunOptions& opt) {
   if (!probe) return aker_bench::fail(probe.status());
   const DeviceSpec device = (*probe)->device();
   nlohmann::json results =
-      nlohmann::json::parse(provenance_json(device, (*probe)->name(), cli::build_version(), cli::build_commit()));
+      nlohmann::json::parse(provenance_json(device, (*probe)->name(), concord::build_version(), concord::build_commit()));
   probe->reset();
   results["bench"] = "aker";
   results["backend"] = opt.backend;
@@ -262,15 +264,7 @@ int main(int argc, char** argv) {
                   "What the factors multiply: solo (the LC query's solo time, Aker's) and/or alone-p99 (the LC's p99 alone at the same rate)")
       ->delimiter(',')
       ->capture_default_str();
-  run->add_option("--lc-requests", ro.lc_requests, "LC requests per run (0: the mix's)")->capture_default_str();
-  run->add_option("--be-alone-requests", ro.be_alone_requests, "Requests of each BE tenant's alone run")->capture_default_str();
-  run->add_option("--seed", ro.seed, "Arrival seed (the same for every run)")->capture_default_str();
-  run->add_option("--backend", ro.backend, "sim or cuda")->capture_default_str();
-  run->add_option("--device", ro.device, "Simulated device (sim)")->capture_default_str();
-  run->add_option("--profiles", ro.profiles, "Profile store: policies estimate from measured curves");
-  run->add_option("--time-limit", ro.time_limit, "Each run's limit, seconds of its clock")->capture_default_str();
-  run->add_option("--out", ro.out, "Results JSON")->capture_default_str();
-  run->add_flag("--skip-unknown-schemes", ro.skip_unknown, "Leave out schemes with no policy in this build (else an error)");
+  lsbe::add_mix_run_options(run, ro);
   aker_bench::PairsOptions po;
   po.pairs = aker_bench::default_pairs();
   po.ratios = aker_bench::default_ratios();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "concord/status.h"
+#include "concord/placement_rule.h"
 
 namespace concord::aker_bench {
 

@@ -21,12 +21,14 @@
 #include <nlohmann/json.hpp>
 
 #include "aker_bench.h"
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/backend.h"
 #include "concord/metrics.h"
 #include "concord/occupancy.h"
 #include "concord/report.h"
 #include "concord/suite.h"
+#include "concord/placement_rule.h"
+#include "concord/backend_factory.h"
 #include "lsbe_runner.h"
 #include "runner/processes.h"
 
@@ -356,7 +358,7 @@ int cmd_pairs(const PairsOptions& opt) {
   if (!probe) return fail(probe.status());
   const DeviceSpec device = (*probe)->device();
   nlohmann::json results =
-      nlohmann::json::parse(provenance_json(device, (*probe)->name(), cli::build_version(), cli::build_commit()));
+      nlohmann::json::parse(provenance_json(device, (*probe)->name(), concord::build_version(), concord::build_commit()));
   probe->reset();
   results["bench"] = "aker-pairs";
   results["backend"] = opt.backend;

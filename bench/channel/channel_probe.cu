@@ -33,7 +33,7 @@
 #include "cuda/check.h"
 #include "cuda/handles.h"
 #include "channel_raw.h"
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/cli_parse.h"
 #include "concord/device/launch.cuh"
 #include "concord/report.h"
@@ -811,7 +811,7 @@ int main(int argc, char** argv) {
 
   RawProbe raw;
   const auto spec = checked(cuda::probe_device_spec(0));
-  raw.provenance = nlohmann::json::parse(provenance_json(spec, "cuda", cli::build_version(), cli::build_commit()));
+  raw.provenance = nlohmann::json::parse(provenance_json(spec, "cuda", concord::build_version(), concord::build_commit()));
   raw.config = probe.config(mode);
   const auto t0 = std::chrono::steady_clock::now();
   auto step = [&](const std::string& what) {

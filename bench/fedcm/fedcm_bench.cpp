@@ -17,7 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/backend.h"
 #include "concord/cli_parse.h"
 #include "concord/device.h"
@@ -27,6 +27,7 @@
 #include "concord/profile.h"
 #include "concord/report.h"
 #include "concord/workload.h"
+#include "concord/backend_factory.h"
 
 #include "backend/registration.h"
 #include "runner/processes.h"
@@ -110,7 +111,7 @@ int cmd_run(const std::vector<std::string>& workloads, const std::vector<std::st
         // The device as a backend of this configuration states it (a GPU: name, clocks, versions).
         auto probe = make_backend(cfg);
         if (!probe) return fail(probe.status());
-        results.update(nlohmann::json::parse(provenance_json((*probe)->device(), (*probe)->name(), cli::build_version(), cli::build_commit())));
+        results.update(nlohmann::json::parse(provenance_json((*probe)->device(), (*probe)->name(), concord::build_version(), concord::build_commit())));
       }
       nlohmann::json tenants = nlohmann::json::array();
       for (size_t i = 0; i < r->run.tenants.size(); ++i) {
@@ -184,7 +185,7 @@ int cmd_peer(const std::string& workload, int index, const std::string& dir, int
   for (const auto& q : rec->tenants[0].requests) requests.push_back({q.start, q.end});
   if (Status s = write_json(out, {{"tenant", rec->tenants[0].name},
                                    {"provenance", nlohmann::json::parse(provenance_json((*b)->device(), (*b)->name(),
-                                                                                        cli::build_version(), cli::build_commit()))},
+                                                                                        concord::build_version(), concord::build_commit()))},
                                    {"begin_s", rec->tenants[0].begin},
                                    {"requests", requests},
                                    {"elapsed_s", rec->tenants[0].elapsed()},

@@ -20,7 +20,7 @@
 #include "backend/cuda/green_contexts.h"
 #include "cuda/handles.h"
 #include "backend/cuda/timing.h"
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/report.h"
 #include "concord/suite.h"
 #include "kernels/device/device_kernel.h"
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
   CHECK_OK(s.create());
   auto spec = cuda::probe_device_spec(0);
   CHECK_OK(spec.status());
-  json out = json::parse(provenance_json(*spec, "cuda", cli::build_version(), cli::build_commit()));
+  json out = json::parse(provenance_json(*spec, "cuda", concord::build_version(), concord::build_commit()));
   out["device"] = prop.name;
   out["sm_count"] = g_sms;
   out["cuda_driver_api"] = driver;

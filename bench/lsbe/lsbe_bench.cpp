@@ -20,15 +20,17 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/registration.h"
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/backend.h"
 #include "concord/cli_parse.h"
 #include "concord/device.h"
 #include "concord/policy.h"
 #include "concord/profile.h"
 #include "concord/report.h"
+#include "concord/backend_factory.h"
 #include "lsbe_bench.h"
 #include "lsbe_runner.h"
+#include "mix_options.h"
 #include "runner/processes.h"
 
 using namespace concord;
@@ -91,7 +93,7 @@ int cmd_run(const RunOptions& opt) {
   auto probe = make_backend(cfg);
   if (!probe) return fail(probe.status());
   const DeviceSpec device = (*probe)->device();
-  nlohmann::json results = nlohmann::json::parse(provenance_json(device, (*probe)->name(), cli::build_version(), cli::build_commit()));
+  nlohmann::json results = nlohmann::json::parse(provenance_json(device, (*probe)->name(), concord::build_version(), concord::build_commit()));
   probe->reset();
   results["bench"] = "lsbe";
   results["backend"] = opt.backend;
@@ -241,17 +243,9 @@ int main(int argc, char** argv) {
   run->add_option("--schemes", ro.schemes, "Policies (name or name:key=value;key=value)")->delimiter(',')->capture_default_str();
   run->add_option("--loads", ro.loads, "LC loads, shares of its alone capacity")->delimiter(',')->capture_default_str();
   run->add_option("--target-factor", ro.target_factor, "LC target = this x its alone p99")->capture_default_str();
-  run->add_option("--lc-requests", ro.lc_requests, "LC requests per run (0: the mix's)")->capture_default_str();
-  run->add_option("--be-alone-requests", ro.be_alone_requests, "Requests of each BE tenant's alone run")->capture_default_str();
   run->add_option("--alone-repeats", ro.alone_repeats, "Repetitions of each alone run; the median is the reference")
       ->capture_default_str();
-  run->add_option("--seed", ro.seed, "Arrival seed (the same for every run)")->capture_default_str();
-  run->add_option("--backend", ro.backend, "sim or cuda")->capture_default_str();
-  run->add_option("--device", ro.device, "Simulated device (sim)")->capture_default_str();
-  run->add_option("--profiles", ro.profiles, "Profile store: policies estimate from measured curves");
-  run->add_option("--time-limit", ro.time_limit, "Each run's limit, seconds of its clock")->capture_default_str();
-  run->add_option("--out", ro.out, "Results JSON")->capture_default_str();
-  run->add_flag("--skip-unknown-schemes", ro.skip_unknown, "Leave out schemes with no policy in this build (else an error)");
+  add_mix_run_options(run, ro);
   MpsOptions mo;
   CLI::App* mps = app.add_subcommand("mps", "The LC and each BE tenant in its own process under MPS (GPU)");
   mps->add_option("--from", mo.from, "Results JSON of `run` (rates, targets, references, sgdrc's BE share)")->required();

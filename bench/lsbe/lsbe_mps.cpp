@@ -15,11 +15,12 @@
 #include <optional>
 #include <sstream>
 
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/backend.h"
 #include "concord/device.h"
 #include "concord/policy.h"
 #include "concord/report.h"
+#include "concord/backend_factory.h"
 #include "lsbe_bench.h"
 #include "runner/processes.h"
 
@@ -357,7 +358,7 @@ int cmd_peer(const PeerOptions& opt) {
   for (const LaunchRecord& l : r.record.launches) launches.push_back({l.start, l.end});
   json out{{"tenant", opt.tenant},
            {"role", stop.owner ? "LC" : "BE"},
-           {"provenance", json::parse(provenance_json((*b)->device(), (*b)->name(), cli::build_version(), cli::build_commit()))},
+           {"provenance", json::parse(provenance_json((*b)->device(), (*b)->name(), concord::build_version(), concord::build_commit()))},
            {"status", r.status.is_ok() ? "ok" : r.status.to_string()},
            {"wall_start", wall_start},
            {"begin_s", t ? t->begin : 0},

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "concord/device.h"
+#include "concord/backend_factory.h"
 
 namespace concord::lsbe {
 

@@ -12,6 +12,7 @@
 #include "concord/backend.h"
 #include "concord/engine.h"
 #include "concord/policy.h"
+#include "concord/backend_factory.h"
 #include "lsbe_metrics.h"
 #include "lsbe_mix.h"
 

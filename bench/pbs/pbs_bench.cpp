@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/registration.h"
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/backend.h"
 #include "concord/cli_parse.h"
 #include "concord/policy.h"
@@ -26,6 +26,7 @@
 #include "concord/report.h"
 #include "be_while_lc.h"
 #include "concord/spec_source.h"
+#include "concord/backend_factory.h"
 #include "lsbe_runner.h"
 #include "pbs_measure.h"
 #include "runner/processes.h"
@@ -279,7 +280,7 @@ int run(const Options& o) {
   auto probe = make_backend(*config);
   if (!probe) return fail(probe.status());
   const DeviceSpec device = (*probe)->device();
-  nlohmann::json info = nlohmann::json::parse(provenance_json(device, (*probe)->name(), cli::build_version(), cli::build_commit()));
+  nlohmann::json info = nlohmann::json::parse(provenance_json(device, (*probe)->name(), concord::build_version(), concord::build_commit()));
   probe->reset();
   info["bench"] = "pbs";
   info["backend"] = o.backend;

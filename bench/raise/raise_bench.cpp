@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/backend.h"
 #include "concord/cli_parse.h"
 #include "concord/device.h"
@@ -24,6 +24,7 @@
 #include "concord/profile.h"
 #include "concord/report.h"
 #include "concord/workload.h"
+#include "concord/backend_factory.h"
 #include "policy/raise/raise_policy.h"
 #include "mechanism/task_streams.h"
 
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
     if (!b) return fail(b.status());
     if (!results.contains("device")) {
       results["device"] = (*b)->device().name;
-      results.update(nlohmann::json::parse(provenance_json((*b)->device(), (*b)->name(), cli::build_version(), cli::build_commit())));
+      results.update(nlohmann::json::parse(provenance_json((*b)->device(), (*b)->name(), concord::build_version(), concord::build_commit())));
       // Each task type's RAISE class as the policies read it (`stated`: the tasks file's raise_type).
       const Estimator estimator((*b)->device());
       nlohmann::json classes = nlohmann::json::object();

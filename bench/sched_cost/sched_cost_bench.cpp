@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backend/sim/sim_backend.h"
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "concord/report.h"
 #include "concord/spec_source.h"
 #include "concord/policy.h"
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   // Google Benchmark's context (in its JSON output, --benchmark_out) carries the build and the
   // simulated device, as every results file does.
   const auto provenance = nlohmann::json::parse(provenance_json(sim::SimBackend(h200_spec()).device(), "sim",
-                                                                cli::build_version(), cli::build_commit()));
+                                                                concord::build_version(), concord::build_commit()));
   for (const auto& [group, fields] : provenance.items()) {
     for (const auto& [key, value] : fields.items()) {
       benchmark::AddCustomContext(group + "." + key, value.is_string() ? value.get<std::string>() : value.dump());

@@ -14,6 +14,7 @@
 #include "concord/metrics.h"
 #include "concord/policy.h"
 #include "concord/workload.h"
+#include "concord/backend_factory.h"
 
 namespace concord {
 

@@ -132,6 +132,11 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string name() const = 0;
+  // Whether a tenant's next launch gets the decision its previous one got while no
+  // latency-critical work intervenes. The node daemon then releases such a launch at once (a
+  // follow-on release, docs/daemon.md) instead of waiting for its predecessor's end to reach the
+  // engine. Default true; a policy that orders launches across tenants (serial) says false.
+  virtual bool repeats_decisions() const { return true; }
   // Whether the policy can run a workload of `shape` on `device`, asked before anything runs:
   // `concord run` refuses up front with the reason, `concord validate` names the policies that
   // would refuse. Default: every workload.

@@ -226,9 +226,6 @@ class ProfileStore {
   std::vector<std::string> integrity_problems_;
 };
 
-// The facet RAISE's metrics are stored under.
-inline constexpr const char* kRaiseFacet = "raise";
-
 // Attaches stored profiles to the kernels of a workload (same name and size): the default
 // variant's SM curve and cache slowdowns (the simulator then uses measured curves instead of
 // rooflines), every variant's RAISE metrics (the "raise" facet) and Aker's classes and duration

@@ -1,5 +1,6 @@
 #include "backend/sim/sim_backend.h"
 #include "concord/backend.h"
+#include "concord/backend_factory.h"
 
 namespace concord {
 namespace {

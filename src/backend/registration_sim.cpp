@@ -1,4 +1,5 @@
 #include "backend/registration.h"
+#include "concord/backend_factory.h"
 
 namespace concord {
 

@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "concord/backend.h"
+#include "concord/backend_factory.h"
 
 namespace concord::cli {
 

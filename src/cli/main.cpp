@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "cli/command.h"
 #include "cli/config.h"
 #include "concord/suggest.h"
@@ -111,8 +111,8 @@ void set_log_level(int verbosity, bool quiet, const concord::cli::Config& config
 int main(int argc, char** argv) {
   concord::register_builtin_backends();
   CLI::App app{"Concord: kernel-level GPU co-location runtime"};
-  app.set_version_flag("--version", std::string("concord ") + concord::cli::build_version() + " (commit " +
-                                        concord::cli::build_commit() + ")");
+  app.set_version_flag("--version", std::string("concord ") + concord::build_version() + " (commit " +
+                                        concord::build_commit() + ")");
   int verbosity = 0;
   bool quiet = false;
   app.add_flag("-v,--verbose", verbosity, "More diagnostics on stderr (-vv: everything)");

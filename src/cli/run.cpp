@@ -16,7 +16,7 @@
 #include <optional>
 #include <thread>
 
-#include "cli/build_info.h"
+#include "concord/build_info.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
 #include "cli/stop_signals.h"
@@ -28,6 +28,7 @@
 #include "concord/report.h"
 #include "concord/trace.h"
 #include "concord/workload.h"
+#include "concord/backend_factory.h"
 
 namespace concord::cli {
 

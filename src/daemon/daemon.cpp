@@ -486,9 +486,8 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     d.source.emplace(*d.hub, options.device);
     RemoteBackendOptions bo;
     // Follow-on assumes a tenant's next launch would get the decision its previous one got unless
-    // latency-critical work intervenes: true of streams, priority-streams, orion and sgdrc, not of
-    // serial (one launch at a time across tenants).
-    bo.follow_on = options.follow_on && spec->name != "serial";
+    // latency-critical work intervenes: the policy says whether that holds.
+    bo.follow_on = options.follow_on && d.policy->repeats_decisions();
     bo.be_depth = options.be_depth;
     bo.periodic = [&d] { d.publish(); };
     d.backend.emplace(*d.hub, options.device, bo);

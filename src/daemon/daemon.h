@@ -15,7 +15,7 @@
 
 #include "concord/device.h"
 #include "concord/status.h"
-#include "daemon/metrics.h"
+#include "daemon/prometheus.h"
 #include "ipc/control_socket.h"
 #include "ipc/ring.h"
 

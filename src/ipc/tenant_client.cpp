@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "ipc/control_socket.h"
+#include "ipc/launch_ledger.h"
 
 namespace concord::ipc {
 namespace {

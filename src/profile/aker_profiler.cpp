@@ -8,6 +8,8 @@
 #include "policy/aker/aker_facet.h"
 #include "profile/profiler.h"
 #include "profile/timer.h"
+#include "concord/placement_rule.h"
+#include "concord/backend_factory.h"
 
 namespace concord::profile {
 namespace {

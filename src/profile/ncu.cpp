@@ -250,7 +250,7 @@ Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, con
       if (!one) return one.status();
       for (size_t m = 0; m < one->size(); ++m) vec[m] += (*one)[m] / static_cast<double>(passes.size());
     }
-    CONCORD_RETURN_IF_ERROR(store.put_facet(key, kRaiseFacet, policy::raise_facet_to_json(vec)));
+    CONCORD_RETURN_IF_ERROR(store.put_facet(key, policy::kRaiseFacetName, policy::raise_facet_to_json(vec)));
     ++written;
   }
   return written;

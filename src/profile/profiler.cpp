@@ -10,6 +10,7 @@
 
 #include "concord/occupancy.h"
 #include "concord/suite.h"
+#include "concord/backend_factory.h"
 #include "profile/timer.h"
 
 namespace concord::profile {

@@ -12,6 +12,8 @@
 
 #include "concord/backend.h"
 #include "concord/profile.h"
+#include "concord/placement_rule.h"
+#include "concord/backend_factory.h"
 
 namespace concord::profile {
 

@@ -1,9 +1,4 @@
-// The SQLite profile store. Schema history:
-//   v1: profiles(gpu, driver, kernel, variant, size, payload JSON, measured_at)
-//   v2: sessions(gpu, driver, seconds, profiles, finished_at): how long profiling took
-//   v3: facets(gpu, driver, kernel, variant, size, facet, payload JSON, measured_at): per-policy
-//       data; RAISE's metrics move out of the profile payloads into "raise" facets, and the
-//       payloads lose the fields no code reads any more (raise, raise_class, aker_class)
+// The SQLite profile store (its schema and its history: store_schema.cpp).
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -19,35 +14,26 @@
 
 #include "concord/profile.h"
 #include "concord/workload.h"
-#include "policy/aker/aker_facet.h"
-#include "policy/pbs/pbs_facet.h"
-#include "policy/raise/raise_facet.h"
+#include "concord/facet_codec.h"
+#include "profile/sqlite_util.h"
+#include "profile/store_schema.h"
 
 namespace concord {
+
+using sqlite_util::sql_error;
+using sqlite_util::Stmt;
+using sqlite_util::Transaction;
+using sqlite_util::open_error;
+using sqlite_util::pragma_int;
+using sqlite_util::StoreHeader;
+using sqlite_util::read_header;
+using sqlite_util::file_uri;
+using sqlite_util::quick_check;
+using sqlite_util::joined;
+using sqlite_util::key_of_row;
+using sqlite_util::scan_rows;
+
 namespace {
-
-constexpr int kApplicationId = 0x434F4E43;  // "CONC"
-
-const char* const kMigrations[] = {
-    // v1
-    "CREATE TABLE profiles (gpu TEXT NOT NULL, driver TEXT NOT NULL, kernel TEXT NOT NULL, variant TEXT NOT NULL,"
-    " size INTEGER NOT NULL, payload TEXT NOT NULL, measured_at TEXT NOT NULL DEFAULT (datetime('now')),"
-    " PRIMARY KEY (gpu, driver, kernel, variant, size));",
-    // v2
-    "CREATE TABLE sessions (id INTEGER PRIMARY KEY, gpu TEXT NOT NULL, driver TEXT NOT NULL, seconds REAL NOT NULL,"
-    " profiles INTEGER NOT NULL, finished_at TEXT NOT NULL DEFAULT (datetime('now')));",
-    // v3. Rows whose payload is not valid JSON are left as they are (reported when read).
-    "CREATE TABLE facets (gpu TEXT NOT NULL, driver TEXT NOT NULL, kernel TEXT NOT NULL, variant TEXT NOT NULL,"
-    " size INTEGER NOT NULL, facet TEXT NOT NULL, payload TEXT NOT NULL,"
-    " measured_at TEXT NOT NULL DEFAULT (datetime('now')), PRIMARY KEY (gpu, driver, kernel, variant, size, facet));"
-    "INSERT INTO facets (gpu, driver, kernel, variant, size, facet, payload, measured_at)"
-    " SELECT gpu, driver, kernel, variant, size, 'raise',"
-    " json_object('metrics', json_extract(payload, '$.raise'), 'class', json_extract(payload, '$.raise_class')), measured_at"
-    " FROM profiles WHERE CASE WHEN json_valid(payload) THEN json_type(payload, '$.raise') = 'object' ELSE 0 END;"
-    "UPDATE profiles SET payload = CASE WHEN json_valid(payload)"
-    " THEN json_remove(payload, '$.raise', '$.raise_class', '$.aker_class') ELSE payload END;",
-};
-static_assert(std::size(kMigrations) == ProfileStore::kSchemaVersion);
 
 // Keys of a profile's JSON payload that each field owns; the rest is the static description.
 std::vector<const char*> json_keys_of(ProfileField f) {
@@ -74,227 +60,12 @@ struct ProfileStore::Db {
 
 namespace {
 
-// "<path>: <what>: <SQLite's message>".
-Status sql_error(sqlite3* db, const std::string& path, const std::string& what) {
-  return Status::io_error(path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
-}
-
-// A prepared statement, finalized on scope exit.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return rc_ == SQLITE_OK; }
-  sqlite3_stmt* get() const { return s_; }
-  void text(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.c_str(), -1, SQLITE_TRANSIENT); }
-  void integer(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
-  void real(int i, double v) { sqlite3_bind_double(s_, i, v); }
-  void key(int first, const ProfileKey& k) {
-    text(first, k.gpu);
-    text(first + 1, k.driver);
-    text(first + 2, k.kernel);
-    text(first + 3, k.variant);
-    integer(first + 4, k.size);
-  }
-  int step() { return sqlite3_step(s_); }
-  std::string column_text(int i) const {
-    const auto* t = sqlite3_column_text(s_, i);
-    return t ? reinterpret_cast<const char*>(t) : "";
-  }
-  int64_t column_int(int i) const { return sqlite3_column_int64(s_, i); }
-
- private:
-  sqlite3_stmt* s_ = nullptr;
-  int rc_ = SQLITE_ERROR;
-};
-
-// An explicit write transaction (BEGIN IMMEDIATE: takes the write lock at once, waiting up to the
-// busy timeout), rolled back unless committed.
-class Transaction {
- public:
-  Transaction(sqlite3* db, const std::string& path) : db_(db), path_(path) {}
-  ~Transaction() {
-    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  Status begin(const std::string& what) {
-    if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-      return sql_error(db_, path_, "cannot begin " + what);
-    }
-    open_ = true;
-    return Status::ok();
-  }
-  Status commit(const std::string& what) {
-    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return sql_error(db_, path_, "cannot commit " + what);
-    open_ = false;
-    return Status::ok();
-  }
-
- private:
-  sqlite3* db_;
-  std::string path_;
-  bool open_ = false;
-};
-
-// A read that failed before anything was known about the file, explained by SQLite's code.
-Status open_error(sqlite3* db, const std::string& path, bool read_only) {
-  const int code = db ? (sqlite3_extended_errcode(db) & 0xFF) : SQLITE_CANTOPEN;
-  const std::string msg = db ? sqlite3_errmsg(db) : "cannot open";
-  switch (code) {
-    case SQLITE_NOTADB:
-      return Status::parse_error(path + ": not a Concord profile store (not an SQLite database: " + msg + "); left untouched");
-    case SQLITE_CORRUPT:
-      return Status::parse_error(path + ": the profile store is damaged (" + msg + "); left untouched");
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_CANTOPEN:
-    case SQLITE_AUTH:
-      return Status::io_error(path + ": " + (read_only ? "cannot read" : "read-only") +
-                              ": no permission on the file or on its directory (a store in WAL mode needs its -wal and"
-                              " -shm files there) (" + msg + ")");
-    default:
-      return Status::io_error(path + ": cannot read the profile store: " + msg);
-  }
-}
-
-Result<int64_t> pragma_int(sqlite3* db, const std::string& path, const char* sql) {
-  Stmt s(db, sql);
-  if (!s.ok()) return sql_error(db, path, std::string("cannot read ") + sql);
-  if (s.step() != SQLITE_ROW) return sql_error(db, path, std::string("cannot read ") + sql);
-  return s.column_int(0);
-}
-
-// A file's identity (application id, schema version, number of schema objects), read in one
-// statement and so from one snapshot: read apart, another process's first migration (tables, id
-// and version in one transaction) could commit between the reads, and the file would look like
-// another program's (tables or a version but no id yet).
-struct StoreHeader {
-  int64_t app = 0;
-  int64_t version = 0;
-  int64_t tables = 0;
-};
-Result<StoreHeader> read_header(sqlite3* db, const std::string& path) {
-  Stmt s(db,
-         "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT user_version FROM pragma_user_version()),"
-         " (SELECT count(*) FROM sqlite_master)");
-  if (!s.ok() || s.step() != SQLITE_ROW) return sql_error(db, path, "cannot read the store's application id and version");
-  return StoreHeader{s.column_int(0), s.column_int(1), s.column_int(2)};
-}
-
-// A file: URI for `path` (reserved characters percent-encoded).
-std::string file_uri(const std::string& path, const std::string& query) {
-  std::string out = "file:";
-  for (unsigned char c : std::filesystem::absolute(path).string()) {
-    if (std::isalnum(c) || c == '/' || c == '.' || c == '-' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof(buf), "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out + "?" + query;
-}
-
-// PRAGMA quick_check's findings (empty when the store is intact).
-std::vector<std::string> quick_check(sqlite3* db) {
-  std::vector<std::string> out;
-  Stmt s(db, "PRAGMA quick_check(20)");
-  if (!s.ok()) return {std::string("PRAGMA quick_check: ") + sqlite3_errmsg(db)};
-  int rc;
-  while ((rc = s.step()) == SQLITE_ROW) {
-    const std::string line = s.column_text(0);
-    if (line != "ok") out.push_back(line);
-  }
-  if (rc != SQLITE_DONE) out.push_back(std::string("PRAGMA quick_check stopped: ") + sqlite3_errmsg(db));
-  return out;
-}
-
-std::string joined(const std::vector<std::string>& lines, size_t max) {
-  std::string out;
-  for (size_t i = 0; i < lines.size() && i < max; ++i) out += (i ? "; " : "") + lines[i];
-  if (lines.size() > max) out += "; ...";
-  return out;
-}
-
-ProfileKey key_of_row(const Stmt& s, int first) {
-  return {s.column_text(first), s.column_text(first + 1), s.column_text(first + 2), s.column_text(first + 3),
-          s.column_int(first + 4)};
-}
-
-// Reads every row of `table` (columns: rowid, then `columns`) in rowid order, handing each to
-// `row`. A damaged page stops SQLite's scan; the rows after it are then read one rowid at a time,
-// so only the rows on damaged pages are lost, each range named in `problems`.
-template <typename RowFn>
-Status scan_rows(sqlite3* db, const std::string& path, const std::string& table, const std::string& columns,
-                 std::vector<std::string>& problems, RowFn&& row) {
-  const std::string scan_sql = "SELECT rowid, " + columns + " FROM " + table + " ORDER BY rowid";
-  Stmt scan(db, scan_sql.c_str());
-  if (!scan.ok()) return sql_error(db, path, "cannot list " + table);
-  int64_t last = 0;
-  int rc;
-  while ((rc = scan.step()) == SQLITE_ROW) {
-    last = scan.column_int(0);
-    row(scan);
-  }
-  if (rc == SQLITE_DONE) return Status::ok();
-  const std::string scan_error = sqlite3_errmsg(db);
-  // The highest rowid comes from the table's rightmost pages; if they are damaged too, what was
-  // read so far is all there is.
-  const std::string max_sql = "SELECT max(rowid) FROM " + table;
-  Stmt max_stmt(db, max_sql.c_str());
-  if (!max_stmt.ok() || max_stmt.step() != SQLITE_ROW) {
-    problems.push_back(path + ": " + table + ": rows after rowid " + std::to_string(last) + " unreadable (" + scan_error + ")");
-    return Status::ok();
-  }
-  const int64_t max_rowid = max_stmt.column_int(0);
-  constexpr int64_t kMaxProbes = 1'000'000;
-  const int64_t end = std::min(max_rowid, last + kMaxProbes);
-  const std::string one_sql = "SELECT rowid, " + columns + " FROM " + table + " WHERE rowid = ?";
-  int64_t bad_from = -1;
-  std::string bad_error = scan_error;
-  auto close_bad = [&](int64_t to) {
-    if (bad_from < 0) return;
-    problems.push_back(path + ": " + table + ": rows " + std::to_string(bad_from) + ".." + std::to_string(to) +
-                       " (rowids) unreadable, skipped (" + bad_error + ")");
-    bad_from = -1;
-  };
-  for (int64_t id = last + 1; id <= end; ++id) {
-    Stmt one(db, one_sql.c_str());
-    if (!one.ok()) return sql_error(db, path, "cannot read " + table);
-    one.integer(1, id);
-    const int r = one.step();
-    if (r == SQLITE_ROW) {
-      close_bad(id - 1);
-      row(one);
-    } else if (r != SQLITE_DONE) {
-      if (bad_from < 0) {
-        bad_from = id;
-        bad_error = sqlite3_errmsg(db);
-      }
-    }
-  }
-  close_bad(end);
-  if (end < max_rowid) {
-    problems.push_back(path + ": " + table + ": rows after rowid " + std::to_string(end) + " not read (too many to probe)");
-  }
-  return Status::ok();
-}
-
-// Checks a facet's JSON: an object; a facet this store knows ("raise") also by its own reader.
+// Checks a facet's JSON: an object; a facet a policy folder registered a codec for also by it.
 Status check_facet(const std::string& facet, const std::string& json) {
   if (facet.empty()) return Status::invalid_argument("facet name is empty");
   const auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::invalid_argument("facet '" + facet + "': not a JSON object");
-  if (facet == policy::kAkerFacetName) {
-    if (auto v = policy::aker_facet_from_json(json); !v) return v.status();
-  }
-  if (facet == kRaiseFacet) {
-    if (auto v = policy::raise_facet_from_json(json); !v) return v.status();
-  }
+  if (const FacetCodec* codec = find_facet_codec(facet)) return codec->check(json);
   return Status::ok();
 }
 
@@ -362,7 +133,7 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& path
   if (!header) return header.status();
   const int64_t version = header->version;
   const bool empty = header->tables == 0 && header->app == 0 && version == 0;
-  if (!empty && header->app != kApplicationId) {
+  if (!empty && header->app != kStoreApplicationId) {
     return Status::parse_error(path + ": not a Concord profile store (another application's database, application_id " +
                                std::to_string(header->app) + "); left untouched");
   }
@@ -404,7 +175,7 @@ Status ProfileStore::ensure_created() {
     sqlite3_busy_timeout(db, 5000);
     auto header = read_header(db, path_);
     if (!header) return open_error(db, path_, false);
-    if (header->app != kApplicationId && (header->app != 0 || header->tables != 0 || header->version != 0)) {
+    if (header->app != kStoreApplicationId && (header->app != 0 || header->tables != 0 || header->version != 0)) {
       return Status::parse_error(path_ + ": not a Concord profile store (made by another program meanwhile); left untouched");
     }
   }
@@ -429,7 +200,7 @@ Status ProfileStore::ensure_created() {
     auto have = pragma_int(db, path_, "PRAGMA user_version");
     if (!have) return have.status();
     if (*have >= v) continue;
-    const std::string sql = std::string(kMigrations[v - 1]) + " PRAGMA application_id = " + std::to_string(kApplicationId) +
+    const std::string sql = std::string(store_migrations()[static_cast<size_t>(v - 1)]) + " PRAGMA application_id = " + std::to_string(kStoreApplicationId) +
                             "; PRAGMA user_version = " + std::to_string(v) + ";";
     if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
       const std::string msg = err ? err : sqlite3_errmsg(db);
@@ -756,13 +527,13 @@ Result<int> ProfileStore::import_json(const std::string& path) {
     const std::string where = path + ": profiles[" + std::to_string(i) + "]";
     auto p = profile_from_json(j["profiles"][i].dump());
     if (!p) return Status::parse_error(where + ": " + p.status().message());
-    // Exports of schema v2 and older carry RAISE's metrics in the profile: they become its facet.
+    // Exports of schema v2 and older carry some facets inside the profile: they become facets.
     const auto& entry = j["profiles"][i];
-    if (entry.contains("raise")) {
-      const nlohmann::json old{{"metrics", entry["raise"]}, {"class", entry.value("raise_class", nlohmann::json("LAT"))}};
-      auto metrics = policy::raise_facet_from_json(old.dump());
-      if (!metrics) return Status::parse_error(where + " (" + key_text(p->key) + "): field 'raise': " + metrics.status().message());
-      facets.push_back({p->key, kRaiseFacet, policy::raise_facet_to_json(*metrics), ""});
+    for (const FacetCodec& codec : builtin_facet_codecs()) {
+      if (codec.legacy_field.empty() || !entry.contains(codec.legacy_field)) continue;
+      auto facet = codec.from_legacy(entry.dump());
+      if (!facet) return Status::parse_error(where + " (" + key_text(p->key) + "): " + facet.status().message());
+      facets.push_back({p->key, codec.name, *facet, ""});
     }
     parsed.push_back(std::move(*p));
   }
@@ -823,35 +594,19 @@ Result<int> attach_profiles(Workload& workload, const ProfileStore& store, const
     for (KernelStep& s : t.steps) {
       KernelSpec& k = s.kernel;
       bool any = false;
-      // RAISE metrics of every variant that has them.
-      for (KernelVariant& v : k.variants) {
-        auto facet = store.find_facet(k.name, v.name, k.size, kRaiseFacet, gpu);
-        if (!facet) return facet.status();
-        if (!*facet) continue;
-        auto metrics = policy::raise_facet_from_json(**facet);
-        if (!metrics) {
-          return Status(metrics.status().code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " +
-                                                     metrics.status().message());
-        }
-        v.facets[kRaiseFacet] = **facet;
-        any = true;
-      }
-      // Aker's and PBS's facets of every variant that has one, checked as their policies read them.
-      auto attach = [&](const char* name, auto check) -> Status {
+      // Every registered facet of every variant that has one, checked as its policy reads it.
+      for (const FacetCodec& codec : builtin_facet_codecs()) {
         for (KernelVariant& v : k.variants) {
-          auto facet = store.find_facet(k.name, v.name, k.size, name, gpu);
+          auto facet = store.find_facet(k.name, v.name, k.size, codec.name, gpu);
           if (!facet) return facet.status();
           if (!*facet) continue;
-          if (auto read = check(**facet); !read) {
-            return Status(read.status().code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " + read.status().message());
+          if (Status read = codec.check(**facet); !read) {
+            return Status(read.code(), k.name + " " + v.name + " " + std::to_string(k.size) + ": " + read.message());
           }
-          v.facets[name] = **facet;
+          v.facets[codec.name] = **facet;
           any = true;
         }
-        return Status::ok();
-      };
-      CONCORD_RETURN_IF_ERROR(attach(policy::kAkerFacetName, [](const std::string& j) { return policy::aker_facet_from_json(j); }));
-      CONCORD_RETURN_IF_ERROR(attach(policy::kPbsFacetName, [](const std::string& j) { return policy::pbs_facet_from_json(j); }));
+      }
       auto p = store.find(k.name, k.variant(k.default_variant).name, k.size, gpu);
       if (!p) return p.status();
       if (*p && !(*p)->sm_curve.empty()) {

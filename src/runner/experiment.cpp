@@ -1,4 +1,5 @@
 #include "concord/experiment.h"
+#include "concord/backend_factory.h"
 
 #include <sstream>
 

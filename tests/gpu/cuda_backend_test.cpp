@@ -23,6 +23,7 @@
 #include "concord/occupancy.h"
 #include "concord/policy.h"
 #include "concord/suite.h"
+#include "concord/backend_factory.h"
 #include "gpu_test_support.h"
 #include "../sim/sgdrc_log.h"
 

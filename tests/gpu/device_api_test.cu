@@ -24,6 +24,7 @@
 #include "gpu_test_support.h"
 #include "backend/cuda/cuda_backend.h"
 #include "concord/backend.h"
+#include "concord/placement_rule.h"
 #include "kernels/device/device_kernel.h"
 #include "kernels/device/fusion_compiler.h"
 

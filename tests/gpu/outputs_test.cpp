@@ -24,6 +24,7 @@
 #include "concord/policy.h"
 #include "concord/spec_source.h"
 #include "concord/suite.h"
+#include "concord/backend_factory.h"
 #include "gpu_test_support.h"
 #include "kernels/device/device_kernel.h"
 #include "kernels/device/fusion_compiler.h"

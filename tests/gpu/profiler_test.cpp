@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "concord/profile.h"
 #include "concord/suite.h"
+#include "concord/backend_factory.h"
 #include "profile/profiler.h"
 
 namespace concord {

@@ -9,9 +9,10 @@
 
 #include "concord/backend.h"
 #include "concord/occupancy.h"
+#include "concord/placement_rule.h"
 #include "policy/aker/aker_policy.h"
-#include "policy/baymax/baymax_policy.h"
-#include "policy/tacker/tacker_policy.h"
+#include "policy/aker/baymax_policy.h"
+#include "policy/aker/tacker_policy.h"
 #include "test_support.h"
 
 namespace concord {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "concord/experiment.h"
+#include "concord/backend_factory.h"
 #include "test_support.h"
 
 namespace concord {

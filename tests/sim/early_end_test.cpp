@@ -12,6 +12,7 @@
 #include "concord/engine.h"
 #include "concord/experiment.h"
 #include "concord/spec_source.h"
+#include "concord/backend_factory.h"
 #include "test_support.h"
 
 namespace concord {
@@ -139,7 +140,11 @@ TEST(EarlyEnd, AFaultEndsTheRunNamingTheTenantAndKeepsWhatTheOthersFinished) {
     ASSERT_EQ(run.tenants.size(), 2u);
     const int64_t good = finished_requests(run.tenants[0]);
     EXPECT_GT(good, 0) << "what `good` finished before the fault is kept";
-    EXPECT_LT(good, 400);
+    // shortest-first runs the short kernel while one is ready: `good`'s closed loop finishes
+    // before the long faulting kernel ever runs.
+    if (entry.name != "shortest-first") {
+      EXPECT_LT(good, 400);
+    }
     EXPECT_EQ(finished_requests(run.tenants[1]), 0);
     // The faulty dispatch failed, and with it whatever ran then: each named, the fault first.
     const auto failed = std::count_if(run.dispatches.begin(), run.dispatches.end(),

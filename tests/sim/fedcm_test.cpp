@@ -4,7 +4,7 @@
 
 #include "concord/occupancy.h"
 #include "policy/fedcm/fedcm_policy.h"
-#include "policy/krisp/krisp_policy.h"
+#include "policy/fedcm/krisp_policy.h"
 #include "mechanism/params.h"
 #include "mechanism/sm_sharing.h"
 #include "test_support.h"

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "test_support.h"
+#include "concord/backend_factory.h"
 
 namespace concord {
 namespace {

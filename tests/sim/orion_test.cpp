@@ -1,5 +1,5 @@
 // Orion and priority-streams on the simulator: LC kernels on the high-priority stream, BE held by
-// Orion's rule (src/policy/orion/orion_rule.h), and the LC tail latency both buy over streams.
+// Orion's rule (src/mechanism/orion_gate.h), and the LC tail latency both buy over streams.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "concord/metrics.h"
-#include "policy/orion/orion_rule.h"
+#include "mechanism/orion_gate.h"
 #include "test_support.h"
 
 namespace concord {

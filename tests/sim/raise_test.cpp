@@ -8,7 +8,7 @@
 
 #include "policy/raise/raise_facet.h"
 #include "policy/raise/raise_policy.h"
-#include "policy/raise_baselines/type_order_policy.h"
+#include "policy/raise/type_order_policy.h"
 #include "test_support.h"
 
 namespace concord {

@@ -12,6 +12,8 @@
 #include "concord/spec_source.h"
 #include "concord/suite.h"
 #include "concord/workload.h"
+#include "concord/placement_rule.h"
+#include "concord/backend_factory.h"
 #include "policy/aker/aker_facet.h"
 #include "policy/aker/aker_policy.h"
 #include "profile/profiler.h"

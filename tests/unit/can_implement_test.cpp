@@ -13,6 +13,7 @@
 #include "concord/backend.h"
 #include "concord/device.h"
 #include "concord/suite.h"
+#include "concord/placement_rule.h"
 
 namespace concord {
 namespace {
@@ -50,7 +51,7 @@ DispatchRequest fused(const DeviceSpec& d, const KernelSpec& a, int pa, const Ke
 
 bool mentions(const Status& s, const std::string& text) { return s.message().find(text) != std::string::npos; }
 
-// The rule written out independently of dispatch_rule.cpp, for a pair of elastic kernels.
+// The rule written out independently of src/core/placement_rule.cpp, for a pair of elastic kernels.
 bool fits_by_hand(const DeviceSpec& d, const KernelVariant& a, int pa, const KernelVariant& b, int pb) {
   if (a.threads_per_block % 32 != 0 || b.threads_per_block % 32 != 0) return false;
   if (pa + pb > 15) return false;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 
+#include "ipc/launch_ledger.h"
 #include "ipc/protocol.h"
 #include "ipc/ring.h"
 

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "ipc/launch_ledger.h"
 #include "ipc/protocol.h"
 #include "ipc/ring.h"
 

@@ -1,4 +1,4 @@
-// Orion's admission rule and per-kernel profile (src/policy/orion/orion_rule.h) on hand-built cases.
+// Orion's admission rule and per-kernel profile (src/mechanism/orion_gate.h) on hand-built cases.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "concord/occupancy.h"
 #include "concord/suite.h"
-#include "policy/orion/orion_rule.h"
+#include "mechanism/orion_gate.h"
 
 namespace concord::policy {
 namespace {

@@ -316,7 +316,7 @@ TEST_F(StoreTest, FacetsRoundTripAndStayIndependentOfProfileFields) {
   curve.key = key;
   curve.sm_curve = {{2, 4.0}, {132, 1.0}};
   ASSERT_TRUE((*store)->merge(curve, {ProfileField::sm_curve}).is_ok());
-  ASSERT_TRUE((*store)->put_facet(key, kRaiseFacet, raise_json(3)).is_ok());
+  ASSERT_TRUE((*store)->put_facet(key, policy::kRaiseFacetName, raise_json(3)).is_ok());
   KernelProfile cache;
   cache.key = key;
   cache.cache_seconds = {1, 1.5, 2, 2.5};
@@ -327,7 +327,7 @@ TEST_F(StoreTest, FacetsRoundTripAndStayIndependentOfProfileFields) {
   tlp.key = key;
   tlp.tlp_seconds = {3, 2};
   ASSERT_TRUE((*store)->merge(tlp, {ProfileField::tlp}).is_ok());
-  ASSERT_TRUE((*store)->put_facet(key, kRaiseFacet, raise_json(5)).is_ok());  // replaces its own facet only
+  ASSERT_TRUE((*store)->put_facet(key, policy::kRaiseFacetName, raise_json(5)).is_ok());  // replaces its own facet only
 
   auto p = (*store)->get(key);
   ASSERT_TRUE(p.is_ok() && p->has_value());
@@ -342,20 +342,20 @@ TEST_F(StoreTest, FacetsRoundTripAndStayIndependentOfProfileFields) {
   auto facets = (*store)->facets_of(key);
   ASSERT_TRUE(facets.is_ok());
   ASSERT_EQ(facets->size(), 2u);
-  EXPECT_EQ(*policy::raise_facet_from_json(facets->at(kRaiseFacet)), (RaiseVector{5, 5, 5, 5, 5, 5, 5, 5}));
+  EXPECT_EQ(*policy::raise_facet_from_json(facets->at(policy::kRaiseFacetName)), (RaiseVector{5, 5, 5, 5, 5, 5, 5, 5}));
   EXPECT_EQ(nlohmann::json::parse(facets->at("example"))["class"], "memory-prefer");
   auto one = (*store)->get_facet(key, "example");
   ASSERT_TRUE(one.is_ok() && one->has_value());
   auto none = (*store)->get_facet(key_of("bfs", 8192), "example");
   ASSERT_TRUE(none.is_ok());
   EXPECT_FALSE(none->has_value());
-  auto found = (*store)->find_facet("bfs", "mid", 4096, kRaiseFacet);
+  auto found = (*store)->find_facet("bfs", "mid", 4096, policy::kRaiseFacetName);
   ASSERT_TRUE(found.is_ok() && found->has_value());
   // Facets must be JSON objects; the raise facet must hold eight metrics within 0-10.
   EXPECT_FALSE((*store)->put_facet(key, "example", "[1, 2]").is_ok());
   EXPECT_FALSE((*store)->put_facet(key, "example", "{not json").is_ok());
   EXPECT_FALSE((*store)->put_facet(key, "", "{}").is_ok());
-  auto bad_raise = (*store)->put_facet(key, kRaiseFacet, raise_json(11));
+  auto bad_raise = (*store)->put_facet(key, policy::kRaiseFacetName, raise_json(11));
   ASSERT_FALSE(bad_raise.is_ok());
   EXPECT_NE(bad_raise.message().find("metrics.AOC"), std::string::npos) << bad_raise.message();
   auto listing = (*store)->all_facets();
@@ -426,11 +426,11 @@ TEST_F(StoreTest, MigratesAVersionTwoStoreMovingRaiseMetricsIntoFacets) {
   auto store = ProfileStore::open(p);
   ASSERT_TRUE(store.is_ok()) << store.status().to_string();
   EXPECT_EQ((*store)->schema_version(), ProfileStore::kSchemaVersion);
-  auto facet = (*store)->get_facet(key_of("hotspot", 512), kRaiseFacet);
+  auto facet = (*store)->get_facet(key_of("hotspot", 512), policy::kRaiseFacetName);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
   EXPECT_EQ(*policy::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(*policy::raise_facet_class(**facet), RaiseClass::mem);
-  auto srad_facet = (*store)->get_facet(key_of("srad", 512), kRaiseFacet);
+  auto srad_facet = (*store)->get_facet(key_of("srad", 512), policy::kRaiseFacetName);
   ASSERT_TRUE(srad_facet.is_ok());
   EXPECT_FALSE(srad_facet->has_value());
   // The profiles keep their measurements and lose the fields that moved or went away.
@@ -477,7 +477,7 @@ TEST_F(StoreTest, BadRowsAreSkippedAndNamedByShowAndExport) {
     ASSERT_TRUE(store.is_ok());
     ASSERT_TRUE((*store)->put(sample("bfs", 1024)).is_ok());
     ASSERT_TRUE((*store)->put(sample("srad", 512)).is_ok());
-    ASSERT_TRUE((*store)->put_facet(key_of("bfs", 1024), kRaiseFacet, raise_json(2)).is_ok());
+    ASSERT_TRUE((*store)->put_facet(key_of("bfs", 1024), policy::kRaiseFacetName, raise_json(2)).is_ok());
   }
   auto negative = nlohmann::json::parse(profile_to_json(sample("kmeans", 64)));
   negative["tlp_seconds"] = {1.0, -2.0};
@@ -700,11 +700,11 @@ TEST_F(StoreTest, ImportsAnOlderExportWithRaiseMetricsInItsProfiles) {
   auto n = (*store)->import_json(path("old.json"));
   ASSERT_TRUE(n.is_ok()) << n.status().to_string();
   EXPECT_EQ(*n, 3);  // two profiles, one facet
-  auto facet = (*store)->get_facet(key_of("hotspot", 512), kRaiseFacet);
+  auto facet = (*store)->get_facet(key_of("hotspot", 512), policy::kRaiseFacetName);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
   EXPECT_EQ(*policy::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(*policy::raise_facet_class(**facet), RaiseClass::mem);
-  EXPECT_FALSE((*store)->get_facet(key_of("srad", 512), kRaiseFacet)->has_value());
+  EXPECT_FALSE((*store)->get_facet(key_of("srad", 512), policy::kRaiseFacetName)->has_value());
   // A metric out of range in such an export is refused, naming the entry, kernel and field.
   with["raise"]["DU"] = 40;
   std::ofstream(path("old-bad.json")) << nlohmann::json{{"profiles", {with}}}.dump();

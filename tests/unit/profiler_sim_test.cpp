@@ -11,6 +11,7 @@
 #include "concord/occupancy.h"
 #include "concord/profile.h"
 #include "concord/suite.h"
+#include "concord/backend_factory.h"
 #include "profile/profiler.h"
 #include "policy/raise/raise_facet.h"
 
@@ -152,7 +153,7 @@ TEST_F(ProfilerSim, MeasuresMissingFieldsOfAnExistingRowAndKeepsTheRest) {
   // A RAISE facet and a row that holds only cache times (as an earlier, interrupted run left it).
   RaiseVector v{};
   v.fill(4.0);
-  ASSERT_TRUE((*store)->put_facet(key, kRaiseFacet, policy::raise_facet_to_json(v)).is_ok());
+  ASSERT_TRUE((*store)->put_facet(key, policy::kRaiseFacetName, policy::raise_facet_to_json(v)).is_ok());
   KernelProfile partial;
   partial.key = key;
   partial.cache_seconds = {1, 2, 3, 4};
@@ -169,7 +170,7 @@ TEST_F(ProfilerSim, MeasuresMissingFieldsOfAnExistingRowAndKeepsTheRest) {
   const KernelProfile p = only(**store);
   EXPECT_EQ(measured_fields(p), ProfileFields::all());
   EXPECT_EQ(p.cache_seconds, (std::array<double, 4>{1, 2, 3, 4})) << "a stored field is not measured again";
-  auto facet = (*store)->get_facet(key, kRaiseFacet);
+  auto facet = (*store)->get_facet(key, policy::kRaiseFacetName);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
   EXPECT_EQ(*policy::raise_facet_from_json(**facet), v);
 }
@@ -208,7 +209,7 @@ TEST_F(ProfilerSim, ARowMigratedFromARaiseOnlyProfileGetsItsCurve) {
   EXPECT_EQ(report->measured, 1) << "the row's SM curve is missing, so it is measured";
   const KernelProfile p = only(**store);
   EXPECT_FALSE(p.sm_curve.empty());
-  auto facet = (*store)->get_facet(p.key, kRaiseFacet);
+  auto facet = (*store)->get_facet(p.key, policy::kRaiseFacetName);
   ASSERT_TRUE(facet.is_ok() && facet->has_value());
   EXPECT_EQ(*policy::raise_facet_from_json(**facet), (RaiseVector{1, 2, 3, 4, 5, 6, 7, 8}));
 }

@@ -174,10 +174,10 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
   auto kept = (*store)->get(have.key);
   ASSERT_TRUE(kept.is_ok() && kept->has_value());
   EXPECT_EQ((*kept)->sm_curve.size(), 2u);
-  auto kept_facet = (*store)->get_facet(have.key, kRaiseFacet);
+  auto kept_facet = (*store)->get_facet(have.key, policy::kRaiseFacetName);
   ASSERT_TRUE(kept_facet.is_ok() && kept_facet->has_value());
   const ProfileKey fresh_key{"NVIDIA H200", "580", "bfs", bfs->variant(0).name, 4096};
-  auto fresh = (*store)->get_facet(fresh_key, kRaiseFacet);
+  auto fresh = (*store)->get_facet(fresh_key, policy::kRaiseFacetName);
   ASSERT_TRUE(fresh.is_ok() && fresh->has_value());
   auto fresh_metrics = policy::raise_facet_from_json(**fresh);
   ASSERT_TRUE(fresh_metrics.is_ok()) << fresh_metrics.status().to_string();
@@ -199,7 +199,7 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
     }
   }
   ASSERT_TRUE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
-  auto mean = (*store)->get_facet(fresh_key, kRaiseFacet);
+  auto mean = (*store)->get_facet(fresh_key, policy::kRaiseFacetName);
   ASSERT_TRUE(mean.is_ok() && mean->has_value());
   EXPECT_NEAR(at(*policy::raise_facet_from_json(**mean), RaiseMetric::du), 2.0, 1e-9);
   // Mismatched counts, in any pass, and no pass at all are refused.

@@ -18,6 +18,7 @@
 #include "concord/experiment.h"
 #include "concord/report.h"
 #include "concord/workload.h"
+#include "concord/backend_factory.h"
 
 namespace concord {
 namespace {

@@ -17,6 +17,7 @@
 #include "concord/experiment.h"
 #include "concord/trace.h"
 #include "concord/workload.h"
+#include "concord/backend_factory.h"
 
 namespace concord {
 namespace {

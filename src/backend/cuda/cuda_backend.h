@@ -27,6 +27,8 @@
 #include "backend/cuda/nvtx.h"
 #include "concord/backend.h"
 #include "concord/device/control.h"
+#include "concord/placement_rule.h"
+#include "concord/backend_factory.h"
 #include "kernels/device/device_kernel.h"
 
 namespace concord::cuda {
@@ -78,6 +80,8 @@ class CudaBackend final : public Backend {
   Result<kernels::DeviceKernel*> prepared_kernel(const KernelSpec& spec) const;
 
  private:
+  static constexpr int kControlPool = 1024;  // control blocks, reused
+  static constexpr int kHelperStreams = 8;
   struct Part {
     kernels::DeviceKernel* kernel = nullptr;
     int variant = 0;

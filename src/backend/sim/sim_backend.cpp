@@ -1,4 +1,5 @@
 #include "backend/sim/sim_backend.h"
+#include "concord/placement_rule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,6 +3,7 @@
 
 #include "cuda/check.h"
 #include "concord/backend.h"
+#include "concord/placement_rule.h"
 #include "kernels/device/device_kernel.h"
 #include "kernels/device/fusion_compiler.h"
 

@@ -88,7 +88,7 @@ using ::uint16_t; using ::uint32_t; using ::uint64_t; using ::uintptr_t; }
 
 constexpr const char* kFusedSource = R"(#include "concord/device/launch.cuh"
 #include "kernels/device/bodies.cuh"
-#include "kernels/device/bodies_more.cuh"
+#include "kernels/device/bodies_raise_aker.cuh"
 )";
 
 const char* cache_op_name(CachePolicy p) {

@@ -15,6 +15,7 @@
 
 #include "concord/kernel.h"
 #include "concord/status.h"
+#include "concord/placement_rule.h"
 
 namespace concord::kernels {
 

@@ -25,7 +25,7 @@
 namespace concord::kernels {
 
 using Factory = std::function<std::unique_ptr<DeviceKernel>(const KernelSpec&)>;
-// The instances defined in suite_device_more.cu and library_kernels.cu.
+// The instances defined in suite_device_raise_aker.cu and library_kernels.cu.
 const std::vector<std::pair<std::string, Factory>>& more_factories();
 const std::vector<std::pair<std::string, Factory>>& library_factories();
 

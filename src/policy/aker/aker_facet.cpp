@@ -139,4 +139,11 @@ Result<AkerFacet> aker_facet_from_json(const std::string& text_in) {
   return f;
 }
 
+std::vector<FacetCodec> aker_facet_codecs() {
+  FacetCodec c;
+  c.name = kAkerFacetName;
+  c.check = [](const std::string& json) { return aker_facet_from_json(json).status(); };
+  return {c};
+}
+
 }  // namespace concord::policy

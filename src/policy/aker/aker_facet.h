@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "concord/facet_codec.h"
 #include "concord/status.h"
 #include "policy/aker/aker_class.h"
 #include "policy/aker/aker_model.h"
@@ -43,5 +44,9 @@ std::string aker_facet_to_json(const AkerFacet& facet);
 // Every field checked: types, shares and times finite and not negative, blocks and ratios
 // positive, parts >= 1. Errors name the field ("aker facet: field 'fused[1].points[2]': ...").
 Result<AkerFacet> aker_facet_from_json(const std::string& json);
+
+// The facet's codec for the profile store (concord/facet_codec.h; registered through the generated
+// builtin_facet_codecs()).
+std::vector<FacetCodec> aker_facet_codecs();
 
 }  // namespace concord::policy

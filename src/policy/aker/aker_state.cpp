@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "concord/occupancy.h"
+#include "concord/placement_rule.h"
 
 namespace concord::policy {
 namespace {

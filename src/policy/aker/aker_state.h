@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "concord/policy.h"
+#include "concord/placement_rule.h"
 #include "policy/aker/aker_class.h"
 #include "policy/aker/aker_facet.h"
 #include "policy/aker/aker_model.h"

@@ -5,14 +5,14 @@
 // launched in the same pass stay within SM_THRESHOLD (the SM count: the inference setting) and
 // its compute/memory profile differs from the LC kernel's. Once the BE durations launched since
 // BE work last drained pass DUR_THRESHOLD (a fraction of the LC request's alone latency), further
-// BE kernels wait for BE work to drain. The rule itself is orion_rule.h.
+// BE kernels wait for BE work to drain. The rule itself is mechanism/orion_gate.h.
 #pragma once
 
 #include <unordered_map>
 #include <vector>
 
 #include "concord/policy.h"
-#include "policy/orion/orion_rule.h"
+#include "mechanism/orion_gate.h"
 
 namespace concord::policy {
 

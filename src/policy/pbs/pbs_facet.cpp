@@ -95,4 +95,11 @@ EffectiveBandwidth effective_bandwidth(const PbsFacet& facet, double blocks_per_
   return out;
 }
 
+std::vector<FacetCodec> pbs_facet_codecs() {
+  FacetCodec c;
+  c.name = kPbsFacetName;
+  c.check = [](const std::string& json) { return pbs_facet_from_json(json).status(); };
+  return {c};
+}
+
 }  // namespace concord::policy

@@ -11,8 +11,10 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "concord/kernel.h"
+#include "concord/facet_codec.h"
 #include "concord/status.h"
 
 namespace concord::policy {
@@ -53,5 +55,9 @@ struct EffectiveBandwidth {
 };
 // EB of a tenant that finished `blocks_per_s` logical blocks per second of a kernel with `facet`.
 EffectiveBandwidth effective_bandwidth(const PbsFacet& facet, double blocks_per_s);
+
+// The facet's codec for the profile store (concord/facet_codec.h; registered through the generated
+// builtin_facet_codecs()).
+std::vector<FacetCodec> pbs_facet_codecs();
 
 }  // namespace concord::policy

@@ -55,4 +55,23 @@ Result<RaiseClass> raise_facet_class(const std::string& json) {
   return *c;
 }
 
+std::vector<FacetCodec> raise_facet_codecs() {
+  FacetCodec c;
+  c.name = kRaiseFacetName;
+  c.check = [](const std::string& json) { return raise_facet_from_json(json).status(); };
+  // Exports of schema v2 and older carried the metrics in each profile ("raise", "raise_class").
+  c.legacy_field = "raise";
+  c.from_legacy = [](const std::string& profile_json) -> Result<std::string> {
+    const auto entry = nlohmann::json::parse(profile_json, nullptr, /*allow_exceptions=*/false);
+    if (entry.is_discarded() || !entry.is_object() || !entry.contains("raise")) {
+      return Status::parse_error("field 'raise': missing");
+    }
+    const nlohmann::json old{{"metrics", entry["raise"]}, {"class", entry.value("raise_class", nlohmann::json("LAT"))}};
+    auto metrics = raise_facet_from_json(old.dump());
+    if (!metrics) return Status(metrics.status().code(), "field 'raise': " + metrics.status().message());
+    return raise_facet_to_json(*metrics);
+  };
+  return {c};
+}
+
 }  // namespace concord::policy

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "policy/raise/raise_metrics.h"
+#include "concord/facet_codec.h"
 #include "concord/status.h"
 
 namespace concord::policy {
@@ -18,5 +20,9 @@ std::string raise_facet_to_json(const RaiseVector& metrics);
 Result<RaiseVector> raise_facet_from_json(const std::string& json);
 // The class stored with the metrics.
 Result<RaiseClass> raise_facet_class(const std::string& json);
+
+// The facet's codec for the profile store (concord/facet_codec.h; registered through the generated
+// builtin_facet_codecs()).
+std::vector<FacetCodec> raise_facet_codecs();
 
 }  // namespace concord::policy

@@ -17,7 +17,7 @@
 
 #include "concord/policy.h"
 #include "mechanism/tidal.h"
-#include "policy/orion/orion_rule.h"
+#include "mechanism/orion_gate.h"
 
 namespace concord::policy {
 

@@ -1,0 +1,181 @@
+#include "daemon/prometheus.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace concord::daemon {
+
+void LatencyWindow::add(Clock::time_point at, double seconds) {
+  entries_.emplace_back(at, seconds);
+  while (entries_.size() > max_entries_) entries_.pop_front();
+}
+
+void LatencyWindow::expire(Clock::time_point now) {
+  while (!entries_.empty() && now - entries_.front().first > window_) entries_.pop_front();
+}
+
+double LatencyWindow::quantile(double q, Clock::time_point now) {
+  expire(now);
+  if (entries_.empty()) return 0;
+  std::vector<double> v;
+  v.reserve(entries_.size());
+  for (const auto& e : entries_) v.push_back(e.second);
+  // Nearest rank: the smallest value with at least q of the values at or below it.
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  const size_t k = rank == 0 ? 0 : rank - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+size_t LatencyWindow::count(Clock::time_point now) {
+  expire(now);
+  return entries_.size();
+}
+
+double LatencyWindow::sum(Clock::time_point now) {
+  expire(now);
+  double s = 0;
+  for (const auto& e : entries_) s += e.second;
+  return s;
+}
+
+void MetricsBoard::publish(DaemonSnapshot snapshot) {
+  std::lock_guard lock(mu_);
+  snapshot_ = std::move(snapshot);
+}
+
+DaemonSnapshot MetricsBoard::read() const {
+  std::lock_guard lock(mu_);
+  return snapshot_;
+}
+
+namespace {
+
+std::string escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string labels(const TenantSnapshot& t) {
+  return fmt::format("tenant=\"{}\",name=\"{}\",class=\"{}\",uid=\"{}\"", t.id, escape(t.name),
+                     t.cls == TenantClass::latency_critical ? "lc" : "be", t.uid);
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) {
+  // The tenants this reader may see by name; the totals count every tenant.
+  DaemonSnapshot s = all;
+  if (view.kind != MetricsView::Kind::all) {
+    std::erase_if(s.tenants, [&](const TenantSnapshot& t) { return view.kind == MetricsView::Kind::aggregate || t.uid != view.uid; });
+  }
+  std::string out;
+  family(out, "concord_info", "gauge", "The daemon's policy and device (value 1).");
+  out += fmt::format("concord_info{{policy=\"{}\",device=\"{}\"}} 1\n", escape(s.policy), escape(s.device));
+  family(out, "concord_tenants", "gauge", "Tenants registered now.");
+  out += fmt::format("concord_tenants {}\n", all.tenants.size());
+  // Per class, over every tenant (no names): what any reader may see.
+  struct ClassTotal {
+    size_t tenants = 0;
+    uint64_t launches = 0, completions = 0, requests = 0;
+  };
+  ClassTotal lc, be;
+  for (const TenantSnapshot& t : all.tenants) {
+    ClassTotal& c = t.cls == TenantClass::latency_critical ? lc : be;
+    ++c.tenants;
+    c.launches += t.launches;
+    c.completions += t.completions;
+    c.requests += t.requests;
+  }
+  family(out, "concord_class_tenants", "gauge", "Tenants registered now, per class.");
+  out += fmt::format("concord_class_tenants{{class=\"lc\"}} {}\nconcord_class_tenants{{class=\"be\"}} {}\n", lc.tenants, be.tenants);
+  family(out, "concord_class_launches", "gauge", "Launch notices taken from the tenants of a class registered now (falls when one leaves).");
+  out += fmt::format("concord_class_launches{{class=\"lc\"}} {}\nconcord_class_launches{{class=\"be\"}} {}\n", lc.launches,
+                     be.launches);
+  family(out, "concord_class_completions", "gauge", "Launch completions taken from the tenants of a class registered now (falls when one leaves).");
+  out += fmt::format("concord_class_completions{{class=\"lc\"}} {}\nconcord_class_completions{{class=\"be\"}} {}\n",
+                     lc.completions, be.completions);
+  family(out, "concord_class_requests", "gauge", "LC requests ended, over the LC tenants registered now (falls when one leaves).");
+  out += fmt::format("concord_class_requests{{class=\"lc\"}} {}\n", lc.requests);
+  family(out, "concord_decisions_total", "counter", "Decisions sent to tenants (release and hold), or leases published.");
+  out += fmt::format("concord_decisions_total {}\n", s.decisions);
+  family(out, "concord_rejected_total", "counter", "Messages refused: malformed, foreign or out of order.");
+  out += fmt::format("concord_rejected_total {}\n", s.rejected);
+  family(out, "concord_dropped_total", "counter", "Tenants dropped because their process ended without a goodbye.");
+  out += fmt::format("concord_dropped_total {}\n", s.dropped);
+
+  struct Counter {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const TenantSnapshot&);
+  };
+  static const Counter counters[] = {
+      {"concord_tenant_launches_total", "counter", "Launch notices taken from the tenant.",
+       [](const TenantSnapshot& t) { return double(t.launches); }},
+      {"concord_tenant_completions_total", "counter", "Launch completions taken from the tenant.",
+       [](const TenantSnapshot& t) { return double(t.completions); }},
+      {"concord_tenant_failed_total", "counter", "Completions the tenant reported as failed.",
+       [](const TenantSnapshot& t) { return double(t.failed); }},
+      {"concord_tenant_releases_total", "counter", "Release decisions sent to the tenant.",
+       [](const TenantSnapshot& t) { return double(t.releases); }},
+      {"concord_tenant_holds_total", "counter", "Hold decisions sent to the tenant.",
+       [](const TenantSnapshot& t) { return double(t.holds); }},
+      {"concord_tenant_held_seconds_total", "counter", "Time the tenant's launches spent held before release.",
+       [](const TenantSnapshot& t) { return t.held_seconds; }},
+      {"concord_tenant_requests_total", "counter", "LC requests ended.",
+       [](const TenantSnapshot& t) { return double(t.requests); }},
+      {"concord_tenant_throughput", "gauge", "Completions per second over the last interval.",
+       [](const TenantSnapshot& t) { return t.throughput; }},
+  };
+  for (const Counter& c : counters) {
+    family(out, c.name, c.type, c.help);
+    for (const TenantSnapshot& t : s.tenants) out += fmt::format("{}{{{}}} {}\n", c.name, labels(t), c.get(t));
+  }
+  family(out, "concord_tenant_lc_in_flight", "gauge", "An LC tenant's work-in-flight flag on the node board (1: up).");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (t.cls == TenantClass::latency_critical) out += fmt::format("concord_tenant_lc_in_flight{{{}}} {}\n", labels(t), t.lc_in_flight ? 1 : 0);
+  }
+  family(out, "concord_tenant_gpu_bound_share", "gauge",
+         "An LC tenant's GPU-bound share: of its recent bursts, the part the GPU ran on after the host's last launch.");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (t.cls == TenantClass::latency_critical && t.gpu_bound_share >= 0) {
+      out += fmt::format("concord_tenant_gpu_bound_share{{{}}} {}\n", labels(t), t.gpu_bound_share);
+    }
+  }
+  family(out, "concord_tenant_lease", "gauge",
+         "A BE tenant's lease beside LC work: yield (none, close, cap, room, per-launch), its in-flight cap and room "
+         "(SMs, blocks per SM; 0: no cap); the value is 1 while an LC flag it yields to is up.");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (t.cls != TenantClass::best_effort) continue;
+    out += fmt::format("concord_tenant_lease{{{},yield=\"{}\",in_flight_cap=\"{}\",room_sms=\"{}\",room_blocks_per_sm=\"{}\"}} {}\n",
+                       labels(t), ipc::to_string(t.lease.yield), t.lease.in_flight_cap, t.lease.room_sms,
+                       t.lease.room_blocks_per_sm, t.lease.yielding ? 1 : 0);
+  }
+  family(out, "concord_tenant_request_latency_seconds", "summary",
+         "LC request latency (begin to the end of its last launch) over the recent window.");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (t.cls != TenantClass::latency_critical) continue;
+    out += fmt::format("concord_tenant_request_latency_seconds{{{},quantile=\"0.5\"}} {}\n", labels(t), t.p50);
+    out += fmt::format("concord_tenant_request_latency_seconds{{{},quantile=\"0.99\"}} {}\n", labels(t), t.p99);
+    out += fmt::format("concord_tenant_request_latency_seconds_sum{{{}}} {}\n", labels(t), t.window_latency_sum);
+    out += fmt::format("concord_tenant_request_latency_seconds_count{{{}}} {}\n", labels(t), t.window_requests);
+  }
+  return out;
+}
+
+}  // namespace concord::daemon
