@@ -89,7 +89,7 @@ class Backend {
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;
   // Can this backend run `request` as placed: ok, or unsupported / invalid_argument with a reason
   // naming the kernel(s) and the field. Answers for the whole placement, fusion pairs included,
-  // and means the same on every backend: both apply check_dispatch_resources() (below); a backend
+  // and means the same on every backend: both apply check_dispatch_resources() (concord/placement_rule.h); a backend
   // adds only what its environment lacks (the CUDA backend: a device body, the fusion compiler).
   virtual Status can_implement(const DispatchRequest& request) const;
 

@@ -105,10 +105,10 @@ class Parser {
 
   std::optional<std::string> name_of(const YAML::Node& n, const std::string& field);
 
-  // A finite number in [lo, hi] (`lo_open`: strictly above lo).
   // A quoted scalar ('12', "12") is a string, whatever it spells: numbers are written bare.
   static bool quoted(const YAML::Node& n) { return n.IsScalar() && n.Tag() == "!"; }
 
+  // A finite number in [lo, hi] (`lo_open`: strictly above lo).
   std::optional<double> number(const YAML::Node& n, const std::string& field, double lo, bool lo_open, double hi, const std::string& unit);
 
   static std::string fmt_number(double v) {
