@@ -38,10 +38,18 @@ foreach(rule IN LISTS rules)
 endforeach()
 expect_refused("facet" "policy/demo/demo_facet.cpp" "#include \"concord/engine.h\"" "a facet file builds on core's types only")
 expect_refused("cuda-if" "core/probe.cpp" "#ifdef CONCORD_HAVE_CUDA" "has a CUDA build conditional")
+expect_refused("profiler-step-user" "policy/demo/demo_policy.cpp" "#include \"policy/demo/demo_profiler.h\""
+               "a policy's profiler step is the CLI's")
+expect_refused("profiler-step-reach" "policy/demo/demo_profiler.cpp" "#include \"runner/probe.h\""
+               "src/policy/demo/demo_profiler.cpp includes runner/probe.h")
+expect_refused("policy-profile" "policy/demo/demo_policy.cpp" "#include \"profile/profiler.h\""
+               "src/policy/demo/demo_policy.cpp includes profile/profiler.h")
 # And what the rules allow passes: a policy on mechanism and core, the profiler on a facet header.
 file(REMOVE_RECURSE "${WORK}/allowed")
 file(WRITE "${WORK}/allowed/src/policy/demo/demo_policy.cpp" "#include \"mechanism/params.h\"\n#include \"concord/policy.h\"\n")
 file(WRITE "${WORK}/allowed/src/profile/probe.cpp" "#include \"policy/demo/demo_facet.h\"\n")
+file(WRITE "${WORK}/allowed/src/policy/demo/demo_profiler.cpp" "#include \"profile/profiler.h\"\n#include \"concord/profile.h\"\n")
+file(WRITE "${WORK}/allowed/src/cli/probe.cpp" "#include \"policy/demo/demo_profiler.h\"\n")
 execute_process(COMMAND ${CMAKE_COMMAND} -DSRC=${WORK}/allowed/src -P ${CMAKE_CURRENT_LIST_DIR}/layering.cmake RESULT_VARIABLE rc
                 OUTPUT_QUIET ERROR_VARIABLE err)
 file(REMOVE_RECURSE "${WORK}/allowed")
@@ -51,4 +59,4 @@ endif()
 if(failures)
   message(FATAL_ERROR "layering_negative: rules that did not refuse:\n${failures}")
 endif()
-message(STATUS "layering_negative: each of the ${i} folder rules, the facet rule and the CUDA rule refuses its include")
+message(STATUS "layering_negative: each of the ${i} folder rules, the facet, profiler-step and CUDA rules refuse their includes")

@@ -6,6 +6,12 @@
 # profiler that fills them; only core's headers and each other are open to them, and the profiler
 # may use them.
 set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics|class|model)\\.h$")
+# A policy's profiler step (src/policy/<name>/<name>_profiler.*: what fills its facet, through the
+# Backend interface) is a layer on the profile layer: it may use profile/ and the backend factory,
+# and only the CLI, tests and benches use it.
+set(profiler_step_regex "^policy/[a-z_]+/[a-z_]+_profiler\\.(h|cpp)$")
+set(profiler_step_header_regex "^policy/[a-z_]+/[a-z_]+_profiler\\.h$")
+set(profiler_step_allowed "profile/,concord/profile.h")
 set(facet_core_regex "^concord/(status|kernel|device|ids|sm_set|facet_codec)\\.h$")
 set(above_core "concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h")
 set(rules

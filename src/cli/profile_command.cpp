@@ -17,6 +17,7 @@
 #include "concord/backend.h"
 #include "concord/backend_factory.h"
 #include "profile/ncu.h"
+#include "policy/aker/aker_profiler.h"
 #include "profile/profiler.h"
 
 

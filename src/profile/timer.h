@@ -1,5 +1,5 @@
 // Timing launches through the Backend interface, for the profilers (profiler.cpp,
-// aker_profiler.cpp): the same code on the simulator and on the GPU.
+// src/policy/aker/aker_profiler.cpp): the same code on the simulator and on the GPU.
 #pragma once
 
 #include <algorithm>

@@ -16,6 +16,7 @@
 #include "concord/backend_factory.h"
 #include "policy/aker/aker_facet.h"
 #include "policy/aker/aker_policy.h"
+#include "policy/aker/aker_profiler.h"
 #include "profile/profiler.h"
 
 namespace concord {

@@ -1,4 +1,6 @@
 // Fills Aker's facet by timing kernels and fused pairs through the Backend interface.
+#include "policy/aker/aker_profiler.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
