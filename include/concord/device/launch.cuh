@@ -182,13 +182,16 @@ __global__ void elastic_kernel(Body body, ElasticControl* ctl, BlockAudit audit)
 
 // A fused block: parts [0, a) run BodyA with threads_a threads each, parts [a, a+b) run BodyB with
 // threads_b each. Admission (SM set, TLP, preempt) follows ctl_a; each body fetches from its own
-// control. Shared memory: a slices of shared_a bytes, then b slices of shared_b bytes.
-template <typename BodyA, typename BodyB, CacheOp Op>
+// control. Shared memory: a slices of shared_a bytes, then b slices of shared_b bytes. `Parts` is
+// a + b, fixed when the kernel is compiled (the fusion compiler compiles one per part count): the
+// block uses named barriers 0..Parts, so the barriers never cap its blocks per SM below what its
+// registers and shared memory allow.
+template <typename BodyA, typename BodyB, CacheOp Op, int Parts>
 __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, ElasticControl* ctl_b, int parts_a,
                              int parts_b, int threads_a, int threads_b, int shared_a, int shared_b, BlockAudit audit_a,
                              BlockAudit audit_b) {
   extern __shared__ __align__(16) char dynamic_shared[];
-  __shared__ Chunk chunks[15];
+  __shared__ Chunk chunks[Parts];
   __shared__ int admitted;
   const unsigned sm = sm_id();
   if (threadIdx.x == 0) admitted = admit(ctl_a, sm, range_of(ctl_a));
@@ -202,7 +205,7 @@ __global__ void fused_kernel(BodyA body_a, BodyB body_b, ElasticControl* ctl_a, 
   char* slice = in_a ? dynamic_shared + static_cast<size_t>(part) * shared_a
                      : dynamic_shared + static_cast<size_t>(parts_a) * shared_a +
                            static_cast<size_t>(part - parts_a) * shared_b;
-  PartContext<Op> ctx{-1, local, part_threads, 1 + part, slice};
+  PartContext<Op, Parts> ctx{-1, local, part_threads, 1 + part, slice};
   ElasticControl* ctl = in_a ? ctl_a : ctl_b;
   while (true) {
     if (local == 0) chunks[part] = fetch_chunk(ctl, sm, range_of(ctl));

@@ -15,6 +15,7 @@ struct FusedShape {
   int threads = 0;
   int shared = 0;
   int register_cap = 0;
+  int parts = 0;  // a + b per block
 };
 
 Result<FusedShape> shape_of(const DeviceKernel& a, int va, int pa, const DeviceKernel& b, int vb, int pb) {
@@ -23,6 +24,7 @@ Result<FusedShape> shape_of(const DeviceKernel& a, int va, int pa, const DeviceK
   auto ob = b.fusion_operand(vb);
   if (!ob) return ob.status();
   FusedShape s{std::move(*oa), std::move(*ob)};
+  s.parts = pa + pb;
   const std::string who = "fusing '" + a.spec().name + "' with '" + b.spec().name + "' at " + std::to_string(pa) + ":" +
                           std::to_string(pb);
   if (pa < 1 || pb < 1 || pa + pb > kMaxFusedParts) {
@@ -58,7 +60,7 @@ Result<FusedShape> shape_of(const DeviceKernel& a, int va, int pa, const DeviceK
 }
 
 Result<const void*> kernel_for(const FusedShape& s, CachePolicy cache) {
-  auto k = FusionCompiler::shared().kernel({s.a.body_type, s.b.body_type, cache, s.register_cap});
+  auto k = FusionCompiler::shared().kernel({s.a.body_type, s.b.body_type, cache, s.register_cap, s.parts});
   if (!k) return k.status();
   // Above 48 KiB of dynamic shared memory a kernel must opt in.
   if (s.shared > 48 * 1024) {

@@ -263,8 +263,13 @@ Result<const void*> FusionCompiler::kernel(const FusedKernelKey& key) {
   }
   // Compiled without the lock, so several threads compile different pairs at once; two threads
   // asking for the same pair both compile it and the first one's library is kept.
+  if (key.parts < 2 || key.parts > kMaxFusedParts) {
+    return Status::invalid_argument("fusion compiler: " + std::to_string(key.parts) + " parts per block (2.." +
+                                    std::to_string(kMaxFusedParts) + ")");
+  }
   const std::string name_expression = "&concord::device::fused_kernel<" + key.body_a + ", " + key.body_b +
-                                      ", concord::device::CacheOp::" + cache_op_name(key.cache) + ">";
+                                      ", concord::device::CacheOp::" + cache_op_name(key.cache) + ", " +
+                                      std::to_string(key.parts) + ">";
   // The key of the disk cache: everything that decides the cubin.
   uint64_t h = 0xcbf29ce484222325ULL;
   h = fnv1a(h, kFusedSource);

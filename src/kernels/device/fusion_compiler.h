@@ -24,6 +24,7 @@ struct FusedKernelKey {
   std::string body_b;
   CachePolicy cache = CachePolicy::normal;
   int register_cap = 255;  // --maxrregcount: one fused block must fit an SM (fused_register_cap)
+  int parts = 2;           // parts per block, a + b: the named barriers the kernel names (1..parts)
   auto operator<=>(const FusedKernelKey&) const = default;
 };
 
