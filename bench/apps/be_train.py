@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
+import shares  # noqa: E402
 
 
 class Trainer:
@@ -99,14 +100,7 @@ class KernelWindows:
                 events = json.load(f).get("traceEvents", [])
         finally:
             os.remove(path)
-        for e in events:
-            if str(e.get("cat", "")).lower() != "kernel":
-                continue
-            a = e.get("args", {})
-            k = (a.get("stream"), e.get("name", ""), tuple(a.get("grid", ())), tuple(a.get("block", ())), a.get("shared memory", 0))
-            row = self.rows[into].setdefault(k, [0, 0.0])
-            row[0] += 1
-            row[1] += float(e.get("dur", 0.0))
+        shares.fold_trace(events, self.rows[into])
 
     def alone_window(self, trainer, steps=3):
         with self.profile(activities=self.activities) as prof:
@@ -129,10 +123,7 @@ class KernelWindows:
         self.prof.stop()
 
     def document(self):
-        def rows(d):
-            return [{"stream": k[0], "name": k[1], "grid": list(k[2]), "block": list(k[3]), "smem": k[4], "launches": v[0], "gpu_us": v[1]}
-                    for k, v in d.items()]
-        return {"alone": rows(self.rows["alone"]), "run": rows(self.rows["run"]), "windows": self.windows}
+        return shares.document(self.rows["alone"], self.rows["run"], self.windows)
 
 
 def train_steps(model, batch, steps, seed):

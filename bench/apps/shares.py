@@ -19,6 +19,29 @@ import sys
 CLASSES = ["none", "sms", "residency", "both", "unknown"]
 
 
+def fold_trace(events, rows):
+    """Adds a Chrome trace's kernel events (PyTorch's profiler: "cat" "kernel", args "stream",
+    "grid", "block", "shared memory" = static + dynamic) to `rows`, keyed by (stream, name, grid,
+    block, shared memory) -> [launches, GPU µs]. Other events are left out."""
+    for e in events:
+        if str(e.get("cat", "")).lower() != "kernel":
+            continue
+        a = e.get("args", {})
+        k = (a.get("stream"), e.get("name", ""), tuple(a.get("grid", ())), tuple(a.get("block", ())), a.get("shared memory", 0))
+        row = rows.setdefault(k, [0, 0.0])
+        row[0] += 1
+        row[1] += float(e.get("dur", 0.0))
+    return rows
+
+
+def document(alone, run, windows):
+    """be_train.py --kernels-out's document from fold_trace's rows."""
+    def listed(d):
+        return [{"stream": k[0], "name": k[1], "grid": list(k[2]), "block": list(k[3]), "smem": k[4], "launches": v[0], "gpu_us": v[1]}
+                for k, v in d.items()]
+    return {"alone": listed(alone), "run": listed(run), "windows": windows}
+
+
 def key(row):
     return (row["name"], tuple(row["grid"]), tuple(row["block"]))
 

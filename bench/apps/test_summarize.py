@@ -150,6 +150,20 @@ class SharesTest(unittest.TestCase):
         self.assertAlmostEqual(sum(v["time_share"] for v in c.values()), 1.0)
         self.assertIn("| r | concord-orion-s66 | 4 | 100 | 60.0% / 50.0% |", shares.table([("r", "concord-orion-s66", s)]))
 
+    def test_a_profiler_trace_folds_into_the_document_shares_reads(self):
+        def kernel(stream, name, smem, dur, cat="kernel"):
+            return {"ph": "X", "cat": cat, "name": name, "dur": dur,
+                    "args": {"stream": stream, "grid": [132, 1, 1], "block": [256, 1, 1], "shared memory": smem}}
+        alone = shares.fold_trace([kernel(7, "gemm", 1024, 10.0), kernel(7, "gemm", 1024, 10.0),
+                                   {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "dur": 50.0}], {})
+        run = shares.fold_trace([kernel(7, "gemm", 1024, 10.0), kernel(31, "gemm", 40000, 30.0, cat="Kernel")], {})
+        doc = json.loads(json.dumps(shares.document(alone, run, 1)))  # as be_train.py writes it
+        self.assertEqual(doc["alone"][0]["launches"], 2, "CPU ops are left out")
+        c = shares.classify(doc)["classes"]
+        self.assertEqual(c["none"]["launches"], 1)
+        self.assertEqual(c["both"]["launches"], 1)
+        self.assertAlmostEqual(c["both"]["time_share"], 0.75)
+
     def test_summarize_finds_the_profiled_runs_and_keeps_them_out_of_the_schemes(self):
         with tempfile.TemporaryDirectory() as out:
             base = SummarizeTest.make(SummarizeTest(), out, graph=False)
