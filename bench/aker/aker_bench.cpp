@@ -27,7 +27,7 @@
 #include "concord/report.h"
 #include "concord/backend_factory.h"
 #include "lsbe_runner.h"
-#include "mix_options.h"
+#include "mix_bench.h"
 #include "runner/processes.h"
 
 using namespace concord;
@@ -122,7 +122,6 @@ int cmd_run(const RunOptions& opt) {
   results["bench"] = "aker";
   results["backend"] = opt.backend;
   results["device"] = device.name;
-  results["complete"] = false;
   results["config"] = {{"schemes", opt.schemes},
                        {"loads", opt.loads},
                        {"target_factors", opt.target_factors},
@@ -137,14 +136,8 @@ int cmd_run(const RunOptions& opt) {
   results["mixes"] = nlohmann::json::array();
 
   int rc = 0;
-  // Keeps what was measured: the file is rewritten after every mix and at a failure.
-  auto save = [&]() -> bool {
-    if (Status s = write_file_atomically(opt.out, results.dump(1) + "\n"); !s) {
-      rc = aker_bench::fail(s);
-      return false;
-    }
-    return true;
-  };
+  lsbe::ResultsFile file(opt.out, results, rc, aker_bench::fail);
+  auto save = [&] { return file.save(); };
   for (Mix& mix : mixes) {
     int profiled = 0;
     if (store) {
@@ -233,12 +226,9 @@ int cmd_run(const RunOptions& opt) {
       }
       mj["loads"].push_back(lj);
     }
-    results["mixes"].push_back(mj);
-    if (!save()) return rc;
+    if (!file.add_mix(std::move(mj))) return rc;
   }
-  results["complete"] = rc == 0;
-  save();
-  return rc;
+  return file.finish();
 }
 
 }  // namespace
@@ -254,9 +244,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   RunOptions ro;
   CLI::App* run = app.add_subcommand("run", "Every scheme in one process, per mix, load and QoS target");
-  run->add_option("mixes", ro.mixes, "Mix specs (one LC tenant, BE tenants)")->required();
-  run->add_option("--schemes", ro.schemes, "Policies (name or name:key=value;key=value)")->delimiter(',')->capture_default_str();
-  run->add_option("--loads", ro.loads, "LC loads, shares of its alone capacity")->delimiter(',')->capture_default_str();
   run->add_option("--target-factors", ro.target_factors, "QoS targets, factors (>= 1) of the LC query's solo time")
       ->delimiter(',')
       ->capture_default_str();

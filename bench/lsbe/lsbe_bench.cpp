@@ -30,7 +30,7 @@
 #include "concord/backend_factory.h"
 #include "lsbe_bench.h"
 #include "lsbe_runner.h"
-#include "mix_options.h"
+#include "mix_bench.h"
 #include "runner/processes.h"
 
 using namespace concord;
@@ -98,7 +98,6 @@ int cmd_run(const RunOptions& opt) {
   results["bench"] = "lsbe";
   results["backend"] = opt.backend;
   results["device"] = device.name;
-  results["complete"] = false;
   results["config"] = {{"schemes", opt.schemes},         {"loads", opt.loads},     {"target_factor", opt.target_factor},
                        {"lc_requests", opt.lc_requests}, {"be_alone_requests", opt.be_alone_requests}, {"alone_repeats", opt.alone_repeats},
                        {"seed", opt.seed},               {"time_limit_s", opt.time_limit}, {"profiles", opt.profiles},
@@ -106,14 +105,8 @@ int cmd_run(const RunOptions& opt) {
   results["mixes"] = nlohmann::json::array();
 
   int rc = 0;
-  // Keeps what was measured: the file is rewritten after every mix and at a failure.
-  auto save = [&]() -> bool {
-    if (Status s = write_file_atomically(opt.out, results.dump(1) + "\n"); !s) {
-      rc = fail(s);
-      return false;
-    }
-    return true;
-  };
+  lsbe::ResultsFile file(opt.out, results, rc, fail);
+  auto save = [&] { return file.save(); };
   for (Mix& mix : mixes) {
     int profiled = 0;
     if (store) {
@@ -218,12 +211,9 @@ int cmd_run(const RunOptions& opt) {
       }
       mj["loads"].push_back(lj);
     }
-    results["mixes"].push_back(mj);
-    if (!save()) return rc;
+    if (!file.add_mix(std::move(mj))) return rc;
   }
-  results["complete"] = rc == 0;
-  save();
-  return rc;
+  return file.finish();
 }
 
 }  // namespace
@@ -239,9 +229,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   RunOptions ro;
   CLI::App* run = app.add_subcommand("run", "Every scheme in one process, per mix and load");
-  run->add_option("mixes", ro.mixes, "Mix specs (one LC tenant, BE tenants)")->required();
-  run->add_option("--schemes", ro.schemes, "Policies (name or name:key=value;key=value)")->delimiter(',')->capture_default_str();
-  run->add_option("--loads", ro.loads, "LC loads, shares of its alone capacity")->delimiter(',')->capture_default_str();
   run->add_option("--target-factor", ro.target_factor, "LC target = this x its alone p99")->capture_default_str();
   run->add_option("--alone-repeats", ro.alone_repeats, "Repetitions of each alone run; the median is the reference")
       ->capture_default_str();
