@@ -813,6 +813,27 @@ TEST_F(DaemonTest, FollowOnReleasesLaunchesAheadWhileNoLcIsActive) {
   }
 }
 
+// Whether the daemon may release a launch ahead is the policy's to say (Policy::repeats_decisions):
+// serial orders launches across tenants, so with follow-on on a launch still waits for the one
+// before it to end.
+TEST_F(DaemonTest, APolicyThatDoesNotRepeatItsDecisionsGetsNoFollowOn) {
+  DaemonOptions o = options("serial");
+  o.per_launch = true;
+  o.follow_on = true;
+  start(o);
+  auto [client, first, ahead] = be_with_launches_ahead(2);
+  ASSERT_TRUE(client);
+  ipc::TenantClient& c = *client;
+  GuardedWait waiting(c, [&] { return c.wait_release(ahead.front()).is_ok(); });
+  EXPECT_EQ(waiting.f.wait_for(500ms), std::future_status::timeout) << "released ahead under serial";
+  ASSERT_TRUE(c.completed(first, 1, true).is_ok());
+  ASSERT_EQ(waiting.f.wait_for(2s), std::future_status::ready) << "not released after its predecessor ended";
+  EXPECT_TRUE(waiting.f.get());
+  ASSERT_TRUE(c.completed(ahead.front(), 1, true).is_ok());
+  EXPECT_FALSE(c.pass_through());
+  c.close();
+}
+
 // With a BE depth of 3, follow-on releases stop once three launches are released and not ended,
 // and go on as those end.
 TEST_F(DaemonTest, BeDepthCapsTheLaunchesReleasedAhead) {
