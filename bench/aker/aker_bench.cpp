@@ -137,7 +137,6 @@ int cmd_run(const RunOptions& opt) {
 
   int rc = 0;
   lsbe::ResultsFile file(opt.out, results, rc, aker_bench::fail);
-  auto save = [&] { return file.save(); };
   for (Mix& mix : mixes) {
     int profiled = 0;
     if (store) {
@@ -153,8 +152,7 @@ int cmd_run(const RunOptions& opt) {
     auto failed = [&](const std::string& what, const Status& s) {
       const Status e(s.code(), mix.workload.name + " " + what + ": " + s.message());
       mj["error"] = e.to_string();
-      results["mixes"].push_back(mj);
-      save();
+      file.add_mix(mj);
       return aker_bench::fail(e);
     };
 

@@ -106,7 +106,6 @@ int cmd_run(const RunOptions& opt) {
 
   int rc = 0;
   lsbe::ResultsFile file(opt.out, results, rc, fail);
-  auto save = [&] { return file.save(); };
   for (Mix& mix : mixes) {
     int profiled = 0;
     if (store) {
@@ -122,8 +121,7 @@ int cmd_run(const RunOptions& opt) {
     auto failed = [&](const std::string& what, const Status& s) {
       const Status e(s.code(), mix.workload.name + " " + what + ": " + s.message());
       mj["error"] = e.to_string();
-      results["mixes"].push_back(mj);
-      save();
+      file.add_mix(mj);
       return fail(e);
     };
 

@@ -66,7 +66,7 @@ Result<DispatchId> Engine::dispatch(LaunchId launch, const Placement& requested,
   // What the placement may ask of the device and the kernels is the placement rule's to say
   // (backend_.can_implement below); the engine checks what its own state decides. A native launch
   // gets its SM set from a green context: TPC-granular (a set the rule will refuse is left as is).
-  if ((p.form == LaunchForm::native || !caps.exact_sm_sets) && !p.sms.empty() && p.sms.is_subset_of(dev.all_sms()) &&
+  if ((p.form == LaunchForm::native || !caps.exact_sm_sets) && !p.sms.empty() && p.sms.span() <= dev.sm_count &&
       p.sms.count() != dev.sm_count) {
     p.sms = dev.round_up_to_tpcs(p.sms);
   }
