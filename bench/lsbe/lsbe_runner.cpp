@@ -71,7 +71,8 @@ nlohmann::json engine_json(const RunRecord& r) {
           {"backend_s", r.stats.backend_seconds},
           {"engine_s", r.stats.engine_seconds},
           {"policy_calls", r.stats.policy_calls},
-          {"dispatches", r.stats.dispatches}};
+          {"dispatches", r.stats.dispatches},
+          {"policy_stats", r.stats.policy}};  // the policy's own counters (concord: which rule each BE launch took)
 }
 
 Result<LcAlone> lc_alone_closed(const Mix& mix, int requests, const BackendConfig& cfg, uint64_t seed, Seconds time_limit,

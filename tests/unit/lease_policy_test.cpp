@@ -122,6 +122,39 @@ TEST(LeasePolicy, BudgetsInMicrosecondsBecomeLaunchCountsOnceMeasured) {
   EXPECT_EQ(policy::launches_for_us(250.0, 1000, 3), 4);
 }
 
+// concord: time (the gate) beside GPU-bound LC work, room beside launch-bound LC work.
+TEST(LeasePolicy, ConcordHoldsBesideGpuBoundLcAndYieldsRoomBesideLaunchBoundLc) {
+  // A GPU-bound LC tenant (share 0.9), or one not measured yet: BE waits while its work runs.
+  for (std::optional<double> share : {std::optional<double>(0.9), std::optional<double>()}) {
+    const auto l = decide("concord", {tenant(1, LC, share), tenant(2, BE)});
+    EXPECT_TRUE(l[0].signal_lc);
+    EXPECT_EQ(l[0].priority, 1);
+    EXPECT_EQ(l[1].yield_to, (std::vector<uint64_t>{1}));
+    EXPECT_EQ(l[1].on_lc, LcYield::close);
+    EXPECT_EQ(l[1].lc_sms, 0);
+  }
+  // A launch-bound one (share 0.1): BE runs on, on 0.75 of the H100's 132 SMs while its work runs.
+  auto l = decide("concord", {tenant(1, LC, 0.1), tenant(2, BE), tenant(3, BE)});
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(l[i].yield_to, (std::vector<uint64_t>{1}));
+    EXPECT_EQ(l[i].on_lc, LcYield::run);
+    EXPECT_EQ(l[i].lc_sms, 99);
+    EXPECT_EQ(l[i].lc_blocks_per_sm, 0);
+  }
+  l = decide("concord:room_share=0.5", {tenant(1, LC, 0.1), tenant(2, BE)});
+  EXPECT_EQ(l[1].lc_sms, 66);
+  // Both kinds: the gate, for the GPU-bound one.
+  l = decide("concord", {tenant(1, LC, 0.1), tenant(4, LC, 0.95), tenant(2, BE)});
+  EXPECT_EQ(l[2].yield_to, (std::vector<uint64_t>{4}));
+  EXPECT_EQ(l[2].on_lc, LcYield::close);
+  // bound_share 0: every LC tenant counts as GPU-bound. No LC tenant: nothing to yield to.
+  l = decide("concord:bound_share=0", {tenant(1, LC, 0.1), tenant(2, BE)});
+  EXPECT_EQ(l[1].on_lc, LcYield::close);
+  l = decide("concord", {tenant(2, BE), tenant(3, BE)});
+  EXPECT_TRUE(l[0].yield_to.empty());
+  EXPECT_TRUE(l[1].yield_to.empty());
+}
+
 TEST(LeasePolicy, TheInitialLeaseNeedsNoView) {
   Result<std::unique_ptr<LeasePolicy>> p = builtin_lease_policies().make("orion", {});
   ASSERT_TRUE(p.is_ok());
@@ -132,10 +165,15 @@ TEST(LeasePolicy, TheInitialLeaseNeedsNoView) {
   EXPECT_TRUE((*p)->initial(TenantInfo{}).yield_to.empty()) << "BE yields once the policy has seen the LC tenants";
 }
 
-TEST(LeasePolicy, BadParametersAreNamedAndOnlyFourPoliciesHaveALeaseForm) {
+TEST(LeasePolicy, BadParametersAreNamedAndOnlyFivePoliciesHaveALeaseForm) {
   const auto& r = builtin_lease_policies();
-  EXPECT_EQ(r.names(), (std::vector<std::string>{"streams", "priority-streams", "orion", "sgdrc"}));
-  for (const char* name : {"streams", "priority-streams", "orion", "sgdrc"}) EXPECT_TRUE(builtin_policies().contains(name)) << name;
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"streams", "priority-streams", "orion", "sgdrc", "concord"}));
+  for (const char* name : {"streams", "priority-streams", "orion", "sgdrc", "concord"}) EXPECT_TRUE(builtin_policies().contains(name)) << name;
+  for (const char* bad : {"0", "1.5", "-1"}) {
+    Result<std::unique_ptr<LeasePolicy>> c = r.make("concord", {{"room_share", bad}});
+    ASSERT_FALSE(c.is_ok()) << bad;
+    EXPECT_NE(c.status().message().find("room_share"), std::string::npos);
+  }
   Result<std::unique_ptr<LeasePolicy>> p = r.make("orion", {{"bound_share", "1.5"}});
   ASSERT_FALSE(p.is_ok());
   EXPECT_NE(p.status().message().find("bound_share"), std::string::npos);

@@ -1,0 +1,215 @@
+#include "policy/concord/concord_policy.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "mechanism/params.h"
+
+namespace concord::policy {
+
+bool ConcordPolicy::is_lc(const SchedContext& ctx, TenantId t) const {
+  return ctx.tenant(t).info.cls == TenantClass::latency_critical;
+}
+
+bool ConcordPolicy::elastic(const SchedContext& ctx, const KernelSpec& kernel) const {
+  const Capabilities caps = ctx.capabilities(kernel);
+  return caps.persistent_form && caps.resize;
+}
+
+const OrionOp& ConcordPolicy::op_of(const SchedContext& ctx, const KernelSpec& kernel) {
+  auto it = ops_.find(&kernel);
+  if (it == ops_.end()) it = ops_.emplace(&kernel, orion_op(ctx.estimator(), kernel)).first;
+  return it->second;
+}
+
+int ConcordPolicy::need_of(const SchedContext& ctx, const KernelSpec& kernel) {
+  auto it = needs_.find(&kernel);
+  if (it == needs_.end()) {
+    it = needs_.emplace(&kernel, kernel_min_tpcs(ctx.estimator(), kernel, kernel.default_variant, tpcs_, o_.tolerance)).first;
+  }
+  return it->second;
+}
+
+Status ConcordPolicy::on_start(SchedContext& ctx) {
+  tpcs_ = tpcs_in_order(ctx.device());
+  ops_.clear();
+  needs_.clear();
+  elastic_.clear();
+  held_.clear();
+  gate_ = {};
+  last_be_tenant_ = -1;
+  lc_launches_ = be_alone_ = be_elastic_beside_lc_ = be_opaque_admitted_beside_lc_ = be_opaque_held_ = resizes_ = 0;
+  return Status::ok();
+}
+
+Status ConcordPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
+  const auto t = static_cast<size_t>(tenant.value);
+  if (lc_.size() <= t) lc_.resize(t + 1);
+  const TenantView& view = ctx.tenant(tenant);
+  if (view.info.cls != TenantClass::latency_critical || !view.hints) return Status::ok();
+  Seconds sum = 0;
+  for (const TenantHints::Step& s : view.hints->request) {
+    sum += static_cast<double>(s.count) * op_of(ctx, *s.kernel).seconds;
+    need_of(ctx, *s.kernel);
+  }
+  lc_[t] = LcRequest{sum, true, -1, 0};
+  return Status::ok();
+}
+
+void ConcordPolicy::note_lc_kernel(const SchedContext& ctx, TenantId tenant, const KernelSpec& kernel, int64_t request, bool last) {
+  const auto t = static_cast<size_t>(tenant.value);
+  if (lc_.size() <= t) lc_.resize(t + 1);
+  LcRequest& lc = lc_[t];
+  if (ctx.tenant(tenant).hints) return;  // the hint gave the whole request
+  if (request != lc.current) {
+    lc.current = request;
+    lc.current_seconds = 0;
+  }
+  lc.current_seconds += op_of(ctx, kernel).seconds;
+  if (last) lc.whole = true;
+  if (last || !lc.whole) lc.seconds = lc.current_seconds;
+}
+
+Status ConcordPolicy::on_complete(SchedContext& ctx, const Completion& completion) {
+  elastic_.erase(completion.dispatch.value);
+  return schedule(ctx);
+}
+
+Status ConcordPolicy::resize_elastic(SchedContext& ctx, const SmSet& be_side) {
+  const auto running = ctx.running();
+  for (auto& [id, flight] : elastic_) {
+    if (flight.sms == be_side) continue;
+    // A dispatch may have ended before its completion reached on_complete: ask nothing of it.
+    const bool alive = std::any_of(running.begin(), running.end(), [&](const RunningDispatch& r) { return r.id == flight.id; });
+    if (!alive) continue;
+    CONCORD_RETURN_IF_ERROR(ctx.resize(flight.id, be_side));
+    flight.sms = be_side;
+    ++resizes_;
+  }
+  return Status::ok();
+}
+
+Status ConcordPolicy::schedule(SchedContext& ctx) {
+  if (tpcs_.empty()) tpcs_ = tpcs_in_order(ctx.device());
+  const auto tenants = ctx.tenants();
+  waiting_.clear();
+  for (const ReadyLaunch& r : ctx.ready()) {
+    if (!r.has_running_dispatch) waiting_.push_back(r);
+  }
+  // LC kernels launch at once, on every SM, at high priority.
+  for (const ReadyLaunch& r : waiting_) {
+    if (!is_lc(ctx, r.tenant)) continue;
+    note_lc_kernel(ctx, r.tenant, *r.kernel, r.request, r.last_of_request);
+    Placement p = whole_gpu(ctx);
+    p.priority = kHighStreamPriority;
+    auto d = ctx.dispatch(r.id, p);
+    if (!d) return d.status();
+    ++lc_launches_;
+  }
+  std::erase_if(waiting_, [&](const ReadyLaunch& r) { return is_lc(ctx, r.tenant); });
+
+  // The present: the LC kernels running (one per active request, as Orion reads it), their TPC
+  // need, and whether BE work runs.
+  OrionView view;
+  lc_kernels_.clear();
+  lc_running_.assign(tenants.size(), 0);
+  int need = 0;
+  for (const RunningDispatch& d : ctx.running()) {
+    const TenantId t = d.tenants.front();
+    if (!is_lc(ctx, t)) {
+      view.be_running = true;
+      continue;
+    }
+    need = std::max(need, need_of(ctx, *d.kernels.front()));
+    if (lc_running_[static_cast<size_t>(t.value)]) continue;
+    lc_running_[static_cast<size_t>(t.value)] = 1;
+    lc_kernels_.push_back(op_of(ctx, *d.kernels.front()).profile);
+  }
+  view.lc_active = !lc_kernels_.empty();
+  view.lc_kernels = lc_kernels_;
+  OrionRule rule{ctx.device().sm_count, std::numeric_limits<double>::infinity()};
+  for (const TenantView& tv : tenants) {
+    if (tv.info.cls != TenantClass::latency_critical) continue;
+    if (tv.left && !lc_running_[static_cast<size_t>(tv.id.value)]) continue;
+    view.lc_has_work = true;
+    const auto t = static_cast<size_t>(tv.id.value);
+    const Seconds request = t < lc_.size() ? lc_[t].seconds : 0;
+    if (request > 0) rule.max_be_seconds = std::min(rule.max_be_seconds, o_.dur_fraction * request);
+  }
+
+  // Tidal split for elastic BE: the LC side while LC work runs, every SM otherwise.
+  const int tpc_count = static_cast<int>(tpcs_.size());
+  TidalSplit split = tidal_split(tpcs_, view.lc_active ? round_lc_need(need, tpc_count, o_.steps, o_.be_reserve) : 0);
+  if (split.be.empty()) split.be = ctx.device().all_sms();
+  CONCORD_RETURN_IF_ERROR(resize_elastic(ctx, split.be));
+
+  // BE launches in turns, from the tenant after the last one launched.
+  const auto n = static_cast<int64_t>(tenants.size());
+  auto turn = [&](const ReadyLaunch& r) { return (r.tenant.value - last_be_tenant_ - 1 + 2 * n) % n; };
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&](const ReadyLaunch& a, const ReadyLaunch& b) { return turn(a) < turn(b); });
+  gate_.pass_sms = 0;
+  for (const ReadyLaunch& r : waiting_) {
+    Placement p = whole_gpu(ctx);
+    p.priority = kNormalStreamPriority;
+    if (elastic(ctx, *r.kernel)) {
+      // Elastic: persistent on the BE side, shrunk and grown with the split while it runs.
+      p.sms = split.be;
+      p.form = LaunchForm::persistent;
+      auto d = ctx.dispatch(r.id, p);
+      if (!d) return d.status();
+      elastic_[d->value] = ElasticFlight{*d, r.kernel, p.sms};
+      ++(view.lc_active ? be_elastic_beside_lc_ : be_alone_);
+    } else {
+      // Opaque: Orion's admission rule.
+      const OrionDecision decision = orion_admit(rule, gate_, view, op_of(ctx, *r.kernel));
+      if (decision.verdict != OrionVerdict::launch) {
+        if (held_.insert(r.id.value).second) ++be_opaque_held_;
+        continue;
+      }
+      auto d = ctx.dispatch(r.id, p);
+      if (!d) return d.status();
+      gate_ = decision.state;
+      ++(view.lc_active ? be_opaque_admitted_beside_lc_ : be_alone_);
+    }
+    held_.erase(r.id.value);
+    view.be_running = true;
+    last_be_tenant_ = r.tenant.value;
+  }
+  return Status::ok();
+}
+
+std::map<std::string, double> ConcordPolicy::stats() const {
+  return {{"concord.lc_launches", static_cast<double>(lc_launches_)},
+          {"concord.be_alone", static_cast<double>(be_alone_)},
+          {"concord.be_elastic_beside_lc", static_cast<double>(be_elastic_beside_lc_)},
+          {"concord.be_opaque_admitted_beside_lc", static_cast<double>(be_opaque_admitted_beside_lc_)},
+          {"concord.be_opaque_held", static_cast<double>(be_opaque_held_)},
+          {"concord.be_resizes", static_cast<double>(resizes_)}};
+}
+
+Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params) {
+  CONCORD_RETURN_IF_ERROR(only_params("concord", params, {"dur_fraction", "tolerance", "steps", "reserve"}));
+  ConcordOptions o;
+  auto fraction = double_param(params, "dur_fraction", o.dur_fraction);
+  if (!fraction) return fraction.status();
+  if (!(*fraction > 0)) {
+    return Status::invalid_argument("concord: parameter 'dur_fraction' must be above 0 (a share of the LC request's latency), not '" +
+                                    params.at("dur_fraction") + "'");
+  }
+  auto tolerance = double_param(params, "tolerance", o.tolerance);
+  if (!tolerance) return tolerance.status();
+  if (!(*tolerance >= 0 && *tolerance < 1)) {
+    return Status::invalid_argument("concord: parameter 'tolerance' must be in [0, 1) (a share of the minimum latency)");
+  }
+  auto steps = int_param(params, "steps", o.steps, 1);
+  if (!steps) return steps.status();
+  auto reserve = int_param(params, "reserve", o.be_reserve, 1);
+  if (!reserve) return reserve.status();
+  o.dur_fraction = *fraction;
+  o.tolerance = *tolerance;
+  o.steps = *steps;
+  o.be_reserve = *reserve;
+  return std::unique_ptr<Policy>(std::make_unique<ConcordPolicy>(o));
+}
+
+}  // namespace concord::policy

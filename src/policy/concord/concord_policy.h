@@ -1,0 +1,95 @@
+// concord: the project's own LC/BE policy, composed from the mechanisms the seed policies measured
+// best at (docs/policies.md, "concord"). No parameter is tuned per mix.
+//   - LC kernels launch at once, natively, on every SM, at high stream priority (Orion): an LC
+//     kernel confined to part of the GPU ran slower on Hopper than one beside BE work on all SMs.
+//   - Elastic BE kernels (the persistent form with in-place resize) run persistent and shrink while
+//     LC work is in flight to the TPCs the LC's kernels leave (SGDRC's tidal rule: the LC side is
+//     the TPCs its kernels need to reach their minimum latency, from the measured SM curve where a
+//     profile store is attached); they grow back to every SM when the LC's work ends.
+//   - Opaque BE kernels (no persistent form: library kernels, native launches) pass Orion's
+//     admission rule: while an LC request is active they launch only when their SM needs fit and
+//     their compute/memory profile differs from the LC kernel's, and once the BE work admitted
+//     since BE last drained exceeds a share of the LC request's alone latency, BE waits for BE to
+//     drain (mechanism/orion_gate.h).
+// Not composed (stated in docs/policies.md): fusion with the LC kernel (Aker's rule) and a TLP
+// search among BE tenants (PBS): on the H200 neither fused kernels at full occupancy nor TLP
+// moved throughput enough to pay for themselves (docs/results.md).
+//
+// Every choice is counted (stats(): concord.*).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "concord/policy.h"
+#include "mechanism/orion_gate.h"
+#include "mechanism/tidal.h"
+
+namespace concord::policy {
+
+struct ConcordOptions {
+  double dur_fraction = 0.025;  // Orion's DUR_THRESHOLD over the LC request's alone latency (opaque BE)
+  double tolerance = 0.03;      // an LC kernel's TPC need: the fewest TPCs within this of its minimum latency
+  int steps = 8;                // LC sides are rounded up to one of this many sizes
+  int be_reserve = 1;           // TPCs always left to elastic BE kernels
+};
+
+class ConcordPolicy final : public Policy {
+ public:
+  explicit ConcordPolicy(ConcordOptions options) : o_(options) {}
+  std::string name() const override { return "concord"; }
+  Status on_start(SchedContext& ctx) override;
+  Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
+  Status on_complete(SchedContext& ctx, const Completion& completion) override;
+  std::map<std::string, double> stats() const override;
+
+ protected:
+  Status schedule(SchedContext& ctx) override;
+
+ private:
+  // An elastic BE kernel in flight, resized with the split.
+  struct ElasticFlight {
+    DispatchId id;
+    const KernelSpec* kernel = nullptr;
+    SmSet sms;
+  };
+  bool is_lc(const SchedContext& ctx, TenantId t) const;
+  bool elastic(const SchedContext& ctx, const KernelSpec& kernel) const;
+  const OrionOp& op_of(const SchedContext& ctx, const KernelSpec& kernel);
+  int need_of(const SchedContext& ctx, const KernelSpec& kernel);
+  void note_lc_kernel(const SchedContext& ctx, TenantId tenant, const KernelSpec& kernel, int64_t request, bool last);
+  Status resize_elastic(SchedContext& ctx, const SmSet& be_side);
+
+  ConcordOptions o_;
+  std::vector<SmSet> tpcs_;
+  std::unordered_map<const KernelSpec*, OrionOp> ops_;
+  std::unordered_map<const KernelSpec*, int> needs_;
+  // Each LC tenant's request latency alone (Orion's estimate: the sum of its kernels' durations).
+  struct LcRequest {
+    Seconds seconds = 0;
+    bool whole = false;
+    int64_t current = -1;
+    Seconds current_seconds = 0;
+  };
+  std::vector<LcRequest> lc_;
+  OrionBeState gate_;
+  std::map<int64_t, ElasticFlight> elastic_;  // by dispatch id
+  std::unordered_set<int64_t> held_;          // opaque BE launches held at least once (counted once)
+  int64_t last_be_tenant_ = -1;
+  // Counters (stats()).
+  int64_t lc_launches_ = 0, be_alone_ = 0, be_elastic_beside_lc_ = 0, be_opaque_admitted_beside_lc_ = 0;
+  int64_t be_opaque_held_ = 0, resizes_ = 0;
+  // Reused between decisions.
+  std::vector<ReadyLaunch> waiting_;
+  std::vector<OrionProfile> lc_kernels_;
+  std::vector<char> lc_running_;
+};
+
+Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params);
+
+}  // namespace concord::policy
