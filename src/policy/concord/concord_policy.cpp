@@ -38,7 +38,7 @@ Status ConcordPolicy::on_start(SchedContext& ctx) {
   held_.clear();
   gate_ = {};
   last_be_tenant_ = -1;
-  lc_launches_ = be_alone_ = be_elastic_beside_lc_ = be_opaque_admitted_beside_lc_ = be_opaque_held_ = resizes_ = 0;
+  lc_launches_ = be_alone_ = be_elastic_beside_lc_ = be_opaque_admitted_beside_lc_ = be_opaque_held_ = be_elastic_held_ = resizes_ = 0;
   return Status::ok();
 }
 
@@ -75,16 +75,23 @@ Status ConcordPolicy::on_complete(SchedContext& ctx, const Completion& completio
   return schedule(ctx);
 }
 
-Status ConcordPolicy::resize_elastic(SchedContext& ctx, const SmSet& be_side) {
+Status ConcordPolicy::resize_elastic(SchedContext& ctx, const SmSet& be_side, int tlp) {
   const auto running = ctx.running();
   for (auto& [id, flight] : elastic_) {
-    if (flight.sms == be_side) continue;
+    const bool tlp_changes = flight.tlp != tlp && ctx.capabilities(*flight.kernel).tlp;
+    if (flight.sms == be_side && !tlp_changes) continue;
     // A dispatch may have ended before its completion reached on_complete: ask nothing of it.
     const bool alive = std::any_of(running.begin(), running.end(), [&](const RunningDispatch& r) { return r.id == flight.id; });
     if (!alive) continue;
-    CONCORD_RETURN_IF_ERROR(ctx.resize(flight.id, be_side));
-    flight.sms = be_side;
-    ++resizes_;
+    if (flight.sms != be_side) {
+      CONCORD_RETURN_IF_ERROR(ctx.resize(flight.id, be_side));
+      flight.sms = be_side;
+      ++resizes_;
+    }
+    if (tlp_changes) {
+      CONCORD_RETURN_IF_ERROR(ctx.set_tlp(flight.id, tlp));
+      flight.tlp = tlp;
+    }
   }
   return Status::ok();
 }
@@ -127,6 +134,21 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   }
   view.lc_active = !lc_kernels_.empty();
   view.lc_kernels = lc_kernels_;
+  // The LC side covers what each LC tenant has submitted behind its running kernel too (SGDRC's
+  // sliding window): a request's kernels follow one another, and a side sized for the running
+  // one alone would shrink the BE again at each of the next (each shrink waits for the BE's
+  // blocks on the SMs it leaves), and let it grow back in the gaps between them.
+  bool lc_queued = false;
+  for (const TenantView& tv : tenants) {
+    if (tv.info.cls != TenantClass::latency_critical) continue;
+    int k = 0;
+    for (const QueuedLaunch& q : ctx.queued(tv.id)) {
+      if (k++ >= o_.window) break;
+      need = std::max(need, need_of(ctx, *q.kernel));
+      lc_queued = true;
+    }
+  }
+  const bool lc_work = view.lc_active || lc_queued;
   OrionRule rule{ctx.device().sm_count, std::numeric_limits<double>::infinity()};
   for (const TenantView& tv : tenants) {
     if (tv.info.cls != TenantClass::latency_critical) continue;
@@ -139,9 +161,10 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
 
   // Tidal split for elastic BE: the LC side while LC work runs, every SM otherwise.
   const int tpc_count = static_cast<int>(tpcs_.size());
-  TidalSplit split = tidal_split(tpcs_, view.lc_active ? round_lc_need(need, tpc_count, o_.steps, o_.be_reserve) : 0);
+  TidalSplit split = tidal_split(tpcs_, lc_work ? round_lc_need(need, tpc_count, o_.steps, o_.be_reserve) : 0);
   if (split.be.empty()) split.be = ctx.device().all_sms();
-  CONCORD_RETURN_IF_ERROR(resize_elastic(ctx, split.be));
+  const int be_tlp = lc_work ? o_.be_tlp : 0;
+  CONCORD_RETURN_IF_ERROR(resize_elastic(ctx, split.be, be_tlp));
 
   // BE launches in turns, from the tenant after the last one launched.
   const auto n = static_cast<int64_t>(tenants.size());
@@ -152,13 +175,28 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     Placement p = whole_gpu(ctx);
     p.priority = kNormalStreamPriority;
     if (elastic(ctx, *r.kernel)) {
-      // Elastic: persistent on the BE side, shrunk and grown with the split while it runs.
+      // Elastic: persistent on the BE side, shrunk and grown with the split while it runs. Beside
+      // LC work it still passes Orion's profile and duration rules (not its SM count: it shrinks
+      // instead): a BE kernel on the other TPCs still shares DRAM bandwidth and L2 with the LC's,
+      // so a memory-bound one beside a memory-bound LC kernel slows it whatever its SMs.
+      OrionDecision decision;
+      if (o_.elastic_gate) {
+        OrionRule shrunk = rule;
+        shrunk.sm_threshold = std::numeric_limits<int64_t>::max();
+        decision = orion_admit(shrunk, gate_, view, op_of(ctx, *r.kernel));
+        if (decision.verdict != OrionVerdict::launch) {
+          if (held_.insert(r.id.value).second) ++be_elastic_held_;
+          continue;
+        }
+        gate_ = decision.state;
+      }
       p.sms = split.be;
       p.form = LaunchForm::persistent;
+      if (ctx.capabilities(*r.kernel).tlp) p.tlp = be_tlp;
       auto d = ctx.dispatch(r.id, p);
       if (!d) return d.status();
-      elastic_[d->value] = ElasticFlight{*d, r.kernel, p.sms};
-      ++(view.lc_active ? be_elastic_beside_lc_ : be_alone_);
+      elastic_[d->value] = ElasticFlight{*d, r.kernel, p.sms, p.tlp};
+      ++(lc_work ? be_elastic_beside_lc_ : be_alone_);
     } else {
       // Opaque: Orion's admission rule.
       const OrionDecision decision = orion_admit(rule, gate_, view, op_of(ctx, *r.kernel));
@@ -184,11 +222,12 @@ std::map<std::string, double> ConcordPolicy::stats() const {
           {"concord.be_elastic_beside_lc", static_cast<double>(be_elastic_beside_lc_)},
           {"concord.be_opaque_admitted_beside_lc", static_cast<double>(be_opaque_admitted_beside_lc_)},
           {"concord.be_opaque_held", static_cast<double>(be_opaque_held_)},
+          {"concord.be_elastic_held", static_cast<double>(be_elastic_held_)},
           {"concord.be_resizes", static_cast<double>(resizes_)}};
 }
 
 Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("concord", params, {"dur_fraction", "tolerance", "steps", "reserve"}));
+  CONCORD_RETURN_IF_ERROR(only_params("concord", params, {"dur_fraction", "tolerance", "steps", "reserve", "window", "be_tlp", "elastic_gate"}));
   ConcordOptions o;
   auto fraction = double_param(params, "dur_fraction", o.dur_fraction);
   if (!fraction) return fraction.status();
@@ -201,6 +240,15 @@ Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params) {
   if (!(*tolerance >= 0 && *tolerance < 1)) {
     return Status::invalid_argument("concord: parameter 'tolerance' must be in [0, 1) (a share of the minimum latency)");
   }
+  auto gate = bool_param(params, "elastic_gate", o.elastic_gate);
+  if (!gate) return gate.status();
+  o.elastic_gate = *gate;
+  auto be_tlp = int_param(params, "be_tlp", o.be_tlp, 0);
+  if (!be_tlp) return be_tlp.status();
+  o.be_tlp = *be_tlp;
+  auto window = int_param(params, "window", o.window, 0);
+  if (!window) return window.status();
+  o.window = *window;
   auto steps = int_param(params, "steps", o.steps, 1);
   if (!steps) return steps.status();
   auto reserve = int_param(params, "reserve", o.be_reserve, 1);
