@@ -82,4 +82,29 @@ OrionDecision orion_admit(const OrionRule& rule, const OrionBeState& state, cons
   return out;
 }
 
+OrionLcLatency::Request& OrionLcLatency::of(TenantId tenant) {
+  const auto t = static_cast<size_t>(tenant.value);
+  if (by_tenant_.size() <= t) by_tenant_.resize(t + 1);
+  return by_tenant_[t];
+}
+
+void OrionLcLatency::hinted(TenantId tenant, Seconds seconds) { of(tenant) = Request{seconds, true, true, -1, 0}; }
+
+void OrionLcLatency::launched(TenantId tenant, Seconds seconds, int64_t request, bool last) {
+  Request& r = of(tenant);
+  if (r.hinted) return;
+  if (request != r.current) {
+    r.current = request;
+    r.current_seconds = 0;
+  }
+  r.current_seconds += seconds;
+  if (last) r.whole = true;
+  if (last || !r.whole) r.seconds = r.current_seconds;
+}
+
+Seconds OrionLcLatency::seconds(TenantId tenant) const {
+  const auto t = static_cast<size_t>(tenant.value);
+  return t < by_tenant_.size() ? by_tenant_[t].seconds : 0;
+}
+
 }  // namespace concord::policy

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "concord/device.h"
 #include "concord/estimator.h"
@@ -83,5 +84,29 @@ struct OrionDecision {
 // the BE durations admitted since the gate last opened exceed max_be_seconds while an LC tenant
 // still has work, the next BE kernel waits until no BE kernel runs, and the count starts again.
 OrionDecision orion_admit(const OrionRule& rule, const OrionBeState& state, const OrionView& view, const OrionOp& be);
+
+// Each LC tenant's request latency alone, as Orion reads it for DUR_THRESHOLD: from the tenant's
+// hint (the sum of its request's kernels' durations) when it gave one, else from the kernels of
+// the last whole request it launched (until one has ended, those of its first request so far).
+class OrionLcLatency {
+ public:
+  // The tenant's hint: its whole request takes `seconds` alone; launches no longer change it.
+  void hinted(TenantId tenant, Seconds seconds);
+  // One of the tenant's LC kernels launched: `seconds` alone, of request `request`, its last one or not.
+  void launched(TenantId tenant, Seconds seconds, int64_t request, bool last);
+  // The tenant's request latency alone; 0 while not known.
+  Seconds seconds(TenantId tenant) const;
+
+ private:
+  struct Request {
+    Seconds seconds = 0;
+    bool hinted = false;
+    bool whole = false;    // a whole request has been summed
+    int64_t current = -1;  // the request being summed
+    Seconds current_seconds = 0;
+  };
+  Request& of(TenantId tenant);
+  std::vector<Request> by_tenant_;
+};
 
 }  // namespace concord::policy

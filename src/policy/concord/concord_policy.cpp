@@ -43,8 +43,6 @@ Status ConcordPolicy::on_start(SchedContext& ctx) {
 }
 
 Status ConcordPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
-  const auto t = static_cast<size_t>(tenant.value);
-  if (lc_.size() <= t) lc_.resize(t + 1);
   const TenantView& view = ctx.tenant(tenant);
   if (view.info.cls != TenantClass::latency_critical || !view.hints) return Status::ok();
   Seconds sum = 0;
@@ -52,22 +50,8 @@ Status ConcordPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
     sum += static_cast<double>(s.count) * op_of(ctx, *s.kernel).seconds;
     need_of(ctx, *s.kernel);
   }
-  lc_[t] = LcRequest{sum, true, -1, 0};
+  lc_.hinted(tenant, sum);
   return Status::ok();
-}
-
-void ConcordPolicy::note_lc_kernel(const SchedContext& ctx, TenantId tenant, const KernelSpec& kernel, int64_t request, bool last) {
-  const auto t = static_cast<size_t>(tenant.value);
-  if (lc_.size() <= t) lc_.resize(t + 1);
-  LcRequest& lc = lc_[t];
-  if (ctx.tenant(tenant).hints) return;  // the hint gave the whole request
-  if (request != lc.current) {
-    lc.current = request;
-    lc.current_seconds = 0;
-  }
-  lc.current_seconds += op_of(ctx, kernel).seconds;
-  if (last) lc.whole = true;
-  if (last || !lc.whole) lc.seconds = lc.current_seconds;
 }
 
 Status ConcordPolicy::on_complete(SchedContext& ctx, const Completion& completion) {
@@ -106,7 +90,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   // LC kernels launch at once, on every SM, at high priority.
   for (const ReadyLaunch& r : waiting_) {
     if (!is_lc(ctx, r.tenant)) continue;
-    note_lc_kernel(ctx, r.tenant, *r.kernel, r.request, r.last_of_request);
+    lc_.launched(r.tenant, op_of(ctx, *r.kernel).seconds, r.request, r.last_of_request);
     Placement p = whole_gpu(ctx);
     p.priority = kHighStreamPriority;
     auto d = ctx.dispatch(r.id, p);
@@ -154,8 +138,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     if (tv.info.cls != TenantClass::latency_critical) continue;
     if (tv.left && !lc_running_[static_cast<size_t>(tv.id.value)]) continue;
     view.lc_has_work = true;
-    const auto t = static_cast<size_t>(tv.id.value);
-    const Seconds request = t < lc_.size() ? lc_[t].seconds : 0;
+    const Seconds request = lc_.seconds(tv.id);
     if (request > 0) rule.max_be_seconds = std::min(rule.max_be_seconds, o_.dur_fraction * request);
   }
 

@@ -70,21 +70,13 @@ class ConcordPolicy final : public Policy {
   bool elastic(const SchedContext& ctx, const KernelSpec& kernel) const;
   const OrionOp& op_of(const SchedContext& ctx, const KernelSpec& kernel);
   int need_of(const SchedContext& ctx, const KernelSpec& kernel);
-  void note_lc_kernel(const SchedContext& ctx, TenantId tenant, const KernelSpec& kernel, int64_t request, bool last);
   Status resize_elastic(SchedContext& ctx, const SmSet& be_side, int tlp);
 
   ConcordOptions o_;
   std::vector<SmSet> tpcs_;
   std::unordered_map<const KernelSpec*, OrionOp> ops_;
   std::unordered_map<const KernelSpec*, int> needs_;
-  // Each LC tenant's request latency alone (Orion's estimate: the sum of its kernels' durations).
-  struct LcRequest {
-    Seconds seconds = 0;
-    bool whole = false;
-    int64_t current = -1;
-    Seconds current_seconds = 0;
-  };
-  std::vector<LcRequest> lc_;
+  OrionLcLatency lc_;  // each LC tenant's request latency alone (DUR_THRESHOLD)
   OrionBeState gate_;
   std::map<int64_t, ElasticFlight> elastic_;  // by dispatch id
   std::unordered_set<int64_t> held_;          // opaque BE launches held at least once (counted once)

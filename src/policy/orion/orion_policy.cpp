@@ -21,35 +21,21 @@ const OrionOp& OrionPolicy::op_of(const SchedContext& ctx, const KernelSpec& ker
 }
 
 Status OrionPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
-  const auto t = static_cast<size_t>(tenant.value);
-  if (lc_.size() <= t) lc_.resize(t + 1);
   const TenantView& view = ctx.tenant(tenant);
   if (view.info.cls != TenantClass::latency_critical || !view.hints) return Status::ok();
   Seconds sum = 0;
   for (const TenantHints::Step& s : view.hints->request) sum += static_cast<double>(s.count) * op_of(ctx, *s.kernel).seconds;
-  lc_[t] = LcRequest{sum, true, true, -1, 0};
+  lc_.hinted(tenant, sum);
   return Status::ok();
 }
 
-void OrionPolicy::note_lc_launch(const SchedContext& ctx, TenantId tenant, const KernelSpec& kernel, int64_t request, bool last) {
-  LcRequest& lc = lc_[static_cast<size_t>(tenant.value)];
-  if (lc.hinted) return;
-  if (request != lc.current) {
-    lc.current = request;
-    lc.current_seconds = 0;
-  }
-  lc.current_seconds += op_of(ctx, kernel).seconds;
-  if (last) lc.whole = true;
-  if (last || !lc.whole) lc.seconds = lc.current_seconds;
-}
-
 Status OrionPolicy::launch_lc(SchedContext& ctx, const ReadyLaunch& r) {
-  note_lc_launch(ctx, r.tenant, *r.kernel, r.request, r.last_of_request);
+  lc_.launched(r.tenant, op_of(ctx, *r.kernel).seconds, r.request, r.last_of_request);
   if (options_.ahead && !r.last_of_request) {
     // What dispatch_with_request queues behind it: the rest of the request as submitted.
     for (const QueuedLaunch& q : ctx.queued(r.tenant)) {
       if (q.request != r.request) break;
-      note_lc_launch(ctx, r.tenant, *q.kernel, q.request, q.last_of_request);
+      lc_.launched(r.tenant, op_of(ctx, *q.kernel).seconds, q.request, q.last_of_request);
       if (q.last_of_request) break;
     }
   }
@@ -91,7 +77,7 @@ Status OrionPolicy::schedule(SchedContext& ctx) {
     if (tv.info.cls != TenantClass::latency_critical) continue;
     if (tv.left && !lc_running_[static_cast<size_t>(tv.id.value)]) continue;
     view.lc_has_work = true;
-    const Seconds request = lc_[static_cast<size_t>(tv.id.value)].seconds;
+    const Seconds request = lc_.seconds(tv.id);
     if (request > 0) rule.max_be_seconds = std::min(rule.max_be_seconds, options_.dur_fraction * request);
   }
   // BE kernels in turns, from the tenant after the last one launched; each pass counts SMs anew.

@@ -33,23 +33,13 @@ class OrionPolicy final : public Policy {
   Status schedule(SchedContext& ctx) override;
 
  private:
-  // An LC tenant's request latency alone: from its hint, else from the kernels of the last whole
-  // request it launched (until one has ended, those of its first request launched so far).
-  struct LcRequest {
-    Seconds seconds = 0;  // 0: not known yet
-    bool hinted = false;
-    bool whole = false;
-    int64_t current = -1;  // the request being summed
-    Seconds current_seconds = 0;
-  };
   const OrionOp& op_of(const SchedContext& ctx, const KernelSpec& kernel);
-  void note_lc_launch(const SchedContext& ctx, TenantId tenant, const KernelSpec& kernel, int64_t request, bool last);
   Status launch_lc(SchedContext& ctx, const ReadyLaunch& r);
 
   OrionOptions options_;
   int64_t sm_threshold_ = 0;
   std::unordered_map<const KernelSpec*, OrionOp> ops_;  // the estimator's answer does not change
-  std::vector<LcRequest> lc_;                           // by tenant
+  OrionLcLatency lc_;
   OrionBeState be_;
   int64_t last_be_tenant_ = -1;  // BE tenants take turns from the one after it
   // Reused between decisions.
