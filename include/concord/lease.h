@@ -118,7 +118,7 @@ class LeasePolicyRegistry {
   std::vector<std::pair<std::string, LeasePolicyFactory>> entries_;
 };
 
-// The lease forms of the built-in policies (streams, priority-streams, orion, sgdrc).
+// The lease forms of the built-in policies (streams, priority-streams, orion, sgdrc, concord).
 const LeasePolicyRegistry& builtin_lease_policies();
 
 }  // namespace concord

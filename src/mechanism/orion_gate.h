@@ -87,7 +87,8 @@ OrionDecision orion_admit(const OrionRule& rule, const OrionBeState& state, cons
 
 // Each LC tenant's request latency alone, as Orion reads it for DUR_THRESHOLD: from the tenant's
 // hint (the sum of its request's kernels' durations) when it gave one, else from the kernels of
-// the last whole request it launched (until one has ended, those of its first request so far).
+// the last whole request it launched (until it has launched one whole, those of its first request
+// so far).
 class OrionLcLatency {
  public:
   // The tenant's hint: its whole request takes `seconds` alone; launches no longer change it.

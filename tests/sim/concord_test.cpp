@@ -75,13 +75,14 @@ TEST(ConcordScenario, OpaqueBePassesOrionsGate) {
   EXPECT_EQ(stats.at("concord.be_elastic_beside_lc"), 0);
   EXPECT_EQ(stats.at("concord.be_resizes"), 0);
   EXPECT_GT(stats.at("concord.be_opaque_held"), 0);
+  EXPECT_GT(stats.at("concord.be_alone") + stats.at("concord.be_opaque_admitted_beside_lc"), 0);
   // The same rule as orion's on the same launches: the same tail within the simulator's noise.
   EXPECT_LT(c.p99, 1.1 * o.p99);
 }
 
 TEST(ConcordParams, BadValuesAreRefusedByName) {
   for (const auto& [name, value] : std::map<std::string, std::string>{
-           {"dur_fraction", "0"}, {"tolerance", "1"}, {"steps", "0"}, {"reserve", "0"}, {"window", "-1"}, {"ahead", "1"}}) {
+           {"dur_fraction", "0"}, {"tolerance", "1"}, {"steps", "0"}, {"reserve", "0"}, {"window", "-1"}, {"be_tlp", "-1"}, {"elastic_gate", "maybe"}, {"ahead", "1"}}) {
     auto p = builtin_policies().make("concord", {{name, value}});
     ASSERT_FALSE(p.is_ok()) << name << "=" << value;
     EXPECT_NE(p.status().message().find(name), std::string::npos) << p.status().to_string();

@@ -8,8 +8,10 @@
 //     left 1.2-1.8x.
 //   - beside a launch-bound LC tenant (an eager service) BE launches go on, confined while its
 //     work is in flight to `room_share` of the SMs (room): there the gate stays open (the
-//     service leaves the GPU idle between kernels) and unconfined BE work gave the service 2-10x
-//     its alone p99, where 100 of 132 SMs gave 0.3-1.9x at the same BE rate.
+//     service leaves the GPU idle between kernels). On bench/apps (H200, bundle 8f01583) BE
+//     confined to 100 of 132 SMs gave the eager services 0.30-1.85x their alone p99 where
+//     unconfined BE gave 0.82-9.56x, at BE rates 0.76-1.04 against 0.84-0.91 of alone. The
+//     default, 0.75 of the SMs, is 99 of an H100's or H200's 132.
 // With both kinds present the gate (for the GPU-bound ones) is the lease's one yield rule.
 #pragma once
 

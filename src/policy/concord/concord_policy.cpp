@@ -25,15 +25,15 @@ const OrionOp& ConcordPolicy::op_of(const SchedContext& ctx, const KernelSpec& k
 int ConcordPolicy::need_of(const SchedContext& ctx, const KernelSpec& kernel) {
   auto it = needs_.find(&kernel);
   if (it == needs_.end()) {
+    if (tpcs_.empty()) tpcs_ = tpcs_in_order(ctx.device());
     it = needs_.emplace(&kernel, kernel_min_tpcs(ctx.estimator(), kernel, kernel.default_variant, tpcs_, o_.tolerance)).first;
   }
   return it->second;
 }
 
 Status ConcordPolicy::on_start(SchedContext& ctx) {
-  tpcs_ = tpcs_in_order(ctx.device());
-  ops_.clear();
-  needs_.clear();
+  // The needs of hinted LC kernels, worked out when their tenants joined, stay.
+  if (tpcs_.empty()) tpcs_ = tpcs_in_order(ctx.device());
   elastic_.clear();
   held_.clear();
   gate_ = {};
@@ -118,8 +118,8 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   }
   view.lc_active = !lc_kernels_.empty();
   view.lc_kernels = lc_kernels_;
-  // The LC side covers what each LC tenant has submitted behind its running kernel too (SGDRC's
-  // sliding window): a request's kernels follow one another, and a side sized for the running
+  // The LC side covers what each LC tenant has submitted behind its running kernel too (up to
+  // `window` launches per tenant; SGDRC's window counts them across tenants): a request's kernels follow one another, and a side sized for the running
   // one alone would shrink the BE again at each of the next (each shrink waits for the BE's
   // blocks on the SMs it leaves), and let it grow back in the gaps between them.
   bool lc_queued = false;
@@ -171,7 +171,10 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
           if (held_.insert(r.id.value).second) ++be_elastic_held_;
           continue;
         }
+        // Confined to the BE side, it takes none of the SMs the gate counts for opaque launches.
+        const int64_t pass_sms = gate_.pass_sms;
         gate_ = decision.state;
+        gate_.pass_sms = pass_sms;
       }
       p.sms = split.be;
       p.form = LaunchForm::persistent;
@@ -190,7 +193,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
       auto d = ctx.dispatch(r.id, p);
       if (!d) return d.status();
       gate_ = decision.state;
-      ++(view.lc_active ? be_opaque_admitted_beside_lc_ : be_alone_);
+      ++(lc_work ? be_opaque_admitted_beside_lc_ : be_alone_);
     }
     held_.erase(r.id.value);
     view.be_running = true;
