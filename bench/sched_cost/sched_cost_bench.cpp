@@ -19,7 +19,10 @@ namespace {
 
 using namespace concord;
 
-Workload mix(int tenants) {
+// `with_lc`: every fourth tenant (the first among them) is latency-critical, its requests arriving
+// at random (Poisson, 2,000 per second) with a 2 ms target, so that an LC/BE policy's LC path (its
+// gate, its tidal split, its request estimates) is in the cost too.
+Workload mix(int tenants, bool with_lc = false) {
   static const char* kernels[] = {"hotspot", "vector_add", "matmul", "srad", "cfd_flux", "gaussian",
                                   "hotspot3d", "kmeans", "bfs", "fft_stage", "pathfinder", "backprop"};
   Workload w;
@@ -32,13 +35,19 @@ Workload mix(int tenants) {
     auto k = make_suite_kernel(name, 1024);
     t.steps.push_back(KernelStep{*k, 4});
     t.requests = 25;
+    if (with_lc && i % 4 == 0) {
+      t.cls = TenantClass::latency_critical;
+      t.latency_target = 2e-3;
+      t.arrival.kind = ArrivalProcess::Kind::poisson;
+      t.arrival.rate_per_s = 2000;
+    }
     w.tenants.push_back(t);
   }
   return w;
 }
 
-void BM_DecisionCost(benchmark::State& state, const std::string& policy_name) {
-  const Workload w = mix(static_cast<int>(state.range(0)));
+void BM_DecisionCost(benchmark::State& state, const std::string& policy_name, bool with_lc) {
+  const Workload w = mix(static_cast<int>(state.range(0)), with_lc);
   double policy_seconds = 0;
   double backend_seconds = 0;
   int64_t dispatches = 0;
@@ -88,16 +97,20 @@ int run_once(const std::string& policy_name, int tenants) {
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--once") return run_once(argv[2], std::atoi(argv[3]));
-  for (const auto& entry : builtin_policies().list()) {
-    benchmark::RegisterBenchmark(("decision/" + entry.name).c_str(), BM_DecisionCost, entry.name)
-        ->Arg(4)
-        ->Arg(8)
-        ->Arg(16)
-        ->UseManualTime()
-        ->Unit(benchmark::kNanosecond)
-        ->Iterations(20)
-        ->Repetitions(3)
-        ->ReportAggregatesOnly(true);
+  // decision/POLICY: BE tenants only; decision-lc/POLICY: one tenant in four latency-critical.
+  for (const bool with_lc : {false, true}) {
+    for (const auto& entry : builtin_policies().list()) {
+      benchmark::RegisterBenchmark(((with_lc ? "decision-lc/" : "decision/") + entry.name).c_str(), BM_DecisionCost, entry.name,
+                                   with_lc)
+          ->Arg(4)
+          ->Arg(8)
+          ->Arg(16)
+          ->UseManualTime()
+          ->Unit(benchmark::kNanosecond)
+          ->Iterations(20)
+          ->Repetitions(3)
+          ->ReportAggregatesOnly(true);
+    }
   }
   // Google Benchmark's context (in its JSON output, --benchmark_out) carries the build and the
   // simulated device, as every results file does.
