@@ -99,29 +99,20 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   }
   std::erase_if(waiting_, [&](const ReadyLaunch& r) { return is_lc(ctx, r.tenant); });
 
-  // The present: the LC kernels running (one per active request, as Orion reads it), their TPC
-  // need, and whether BE work runs.
-  OrionView view;
-  lc_kernels_.clear();
-  lc_running_.assign(tenants.size(), 0);
+  // The present as Orion's rule reads it, and the TPC need of the LC kernels running.
+  OrionPresent present = present_.read(ctx, ctx.device().sm_count, o_.dur_fraction, lc_,
+                                       [&](const KernelSpec& k) -> const OrionOp& { return op_of(ctx, k); });
+  OrionView& view = present.view;
+  const OrionRule& rule = present.rule;
   int need = 0;
   for (const RunningDispatch& d : ctx.running()) {
-    const TenantId t = d.tenants.front();
-    if (!is_lc(ctx, t)) {
-      view.be_running = true;
-      continue;
-    }
-    need = std::max(need, need_of(ctx, *d.kernels.front()));
-    if (lc_running_[static_cast<size_t>(t.value)]) continue;
-    lc_running_[static_cast<size_t>(t.value)] = 1;
-    lc_kernels_.push_back(op_of(ctx, *d.kernels.front()).profile);
+    if (is_lc(ctx, d.tenants.front())) need = std::max(need, need_of(ctx, *d.kernels.front()));
   }
-  view.lc_active = !lc_kernels_.empty();
-  view.lc_kernels = lc_kernels_;
   // The LC side covers what each LC tenant has submitted behind its running kernel too (up to
-  // `window` launches per tenant; SGDRC's window counts them across tenants): a request's kernels follow one another, and a side sized for the running
-  // one alone would shrink the BE again at each of the next (each shrink waits for the BE's
-  // blocks on the SMs it leaves), and let it grow back in the gaps between them.
+  // `window` launches per tenant; SGDRC's window counts them across tenants): a request's
+  // kernels follow one another, and a side sized for the running one alone would shrink the BE
+  // again at each of the next (each shrink waits for the BE's blocks on the SMs it leaves), and
+  // let it grow back in the gaps between them.
   bool lc_queued = false;
   for (const TenantView& tv : tenants) {
     if (tv.info.cls != TenantClass::latency_critical) continue;
@@ -133,14 +124,6 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     }
   }
   const bool lc_work = view.lc_active || lc_queued;
-  OrionRule rule{ctx.device().sm_count, std::numeric_limits<double>::infinity()};
-  for (const TenantView& tv : tenants) {
-    if (tv.info.cls != TenantClass::latency_critical) continue;
-    if (tv.left && !lc_running_[static_cast<size_t>(tv.id.value)]) continue;
-    view.lc_has_work = true;
-    const Seconds request = lc_.seconds(tv.id);
-    if (request > 0) rule.max_be_seconds = std::min(rule.max_be_seconds, o_.dur_fraction * request);
-  }
 
   // Tidal split for elastic BE: the LC side while LC work runs, every SM otherwise.
   const int tpc_count = static_cast<int>(tpcs_.size());

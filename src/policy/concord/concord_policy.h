@@ -32,6 +32,7 @@
 
 #include "concord/policy.h"
 #include "mechanism/orion_gate.h"
+#include "mechanism/orion_present.h"
 #include "mechanism/tidal.h"
 
 namespace concord::policy {
@@ -86,8 +87,7 @@ class ConcordPolicy final : public Policy {
   int64_t be_opaque_held_ = 0, be_elastic_held_ = 0, resizes_ = 0;
   // Reused between decisions.
   std::vector<ReadyLaunch> waiting_;
-  std::vector<OrionProfile> lc_kernels_;
-  std::vector<char> lc_running_;
+  OrionPresentReader present_;
 };
 
 Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params);

@@ -1,7 +1,6 @@
 #include "policy/orion/orion_policy.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "mechanism/params.h"
 #include "policy/priority_streams/priority_streams_policy.h"
@@ -55,31 +54,11 @@ Status OrionPolicy::schedule(SchedContext& ctx) {
   for (const ReadyLaunch& r : waiting_) {
     if (is_lc(r.tenant)) CONCORD_RETURN_IF_ERROR(launch_lc(ctx, r));
   }
-  // The present: which LC requests are active and what each runs (its oldest dispatch not ended),
-  // and whether any BE kernel runs.
-  OrionView view;
-  lc_kernels_.clear();
-  lc_running_.assign(tenants.size(), 0);
-  for (const RunningDispatch& d : ctx.running()) {
-    const TenantId t = d.tenants.front();
-    if (!is_lc(t)) {
-      view.be_running = true;
-      continue;
-    }
-    if (lc_running_[static_cast<size_t>(t.value)]) continue;
-    lc_running_[static_cast<size_t>(t.value)] = 1;
-    lc_kernels_.push_back(op_of(ctx, *d.kernels.front()).profile);
-  }
-  view.lc_active = !lc_kernels_.empty();
-  view.lc_kernels = lc_kernels_;
-  OrionRule rule{sm_threshold_, std::numeric_limits<double>::infinity()};
-  for (const TenantView& tv : tenants) {
-    if (tv.info.cls != TenantClass::latency_critical) continue;
-    if (tv.left && !lc_running_[static_cast<size_t>(tv.id.value)]) continue;
-    view.lc_has_work = true;
-    const Seconds request = lc_.seconds(tv.id);
-    if (request > 0) rule.max_be_seconds = std::min(rule.max_be_seconds, options_.dur_fraction * request);
-  }
+  // The present: which LC requests are active and what each runs, and whether any BE kernel runs.
+  OrionPresent present = present_.read(ctx, sm_threshold_, options_.dur_fraction, lc_,
+                                       [&](const KernelSpec& k) -> const OrionOp& { return op_of(ctx, k); });
+  OrionView& view = present.view;
+  const OrionRule& rule = present.rule;
   // BE kernels in turns, from the tenant after the last one launched; each pass counts SMs anew.
   const auto n = static_cast<int64_t>(tenants.size());
   auto turn = [&](const ReadyLaunch& r) { return (r.tenant.value - last_be_tenant_ - 1 + 2 * n) % n; };

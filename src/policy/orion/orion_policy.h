@@ -13,6 +13,7 @@
 
 #include "concord/policy.h"
 #include "mechanism/orion_gate.h"
+#include "mechanism/orion_present.h"
 
 namespace concord::policy {
 
@@ -44,8 +45,7 @@ class OrionPolicy final : public Policy {
   int64_t last_be_tenant_ = -1;  // BE tenants take turns from the one after it
   // Reused between decisions.
   std::vector<ReadyLaunch> waiting_;
-  std::vector<OrionProfile> lc_kernels_;
-  std::vector<char> lc_running_;
+  OrionPresentReader present_;
 };
 
 Result<std::unique_ptr<Policy>> make_orion(const PolicyParams& params);
