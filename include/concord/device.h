@@ -15,6 +15,10 @@ struct SmLimits {
   int max_shared_bytes = 233472;  // 228 KiB per SM on Hopper
   int max_blocks = 32;
   int register_alloc_unit = 256;  // registers are allocated per warp in units of this many
+  // The register file is split evenly among this many sub-partitions (4 since Volta); a warp's
+  // registers come from one of them, so an SM holds max_registers / sub_partitions / (a warp's
+  // registers) warps in each.
+  int register_sub_partitions = 4;
   // Limits of one block (not of the SM).
   int max_threads_per_block = 1024;
   int max_registers_per_thread = 255;

@@ -96,8 +96,11 @@ std::optional<VariantName> parse_variant_name(const std::string& name);
 // Per-SM resource footprint of one block and how many fit on an SM.
 struct BlockFootprint {
   int threads = 0;
-  int registers = 0;
+  int registers = 0;  // the block's whole register allocation: warps * registers_per_warp
   int shared_bytes = 0;
+  // Registers are allocated per warp, each warp's from one sub-partition of the register file.
+  int warps = 0;
+  int registers_per_warp = 0;
 };
 
 }  // namespace concord

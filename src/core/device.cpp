@@ -112,6 +112,9 @@ Status DeviceSpec::validate() const {
       sm.max_threads_per_block <= 0 || sm.max_registers_per_thread <= 0 || sm.max_shared_bytes_per_block < 0) {
     return Status::invalid_argument(who + "per-SM limits must be positive");
   }
+  if (sm.register_sub_partitions <= 0 || sm.max_registers % sm.register_sub_partitions != 0) {
+    return Status::invalid_argument(who + "sm.register_sub_partitions must be positive and divide sm.max_registers");
+  }
   if (dram_bytes_per_s <= 0 || fp32_flops <= 0 || tensor_flops <= 0 || l2_bytes <= 0) {
     return Status::invalid_argument(who + "dram_bytes_per_s, fp32_flops, tensor_flops and l2_bytes must be > 0");
   }
@@ -271,6 +274,7 @@ Result<DeviceSpec> load_device_file(const std::string& path) {
         else if (s.key() == "max_shared_bytes") d.sm.max_shared_bytes = x;
         else if (s.key() == "max_blocks") d.sm.max_blocks = x;
         else if (s.key() == "register_alloc_unit") d.sm.register_alloc_unit = x;
+        else if (s.key() == "register_sub_partitions") d.sm.register_sub_partitions = x;
         else if (s.key() == "max_threads_per_block") d.sm.max_threads_per_block = x;
         else if (s.key() == "max_registers_per_thread") d.sm.max_registers_per_thread = x;
         else if (s.key() == "max_shared_bytes_per_block") d.sm.max_shared_bytes_per_block = x;

@@ -78,8 +78,11 @@ Status check_part(const DeviceSpec& device, const DispatchRequest& request, cons
 int fused_register_cap(const DeviceSpec& device, int threads) {
   const int warps = std::max(1, (threads + 31) / 32);
   const int unit = std::max(1, device.sm.register_alloc_unit);
-  // Registers are allocated per warp in units of `unit`; the compiler's cap is a multiple of 8.
-  const int per_warp = device.sm.max_registers / warps / unit * unit;
+  const int sp = std::max(1, device.sm.register_sub_partitions);
+  // Registers are allocated per warp in units of `unit`, each warp's from one sub-partition of the
+  // register file, so `warps` warps fit where ceil(warps / sp) of them fit in one sub-partition;
+  // the compiler's cap is a multiple of 8.
+  const int per_warp = device.sm.max_registers / ((warps + sp - 1) / sp * sp) / unit * unit;
   return std::min(device.sm.max_registers_per_thread, per_warp / 32 / 8 * 8);
 }
 

@@ -5,6 +5,11 @@
 
 #include "concord/device.h"
 #include "concord/occupancy.h"
+#include "concord/placement_rule.h"
+
+#if CONCORD_HAVE_CUDA_OCCUPANCY_H
+#include <cuda_occupancy.h>
+#endif
 #include "concord/sm_set.h"
 
 namespace concord {
@@ -152,6 +157,77 @@ TEST(Occupancy, RegistersAreAllocatedPerWarpInWholeUnits) {
   v.registers_per_thread = 40;               // 1280 a warp exactly
   EXPECT_EQ(footprint_of(d, v).registers, 1280 * 8);
 }
+
+// The register file is four sub-partitions of 16384 registers and a warp's registers come from
+// one of them: at 108 registers a thread (3584 a warp) a sub-partition holds 4 warps, an SM 16,
+// so two blocks of 6 warps, not the three that 65536 / 21504 would give (H200: the compiled fused
+// tc_gemm + fft_stage kernel held 2 blocks per SM where the rule had said 3).
+TEST(Occupancy, RegistersCountPerSubPartition) {
+  const DeviceSpec d = h200_spec();
+  KernelVariant v;
+  v.threads_per_block = 192;
+  v.registers_per_thread = 108;
+  EXPECT_EQ(max_resident_blocks(d, v), 2);
+  // The simulator's per-SM bookkeeping agrees, block by block, and gives the registers back.
+  const BlockFootprint f = footprint_of(d, v);
+  SmResources sm = SmResources::empty_sm(d);
+  ASSERT_TRUE(sm.fits(f));
+  sm.take(f);
+  ASSERT_TRUE(sm.fits(f));
+  sm.take(f);
+  EXPECT_FALSE(sm.fits(f));
+  EXPECT_GE(sm.registers, f.registers) << "enough registers in all, but no sub-partition has room for a warp";
+  sm.give(f, 2);
+  for (int k = 0; k < sm.sub_partitions; ++k) EXPECT_EQ(sm.sub_registers[static_cast<size_t>(k)], 16384);
+  // One-warp blocks fill every sub-partition: 16 of them at 108 registers.
+  v.threads_per_block = 32;
+  EXPECT_EQ(max_resident_blocks(d, v), 16);
+  // The launch check counts a block's warps rounded up to whole sub-partitions: 17 warps of 3584
+  // registers (60928 in all) would need 20 * 3584 = 71680.
+  v.threads_per_block = 17 * 32;
+  EXPECT_EQ(max_resident_blocks(d, v), 0);
+  EXPECT_LT(fused_register_cap(d, 17 * 32), 108);
+  EXPECT_EQ(fused_register_cap(d, 16 * 32), 128);  // 65536 / 16 warps / 32 threads
+}
+
+#if CONCORD_HAVE_CUDA_OCCUPANCY_H
+// Against CUDA's own occupancy calculator (cuda_occupancy.h, header-only) for Hopper, over every
+// block size and register count, with no shared memory: the limits by threads, block slots and
+// registers must agree.
+TEST(Occupancy, AgreesWithCudasOccupancyCalculator) {
+  const DeviceSpec d = h200_spec();
+  cudaOccDeviceProp prop{};
+  prop.computeMajor = 9;
+  prop.computeMinor = 0;
+  prop.maxThreadsPerBlock = d.sm.max_threads_per_block;
+  prop.maxThreadsPerMultiprocessor = d.sm.max_threads;
+  prop.regsPerBlock = 65536;
+  prop.regsPerMultiprocessor = d.sm.max_registers;
+  prop.warpSize = 32;
+  prop.sharedMemPerBlock = 48 * 1024;
+  prop.sharedMemPerMultiprocessor = static_cast<size_t>(d.sm.max_shared_bytes);
+  prop.numSms = d.sm_count;
+  prop.sharedMemPerBlockOptin = static_cast<size_t>(d.sm.max_shared_bytes_per_block);
+  prop.reservedSharedMemPerBlock = 0;
+  cudaOccDeviceState state{};
+  int compared = 0;
+  for (int threads = 32; threads <= 1024; threads += 32) {
+    for (int regs = 16; regs <= 255; ++regs) {
+      cudaOccFuncAttributes attr{};
+      attr.maxThreadsPerBlock = 1024;
+      attr.numRegs = regs;
+      cudaOccResult result{};
+      ASSERT_EQ(cudaOccMaxActiveBlocksPerMultiprocessor(&result, &prop, &attr, &state, threads, 0), CUDA_OCC_SUCCESS);
+      KernelVariant v;
+      v.threads_per_block = threads;
+      v.registers_per_thread = regs;
+      ASSERT_EQ(max_resident_blocks(d, v), result.activeBlocksPerMultiprocessor) << threads << " threads, " << regs << " registers";
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 32 * 240);
+}
+#endif
 
 }  // namespace
 }  // namespace concord
