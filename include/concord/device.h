@@ -9,6 +9,9 @@
 
 namespace concord {
 
+// The most register-file sub-partitions an SM may be described with (4 on every GPU since Volta).
+inline constexpr int kMaxRegisterSubPartitions = 8;
+
 struct SmLimits {
   int max_threads = 2048;
   int max_registers = 65536;

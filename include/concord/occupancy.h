@@ -23,14 +23,13 @@ inline int max_resident_blocks(const DeviceSpec& device, const KernelVariant& va
 // fits where each of its warps finds a sub-partition with room (the hardware's rule for one
 // kernel, and a close one for blocks of several kernels side by side).
 struct SmResources {
-  static constexpr int kMaxSubPartitions = 8;
   int threads = 0;
   int registers = 0;  // free registers, all sub-partitions together
   int shared_bytes = 0;
   int blocks = 0;
   int sub_partitions = 1;
   int sub_capacity = 0;  // registers of one sub-partition
-  std::array<int, kMaxSubPartitions> sub_registers{};  // free registers in each sub-partition
+  std::array<int, kMaxRegisterSubPartitions> sub_registers{};  // free registers in each sub-partition
 
   static SmResources empty_sm(const DeviceSpec& device);
   bool fits(const BlockFootprint& f) const;

@@ -109,11 +109,13 @@ Status DeviceSpec::validate() const {
     }
   }
   if (sm.max_threads <= 0 || sm.max_registers <= 0 || sm.max_shared_bytes < 0 || sm.max_blocks <= 0 ||
-      sm.max_threads_per_block <= 0 || sm.max_registers_per_thread <= 0 || sm.max_shared_bytes_per_block < 0) {
+      sm.max_threads_per_block <= 0 || sm.max_registers_per_thread <= 0 || sm.max_shared_bytes_per_block < 0 ||
+      sm.register_sub_partitions <= 0) {
     return Status::invalid_argument(who + "per-SM limits must be positive");
   }
-  if (sm.register_sub_partitions <= 0 || sm.max_registers % sm.register_sub_partitions != 0) {
-    return Status::invalid_argument(who + "sm.register_sub_partitions must be positive and divide sm.max_registers");
+  if (sm.register_sub_partitions > kMaxRegisterSubPartitions || sm.max_registers % sm.register_sub_partitions != 0) {
+    return Status::invalid_argument(who + "sm.register_sub_partitions must be in 1.." +
+                                    std::to_string(kMaxRegisterSubPartitions) + " and divide sm.max_registers");
   }
   if (dram_bytes_per_s <= 0 || fp32_flops <= 0 || tensor_flops <= 0 || l2_bytes <= 0) {
     return Status::invalid_argument(who + "dram_bytes_per_s, fp32_flops, tensor_flops and l2_bytes must be > 0");

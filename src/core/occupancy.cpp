@@ -6,8 +6,9 @@ namespace concord {
 
 namespace {
 
+// DeviceSpec::validate keeps it in 1..kMaxRegisterSubPartitions; a spec built in code is held there too.
 int sub_partitions_of(const DeviceSpec& device) {
-  return std::clamp(device.sm.register_sub_partitions, 1, SmResources::kMaxSubPartitions);
+  return std::clamp(device.sm.register_sub_partitions, 1, kMaxRegisterSubPartitions);
 }
 
 }  // namespace
@@ -43,7 +44,7 @@ SmResources SmResources::empty_sm(const DeviceSpec& device) {
   r.blocks = device.sm.max_blocks;
   r.sub_partitions = sub_partitions_of(device);
   r.sub_capacity = device.sm.max_registers / r.sub_partitions;
-  for (int k = 0; k < r.sub_partitions; ++k) r.sub_registers[static_cast<size_t>(k)] = device.sm.max_registers / r.sub_partitions;
+  for (int k = 0; k < r.sub_partitions; ++k) r.sub_registers[static_cast<size_t>(k)] = r.sub_capacity;
   return r;
 }
 

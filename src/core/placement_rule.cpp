@@ -78,7 +78,7 @@ Status check_part(const DeviceSpec& device, const DispatchRequest& request, cons
 int fused_register_cap(const DeviceSpec& device, int threads) {
   const int warps = std::max(1, (threads + 31) / 32);
   const int unit = std::max(1, device.sm.register_alloc_unit);
-  const int sp = std::max(1, device.sm.register_sub_partitions);
+  const int sp = std::clamp(device.sm.register_sub_partitions, 1, kMaxRegisterSubPartitions);
   // Registers are allocated per warp in units of `unit`, each warp's from one sub-partition of the
   // register file, so `warps` warps fit where ceil(warps / sp) of them fit in one sub-partition;
   // the compiler's cap is a multiple of 8.

@@ -126,6 +126,12 @@ TEST(Device, BadFilesNameTheField) {
   ASSERT_FALSE(broken.is_ok());
   EXPECT_EQ(broken.status().code(), StatusCode::parse_error);
   EXPECT_EQ(load_device_file("/nonexistent/dev.json").status().code(), StatusCode::not_found);
+  for (const char* bad : {R"({"base": "h200", "sm": {"register_sub_partitions": 16}})",
+                          R"({"base": "h200", "sm": {"register_sub_partitions": 3}})"}) {
+    auto sub = load_device_file(write_temp("dev_bad4.json", bad));
+    ASSERT_FALSE(sub.is_ok()) << bad;
+    EXPECT_NE(sub.status().message().find("register_sub_partitions"), std::string::npos) << sub.status().message();
+  }
 }
 
 TEST(Occupancy, LimitedByEachResource) {
