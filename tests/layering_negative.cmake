@@ -44,10 +44,12 @@ expect_refused("profiler-step-reach" "policy/demo/demo_profiler.cpp" "#include \
                "src/policy/demo/demo_profiler.cpp includes runner/probe.h")
 expect_refused("policy-profile" "policy/demo/demo_policy.cpp" "#include \"profile/profiler.h\""
                "src/policy/demo/demo_policy.cpp includes profile/profiler.h")
-# And what the rules allow passes: a policy on mechanism and core, the profiler on a facet header.
+expect_refused("profile-facet" "profile/probe.cpp" "#include \"policy/demo/demo_facet.h\""
+               "src/profile/probe.cpp includes policy/demo/demo_facet.h")
+# And what the rules allow passes: a policy on mechanism and core, a profiler step on the profile
+# layer, the CLI on a profiler step.
 file(REMOVE_RECURSE "${WORK}/allowed")
 file(WRITE "${WORK}/allowed/src/policy/demo/demo_policy.cpp" "#include \"mechanism/params.h\"\n#include \"concord/policy.h\"\n")
-file(WRITE "${WORK}/allowed/src/profile/probe.cpp" "#include \"policy/demo/demo_facet.h\"\n")
 file(WRITE "${WORK}/allowed/src/policy/demo/demo_profiler.cpp" "#include \"profile/profiler.h\"\n#include \"concord/profile.h\"\n")
 file(WRITE "${WORK}/allowed/src/cli/probe.cpp" "#include \"policy/demo/demo_profiler.h\"\n")
 execute_process(COMMAND ${CMAKE_COMMAND} -DSRC=${WORK}/allowed/src -P ${CMAKE_CURRENT_LIST_DIR}/layering.cmake RESULT_VARIABLE rc

@@ -2,15 +2,16 @@
 # layering_negative.cmake (which proves each rule refuses what it names).
 # Each rule: a folder under src/, and the include prefixes its files may not use (comma-separated).
 # A policy's facet files (src/policy/<name>/<name>_facet.h, _metrics.h, _class.h, _model.h: the profile
-# data it owns and what classifies and models it) are a layer of their own on core, below the
-# profiler that fills them; only core's headers and each other are open to them, and the profiler
-# may use them.
+# data it owns and what classifies and models it) are a layer of their own on core; only core's
+# headers and each other are open to them. The profile layer names no policy, not even a facet: a
+# folder's profiler step fills its facet, and the store checks it through the registered codec.
 set(facet_header_regex "^policy/[a-z_]+/[a-z_]+_(facet|metrics|class|model)\\.h$")
 # A policy's profiler step (src/policy/<name>/<name>_profiler.*: what fills its facet, through the
 # Backend interface) is a layer on the profile layer: it may use profile/ and the backend factory,
-# and only the CLI, tests and benches use it.
-set(profiler_step_regex "^policy/[a-z_]+/[a-z_]+_profiler\\.(h|cpp)$")
-set(profiler_step_header_regex "^policy/[a-z_]+/[a-z_]+_profiler\\.h$")
+# and only the CLI, tests and benches use it. So is src/policy/ncu_facets.h, the list of the facets
+# the profiler steps read from Nsight Compute.
+set(profiler_step_regex "^policy/([a-z_]+/[a-z_]+_profiler\\.(h|cpp)|ncu_facets\\.h)$")
+set(profiler_step_header_regex "^policy/([a-z_]+/[a-z_]+_profiler|ncu_facets)\\.h$")
 set(profiler_step_allowed "profile/,concord/profile.h")
 set(facet_core_regex "^concord/(status|kernel|device|ids|sm_set|facet_codec)\\.h$")
 set(above_core "concord/workload.h,concord/spec_source.h,concord/experiment.h,concord/report.h")

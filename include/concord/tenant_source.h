@@ -1,6 +1,6 @@
 // Tenant sources: where the engine's work comes from. A source tells the engine, as time passes,
 // that tenants join and leave, that requests arrive and that launches are submitted; the engine
-// runs whatever has been submitted. The YAML spec is one source (src/frontend/spec); a test source
+// runs whatever has been submitted. The YAML spec is one source (src/frontend/spec_source.cpp); a test source
 // or a live process (later: the daemon, the interception library) is another.
 #pragma once
 

@@ -18,6 +18,7 @@
 #include "concord/backend_factory.h"
 #include "profile/ncu.h"
 #include "policy/aker/aker_profiler.h"
+#include "policy/ncu_facets.h"
 #include "profile/profiler.h"
 
 
@@ -124,9 +125,12 @@ int profile_raise(ProfileOptions o) {
   n.passes = o.passes;
   n.gpu = o.gpu;
   n.driver = o.driver;
-  auto stored = profile::profile_raise(**store, profile::ncu_jobs(kernels), n, std::cerr);
+  const std::vector<profile::NcuFacet> facets = policy::ncu_facets();
+  auto stored = profile::profile_ncu(**store, profile::ncu_jobs(kernels), facets, n, std::cerr);
   if (!stored) return fail(stored.status());
-  spdlog::info("stored RAISE metrics of {} kernel variants in {}", *stored, o.db);
+  for (size_t i = 0; i < facets.size(); ++i) {
+    spdlog::info("stored the {} facet of {} kernel variants in {}", facets[i].name, (*stored)[i].written, o.db);
+  }
   return kExitOk;
 }
 

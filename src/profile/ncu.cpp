@@ -7,8 +7,6 @@
 #include <tuple>
 #include <sstream>
 
-#include "concord/suite.h"
-#include "policy/raise/raise_facet.h"
 
 namespace concord::profile {
 
@@ -77,17 +75,20 @@ int column(const std::vector<std::string>& header, const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> ncu_metric_names() {
+std::vector<std::string> ncu_metric_names(const std::vector<NcuFacet>& facets) {
   std::vector<std::string> out;
-  for (const auto& m : raise_metric_info()) out.emplace_back(m.ncu);
-  for (const char* m : {policy::kNcuGlobalLoadBytes, policy::kNcuGlobalStoreBytes, policy::kNcuL1HitRate, policy::kNcuL2HitRate}) {
-    out.emplace_back(m);
+  auto add = [&](const std::string& m) {
+    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  };
+  for (const NcuFacet& f : facets) {
+    for (const std::string& m : f.metrics) add(m);
   }
-  out.emplace_back(kNcuDurationMetric);
+  add(kNcuDurationMetric);
   return out;
 }
 
-Result<std::vector<NcuLaunch>> parse_ncu_csv(const std::string& text, const std::string& source) {
+Result<std::vector<NcuLaunch>> parse_ncu_csv(const std::string& text, const std::vector<std::string>& metrics,
+                                             const std::string& source) {
   std::istringstream in(text);
   std::string line;
   std::vector<std::string> header, f;
@@ -126,7 +127,7 @@ Result<std::vector<NcuLaunch>> parse_ncu_csv(const std::string& text, const std:
       if (!parse_number(value, v)) return error("metric " + f[static_cast<size_t>(name_col)] + ": value '" + value + "' is not a number");
       launch.metrics[f[static_cast<size_t>(name_col)]] = v;
     } else {  // raw page: every column whose header is a metric we asked for
-      for (const std::string& m : ncu_metric_names()) {
+      for (const std::string& m : metrics) {
         const int c = column(header, m);
         if (c < 0) continue;
         double v = 0;
@@ -164,26 +165,6 @@ Result<std::vector<std::vector<NcuLaunch>>> split_at_markers(const std::vector<N
     if (out[k].empty()) return Status::parse_error(source + ": job " + std::to_string(k) + " ran no kernel");
   }
   return out;
-}
-
-Result<RaiseVector> raise_vector(const std::vector<NcuLaunch>& launches, const std::string& where) {
-  RaiseVector sum{};
-  double total = 0;
-  for (const NcuLaunch& l : launches) {
-    auto d = l.metrics.find(kNcuDurationMetric);
-    if (d == l.metrics.end()) return Status::parse_error(where + ": launch " + std::to_string(l.id) + " has no " + kNcuDurationMetric);
-    const double w = std::max(d->second, 0.0);
-    for (int i = 0; i < kRaiseMetrics; ++i) {
-      const auto& info = raise_metric_info()[static_cast<size_t>(i)];
-      auto it = l.metrics.find(info.ncu);
-      if (it == l.metrics.end()) return Status::parse_error(where + ": launch " + std::to_string(l.id) + " (" + l.kernel + ") has no " + info.ncu);
-      sum[static_cast<size_t>(i)] += w * raise_scale(static_cast<RaiseMetric>(i), it->second);
-    }
-    total += w;
-  }
-  if (total <= 0) return Status::parse_error(where + ": the launches have no duration");
-  for (double& v : sum) v /= total;
-  return sum;
 }
 
 std::vector<NcuJob> ncu_jobs(const std::vector<KernelSpec>& kernels) {
@@ -236,89 +217,24 @@ Status check_passes(const std::vector<NcuJob>& jobs, const std::vector<NcuPass>&
 }
 }  // namespace
 
-Result<int> store_raise_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
-                                const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
-                                const std::string& source) {
+Result<NcuStored> store_ncu_facet(ProfileStore& store, const NcuFacet& facet, const std::string& gpu,
+                                  const std::string& driver, const std::vector<NcuJob>& jobs,
+                                  const std::vector<NcuPass>& passes, const std::string& source) {
   CONCORD_RETURN_IF_ERROR(check_passes(jobs, passes, source));
-  int written = 0;
+  if (!facet.of_job) return Status::invalid_argument(source + ": the " + facet.name + " facet has no reader");
+  NcuStored out;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const NcuJob& job = jobs[i];
     const ProfileKey key{gpu, driver, job.kernel, job.variant, job.size};
-    RaiseVector vec{};
-    for (size_t k = 0; k < passes.size(); ++k) {
-      auto one = raise_vector(passes[k][i], source + ": pass " + std::to_string(k + 1) + ": " + key.to_string());
-      if (!one) return one.status();
-      for (size_t m = 0; m < one->size(); ++m) vec[m] += (*one)[m] / static_cast<double>(passes.size());
-    }
-    CONCORD_RETURN_IF_ERROR(store.put_facet(key, policy::kRaiseFacetName, policy::raise_facet_to_json(vec)));
-    ++written;
-  }
-  return written;
-}
-
-Result<policy::PbsFacet> pbs_facet_of_job(const std::vector<std::vector<NcuLaunch>>& passes_of_job, int64_t logical_blocks,
-                                          const std::string& where) {
-  if (passes_of_job.empty()) return Status::invalid_argument(where + ": no ncu pass");
-  policy::PbsFacet mean{0, 0, 0};
-  for (const std::vector<NcuLaunch>& launches : passes_of_job) {
-    if (launches.empty()) return Status::invalid_argument(where + ": no launch measured");
-    // One launch's worth of metrics: bytes summed over the job's launches, hit rates weighted by
-    // each launch's duration (equal weights when no duration was measured).
-    std::map<std::string, double> job;
-    double weight = 0;
-    for (const NcuLaunch& l : launches) {
-      auto d = l.metrics.find(kNcuDurationMetric);
-      const double w = d != l.metrics.end() && d->second > 0 ? d->second : 1;
-      weight += w;
-      for (const char* m : {policy::kNcuGlobalLoadBytes, policy::kNcuGlobalStoreBytes}) {
-        auto it = l.metrics.find(m);
-        if (it != l.metrics.end()) job[m] += it->second;
-      }
-      for (const char* m : {policy::kNcuL1HitRate, policy::kNcuL2HitRate}) {
-        auto it = l.metrics.find(m);
-        if (it != l.metrics.end()) job[m] += w * it->second;
-      }
-    }
-    for (const char* m : {policy::kNcuL1HitRate, policy::kNcuL2HitRate}) {
-      // A metric absent from every launch stays absent, so pbs_facet_from_ncu names it.
-      if (auto it = job.find(m); it != job.end()) it->second /= weight;
-    }
-    auto f = policy::pbs_facet_from_ncu(job, logical_blocks);
-    if (!f) return Status(f.status().code(), where + ": " + f.status().message());
-    const double n = static_cast<double>(passes_of_job.size());
-    mean.requested_bytes_per_block += f->requested_bytes_per_block / n;
-    mean.l1_miss_rate += f->l1_miss_rate / n;
-    mean.l2_miss_rate += f->l2_miss_rate / n;
-  }
-  return mean;
-}
-
-Result<PbsStored> store_pbs_results(ProfileStore& store, const std::string& gpu, const std::string& driver,
-                                    const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes,
-                                    const std::string& source) {
-  CONCORD_RETURN_IF_ERROR(check_passes(jobs, passes, source));
-  PbsStored out;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const NcuJob& job = jobs[i];
-    const ProfileKey key{gpu, driver, job.kernel, job.variant, job.size};
-    auto spec = make_suite_kernel_with_variant(job.kernel, job.size, job.variant);
-    if (!spec) {  // a library kernel: its blocks are not the suite's to count
-      out.missing.push_back(key.to_string() + ": " + spec.status().message());
-      continue;
-    }
-    const KernelVariant* variant = nullptr;
-    for (const KernelVariant& v : spec->variants) {
-      if (v.name == job.variant) variant = &v;
-    }
-    if (!variant) return Status::not_found(source + ": " + key.to_string() + ": no variant '" + job.variant + "'");
     std::vector<std::vector<NcuLaunch>> of_job;
     for (const NcuPass& p : passes) of_job.push_back(p[i]);
-    auto facet = pbs_facet_of_job(of_job, variant->logical_blocks, source + ": " + key.to_string());
-    if (!facet) {
-      out.missing.push_back(facet.status().message());
+    auto json = facet.of_job(job, of_job, source + ": " + key.to_string());
+    if (!json) {
+      if (facet.required) return json.status();
+      out.missing.push_back(json.status().message());
       continue;
     }
-    CONCORD_RETURN_IF_ERROR(store.put_facet(key, policy::kPbsFacetName, policy::pbs_facet_to_json(*facet)));
+    CONCORD_RETURN_IF_ERROR(store.put_facet(key, facet.name, *json));
     ++out.written;
   }
   return out;

@@ -1,6 +1,6 @@
 // The profiler: measures suite kernels through the Backend interface (the simulator in CI, the
 // CUDA backend on a GPU: the same code) and stores what it measured, field by field. RAISE's
-// metrics come from Nsight Compute (profile_raise), a separate CUDA-only tool.
+// metrics come from Nsight Compute (profile/ncu.h), a separate CUDA-only tool.
 #pragma once
 
 #include <cstdint>
@@ -52,20 +52,5 @@ Result<ProfileReport> profile_kernels(ProfileStore& store, const BackendConfig& 
 // The profile key's device identity on `backend`: its device's name, and its driver (the
 // backend's name when the device states none).
 ProfileKey device_key(const Backend& backend);
-
-// RAISE metrics through Nsight Compute: `ncu` profiles this program's worker (`concord profile
-// raise-worker`, CUDA builds: ncu_worker.h), which launches each job once after a marker kernel;
-// the CSV is parsed into RAISE vectors and stored as "raise" facets.
-struct NcuOptions {
-  std::string ncu = "ncu";       // the ncu executable
-  std::string self;              // this program (default: /proc/self/exe)
-  std::string work_dir = ".";    // where the job list and ncu's CSV are written
-  std::vector<std::string> from_csv;  // parse these CSVs of earlier runs (one pass each) instead of running ncu
-  std::string gpu, driver;       // the key's device (required): device_key() of the CUDA backend, or given
-  int passes = 3;                // ncu passes over the jobs; each job's vector is their mean
-};
-struct NcuJob;
-Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, const NcuOptions& options,
-                          std::ostream& progress);
 
 }  // namespace concord::profile

@@ -11,13 +11,20 @@
 #include "concord/suite.h"
 #include "concord/workload.h"
 #include "profile/ncu.h"
+#include "policy/ncu_facets.h"
 #include "policy/raise/raise_facet.h"
+#include "policy/raise/raise_profiler.h"
 
 namespace concord {
 namespace {
 
 using profile::NcuJob;
 using profile::NcuLaunch;
+
+// What `concord profile raise` asks ncu for: every folder's facet metrics and the duration.
+std::vector<std::string> ncu_metric_names() { return profile::ncu_metric_names(policy::ncu_facets()); }
+
+profile::NcuFacet raise_facet() { return policy::raise_ncu_facets().front(); }
 
 TEST(RaiseVector, ScalesNcuReadingsToZeroToTen) {
   EXPECT_DOUBLE_EQ(raise_scale(RaiseMetric::ipc, 2.0), 5.0);   // 2 of 4 instructions per cycle
@@ -61,14 +68,14 @@ TEST(RaiseVector, TypeScoresFollowEquationsOneToThree) {
 std::string raw_csv(const std::vector<std::tuple<int, std::string, double, double>>& rows) {
   std::string header = "\"ID\",\"Process ID\",\"Kernel Name\"";
   std::string units = "\"\",\"\",\"\"";
-  for (const auto& m : profile::ncu_metric_names()) {
+  for (const auto& m : ncu_metric_names()) {
     header += ",\"" + m + "\"";
     units += ",\"unit\"";
   }
   std::string out = "==PROF== Connected to process 12 (/x/concord)\n" + header + "\n" + units + "\n";
   for (const auto& [id, name, pct, ns] : rows) {
     out += "\"" + std::to_string(id) + "\",\"12\",\"" + name + "\"";
-    for (const auto& m : profile::ncu_metric_names()) {
+    for (const auto& m : ncu_metric_names()) {
       const double v = m == profile::kNcuDurationMetric ? ns : (m.find("per_cycle") != std::string::npos ? pct / 25 : pct);
       out += ",\"" + std::to_string(v) + "\"";
     }
@@ -85,7 +92,7 @@ TEST(NcuCsv, ParsesTheRawPageAndSplitsAtMarkers) {
                                    {4, "concord_ncu_marker(int)", 1, 1000},
                                    {5, "gemm_part1", 20, 1000},
                                    {6, "gemm_part2", 60, 3000}});
-  auto launches = profile::parse_ncu_csv(csv, "x.csv");
+  auto launches = profile::parse_ncu_csv(csv, ncu_metric_names(), "x.csv");
   ASSERT_TRUE(launches.is_ok()) << launches.status().to_string();
   ASSERT_EQ(launches->size(), 7u);
   EXPECT_DOUBLE_EQ((*launches)[3].metrics.at("dram__throughput.avg.pct_of_peak_sustained_elapsed"), 80);
@@ -93,7 +100,7 @@ TEST(NcuCsv, ParsesTheRawPageAndSplitsAtMarkers) {
   ASSERT_TRUE(jobs.is_ok()) << jobs.status().to_string();
   ASSERT_EQ((*jobs)[0].size(), 1u);  // the set-up launch after the skip marker is dropped
   ASSERT_EQ((*jobs)[1].size(), 2u);
-  auto v = profile::raise_vector((*jobs)[1], "job 1");
+  auto v = policy::raise_vector((*jobs)[1], "job 1");
   ASSERT_TRUE(v.is_ok());
   // Time-weighted: (20 * 1000 + 60 * 3000) / 4000 = 50% -> 5; IPC 0.8 and 2.4 per cycle -> 2 of 4 -> 5.
   EXPECT_NEAR(at(*v, RaiseMetric::du), 5.0, 1e-9);
@@ -103,10 +110,10 @@ TEST(NcuCsv, ParsesTheRawPageAndSplitsAtMarkers) {
 
 TEST(NcuCsv, ParsesTheLongLayoutWithThousandsSeparators) {
   std::string csv = "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n";
-  for (const auto& m : profile::ncu_metric_names()) {
+  for (const auto& m : ncu_metric_names()) {
     csv += "\"0\",\"k\",\"" + m + "\",\"x\",\"" + (m == profile::kNcuDurationMetric ? "1,234,567" : "12.5") + "\"\n";
   }
-  auto launches = profile::parse_ncu_csv(csv, "long.csv");
+  auto launches = profile::parse_ncu_csv(csv, ncu_metric_names(), "long.csv");
   ASSERT_TRUE(launches.is_ok()) << launches.status().to_string();
   ASSERT_EQ(launches->size(), 1u);
   EXPECT_DOUBLE_EQ((*launches)[0].metrics.at(profile::kNcuDurationMetric), 1234567);
@@ -115,14 +122,14 @@ TEST(NcuCsv, ParsesTheLongLayoutWithThousandsSeparators) {
 TEST(NcuCsv, BadInputNamesTheFileAndLine) {
   auto bad = profile::parse_ncu_csv("\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
                                     "\"0\",\"k\",\"dram__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"n/a\"\n",
-                                    "bad.csv");
+                                    ncu_metric_names(), "bad.csv");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("bad.csv:2"), std::string::npos) << bad.status().to_string();
-  EXPECT_FALSE(profile::parse_ncu_csv("==PROF== nothing profiled\n", "empty.csv").is_ok());
-  EXPECT_FALSE(profile::parse_ncu_csv("\"a\",\"b\"\n", "foreign.csv").is_ok());
+  EXPECT_FALSE(profile::parse_ncu_csv("==PROF== nothing profiled\n", ncu_metric_names(), "empty.csv").is_ok());
+  EXPECT_FALSE(profile::parse_ncu_csv("\"a\",\"b\"\n", ncu_metric_names(), "foreign.csv").is_ok());
   // A launch without the duration cannot be weighted.
   NcuLaunch l{1, "k", {}};
-  EXPECT_FALSE(profile::raise_vector({l}, "job").is_ok());
+  EXPECT_FALSE(policy::raise_vector({l}, "job").is_ok());
 }
 
 TEST(NcuJobs, EveryVariantOfEachDistinctKernelAndSizeRoundTrips) {
@@ -163,13 +170,14 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
   std::vector<std::vector<NcuLaunch>> launches;
   for (size_t i = 0; i < jobs.size(); ++i) {
     NcuLaunch l{static_cast<int64_t>(i), "k", {}};
-    for (const auto& m : profile::ncu_metric_names()) l.metrics[m] = 10.0 * static_cast<double>(i + 1);
+    for (const auto& m : ncu_metric_names()) l.metrics[m] = 10.0 * static_cast<double>(i + 1);
     l.metrics[profile::kNcuDurationMetric] = 1000;
     launches.push_back({l});
   }
-  auto n = profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches}, "t.csv");
+  auto n = profile::store_ncu_facet(**store, raise_facet(), "NVIDIA H200", "580", jobs, {launches}, "t.csv");
   ASSERT_TRUE(n.is_ok()) << n.status().to_string();
-  EXPECT_EQ(*n, static_cast<int>(jobs.size()));
+  EXPECT_EQ(n->written, static_cast<int>(jobs.size()));
+  EXPECT_TRUE(n->missing.empty());
   // The metrics are the "raise" facet; the profile's measured curve is untouched.
   auto kept = (*store)->get(have.key);
   ASSERT_TRUE(kept.is_ok() && kept->has_value());
@@ -198,16 +206,63 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
       if (name != profile::kNcuDurationMetric) v *= 3;
     }
   }
-  ASSERT_TRUE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
+  ASSERT_TRUE(profile::store_ncu_facet(**store, raise_facet(), "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
   auto mean = (*store)->get_facet(fresh_key, policy::kRaiseFacetName);
   ASSERT_TRUE(mean.is_ok() && mean->has_value());
   EXPECT_NEAR(at(*policy::raise_facet_from_json(**mean), RaiseMetric::du), 2.0, 1e-9);
   // Mismatched counts, in any pass, and no pass at all are refused.
   second.pop_back();
-  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
+  EXPECT_FALSE(profile::store_ncu_facet(**store, raise_facet(), "NVIDIA H200", "580", jobs, {launches, second}, "t.csv").is_ok());
   launches.pop_back();
-  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {launches}, "t.csv").is_ok());
-  EXPECT_FALSE(profile::store_raise_results(**store, "NVIDIA H200", "580", jobs, {}, "t.csv").is_ok());
+  EXPECT_FALSE(profile::store_ncu_facet(**store, raise_facet(), "NVIDIA H200", "580", jobs, {launches}, "t.csv").is_ok());
+  EXPECT_FALSE(profile::store_ncu_facet(**store, raise_facet(), "NVIDIA H200", "580", jobs, {}, "t.csv").is_ok());
+  std::filesystem::remove_all(dir);
+}
+
+// The profile layer stores whatever facet a folder gives it, by name, and names no policy: the
+// generated list holds RAISE's and PBS's; the metric list has each name once; a required facet
+// that cannot fill a job fails the store, an optional one leaves the job out and names it.
+TEST(NcuFacets, TheProfileLayerStoresAnyFolderFacet) {
+  std::vector<std::string> names;
+  for (const profile::NcuFacet& f : policy::ncu_facets()) names.push_back(f.name);
+  EXPECT_EQ(names, (std::vector<std::string>{policy::kRaiseFacetName, "pbs"}));
+  profile::NcuFacet a{"raise", {"m1", "m2"}, nullptr, true};
+  profile::NcuFacet b{"pbs", {"m2", "m3"}, nullptr, false};
+  EXPECT_EQ(profile::ncu_metric_names({a, b}),
+            (std::vector<std::string>{"m1", "m2", "m3", profile::kNcuDurationMetric}));
+
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("ncu_facet_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto store = ProfileStore::open((dir / "p.db").string());
+  ASSERT_TRUE(store.is_ok());
+  const std::vector<NcuJob> jobs{{"bfs", 4096, "b64"}, {"bfs", 4096, "b128"}};
+  const profile::NcuPass pass{{NcuLaunch{0, "k", {}}}, {NcuLaunch{1, "k", {}}}};
+  RaiseVector v{};
+  v.fill(5);
+  // Fills the first job, fails the second (the reader is the folder's; the store checks its JSON).
+  auto first_only = [&](const NcuJob& job, const std::vector<std::vector<NcuLaunch>>&, const std::string& where) -> Result<std::string> {
+    if (job.variant == "b128") return Status::parse_error(where + ": no metric m1");
+    return policy::raise_facet_to_json(v);
+  };
+  profile::NcuFacet required{policy::kRaiseFacetName, {"m1"}, first_only, true};
+  auto refused = profile::store_ncu_facet(**store, required, "NVIDIA H200", "580", jobs, {pass}, "t.csv");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("bfs/b128/4096"), std::string::npos) << refused.status().message();
+  profile::NcuFacet optional = required;
+  optional.required = false;
+  auto kept = profile::store_ncu_facet(**store, optional, "NVIDIA H200", "580", jobs, {pass}, "t.csv");
+  ASSERT_TRUE(kept.is_ok()) << kept.status().to_string();
+  EXPECT_EQ(kept->written, 1);
+  ASSERT_EQ(kept->missing.size(), 1u);
+  EXPECT_NE(kept->missing.front().find("no metric m1"), std::string::npos);
+  auto stored = (*store)->get_facet({"NVIDIA H200", "580", "bfs", "b64", 4096}, policy::kRaiseFacetName);
+  ASSERT_TRUE(stored.is_ok() && stored->has_value());
+  // A facet whose JSON its codec refuses is not stored.
+  profile::NcuFacet bad{policy::kRaiseFacetName, {}, [](const NcuJob&, const std::vector<std::vector<NcuLaunch>>&,
+                                                        const std::string&) -> Result<std::string> { return std::string("{}"); },
+                        true};
+  EXPECT_FALSE(profile::store_ncu_facet(**store, bad, "NVIDIA H200", "580", jobs, {pass}, "t.csv").is_ok());
   std::filesystem::remove_all(dir);
 }
 

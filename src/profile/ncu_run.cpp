@@ -1,6 +1,6 @@
 // `concord profile raise` (alias `ncu`): runs Nsight Compute over this program's worker and stores
-// the RAISE metrics it reads as "raise" facets and PBS's as "pbs" facets. This side needs no CUDA
-// (ncu runs the worker as a child).
+// the facets the policy folders read from its metrics (RAISE's vectors, PBS's miss rates). This side
+// needs no CUDA (ncu runs the worker as a child).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "profile/ncu.h"
-#include "profile/profiler.h"
 
 namespace concord::profile {
 namespace {
@@ -30,8 +29,10 @@ std::string format_seconds(double s) {
 
 }  // namespace
 
-Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, const NcuOptions& options,
-                          std::ostream& progress) {
+Result<std::vector<NcuStored>> profile_ncu(ProfileStore& store, const std::vector<NcuJob>& jobs,
+                                           const std::vector<NcuFacet>& facets, const NcuOptions& options,
+                                           std::ostream& progress) {
+  if (facets.empty()) return Status::invalid_argument("profile raise: no facet reads Nsight Compute metrics");
   if (options.gpu.empty() || options.driver.empty()) {
     return Status::invalid_argument("profile raise: the device's name and driver are needed for the profile key");
   }
@@ -53,7 +54,7 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
       self.assign(buf, static_cast<size_t>(n));
     }
     std::string metrics;
-    for (const std::string& m : ncu_metric_names()) metrics += (metrics.empty() ? "" : ",") + m;
+    for (const std::string& m : ncu_metric_names(facets)) metrics += (metrics.empty() ? "" : ",") + m;
     for (int pass = 1; pass <= options.passes; ++pass) {
       const std::string csv = options.work_dir + "/ncu_raise" + (pass > 1 ? "-" + std::to_string(pass) : "") + ".csv";
       // --clock-control none: the clocks stay as they are (the machine's rules); --page raw: one
@@ -78,7 +79,7 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
   for (const std::string& csv : csvs) {
     auto text = read_text_file(csv);
     if (!text) return text.status();
-    auto launches = parse_ncu_csv(*text, csv);
+    auto launches = parse_ncu_csv(*text, ncu_metric_names(facets), csv);
     if (!launches) return launches.status();
     auto per_job = split_at_markers(*launches, jobs.size(), csv);
     if (!per_job) return per_job.status();
@@ -86,14 +87,15 @@ Result<int> profile_raise(ProfileStore& store, const std::vector<NcuJob>& jobs, 
   }
   std::string source = csvs.front();  // errors name the CSVs the passes came from
   for (size_t i = 1; i < csvs.size(); ++i) source += ", " + csvs[i];
-  auto raise = store_raise_results(store, options.gpu, options.driver, jobs, passes, source);
-  if (!raise) return raise.status();
-  // The same pass's PBS metrics: the "pbs" facet (L1/L2 miss rates, requested bytes per block).
-  auto pbs = store_pbs_results(store, options.gpu, options.driver, jobs, passes, source);
-  if (!pbs) return pbs.status();
-  progress << "stored the pbs facet of " << pbs->written << " of " << jobs.size() << " kernel variants\n";
-  for (const std::string& m : pbs->missing) progress << "no pbs facet: " << m << "\n";
-  return *raise;
+  std::vector<NcuStored> stored;
+  for (const NcuFacet& facet : facets) {
+    auto one = store_ncu_facet(store, facet, options.gpu, options.driver, jobs, passes, source);
+    if (!one) return one.status();
+    progress << "stored the " << facet.name << " facet of " << one->written << " of " << jobs.size() << " kernel variants\n";
+    for (const std::string& m : one->missing) progress << "no " << facet.name << " facet: " << m << "\n";
+    stored.push_back(std::move(*one));
+  }
+  return stored;
 }
 
 }  // namespace concord::profile
