@@ -14,9 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace concord;
   static const std::vector<profile::NcuFacet> facets = policy::ncu_facets();
   static const std::vector<std::string> metrics = profile::ncu_metric_names(facets);
-  static const std::vector<profile::NcuJob> jobs = [] {
+  static const std::vector<SuiteJob> jobs = [] {
     auto k = make_suite_kernel("bfs", 4096);
-    return k ? profile::ncu_jobs({*k}) : std::vector<profile::NcuJob>{};
+    return k ? suite_jobs({*k}) : std::vector<SuiteJob>{};
   }();
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto launches = profile::parse_ncu_csv(text, metrics, "fuzz.csv");
@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!launches->empty()) {
     for (const profile::NcuFacet& f : facets) {
-      for (const profile::NcuJob& job : jobs) {
+      for (const SuiteJob& job : jobs) {
         auto facet = f.of_job(job, {*launches}, "fuzz.csv");
         if (!facet.is_ok() && facet.status().message().empty()) std::abort();
       }

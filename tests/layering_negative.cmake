@@ -46,12 +46,35 @@ expect_refused("policy-profile" "policy/demo/demo_policy.cpp" "#include \"profil
                "src/policy/demo/demo_policy.cpp includes profile/profiler.h")
 expect_refused("profile-facet" "profile/probe.cpp" "#include \"policy/demo/demo_facet.h\""
                "src/profile/probe.cpp includes policy/demo/demo_facet.h")
+# A public header that includes a Concord header needs one source of its name under src/.
+function(expect_face_refused name expected)
+  set(root "${WORK}/${name}")
+  execute_process(COMMAND ${CMAKE_COMMAND} -DSRC=${root}/src -P ${CMAKE_CURRENT_LIST_DIR}/layering.cmake
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  file(REMOVE_RECURSE "${root}")
+  string(FIND "${out}${err}" "${expected}" at)
+  if(rc EQUAL 0 OR at EQUAL -1)
+    set(failures "${failures}  public header case ${name} was not refused (rc ${rc})\n" PARENT_SCOPE)
+  endif()
+endfunction()
+file(WRITE "${WORK}/face-none/include/concord/probe.h" "#include \"concord/status.h\"\n")
+file(WRITE "${WORK}/face-none/src/core/other.cpp" "\n")
+expect_face_refused("face-none" "include/concord/probe.h includes Concord headers but no source under src/ is named probe.cpp")
+file(WRITE "${WORK}/face-two/include/concord/probe.h" "#include \"concord/status.h\"\n")
+file(WRITE "${WORK}/face-two/src/core/probe.cpp" "\n")
+file(WRITE "${WORK}/face-two/src/runner/probe.cpp" "\n")
+expect_face_refused("face-two" "2 sources under src/ are named probe.cpp")
+math(EXPR i "${i} + 2")
 # And what the rules allow passes: a policy on mechanism and core, a profiler step on the profile
 # layer, the CLI on a profiler step.
 file(REMOVE_RECURSE "${WORK}/allowed")
 file(WRITE "${WORK}/allowed/src/policy/demo/demo_policy.cpp" "#include \"mechanism/params.h\"\n#include \"concord/policy.h\"\n")
 file(WRITE "${WORK}/allowed/src/policy/demo/demo_profiler.cpp" "#include \"profile/profiler.h\"\n#include \"concord/profile.h\"\n")
 file(WRITE "${WORK}/allowed/src/cli/probe.cpp" "#include \"policy/demo/demo_profiler.h\"\n")
+# A leaf public header, and one with its source.
+file(WRITE "${WORK}/allowed/include/concord/leaf.h" "#include <cstdint>\n")
+file(WRITE "${WORK}/allowed/include/concord/face.h" "#include \"concord/status.h\"\n")
+file(WRITE "${WORK}/allowed/src/core/face.cpp" "#include \"concord/face.h\"\n")
 execute_process(COMMAND ${CMAKE_COMMAND} -DSRC=${WORK}/allowed/src -P ${CMAKE_CURRENT_LIST_DIR}/layering.cmake RESULT_VARIABLE rc
                 OUTPUT_QUIET ERROR_VARIABLE err)
 file(REMOVE_RECURSE "${WORK}/allowed")
@@ -61,4 +84,4 @@ endif()
 if(failures)
   message(FATAL_ERROR "layering_negative: rules that did not refuse:\n${failures}")
 endif()
-message(STATUS "layering_negative: each of the ${i} folder rules, the facet, profiler-step and CUDA rules refuse their includes")
+message(STATUS "layering_negative: each of the ${i} folder and public-header rules, the facet, profiler-step and CUDA rules refuse what they name")

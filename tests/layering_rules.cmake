@@ -21,7 +21,7 @@ set(rules
   "mechanism|policy/,backend/,cuda/,kernels/,frontend/,workload/,profile/,runner/,cli/,daemon/,ipc/,intercept/,${above_core},concord/profile.h"
   "policy|backend/,cuda/,kernels/,frontend/,workload/,profile/,runner/,cli/,daemon/,ipc/,intercept/,${above_core},concord/profile.h"
   "backend/sim|policy/,mechanism/,cuda/,kernels/device/,backend/cuda/,frontend/,workload/,runner/,cli/,profile/,daemon/,concord/spec_source.h,concord/experiment.h"
-  "backend/cuda|policy/,mechanism/,backend/sim/,frontend/,workload/,runner/,cli/,daemon/,ipc/,intercept/,concord/experiment.h"
+  "backend/cuda|policy/,mechanism/,backend/sim/,frontend/,workload/,profile/,runner/,cli/,daemon/,ipc/,intercept/,concord/experiment.h,concord/profile.h"
   "frontend|policy/,mechanism/,backend/,cuda/,runner/,cli/,profile/,daemon/,concord/experiment.h"
   "workload|policy/,mechanism/,backend/,cuda/,runner/,cli/,profile/,daemon/,concord/experiment.h"
   "kernels|policy/,mechanism/,backend/,frontend/,workload/,runner/,cli/,profile/,daemon/"

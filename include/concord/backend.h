@@ -83,7 +83,7 @@ class DeviceAllocator {
 
 class Backend {
  public:
-  virtual ~Backend() = default;
+  virtual ~Backend();
   virtual std::string name() const = 0;
   virtual const DeviceSpec& device() const = 0;
   virtual Capabilities capabilities(const KernelSpec& kernel) const = 0;

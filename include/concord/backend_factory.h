@@ -1,5 +1,5 @@
 // Making backends by kind: the simulator always, "cuda" when the CUDA library registered itself
-// (src/backend/registration.h).
+// (src/backend/registration.h); likewise the Nsight Compute worker, which only a CUDA build has.
 #pragma once
 
 #include <memory>
@@ -23,5 +23,12 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendConfig& config);
 void register_cuda_backend_factory(Result<std::unique_ptr<Backend>> (*factory)(const BackendConfig&));
 // Backend kinds compiled into this build.
 std::vector<std::string> available_backends();
+
+// The program Nsight Compute profiles for `concord profile raise` (`concord profile raise-worker`):
+// one plain launch of each suite job of `jobs_file` (suite_jobs_to_text) after a marker kernel. A
+// CUDA build registers it with its backend; without one, running it is an error that says so.
+using NcuWorker = Status (*)(const std::string& jobs_file);
+void register_ncu_worker(NcuWorker worker);
+Status run_ncu_worker(const std::string& jobs_file);
 
 }  // namespace concord

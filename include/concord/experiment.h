@@ -30,6 +30,10 @@ class ReferenceCache {
   std::map<std::string, Seconds> values_;
 };
 
+// The headline of a run of `w`: open-loop when any tenant has an arrival process (Poisson or
+// timestamps), else closed-loop.
+Headline::Kind headline_kind(const Workload& w);
+
 struct ExperimentConfig {
   BackendConfig backend;
   std::string policy;

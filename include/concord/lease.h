@@ -93,7 +93,7 @@ struct LeaseView {
 
 class LeasePolicy {
  public:
-  virtual ~LeasePolicy() = default;
+  virtual ~LeasePolicy();
   virtual std::string name() const = 0;
   // A tenant's lease from its registration until decide() has seen it. Called from the daemon's
   // control thread: it must read nothing decide() writes.

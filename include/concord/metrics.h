@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "concord/engine.h"
-#include "concord/workload.h"
 
 namespace concord {
 
@@ -88,10 +87,8 @@ struct Metrics {
 };
 
 // `alone` holds T_alone for each tenant, in workload order; `kind` says which headline applies
-// (open_loop_workload() of the workload run).
+// (headline_kind() of the workload run, experiment.h).
 Result<Metrics> compute_metrics(const RunRecord& run, std::span<const Seconds> alone,
                                 std::optional<Seconds> serial_makespan, Headline::Kind kind = Headline::Kind::closed_loop);
-// Whether any tenant of `w` has an arrival process (Poisson or timestamps).
-Headline::Kind headline_kind(const Workload& w);
 
 }  // namespace concord

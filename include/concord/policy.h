@@ -130,7 +130,7 @@ struct WorkloadShape {
 
 class Policy {
  public:
-  virtual ~Policy() = default;
+  virtual ~Policy();
   virtual std::string name() const = 0;
   // Whether a tenant's next launch gets the decision its previous one got while no
   // latency-critical work intervenes. The node daemon then releases such a launch at once (a

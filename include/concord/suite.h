@@ -41,4 +41,18 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size, cons
 // The kernel that has the variant named `variant` ("mid"; "min@8": the min slot at 8 threads).
 Result<KernelSpec> make_suite_kernel_with_variant(const std::string& name, int64_t size, const std::string& variant);
 
+// One suite kernel variant at a size (what make_suite_kernel_with_variant makes): the unit the
+// Nsight Compute worker launches, one per line of its job file ("kernel size variant").
+struct SuiteJob {
+  std::string kernel;
+  int64_t size = 0;
+  std::string variant;
+  bool operator==(const SuiteJob&) const = default;
+};
+// Every variant of every distinct (kernel, size) among `kernels`, in first-seen order.
+std::vector<SuiteJob> suite_jobs(const std::vector<KernelSpec>& kernels);
+std::string suite_jobs_to_text(const std::vector<SuiteJob>& jobs);
+// An error names `source` and the line.
+Result<std::vector<SuiteJob>> suite_jobs_from_text(const std::string& text, const std::string& source);
+
 }  // namespace concord

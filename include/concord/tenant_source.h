@@ -83,7 +83,7 @@ class TenantSink {
 
 class TenantSource {
  public:
-  virtual ~TenantSource() = default;
+  virtual ~TenantSource();
   virtual std::string name() const = 0;
   // Before the clock starts: tenants known up front join here, so the backend prepares them and
   // the policy sees them in on_start.

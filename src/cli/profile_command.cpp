@@ -126,7 +126,7 @@ int profile_raise(ProfileOptions o) {
   n.gpu = o.gpu;
   n.driver = o.driver;
   const std::vector<profile::NcuFacet> facets = policy::ncu_facets();
-  auto stored = profile::profile_ncu(**store, profile::ncu_jobs(kernels), facets, n, std::cerr);
+  auto stored = profile::profile_ncu(**store, suite_jobs(kernels), facets, n, std::cerr);
   if (!stored) return fail(stored.status());
   for (size_t i = 0; i < facets.size(); ++i) {
     spdlog::info("stored the {} facet of {} kernel variants in {}", facets[i].name, (*stored)[i].written, o.db);
@@ -303,7 +303,7 @@ int run_profile(ProfileOptions o, const ProfileApps& apps, const Config& config)
   CLI::App* profile = apps.run->get_parent();
   apply_setting(*profile, "--db", config, "store", o.db);
   if (apps.worker->parsed()) {
-    if (Status s = profile::run_registered_ncu_worker(o.worker_jobs); !s) return fail(s);
+    if (Status s = run_ncu_worker(o.worker_jobs); !s) return fail(s);
     return kExitOk;
   }
   if (apps.raise->parsed()) return profile_raise(o);

@@ -2,7 +2,7 @@
 // what it keeps per launch and per tenant, and the Engine class, a SchedContext to the policy and a
 // TenantSink to the source. engine_state.cpp: tenants, streams and the ready list;
 // engine_dispatch.cpp: the requests a policy makes, validated once; engine_completions.cpp: what
-// the backend reports; engine_run.cpp: the run loop and its results.
+// the backend reports; engine.cpp: the run loop and its results.
 #pragma once
 
 #include <algorithm>

@@ -47,13 +47,6 @@ double percentile(std::span<const double> values, double p) {
 
 const char* to_string(Headline::Kind k) { return k == Headline::Kind::open_loop ? "open-loop" : "closed-loop"; }
 
-Headline::Kind headline_kind(const Workload& w) {
-  for (const TenantSpec& t : w.tenants) {
-    if (t.arrival.kind != ArrivalProcess::Kind::closed_loop) return Headline::Kind::open_loop;
-  }
-  return Headline::Kind::closed_loop;
-}
-
 std::string headline_text(const Headline& h) {
   if (h.name == "throughput_over_serial") {
     return fmt::format("Headline (closed loop): throughput {:.3f}x serial (the same work's makespan under serial over this run's; serial = 1)",

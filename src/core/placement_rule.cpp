@@ -259,15 +259,4 @@ Status check_dispatch_resources(const DeviceSpec& device, const DispatchRequest&
   return Status::ok();
 }
 
-Status Backend::can_implement(const DispatchRequest& request) const {
-  if (request.parts.empty() || request.parts.size() > 2 || request.parts[0].kernel == nullptr ||
-      (request.parts.size() == 2 && request.parts[1].kernel == nullptr)) {
-    return check_dispatch_resources(device(), request, Capabilities{}, nullptr);
-  }
-  const Capabilities first = capabilities(*request.parts[0].kernel);
-  if (request.parts.size() == 1) return check_dispatch_resources(device(), request, first, nullptr);
-  const Capabilities second = capabilities(*request.parts[1].kernel);
-  return check_dispatch_resources(device(), request, first, &second);
-}
-
 }  // namespace concord

@@ -29,7 +29,7 @@
 #include "intercept/green_sets.h"
 #include "intercept/room.h"
 #include "intercept/kernel_id.h"
-#include "intercept/placement.h"
+#include "intercept/launch_route.h"
 #include "intercept/real_driver.h"
 #include "ipc/tenant_client.h"
 

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <set>
+#include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -266,6 +269,42 @@ Result<KernelSpec> make_suite_kernel(const std::string& name, int64_t size, cons
   }
   k.default_variant = k.elastic ? 1 : 0;  // "mid"
   return k;
+}
+
+std::vector<SuiteJob> suite_jobs(const std::vector<KernelSpec>& kernels) {
+  std::vector<SuiteJob> out;
+  std::set<std::tuple<std::string, int64_t, std::string>> seen;  // a variant's name carries its block size
+  for (const KernelSpec& k : kernels) {
+    for (const KernelVariant& v : k.variants) {
+      if (seen.insert({k.name, k.size, v.name}).second) out.push_back({k.name, k.size, v.name});
+    }
+  }
+  return out;
+}
+
+std::string suite_jobs_to_text(const std::vector<SuiteJob>& jobs) {
+  std::string out;
+  for (const SuiteJob& j : jobs) out += j.kernel + " " + std::to_string(j.size) + " " + j.variant + "\n";
+  return out;
+}
+
+Result<std::vector<SuiteJob>> suite_jobs_from_text(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  std::vector<SuiteJob> out;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    std::istringstream words(line);
+    SuiteJob j;
+    std::string extra;
+    if (!(words >> j.kernel >> j.size >> j.variant) || (words >> extra) || j.size <= 0) {
+      return Status::parse_error(source + ":" + std::to_string(n) + ": expected 'kernel size variant', found '" + line + "'");
+    }
+    out.push_back(j);
+  }
+  return out;
 }
 
 }  // namespace concord

@@ -167,45 +167,9 @@ Result<std::vector<std::vector<NcuLaunch>>> split_at_markers(const std::vector<N
   return out;
 }
 
-std::vector<NcuJob> ncu_jobs(const std::vector<KernelSpec>& kernels) {
-  std::vector<NcuJob> out;
-  std::set<std::tuple<std::string, int64_t, std::string>> seen;  // a variant's name carries its block size
-  for (const KernelSpec& k : kernels) {
-    for (const KernelVariant& v : k.variants) {
-      if (seen.insert({k.name, k.size, v.name}).second) out.push_back({k.name, k.size, v.name});
-    }
-  }
-  return out;
-}
-
-std::string ncu_jobs_to_text(const std::vector<NcuJob>& jobs) {
-  std::string out;
-  for (const NcuJob& j : jobs) out += j.kernel + " " + std::to_string(j.size) + " " + j.variant + "\n";
-  return out;
-}
-
-Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const std::string& source) {
-  std::istringstream in(text);
-  std::string line;
-  int n = 0;
-  std::vector<NcuJob> out;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    std::istringstream words(line);
-    NcuJob j;
-    std::string extra;
-    if (!(words >> j.kernel >> j.size >> j.variant) || (words >> extra) || j.size <= 0) {
-      return Status::parse_error(source + ":" + std::to_string(n) + ": expected 'kernel size variant', found '" + line + "'");
-    }
-    out.push_back(j);
-  }
-  return out;
-}
-
 namespace {
 // Every pass measured every job (the passes are matched to the jobs by position).
-Status check_passes(const std::vector<NcuJob>& jobs, const std::vector<NcuPass>& passes, const std::string& source) {
+Status check_passes(const std::vector<SuiteJob>& jobs, const std::vector<NcuPass>& passes, const std::string& source) {
   if (passes.empty()) return Status::invalid_argument(source + ": no ncu pass to store");
   for (size_t k = 0; k < passes.size(); ++k) {
     if (passes[k].size() != jobs.size()) {
@@ -218,13 +182,13 @@ Status check_passes(const std::vector<NcuJob>& jobs, const std::vector<NcuPass>&
 }  // namespace
 
 Result<NcuStored> store_ncu_facet(ProfileStore& store, const NcuFacet& facet, const std::string& gpu,
-                                  const std::string& driver, const std::vector<NcuJob>& jobs,
+                                  const std::string& driver, const std::vector<SuiteJob>& jobs,
                                   const std::vector<NcuPass>& passes, const std::string& source) {
   CONCORD_RETURN_IF_ERROR(check_passes(jobs, passes, source));
   if (!facet.of_job) return Status::invalid_argument(source + ": the " + facet.name + " facet has no reader");
   NcuStored out;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const NcuJob& job = jobs[i];
+    const SuiteJob& job = jobs[i];
     const ProfileKey key{gpu, driver, job.kernel, job.variant, job.size};
     std::vector<std::vector<NcuLaunch>> of_job;
     for (const NcuPass& p : passes) of_job.push_back(p[i]);
@@ -238,19 +202,6 @@ Result<NcuStored> store_ncu_facet(ProfileStore& store, const NcuFacet& facet, co
     ++out.written;
   }
   return out;
-}
-
-namespace {
-NcuWorker registered_worker = nullptr;
-}  // namespace
-
-void register_ncu_worker(NcuWorker worker) { registered_worker = worker; }
-
-Status run_registered_ncu_worker(const std::string& jobs_file) {
-  if (!registered_worker) {
-    return Status::unsupported("`concord profile raise-worker` needs a CUDA build (configure with CONCORD_CUDA=ON)");
-  }
-  return registered_worker(jobs_file);
 }
 
 }  // namespace concord::profile

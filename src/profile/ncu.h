@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "concord/kernel.h"
+#include "concord/suite.h"
 #include "concord/profile.h"
 #include "concord/status.h"
 
@@ -45,19 +46,6 @@ Result<std::vector<NcuLaunch>> parse_ncu_csv(const std::string& text, const std:
 Result<std::vector<std::vector<NcuLaunch>>> split_at_markers(const std::vector<NcuLaunch>& launches, size_t jobs,
                                                              const std::string& source);
 
-// One thing the ncu worker runs: one plain launch of a kernel variant at a size.
-struct NcuJob {
-  std::string kernel;
-  int64_t size = 0;
-  std::string variant;
-  bool operator==(const NcuJob&) const = default;
-};
-// Every variant of every distinct (kernel, size) among `kernels`, in first-seen order.
-std::vector<NcuJob> ncu_jobs(const std::vector<KernelSpec>& kernels);
-// The job file the parent hands the worker: one "kernel size variant" line per job.
-std::string ncu_jobs_to_text(const std::vector<NcuJob>& jobs);
-Result<std::vector<NcuJob>> ncu_jobs_from_text(const std::string& text, const std::string& source);
-
 // One ncu pass over the job list: each job's launches.
 using NcuPass = std::vector<std::vector<NcuLaunch>>;
 
@@ -66,7 +54,7 @@ using NcuPass = std::vector<std::vector<NcuLaunch>>;
 struct NcuFacet {
   std::string name;                  // the facet's name in the store
   std::vector<std::string> metrics;  // ncu metric names it reads (the duration is always collected)
-  std::function<Result<std::string>(const NcuJob& job, const std::vector<std::vector<NcuLaunch>>& passes_of_job,
+  std::function<Result<std::string>(const SuiteJob& job, const std::vector<std::vector<NcuLaunch>>& passes_of_job,
                                     const std::string& where)>
       of_job;
   // Whether a job it cannot fill fails the whole store (RAISE: every kernel has a vector), or is
@@ -85,7 +73,7 @@ struct NcuStored {
   std::vector<std::string> missing;
 };
 Result<NcuStored> store_ncu_facet(ProfileStore& store, const NcuFacet& facet, const std::string& gpu,
-                                  const std::string& driver, const std::vector<NcuJob>& jobs,
+                                  const std::string& driver, const std::vector<SuiteJob>& jobs,
                                   const std::vector<NcuPass>& passes, const std::string& source);
 
 // Nsight Compute over this program's worker (`concord profile raise-worker`, CUDA builds: the
@@ -100,15 +88,8 @@ struct NcuOptions {
   int passes = 3;                // ncu passes over the jobs; a job's facet is read from all of them
 };
 // What was stored, per facet in the order of `facets`.
-Result<std::vector<NcuStored>> profile_ncu(ProfileStore& store, const std::vector<NcuJob>& jobs,
+Result<std::vector<NcuStored>> profile_ncu(ProfileStore& store, const std::vector<SuiteJob>& jobs,
                                            const std::vector<NcuFacet>& facets, const NcuOptions& options,
                                            std::ostream& progress);
-
-// The worker `concord profile raise` runs under Nsight Compute (`concord profile raise-worker`):
-// one plain launch of each job after a marker kernel. It needs the GPU, so a CUDA build registers
-// it (backend/registration.h); without one, running it is an error that says so.
-using NcuWorker = Status (*)(const std::string& jobs_file);
-void register_ncu_worker(NcuWorker worker);
-Status run_registered_ncu_worker(const std::string& jobs_file);
 
 }  // namespace concord::profile

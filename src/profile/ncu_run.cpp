@@ -29,7 +29,7 @@ std::string format_seconds(double s) {
 
 }  // namespace
 
-Result<std::vector<NcuStored>> profile_ncu(ProfileStore& store, const std::vector<NcuJob>& jobs,
+Result<std::vector<NcuStored>> profile_ncu(ProfileStore& store, const std::vector<SuiteJob>& jobs,
                                            const std::vector<NcuFacet>& facets, const NcuOptions& options,
                                            std::ostream& progress) {
   if (facets.empty()) return Status::invalid_argument("profile raise: no facet reads Nsight Compute metrics");
@@ -42,7 +42,7 @@ Result<std::vector<NcuStored>> profile_ncu(ProfileStore& store, const std::vecto
     const std::string jobs_file = options.work_dir + "/ncu_jobs.txt";
     {
       std::ofstream out(jobs_file);
-      out << ncu_jobs_to_text(jobs);
+      out << suite_jobs_to_text(jobs);
       out.close();
       if (!out) return Status::io_error(jobs_file + ": cannot write the job list");
     }

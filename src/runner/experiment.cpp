@@ -5,6 +5,13 @@
 
 namespace concord {
 
+Headline::Kind headline_kind(const Workload& w) {
+  for (const TenantSpec& t : w.tenants) {
+    if (t.arrival.kind != ArrivalProcess::Kind::closed_loop) return Headline::Kind::open_loop;
+  }
+  return Headline::Kind::closed_loop;
+}
+
 std::optional<Seconds> ReferenceCache::find(const std::string& key) const {
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;

@@ -9,8 +9,6 @@
 
 namespace concord {
 
-const char* to_string(TenantClass c) { return c == TenantClass::latency_critical ? "LC" : "BE"; }
-
 const char* to_string(ArrivalProcess::Kind k) {
   switch (k) {
     case ArrivalProcess::Kind::closed_loop: return "closed";

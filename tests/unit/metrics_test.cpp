@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "concord/experiment.h"
 #include "concord/metrics.h"
 
 namespace concord {

@@ -59,7 +59,7 @@ TEST(PbsNcu, StoresTheFacetAndAttachesItOrNamesWhatIsMissing) {
   ASSERT_TRUE(store.is_ok());
   auto kmeans = make_suite_kernel("kmeans", 1 << 16);
   ASSERT_TRUE(kmeans.is_ok());
-  const auto jobs = profile::ncu_jobs({*kmeans});
+  const auto jobs = suite_jobs({*kmeans});
   ASSERT_GE(jobs.size(), 2u);
   profile::NcuPass pass;
   for (size_t i = 0; i < jobs.size(); ++i) pass.push_back({launch(1e6, 1e5, 25, 50, 1000)});

@@ -18,7 +18,6 @@
 namespace concord {
 namespace {
 
-using profile::NcuJob;
 using profile::NcuLaunch;
 
 // What `concord profile raise` asks ncu for: every folder's facet metrics and the duration.
@@ -132,23 +131,23 @@ TEST(NcuCsv, BadInputNamesTheFileAndLine) {
   EXPECT_FALSE(policy::raise_vector({l}, "job").is_ok());
 }
 
-TEST(NcuJobs, EveryVariantOfEachDistinctKernelAndSizeRoundTrips) {
+TEST(SuiteJobs, EveryVariantOfEachDistinctKernelAndSizeRoundTrips) {
   auto a = make_suite_kernel("bfs", 4096);
   auto b = make_suite_kernel("srad", 512);
   ASSERT_TRUE(a.is_ok() && b.is_ok());
-  const auto jobs = profile::ncu_jobs({*a, *b, *a});
+  const auto jobs = suite_jobs({*a, *b, *a});
   ASSERT_EQ(jobs.size(), static_cast<size_t>(a->variant_count() + b->variant_count()));
-  EXPECT_EQ(jobs[0], (NcuJob{"bfs", 4096, a->variant(0).name}));
-  auto back = profile::ncu_jobs_from_text(profile::ncu_jobs_to_text(jobs), "jobs.txt");
+  EXPECT_EQ(jobs[0], (SuiteJob{"bfs", 4096, a->variant(0).name}));
+  auto back = suite_jobs_from_text(suite_jobs_to_text(jobs), "jobs.txt");
   ASSERT_TRUE(back.is_ok());
   EXPECT_EQ(*back, jobs);
   // The same kernel and size at other block sizes: only the variants not seen yet.
   auto c = make_suite_kernel("bfs", 4096, BlockSizes{32, 256, 1024});
   ASSERT_TRUE(c.is_ok());
-  const auto more = profile::ncu_jobs({*a, *c});
+  const auto more = suite_jobs({*a, *c});
   ASSERT_EQ(more.size(), static_cast<size_t>(a->variant_count() + 1));
-  EXPECT_EQ(more.back(), (NcuJob{"bfs", 4096, "min@32"}));
-  auto bad = profile::ncu_jobs_from_text("bfs 4096 mid\nsrad many mid\n", "jobs.txt");
+  EXPECT_EQ(more.back(), (SuiteJob{"bfs", 4096, "min@32"}));
+  auto bad = suite_jobs_from_text("bfs 4096 mid\nsrad many mid\n", "jobs.txt");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("jobs.txt:2"), std::string::npos);
 }
@@ -166,7 +165,7 @@ TEST(NcuStore, StoresFacetsKeepsMeasuredCurvesAndAttachesPerVariant) {
   have.key = {"NVIDIA H200", "580", "bfs", bfs->variant(bfs->default_variant).name, 4096};
   have.sm_curve = {{2, 1e-3}, {132, 1e-4}};
   ASSERT_TRUE((*store)->put(have).is_ok());
-  const auto jobs = profile::ncu_jobs({*bfs});
+  const auto jobs = suite_jobs({*bfs});
   std::vector<std::vector<NcuLaunch>> launches;
   for (size_t i = 0; i < jobs.size(); ++i) {
     NcuLaunch l{static_cast<int64_t>(i), "k", {}};
@@ -236,12 +235,12 @@ TEST(NcuFacets, TheProfileLayerStoresAnyFolderFacet) {
   std::filesystem::create_directories(dir);
   auto store = ProfileStore::open((dir / "p.db").string());
   ASSERT_TRUE(store.is_ok());
-  const std::vector<NcuJob> jobs{{"bfs", 4096, "b64"}, {"bfs", 4096, "b128"}};
+  const std::vector<SuiteJob> jobs{{"bfs", 4096, "b64"}, {"bfs", 4096, "b128"}};
   const profile::NcuPass pass{{NcuLaunch{0, "k", {}}}, {NcuLaunch{1, "k", {}}}};
   RaiseVector v{};
   v.fill(5);
   // Fills the first job, fails the second (the reader is the folder's; the store checks its JSON).
-  auto first_only = [&](const NcuJob& job, const std::vector<std::vector<NcuLaunch>>&, const std::string& where) -> Result<std::string> {
+  auto first_only = [&](const SuiteJob& job, const std::vector<std::vector<NcuLaunch>>&, const std::string& where) -> Result<std::string> {
     if (job.variant == "b128") return Status::parse_error(where + ": no metric m1");
     return policy::raise_facet_to_json(v);
   };
@@ -259,7 +258,7 @@ TEST(NcuFacets, TheProfileLayerStoresAnyFolderFacet) {
   auto stored = (*store)->get_facet({"NVIDIA H200", "580", "bfs", "b64", 4096}, policy::kRaiseFacetName);
   ASSERT_TRUE(stored.is_ok() && stored->has_value());
   // A facet whose JSON its codec refuses is not stored.
-  profile::NcuFacet bad{policy::kRaiseFacetName, {}, [](const NcuJob&, const std::vector<std::vector<NcuLaunch>>&,
+  profile::NcuFacet bad{policy::kRaiseFacetName, {}, [](const SuiteJob&, const std::vector<std::vector<NcuLaunch>>&,
                                                         const std::string&) -> Result<std::string> { return std::string("{}"); },
                         true};
   EXPECT_FALSE(profile::store_ncu_facet(**store, bad, "NVIDIA H200", "580", jobs, {pass}, "t.csv").is_ok());

@@ -7,7 +7,7 @@
 __global__ void concord_ncu_marker(int job) { (void)job; }
 __global__ void concord_ncu_skip(int job) { (void)job; }
 
-namespace concord::profile {
+namespace concord::cuda {
 
 cudaError_t launch_ncu_marker(bool skip, int job, cudaStream_t stream) {
   if (skip) {
@@ -18,4 +18,4 @@ cudaError_t launch_ncu_marker(bool skip, int job, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-}  // namespace concord::profile
+}  // namespace concord::cuda

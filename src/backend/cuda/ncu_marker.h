@@ -3,10 +3,10 @@
 
 #include <cuda_runtime_api.h>
 
-namespace concord::profile {
+namespace concord::cuda {
 
 // `skip` = false: concord_ncu_marker (job `job` starts); true: concord_ncu_skip (launches until
 // the next job marker are set-up work, not measured).
 cudaError_t launch_ncu_marker(bool skip, int job, cudaStream_t stream);
 
-}  // namespace concord::profile
+}  // namespace concord::cuda

@@ -1,5 +1,5 @@
 // The worker Nsight Compute profiles: each job's kernel launched once in its plain form after a
-// marker kernel; set-up launches follow a skip marker (src/profile/ncu.h, split_at_markers).
+// marker kernel; set-up launches follow a skip marker (`concord profile raise` splits ncu's report there).
 #include "backend/cuda/ncu_worker.h"
 
 #include <cuda_runtime_api.h>
@@ -12,21 +12,22 @@
 #include "cuda/handles.h"
 #include "concord/suite.h"
 #include "kernels/device/device_kernel.h"
-#include "profile/ncu.h"
 #include "backend/cuda/ncu_marker.h"
 
-namespace concord::profile {
+namespace concord::cuda {
 
-Status run_ncu_worker(const std::string& jobs_file) {
+Status ncu_worker(const std::string& jobs_file) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  auto text = read_text_file(jobs_file);
-  if (!text) return text.status();
-  auto jobs = ncu_jobs_from_text(*text, jobs_file);
+  std::ifstream in(jobs_file);
+  if (!in) return Status::io_error(jobs_file + ": cannot open the job list");
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto jobs = suite_jobs_from_text(text.str(), jobs_file);
   if (!jobs) return jobs.status();
   cuda::Stream stream;
   CONCORD_RETURN_IF_ERROR(stream.create());
   for (size_t i = 0; i < jobs->size(); ++i) {
-    const NcuJob& job = (*jobs)[i];
+    const SuiteJob& job = (*jobs)[i];
     const std::string where = jobs_file + ": job " + std::to_string(i) + " (" + job.kernel + " " + job.variant + ")";
     auto spec = make_suite_kernel_with_variant(job.kernel, job.size, job.variant);
     if (!spec) return Status(spec.status().code(), where + ": " + spec.status().message());
@@ -48,4 +49,4 @@ Status run_ncu_worker(const std::string& jobs_file) {
   return Status::ok();
 }
 
-}  // namespace concord::profile
+}  // namespace concord::cuda

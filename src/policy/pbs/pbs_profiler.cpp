@@ -47,7 +47,7 @@ std::vector<profile::NcuFacet> pbs_ncu_facets() {
   profile::NcuFacet f;
   f.name = kPbsFacetName;
   f.metrics = {kNcuGlobalLoadBytes, kNcuGlobalStoreBytes, kNcuL1HitRate, kNcuL2HitRate};
-  f.of_job = [](const profile::NcuJob& job, const std::vector<std::vector<profile::NcuLaunch>>& passes,
+  f.of_job = [](const SuiteJob& job, const std::vector<std::vector<profile::NcuLaunch>>& passes,
                 const std::string& where) -> Result<std::string> {
     auto spec = make_suite_kernel_with_variant(job.kernel, job.size, job.variant);
     if (!spec) return Status(spec.status().code(), where + ": " + spec.status().message());

@@ -34,7 +34,7 @@ std::vector<profile::NcuFacet> raise_ncu_facets() {
   profile::NcuFacet f;
   f.name = kRaiseFacetName;
   for (const auto& m : raise_metric_info()) f.metrics.emplace_back(m.ncu);
-  f.of_job = [](const profile::NcuJob&, const std::vector<std::vector<profile::NcuLaunch>>& passes,
+  f.of_job = [](const SuiteJob&, const std::vector<std::vector<profile::NcuLaunch>>& passes,
                 const std::string& where) -> Result<std::string> {
     if (passes.empty()) return Status::invalid_argument(where + ": no ncu pass");
     RaiseVector vec{};

@@ -1,4 +1,4 @@
-#include "intercept/placement.h"
+#include "intercept/launch_route.h"
 
 #include <cstdio>
 #include <string>

@@ -6,6 +6,7 @@ namespace concord {
 namespace {
 
 Result<std::unique_ptr<Backend>> (*cuda_factory)(const BackendConfig&) = nullptr;
+NcuWorker ncu_worker = nullptr;
 
 }  // namespace
 
@@ -28,6 +29,15 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendConfig& config) {
 std::vector<std::string> available_backends() {
   if (cuda_factory) return {"sim", "cuda"};
   return {"sim"};
+}
+
+void register_ncu_worker(NcuWorker worker) { ncu_worker = worker; }
+
+Status run_ncu_worker(const std::string& jobs_file) {
+  if (!ncu_worker) {
+    return Status::unsupported("`concord profile raise-worker` needs a CUDA build (configure with CONCORD_CUDA=ON)");
+  }
+  return ncu_worker(jobs_file);
 }
 
 }  // namespace concord
