@@ -28,7 +28,6 @@
 #include "concord/backend_factory.h"
 #include "lsbe_runner.h"
 #include "mix_bench.h"
-#include "runner/processes.h"
 
 using namespace concord;
 using namespace concord::lsbe;
@@ -145,16 +144,8 @@ int cmd_run(const RunOptions& opt) {
       profiled = *n;
     }
     const int n = opt.lc_requests > 0 ? opt.lc_requests : mix.lc().requests;
-    nlohmann::json mj{{"mix", mix.workload.name}, {"file", mix.file}, {"lc_tenant", mix.lc().name},
-                      {"lc_requests", n},         {"profiled_kernels", profiled}};
-    mj["be_tenants"] = nlohmann::json::array();
-    for (size_t i = 0; i < mix.be_count(); ++i) mj["be_tenants"].push_back(mix.be(i).name);
-    auto failed = [&](const std::string& what, const Status& s) {
-      const Status e(s.code(), mix.workload.name + " " + what + ": " + s.message());
-      mj["error"] = e.to_string();
-      file.add_mix(mj);
-      return aker_bench::fail(e);
-    };
+    nlohmann::json mj = lsbe::ResultsFile::mix_json(mix, n, profiled);
+    auto failed = [&](const std::string& what, const Status& s) { return file.fail_mix(mj, mix, what, s); };
 
     // The query's solo time: its median latency alone without queueing (Aker's T_ori_solo).
     auto alone = lc_alone_closed(mix, n, cfg, opt.seed, opt.time_limit);
@@ -167,6 +158,11 @@ int cmd_run(const RunOptions& opt) {
     if (!be_refs) return failed("BE alone", be_refs.status());
     mj["be_alone"] = be_refs->json;
 
+    // Every QoS target: each basis (solo, alone-p99) at each factor.
+    std::vector<std::pair<std::string, double>> targets;
+    for (const std::string& basis : opt.target_basis) {
+      for (double factor : opt.target_factors) targets.emplace_back(basis, factor);
+    }
     mj["loads"] = nlohmann::json::array();
     for (double load : opt.loads) {
       const double rate = load * alone->capacity_rps;
@@ -182,9 +178,8 @@ int cmd_run(const RunOptions& opt) {
       nlohmann::json lj{{"load", load}, {"rate_rps", rate}, {"lc_alone_p99_s", ref.lc_alone_p99},
                         {"be_requests_ceiling", be_refs->ceilings}};
       lj["targets"] = nlohmann::json::array();
-      for (const std::string& basis : opt.target_basis) {
-      const Seconds basis_s = basis == "solo" ? solo : ref.lc_alone_p99;
-      for (double factor : opt.target_factors) {
+      for (const auto& [basis, factor] : targets) {
+        const Seconds basis_s = basis == "solo" ? solo : ref.lc_alone_p99;
         const Seconds target = factor * basis_s;
         const std::string where = at + " target " + std::to_string(factor) + "x " + basis;
         // The LC alone at this rate against this target: the queueing alone costs it (no scheme
@@ -219,10 +214,9 @@ int cmd_run(const RunOptions& opt) {
           tj["runs"].push_back(run);
         }
         add_over_baseline(tj["runs"]);
-        lj["targets"].push_back(tj);
+        lj["targets"].push_back(std::move(tj));
       }
-      }
-      mj["loads"].push_back(lj);
+      mj["loads"].push_back(std::move(lj));
     }
     if (!file.add_mix(std::move(mj))) return rc;
   }

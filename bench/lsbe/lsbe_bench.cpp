@@ -114,16 +114,8 @@ int cmd_run(const RunOptions& opt) {
       profiled = *n;
     }
     const int n = opt.lc_requests > 0 ? opt.lc_requests : mix.lc().requests;
-    nlohmann::json mj{{"mix", mix.workload.name}, {"file", mix.file}, {"lc_tenant", mix.lc().name},
-                      {"lc_requests", n},         {"profiled_kernels", profiled}};
-    mj["be_tenants"] = nlohmann::json::array();
-    for (size_t i = 0; i < mix.be_count(); ++i) mj["be_tenants"].push_back(mix.be(i).name);
-    auto failed = [&](const std::string& what, const Status& s) {
-      const Status e(s.code(), mix.workload.name + " " + what + ": " + s.message());
-      mj["error"] = e.to_string();
-      file.add_mix(mj);
-      return fail(e);
-    };
+    nlohmann::json mj = lsbe::ResultsFile::mix_json(mix, n, profiled);
+    auto failed = [&](const std::string& what, const Status& s) { return file.fail_mix(mj, mix, what, s); };
 
     // The LC alone in a closed loop: its capacity and its isolated latency (the repetition with
     // the median capacity; every repetition's figures are kept).

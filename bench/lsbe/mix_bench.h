@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "concord/status.h"
+#include "lsbe_mix.h"
 #include "runner/processes.h"
 
 namespace concord::lsbe {
@@ -41,6 +42,23 @@ class ResultsFile {
     results_["complete"] = rc_ == 0;
     save();
     return rc_;
+  }
+  // A mix's results object: its name, spec file, LC tenant, LC requests per run, kernels with
+  // profiles attached, and its BE tenants.
+  static nlohmann::json mix_json(const Mix& mix, int lc_requests, int profiled_kernels) {
+    nlohmann::json mj{{"mix", mix.workload.name}, {"file", mix.file}, {"lc_tenant", mix.lc().name},
+                      {"lc_requests", lc_requests}, {"profiled_kernels", profiled_kernels}};
+    mj["be_tenants"] = nlohmann::json::array();
+    for (size_t i = 0; i < mix.be_count(); ++i) mj["be_tenants"].push_back(mix.be(i).name);
+    return mj;
+  }
+  // A failure within a mix: the error (naming the mix and what failed) kept in `mix_results`, which
+  // is written; returns the bench's exit code for it.
+  int fail_mix(nlohmann::json& mix_results, const Mix& mix, const std::string& what, const Status& s) {
+    const Status e(s.code(), mix.workload.name + " " + what + ": " + s.message());
+    mix_results["error"] = e.to_string();
+    add_mix(mix_results);
+    return fail_(e);
   }
 
  private:
