@@ -126,10 +126,11 @@ int profile_raise(ProfileOptions o) {
   n.gpu = o.gpu;
   n.driver = o.driver;
   const std::vector<profile::NcuFacet> facets = policy::ncu_facets();
-  auto stored = profile::profile_ncu(**store, suite_jobs(kernels), facets, n, std::cerr);
+  const std::vector<SuiteJob> jobs = suite_jobs(kernels);
+  auto stored = profile::profile_ncu(**store, jobs, facets, n, std::cerr);
   if (!stored) return fail(stored.status());
   for (size_t i = 0; i < facets.size(); ++i) {
-    spdlog::info("stored the {} facet of {} kernel variants in {}", facets[i].name, (*stored)[i].written, o.db);
+    spdlog::info("stored the {} facet of {} of {} kernel variants in {}", facets[i].name, (*stored)[i].written, jobs.size(), o.db);
   }
   return kExitOk;
 }

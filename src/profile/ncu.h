@@ -24,7 +24,7 @@ struct NcuLaunch {
   std::map<std::string, double> metrics;  // metric name -> value (base units)
 };
 
-// The whole of a text file (ncu's CSV, the worker's job list); an error names the path.
+// The whole of a text file (ncu's CSV); an error names the path.
 Result<std::string> read_text_file(const std::string& path);
 inline constexpr const char* kNcuDurationMetric = "gpu__time_duration.sum";
 // The marker kernels the worker launches: before each job's measured launch, and before set-up

@@ -91,7 +91,6 @@ Result<std::vector<NcuStored>> profile_ncu(ProfileStore& store, const std::vecto
   for (const NcuFacet& facet : facets) {
     auto one = store_ncu_facet(store, facet, options.gpu, options.driver, jobs, passes, source);
     if (!one) return one.status();
-    progress << "stored the " << facet.name << " facet of " << one->written << " of " << jobs.size() << " kernel variants\n";
     for (const std::string& m : one->missing) progress << "no " << facet.name << " facet: " << m << "\n";
     stored.push_back(std::move(*one));
   }
