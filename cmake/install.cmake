@@ -24,6 +24,16 @@ else()
   set(concord_package_intercept
       "This build found no CUDA toolkit: it has no interception library (libconcord_intercept.so) and no CUDA backend; build it where nvcc is present for those.")
 endif()
+# The Slurm plugin (built where libslurm-dev is) in Slurm's plugin folder, and its plugstack.conf
+# line, commented out, in the folder Debian's plugstack.conf includes (docs/cluster.md).
+if(TARGET concord_spank)
+  install(TARGETS concord_spank LIBRARY DESTINATION lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm COMPONENT runtime)
+  install(FILES ${PROJECT_SOURCE_DIR}/packaging/slurm/concord.conf DESTINATION /etc/slurm/plugstack.conf.d COMPONENT runtime)
+  install(FILES ${PROJECT_SOURCE_DIR}/packaging/slurm/slurmd-concord.conf DESTINATION lib/systemd/system/slurmd.service.d
+          RENAME concord.conf COMPONENT runtime)
+  string(APPEND concord_package_intercept
+         " It includes concord_spank.so, the Slurm plugin that makes a job a tenant (sbatch --concord-class=lc|be).")
+endif()
 
 set(concord_libraries concord_core concord_suite concord_frontend concord_mechanism concord_policies concord_sim
     concord_backends concord_profile concord_runner)
@@ -81,6 +91,11 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3, python3-matplotlib")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "nvidia-driver")
 # postinst: the "concord" group of concordd's control socket.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/packaging/debian/postinst)
+# The plugin's plugstack.conf line is the admin's to edit: a conffile, kept across upgrades.
+if(TARGET concord_spank)
+  file(WRITE ${CMAKE_BINARY_DIR}/debian/conffiles "/etc/slurm/plugstack.conf.d/concord.conf\n")
+  list(APPEND CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/debian/conffiles)
+endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME concord-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "concord (= ${PROJECT_VERSION}), libyaml-cpp-dev, libfmt-dev, libspdlog-dev, libsqlite3-dev, nlohmann-json3-dev")

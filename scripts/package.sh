@@ -35,6 +35,12 @@ if [ -e "$build/src/intercept/libconcord_intercept.so" ]; then
   want_runtime+=(./usr/lib/libconcord_intercept.so)
   intercept=libconcord_intercept.so
 fi
+# Where the build has the Slurm plugin (libslurm-dev found), the runtime package carries it, its
+# commented plugstack.conf line and slurmd's drop-in that starts concordd first.
+if [ -e "$build/src/slurm/concord_spank.so" ]; then
+  want_runtime+=("./usr/lib/$(gcc -print-multiarch)/slurm-wlm/concord_spank.so" ./etc/slurm/plugstack.conf.d/concord.conf
+                 ./usr/lib/systemd/system/slurmd.service.d/concord.conf)
+fi
 for want in "${want_runtime[@]}"; do
   grep -qxF "$want" <<<"$contents" || { echo "package: $deb lacks $want" >&2; exit 1; }
 done

@@ -11,7 +11,8 @@ if [ "${1:-}" != --run ]; then
   packages+=(git libgtest-dev libgmock-dev libbenchmark-dev
              python3-yaml
              dpkg-dev file  # CPack's Debian package (dpkg-shlibdeps, file)
-             clang libclang-rt-14-dev)  # libFuzzer for scripts/fuzz.sh
+             clang libclang-rt-14-dev  # libFuzzer for scripts/fuzz.sh
+             munge slurmctld slurmd slurm-client libslurm-dev)  # the Slurm plugin and its loopback test (tests/slurm)
 fi
 
 missing=()

@@ -28,4 +28,5 @@ set(rules
   "profile|policy/,mechanism/,backend/,cuda/,kernels/device/,frontend/,runner/,cli/,daemon/"
   "intercept|policy/,mechanism/,backend/,cuda/,frontend/,workload/,profile/,runner/,cli/,kernels/,daemon/,${above_core},concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
   "ipc|intercept/,daemon/,policy/,mechanism/,backend/,cuda/,frontend/,workload/,profile/,runner/,cli/,kernels/,${above_core},concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
+  "slurm|policy/,mechanism/,backend/,cuda/,frontend/,workload/,profile/,runner/,cli/,kernels/,daemon/,${above_core},concord/profile.h,concord/engine.h,concord/policy.h,concord/backend.h"
   "daemon|intercept/,policy/,backend/,cuda/,frontend/,workload/,profile/,runner/,cli/,kernels/,mechanism/,${above_core},concord/profile.h")

@@ -49,12 +49,13 @@ Result<std::string> snapshot(const std::string& socket) {
   if (s == nullptr || l == nullptr) return Status::parse_error("concordd answered with an unexpected message");
   std::string out = fmt::format("concordd {}: {} tenants, {} launches, {} rejected, {} dropped\n", socket, s->tenants,
                                 s->launches, s->rejected, s->dropped);
-  out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", "ID", "NAME", "CLASS", "UID",
+  out += fmt::format("{:>6} {:>3} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", "ID", "GPU", "NAME", "CLASS", "UID",
                      "PID", "WEIGHT", "LAUNCHES", "DONE", "TARGETms", "P50ms", "P99ms", "BESIDE LC");
   const auto ms = [](uint64_t ns) { return ns == 0 ? std::string("-") : fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); };
   for (const ipc::TenantEntry& t : l->tenants) {
     const bool lc = t.cls == TenantClass::latency_critical;
-    out += fmt::format("{:>6} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", t.id, t.name, lc ? "LC" : "BE",
+    out += fmt::format("{:>6} {:>3} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", t.id,
+                       t.device.empty() ? "-" : t.device, t.name, lc ? "LC" : "BE",
                        t.uid, t.pid, t.weight, t.launches, t.completions, ms(t.latency_target_ns), lc ? ms(t.p50_ns) : "-",
                        lc ? ms(t.p99_ns) : "-", lc ? "-" : beside_lc(t.lease));
   }

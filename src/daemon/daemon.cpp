@@ -39,7 +39,8 @@ using Clock = std::chrono::steady_clock;
 // The registry behind the shared mutex, as the control server's handler.
 class LockedRegistry final : public ipc::ControlHandler {
  public:
-  explicit LockedRegistry(SharedRegistry& shared) : shared_(shared) {}
+  // `labels`: each lane's device label, in lane order.
+  LockedRegistry(SharedRegistry& shared, std::vector<std::string> labels) : shared_(shared), labels_(std::move(labels)) {}
   ~LockedRegistry() override { close_passed(); }
   ipc::Message handle(const ipc::PeerCredentials& peer, const ipc::Message& request) override {
     close_passed();
@@ -49,16 +50,23 @@ class LockedRegistry final : public ipc::ControlHandler {
       // The descriptors go with the reply (rings, lease page, board): copies, so the engine thread
       // may take what was made (or drop it) meanwhile. The lease page is read-only for the tenant,
       // the board too unless it is latency-critical.
-      if (const auto it = shared_.made.find(r->tenant); it != shared_.made.end()) {
+      const auto* info = std::get_if<ipc::RegisterTenant>(&request);
+      std::string device;
+      for (size_t lane = 0; lane < shared_.devices.size(); ++lane) {
+        DeviceBooks& books = shared_.devices[lane];
+        const auto it = books.made.find(r->tenant);
+        if (it == books.made.end()) continue;
+        device = labels_[lane];
         for (int fd : it->second.channel.fds()) passed_.push_back(fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1);
-        const auto* info = std::get_if<ipc::RegisterTenant>(&request);
         Result<int> lease = it->second.lease.reader_fd();
-        Result<int> board = shared_.board.tenant_fd(info != nullptr && info->cls == TenantClass::latency_critical);
+        Result<int> board = books.board.tenant_fd(info != nullptr && info->cls == TenantClass::latency_critical);
         passed_.push_back(lease.is_ok() ? *lease : -1);
         passed_.push_back(board.is_ok() ? *board : -1);
       }
+      (void)shared_.registry->set_device(r->tenant, device);
       log_event(spdlog::level::info, "tenant_registered",
-                {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"channel", r->channel}});
+                {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"channel", r->channel}, {"device", device},
+                 {"bus_id", info != nullptr ? info->device : std::string()}});
     } else if (const auto* e = std::get_if<ipc::ErrorReply>(&reply)) {
       log_event(spdlog::level::warn, "request_refused",
                 {{"request", ipc::to_string(ipc::type_of(request))}, {"uid", peer.uid}, {"pid", peer.pid}, {"error", e->message}});
@@ -88,6 +96,7 @@ class LockedRegistry final : public ipc::ControlHandler {
     passed_.clear();
   }
   SharedRegistry& shared_;
+  std::vector<std::string> labels_;
   std::vector<int> passed_;  // descriptors of the last Registered reply (control thread only)
 };
 
@@ -278,12 +287,12 @@ class LatencyObserver final : public EngineObserver {
 
 }  // namespace
 
-struct Daemon::Impl {
-  DaemonOptions options;
-  ipc::KernelCredentials kernel_credentials;
-  SharedRegistry shared;
-  std::optional<LockedRegistry> handler;
-  std::optional<ipc::ControlServer> server;
+// One GPU's engine: its tenants' hub, and the lease runner (a policy with a lease form) or the
+// engine with a live source and a remote backend (per-launch decisions), with its own policy
+// instance, on a thread of its own.
+struct Lane {
+  size_t index = 0;
+  DeviceLane device;
   std::optional<TenantHub> hub;
   // Under a policy with a lease form:
   std::unique_ptr<LeasePolicy> lease_policy;
@@ -293,27 +302,39 @@ struct Daemon::Impl {
   std::optional<RemoteBackend> backend;
   std::unique_ptr<Policy> policy;
   std::optional<LatencyObserver> observer;
+  std::thread thread;
+  Status status;
+  // Throughput: completions at the previous publish.
+  std::map<uint64_t, std::pair<uint64_t, Clock::time_point>> last_completions;
+};
+
+struct Daemon::Impl {
+  DaemonOptions options;
+  ipc::KernelCredentials kernel_credentials;
+  SharedRegistry shared;
+  std::optional<LockedRegistry> handler;
+  std::optional<ipc::ControlServer> server;
+  std::vector<std::unique_ptr<Lane>> lanes;
   MetricsServer metrics_server;
   MetricsBoard board;
   std::atomic<bool> stop{false};
   std::atomic<bool> control_stop{false};
-  std::thread control_thread, engine_thread, metrics_thread;
+  std::atomic<size_t> lanes_running{0};
+  std::thread control_thread, metrics_thread;
   Status engine_status;
   bool joined = false;
-  // Throughput: completions at the previous publish.
-  std::map<uint64_t, std::pair<uint64_t, Clock::time_point>> last_completions;
 
-  void publish();
-  void run_engine();
-  void run_leases();
-  void said_goodbye();
+  void publish(Lane& lane);
+  void run_engine(Lane& lane);
+  void run_leases(Lane& lane);
+  void lane_ended(Lane& lane);
   // A new tenant's lease until the policy has seen it (the control thread, under shared.mu).
-  ipc::LeaseTerms initial_terms(const ipc::RegisterTenant& info, uint32_t slot) const;
+  ipc::LeaseTerms initial_terms(const Lane& lane, const ipc::RegisterTenant& info, uint32_t slot) const;
 };
 
-ipc::LeaseTerms Daemon::Impl::initial_terms(const ipc::RegisterTenant& info, uint32_t slot) const {
+ipc::LeaseTerms Daemon::Impl::initial_terms(const Lane& lane, const ipc::RegisterTenant& info, uint32_t slot) const {
   const bool lc = info.cls == TenantClass::latency_critical;
-  if (!lease_policy) {
+  if (!lane.lease_policy) {
     // Per-launch decisions are for BE tenants only: an LC tenant launches at once, at high priority.
     ipc::LeaseTerms t;
     t.gate = lc ? ipc::Gate::open : ipc::Gate::per_launch;
@@ -324,23 +345,29 @@ ipc::LeaseTerms Daemon::Impl::initial_terms(const ipc::RegisterTenant& info, uin
   ti.name = info.name;
   ti.cls = info.cls;
   ti.latency_target = static_cast<double>(info.latency_target_ns) / 1e9;
-  Result<ipc::LeaseTerms> t = lease_terms(lease_policy->initial(ti), slot, [](uint64_t) { return ipc::kNoLcSlot; });
+  Result<ipc::LeaseTerms> t = lease_terms(lane.lease_policy->initial(ti), slot, [](uint64_t) { return ipc::kNoLcSlot; });
   return t.is_ok() ? *t : ipc::LeaseTerms{};
 }
 
-void Daemon::Impl::publish() {
+void Daemon::Impl::publish(Lane& lane) {
   const auto now = Clock::now();
   DaemonSnapshot snap;
   snap.policy = options.policy;
-  snap.device = options.device.name;
-  snap.decisions = runner ? runner->publishes() : backend->decisions();
+  snap.device = lane.device.spec.name;
+  DeviceSnapshot dev{lane.device.label, lane.device.bus_id, lane.device.spec.name, 0};
+  dev.decisions = lane.runner ? lane.runner->publishes() : lane.backend->decisions();
+  snap.decisions = dev.decisions;
+  snap.devices.push_back(dev);
+  TenantHub& hub = *lane.hub;
+  DeviceBooks& books = hub.books();
   std::lock_guard lock(shared.mu);
   snap.rejected = shared.registry->rejected();
   snap.dropped = shared.registry->dropped();
-  for (auto& [id, conn] : hub->conns()) {
+  for (auto& [id, conn] : hub.conns()) {
     TenantStats& st = conn->stats;
     TenantSnapshot t;
     t.id = id;
+    t.device = lane.device.label;
     t.name = conn->record.info.name;
     t.cls = conn->record.info.cls;
     t.uid = conn->record.owner.uid;
@@ -360,70 +387,81 @@ void Daemon::Impl::publish() {
     t.p99 = st.latency.quantile(0.99, now);
     t.window_requests = st.latency.count(now);
     t.window_latency_sum = st.latency.sum(now);
-    auto& last = last_completions[id];
+    auto& last = lane.last_completions[id];
     const double dt = std::chrono::duration<double>(now - last.second).count();
     if (last.second != Clock::time_point{} && dt > 0) t.throughput = static_cast<double>(st.completions - last.first) / dt;
     last = {st.completions, now};
-    t.lease = ipc::lease_summary(conn->lease.terms(), shared.board.lc_active());
+    t.lease = ipc::lease_summary(conn->lease.terms(), books.board.lc_active());
     (void)shared.registry->note_progress(id, st.launches, st.completions, static_cast<uint64_t>(t.p50 * 1e9),
                                          static_cast<uint64_t>(t.p99 * 1e9), t.lease);
     snap.tenants.push_back(std::move(t));
   }
-  std::erase_if(last_completions, [&](const auto& e) { return hub->find(e.first) == nullptr; });
-  board.publish(std::move(snap));
+  std::erase_if(lane.last_completions, [&](const auto& e) { return hub.find(e.first) == nullptr; });
+  board.publish(lane.index, std::move(snap));
 }
 
-void Daemon::Impl::run_engine() {
+void Daemon::Impl::run_engine(Lane& lane) {
   EngineOptions eo;
   eo.time_limit = std::numeric_limits<double>::infinity();
   eo.stop = &stop;
-  eo.observer = &*observer;
+  eo.observer = &*lane.observer;
   eo.abort_grace = options.abort_grace;
   eo.keep_history = false;  // a daemon runs for days: the engine forgets what finished
-  RunOutcome out = run_engine_outcome(*source, *backend, *policy, eo);
-  engine_status = out.status.code() == StatusCode::cancelled ? Status::ok() : out.status;
-  if (!engine_status.is_ok()) {
-    log_event(spdlog::level::err, "engine_stopped", {{"error", engine_status.message()}});
+  RunOutcome out = run_engine_outcome(*lane.source, *lane.backend, *lane.policy, eo);
+  lane.status = out.status.code() == StatusCode::cancelled ? Status::ok() : out.status;
+  lane_ended(lane);
+}
+
+void Daemon::Impl::run_leases(Lane& lane) {
+  lane.status = lane.runner->run(stop);
+  lane_ended(lane);
+}
+
+void Daemon::Impl::lane_ended(Lane& lane) {
+  if (!lane.status.is_ok()) {
+    log_event(spdlog::level::err, "engine_stopped", {{"device", lane.device.label}, {"error", lane.status.message()}});
+    stop = true;  // one GPU's engine failed: the daemon stops (the others end on the flag)
   }
-  said_goodbye();
-}
-
-void Daemon::Impl::run_leases() {
-  engine_status = runner->run(stop);
-  if (!engine_status.is_ok()) log_event(spdlog::level::err, "engine_stopped", {{"error", engine_status.message()}});
-  said_goodbye();
-}
-
-void Daemon::Impl::said_goodbye() {
-  publish();
-  hub->say_goodbye(ipc::ByeReason::shutdown);
-  log_event(spdlog::level::info, "tenants_told_goodbye", {{"tenants", hub->conns().size()}});
-  control_stop = true;
+  publish(lane);
+  lane.hub->say_goodbye(ipc::ByeReason::shutdown);
+  log_event(spdlog::level::info, "tenants_told_goodbye", {{"device", lane.device.label}, {"tenants", lane.hub->conns().size()}});
+  if (lanes_running.fetch_sub(1) == 1) control_stop = true;
 }
 
 Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
-  CONCORD_RETURN_IF_ERROR(options.device.validate());
+  std::vector<DeviceLane> devices = options.devices;
+  if (devices.empty()) devices.push_back(DeviceLane{"0", "", options.device.name, options.device});
+  for (const DeviceLane& dl : devices) CONCORD_RETURN_IF_ERROR(dl.spec.validate());
   Result<PolicySpec> spec = parse_policy_spec(options.policy);
   if (!spec.is_ok()) return spec.status();
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.options = options;
   const bool leases = !options.per_launch && builtin_lease_policies().contains(spec->name);
-  if (leases) {
-    Result<std::unique_ptr<LeasePolicy>> lp = builtin_lease_policies().make(spec->name, spec->params);
-    if (!lp.is_ok()) return lp.status();
-    d.lease_policy = std::move(*lp);
-  } else {
-    Result<std::unique_ptr<Policy>> policy = builtin_policies().make(spec->name, spec->params);
-    if (!policy.is_ok()) return policy.status();
-    d.policy = std::move(*policy);
-  }
-
   const std::string prefix = options.shm_prefix;
   const int pid = ::getpid();
-  Result<ipc::NodeBoard> board = ipc::NodeBoard::create(fmt::format("{}.{}.board", prefix, pid));
-  if (!board.is_ok()) return board.status();
-  d.shared.board = std::move(*board);
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    auto lane = std::make_unique<Lane>();
+    lane->index = i;
+    lane->device = devices[i];
+    labels.push_back(devices[i].label);
+    // One policy instance per GPU: what it learns of one GPU's tenants never steers another's.
+    if (leases) {
+      Result<std::unique_ptr<LeasePolicy>> lp = builtin_lease_policies().make(spec->name, spec->params);
+      if (!lp.is_ok()) return lp.status();
+      lane->lease_policy = std::move(*lp);
+    } else {
+      Result<std::unique_ptr<Policy>> policy = builtin_policies().make(spec->name, spec->params);
+      if (!policy.is_ok()) return policy.status();
+      lane->policy = std::move(*policy);
+    }
+    // Each GPU its own board: LC flags on one GPU never close the gates of another's BE tenants.
+    Result<ipc::NodeBoard> board = ipc::NodeBoard::create(fmt::format("{}.{}.board.{}", prefix, pid, devices[i].label));
+    if (!board.is_ok()) return board.status();
+    d.shared.devices.emplace_back().board = std::move(*board);
+    d.lanes.push_back(std::move(lane));
+  }
   d.shared.registry.emplace([&d, prefix, pid, leases](uint64_t tenant, const ipc::PeerCredentials& owner,
                                                       const ipc::RegisterTenant& info) -> Result<std::string> {
     // Called under d.shared.mu (the registry's handler holds it).
@@ -431,14 +469,21 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     // nothing left behind by a crash, and the tenant cannot resize them under the daemon. `base`
     // only labels them.
     (void)owner;
+    std::vector<DeviceLane> lane_devices;
+    for (const auto& l : d.lanes) lane_devices.push_back(l->device);
+    Result<size_t> at = lane_for(lane_devices, info.device);
+    if (!at.is_ok()) return at.status();
+    const Lane& lane = *d.lanes[*at];
+    DeviceBooks& books = d.shared.devices[*at];
     MadeTenant made;
     if (leases && info.cls == TenantClass::latency_critical) {
-      made.lc_slot = d.shared.take_slot();
+      made.lc_slot = books.take_slot();
       if (made.lc_slot == ipc::kNoLcSlot) {
-        return Status::failed_precondition(fmt::format("{} latency-critical tenants hold every flag of the node board", ipc::kLcSlots));
+        return Status::failed_precondition(
+            fmt::format("{} latency-critical tenants hold every flag of GPU {}'s board", ipc::kLcSlots, lane.device.label));
       }
     }
-    const auto give_back = [&] { d.shared.free_slot(made.lc_slot); };
+    const auto give_back = [&] { books.free_slot(made.lc_slot); };
     const std::string base = fmt::format("{}.{}.{}", prefix, pid, tenant);
     // The up ring carries two messages per launch (notice, and now and then a completion): deep
     // enough that a daemon busy for a few milliseconds does not fill it.
@@ -447,7 +492,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
       give_back();
       return c.status();
     }
-    Result<ipc::LeasePage> page = ipc::LeasePage::create(base + ".lease", d.initial_terms(info, made.lc_slot));
+    Result<ipc::LeasePage> page = ipc::LeasePage::create(base + ".lease", d.initial_terms(lane, info, made.lc_slot));
     if (!page.is_ok()) {
       give_back();
       return page.status();
@@ -457,10 +502,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     c->down().claim(ipc::RingSide::producer, pid, 1, now);
     made.channel = std::move(*c);
     made.lease = std::move(*page);
-    d.shared.made.emplace(tenant, std::move(made));
+    books.made.emplace(tenant, std::move(made));
     return base;
   });
-  d.handler.emplace(d.shared);
+  d.handler.emplace(d.shared, labels);
   ipc::ControlServerOptions so = options.limits;
   so.path = options.socket_path;
   so.mode = options.socket_mode;
@@ -476,22 +521,26 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
 
   ipc::WaitPolicy liveness;
   liveness.stale_after_ns = options.stale_after_ns;
-  // Under leases every tenant launches by itself; with per-launch decisions only LC tenants do.
-  d.hub.emplace(d.shared, liveness, [leases](const ipc::TenantRecord& r) { return leases || r.info.cls == TenantClass::latency_critical; });
-  if (leases) {
-    LeaseRunnerOptions ro;
-    ro.periodic = [&d] { d.publish(); };
-    d.runner.emplace(*d.hub, *d.lease_policy, options.device, ro);
-  } else {
-    d.source.emplace(*d.hub, options.device);
-    RemoteBackendOptions bo;
-    // Follow-on assumes a tenant's next launch would get the decision its previous one got unless
-    // latency-critical work intervenes: the policy says whether that holds.
-    bo.follow_on = options.follow_on && d.policy->repeats_decisions();
-    bo.be_depth = options.be_depth;
-    bo.periodic = [&d] { d.publish(); };
-    d.backend.emplace(*d.hub, options.device, bo);
-    d.observer.emplace(*d.hub);
+  for (size_t i = 0; i < d.lanes.size(); ++i) {
+    Lane& lane = *d.lanes[i];
+    // Under leases every tenant launches by itself; with per-launch decisions only LC tenants do.
+    lane.hub.emplace(d.shared, d.shared.devices[i], liveness,
+                     [leases](const ipc::TenantRecord& r) { return leases || r.info.cls == TenantClass::latency_critical; });
+    if (leases) {
+      LeaseRunnerOptions ro;
+      ro.periodic = [&d, &lane] { d.publish(lane); };
+      lane.runner.emplace(*lane.hub, *lane.lease_policy, lane.device.spec, ro);
+    } else {
+      lane.source.emplace(*lane.hub, lane.device.spec);
+      RemoteBackendOptions bo;
+      // Follow-on assumes a tenant's next launch would get the decision its previous one got unless
+      // latency-critical work intervenes: the policy says whether that holds.
+      bo.follow_on = options.follow_on && lane.policy->repeats_decisions();
+      bo.be_depth = options.be_depth;
+      bo.periodic = [&d, &lane] { d.publish(lane); };
+      lane.backend.emplace(*lane.hub, lane.device.spec, bo);
+      lane.observer.emplace(*lane.hub);
+    }
   }
 
   d.control_thread = std::thread([&d] {
@@ -503,10 +552,13 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
       }
     }
   });
-  d.engine_thread = std::thread([&d] {
-    if (d.runner) d.run_leases();
-    else d.run_engine();
-  });
+  d.lanes_running = d.lanes.size();
+  for (auto& l : d.lanes) {
+    l->thread = std::thread([&d, lane = l.get()] {
+      if (lane->runner) d.run_leases(*lane);
+      else d.run_engine(*lane);
+    });
+  }
   if (d.metrics_server.active()) {
     d.metrics_thread = std::thread([&d] {
       while (!d.control_stop.load()) d.metrics_server.serve_once(std::chrono::milliseconds(50), [&d](const MetricsView& view) {
@@ -514,10 +566,13 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
       });
     });
   }
+  nlohmann::json devs = nlohmann::json::array();
+  for (const auto& l : d.lanes) {
+    devs.push_back({{"device", l->device.label}, {"bus_id", l->device.bus_id}, {"spec", l->device.spec.name}, {"sms", l->device.spec.sm_count}});
+  }
   log_event(spdlog::level::info, "started",
-            {{"socket", options.socket_path}, {"policy", options.policy}, {"device", options.device.name},
-             {"sms", options.device.sm_count}, {"leases", leases}, {"metrics_socket", options.metrics_socket},
-             {"metrics_port", options.metrics_port}});
+            {{"socket", options.socket_path}, {"policy", options.policy}, {"devices", devs}, {"leases", leases},
+             {"metrics_socket", options.metrics_socket}, {"metrics_port", options.metrics_port}});
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 
@@ -528,7 +583,10 @@ void Daemon::stop() { impl_->stop = true; }
 Status Daemon::wait() {
   Impl& d = *impl_;
   if (!d.joined) {
-    if (d.engine_thread.joinable()) d.engine_thread.join();
+    for (auto& lane : d.lanes) {
+      if (lane->thread.joinable()) lane->thread.join();
+      if (d.engine_status.is_ok() && !lane->status.is_ok()) d.engine_status = lane->status;
+    }
     d.control_stop = true;
     if (d.control_thread.joinable()) d.control_thread.join();
     if (d.metrics_thread.joinable()) d.metrics_thread.join();
@@ -544,52 +602,5 @@ Daemon::~Daemon() {
 }
 
 std::string Daemon::metrics_text() const { return prometheus_text(impl_->board.read()); }
-
-namespace {
-
-// The first GPU model the driver lists under `root`/gpus/*/information ("Model: \t NVIDIA H200"),
-// or "" when there is none.
-std::string driver_gpu_model(const std::string& root) {
-  std::error_code ec;
-  std::vector<std::filesystem::path> infos;
-  for (const auto& e : std::filesystem::directory_iterator(root + "/gpus", ec)) infos.push_back(e.path() / "information");
-  std::sort(infos.begin(), infos.end());
-  for (const auto& path : infos) {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("Model:", 0) != 0) continue;
-      const size_t b = line.find_first_not_of(" \t", 6);
-      return b == std::string::npos ? std::string() : line.substr(b);
-    }
-  }
-  return {};
-}
-
-}  // namespace
-
-Result<DeviceSpec> daemon_device(const std::string& name_or_file, std::string* chosen, const std::string& driver_root) {
-  if (name_or_file == "auto") {
-    const std::string model = driver_gpu_model(driver_root);
-    // The built-in specs are the SXM parts (132 SMs): an H100 PCIe or NVL (114 SMs) is another GPU.
-    const bool sxm_h100 = model.find("H100") != std::string::npos &&
-                          (model.find("SXM") != std::string::npos || model.find("HBM3") != std::string::npos);
-    std::string name = "h200";
-    std::string why = model.empty() ? "no GPU the driver names; the default"
-                                    : "the driver's model '" + model + "' is not a built-in device (give --device-spec FILE.json); the default";
-    if (sxm_h100) name = "h100";
-    if (model.find("H200") != std::string::npos) name = "h200";
-    if (sxm_h100 || model.find("H200") != std::string::npos) why = "the driver's model: " + model;
-    if (chosen) *chosen = name + " (" + why + ")";
-    return builtin_device(name);
-  }
-  if (chosen) *chosen = name_or_file;
-  Result<DeviceSpec> builtin = builtin_device(name_or_file);
-  if (builtin.is_ok()) return builtin;
-  if (name_or_file.find('/') != std::string::npos || name_or_file.find(".json") != std::string::npos) {
-    return load_device_file(name_or_file);
-  }
-  return Status::not_found(fmt::format("device '{}': not auto, a built-in device (h100, h200) or a JSON file", name_or_file));
-}
 
 }  // namespace concord::daemon

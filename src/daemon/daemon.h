@@ -1,7 +1,7 @@
 // concordd's body, for the binary and for tests: the control socket on a thread of its own (the
-// registry of tenants), the tenants' books on another (a LeaseRunner under a policy with a lease
-// form; else the engine, LiveSource + RemoteBackend + the policy, deciding every BE launch), and
-// the metrics endpoint on a third. stop() ends that run; the tenants are told goodbye (they go on
+// registry of tenants), each GPU's tenants' books on another (a lane: a LeaseRunner under a policy
+// with a lease form; else the engine, LiveSource + RemoteBackend + the policy, deciding every BE
+// launch; one policy instance per GPU), and the metrics endpoint on a third. stop() ends that run; the tenants are told goodbye (they go on
 // pass-through) and the socket file is removed.
 #pragma once
 
@@ -12,9 +12,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "concord/device.h"
 #include "concord/status.h"
+#include "daemon/device_lanes.h"
 #include "daemon/prometheus.h"
 #include "ipc/control_socket.h"
 #include "ipc/ring.h"
@@ -29,7 +31,10 @@ struct DaemonOptions {
   // idle and the partial-frame timeout).
   ipc::ControlServerOptions limits;
   std::string policy = "priority-streams";  // "name" or "name:key=value;key=value"
-  DeviceSpec device;                         // what the policies plan for (the daemon never touches a GPU)
+  // The GPUs it manages, one lane each (choose_lanes); empty: one lane planning for `device` that
+  // takes every tenant. The daemon never touches a GPU itself.
+  std::vector<DeviceLane> devices;
+  DeviceSpec device;  // the one lane's spec where `devices` is empty
   // Decide every BE launch through the engine even when the policy has a lease form (LC tenants
   // always launch at once, under an open lease at high priority).
   bool per_launch = false;
@@ -70,12 +75,5 @@ class Daemon {
   explicit Daemon(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// "name" (h100, h200), a device JSON file, or "auto": the node's GPU model as the driver reports it
-// under `driver_root` (/proc/driver/nvidia: gpus/*/information, "Model: NVIDIA H100 ..."), h100 or
-// h200; where the driver shows no GPU it knows, h200, the default device of `concord run` too.
-// `chosen` (when given) says which and why, for the log.
-Result<DeviceSpec> daemon_device(const std::string& name_or_file, std::string* chosen = nullptr,
-                                 const std::string& driver_root = "/proc/driver/nvidia");
 
 }  // namespace concord::daemon

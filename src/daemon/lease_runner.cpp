@@ -159,19 +159,20 @@ bool LeaseRunner::take(std::vector<TenantConn*>& fresh, bool& activity) {
 
 bool LeaseRunner::watch_board() {
   SharedRegistry& shared = hub_.shared();
+  DeviceBooks& books = hub_.books();
   uint64_t held = 0;
   for (const auto& [id, conn] : hub_.conns()) {
     if (conn->state == ConnState::live && conn->lc_slot < ipc::kLcSlots) held |= uint64_t{1} << conn->lc_slot;
   }
-  const uint64_t bits = shared.board.lc_active();
+  const uint64_t bits = books.board.lc_active();
   if ((bits & ~held) != 0) {
     // Slots of tenants not yet taken from the registry keep their flags (they may be launching).
     std::lock_guard lock(shared.mu);
     uint64_t pending = 0;
-    for (const auto& [id, made] : shared.made) {
+    for (const auto& [id, made] : books.made) {
       if (made.lc_slot < ipc::kLcSlots) pending |= uint64_t{1} << made.lc_slot;
     }
-    (void)shared.board.clear(bits & ~held & ~pending);
+    (void)books.board.clear(bits & ~held & ~pending);
   }
   const bool changed = (bits & held) != board_seen_;
   board_seen_ = bits & held;
@@ -223,7 +224,7 @@ Status LeaseRunner::decide() {
     ++publishes_;
     any = true;
   }
-  if (any) hub_.shared().board.wake_all();
+  if (any) hub_.books().board.wake_all();
   return Status::ok();
 }
 
@@ -256,7 +257,7 @@ void LeaseRunner::open_all() {
     open.priority = conn->lease.terms().priority;
     (void)conn->lease.publish(open);
   }
-  hub_.shared().board.wake_all();
+  hub_.books().board.wake_all();
 }
 
 Status LeaseRunner::run(const std::atomic<bool>& stop) {

@@ -24,19 +24,24 @@
 
 int main(int argc, char** argv) {
   using namespace concord;
-  CLI::App app{"concordd: the Concord node daemon (one per GPU)"};
+  CLI::App app{"concordd: the Concord node daemon (one per node: an engine and a policy instance for each of its GPUs)"};
   daemon::DaemonOptions o;
-  std::string group, device = "auto", level = "info";
+  std::string group, device = "auto", devices = "all", level = "info";
   std::string mode = "0660";
   double stale_s = 2.0;
   app.add_option("--socket", o.socket_path, "Control socket path")->capture_default_str();
   app.add_option("--group", group, "Group of the control socket (its members may register tenants)");
   app.add_option("--socket-mode", mode, "File mode of the control socket (octal)")->capture_default_str();
   app.add_option("--policy", o.policy, "Policy, with parameters as name:key=value;key=value")->capture_default_str();
+  app.add_option("--devices", devices,
+                 "The GPUs it manages, one engine and policy instance each: all (every GPU /proc/driver/nvidia lists; one "
+                 "device taking every tenant where it lists none) or a comma list of indices (nvidia-smi's) and PCI bus ids. "
+                 "A tenant is placed on the GPU it launches on (docs/cluster.md)")
+      ->capture_default_str();
   app.add_option("--device-spec", device,
-                 "The GPU the policies plan for: auto (the node's GPU model as the driver names it, h100 or h200; h200 "
-                 "where it names neither, as `concord run`), a built-in spec (h100, h200) or a device JSON file (the daemon "
-                 "never touches the GPU itself)")
+                 "What each GPU's policy plans for: auto (each GPU's model as the driver names it, h100 or h200; h200 "
+                 "where it names neither, as `concord run`), a built-in spec (h100, h200) or a device JSON file for every GPU "
+                 "(the daemon never touches a GPU itself)")
       ->capture_default_str();
   app.add_flag("--per-launch", o.per_launch,
                "Decide every BE launch through the engine even when the policy has a lease form (LC tenants always launch at "
@@ -113,11 +118,11 @@ int main(int argc, char** argv) {
     std::cerr << "concordd: " << s.to_string() << "\n";
     return code;
   };
-  std::string chosen;
-  Result<DeviceSpec> spec = daemon::daemon_device(device, &chosen);
-  if (!spec.is_ok()) return fail(spec.status(), kExitUsage);
-  o.device = *spec;
-  daemon::log_event(spdlog::level::info, "device", {{"device", chosen}});
+  std::vector<std::string> notes;
+  Result<std::vector<daemon::DeviceLane>> lanes = daemon::choose_lanes(devices, device, "/proc/driver/nvidia", &notes);
+  if (!lanes.is_ok()) return fail(lanes.status(), kExitUsage);
+  o.devices = *lanes;
+  for (const std::string& note : notes) daemon::log_event(spdlog::level::info, "device", {{"device", note}});
   // A policy that does not exist, or parameters it does not take, are a bad command line: found
   // here, before the socket is made, with the suggestions the registry gives.
   {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace concord::daemon {
 
@@ -41,14 +42,27 @@ double LatencyWindow::sum(Clock::time_point now) {
   return s;
 }
 
-void MetricsBoard::publish(DaemonSnapshot snapshot) {
+void MetricsBoard::publish(size_t lane, DaemonSnapshot snapshot) {
   std::lock_guard lock(mu_);
-  snapshot_ = std::move(snapshot);
+  if (lane >= lanes_.size()) lanes_.resize(lane + 1);
+  lanes_[lane] = std::move(snapshot);
 }
 
 DaemonSnapshot MetricsBoard::read() const {
   std::lock_guard lock(mu_);
-  return snapshot_;
+  DaemonSnapshot out;
+  std::vector<std::string> models;
+  for (const DaemonSnapshot& l : lanes_) {
+    if (out.policy.empty()) out.policy = l.policy;
+    if (!l.device.empty() && std::find(models.begin(), models.end(), l.device) == models.end()) models.push_back(l.device);
+    out.rejected = std::max(out.rejected, l.rejected);
+    out.dropped = std::max(out.dropped, l.dropped);
+    out.decisions += l.decisions;
+    out.devices.insert(out.devices.end(), l.devices.begin(), l.devices.end());
+    out.tenants.insert(out.tenants.end(), l.tenants.begin(), l.tenants.end());
+  }
+  out.device = fmt::format("{}", fmt::join(models, ","));
+  return out;
 }
 
 namespace {
@@ -67,7 +81,7 @@ std::string escape(const std::string& v) {
 }
 
 std::string labels(const TenantSnapshot& t) {
-  return fmt::format("tenant=\"{}\",name=\"{}\",class=\"{}\",uid=\"{}\"", t.id, escape(t.name),
+  return fmt::format("tenant=\"{}\",device=\"{}\",name=\"{}\",class=\"{}\",uid=\"{}\"", t.id, escape(t.device), escape(t.name),
                      t.cls == TenantClass::latency_critical ? "lc" : "be", t.uid);
 }
 
@@ -88,6 +102,21 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
   out += fmt::format("concord_info{{policy=\"{}\",device=\"{}\"}} 1\n", escape(s.policy), escape(s.device));
   family(out, "concord_tenants", "gauge", "Tenants registered now.");
   out += fmt::format("concord_tenants {}\n", all.tenants.size());
+  // Per GPU (no names): its model and bus id, its tenants and the decisions its engine made.
+  family(out, "concord_device_info", "gauge", "A GPU the daemon manages: its label, PCI bus id and spec (value 1).");
+  for (const DeviceSnapshot& d : all.devices) {
+    out += fmt::format("concord_device_info{{device=\"{}\",bus_id=\"{}\",model=\"{}\"}} 1\n", escape(d.label), escape(d.bus_id),
+                       escape(d.model));
+  }
+  family(out, "concord_device_tenants", "gauge", "Tenants registered now on each GPU.");
+  for (const DeviceSnapshot& d : all.devices) {
+    const auto n = std::count_if(all.tenants.begin(), all.tenants.end(), [&](const TenantSnapshot& t) { return t.device == d.label; });
+    out += fmt::format("concord_device_tenants{{device=\"{}\"}} {}\n", escape(d.label), n);
+  }
+  family(out, "concord_device_decisions_total", "counter", "Decisions sent, or leases published, by each GPU's engine.");
+  for (const DeviceSnapshot& d : all.devices) {
+    out += fmt::format("concord_device_decisions_total{{device=\"{}\"}} {}\n", escape(d.label), d.decisions);
+  }
   // Per class, over every tenant (no names): what any reader may see.
   struct ClassTotal {
     size_t tenants = 0;

@@ -49,6 +49,7 @@ struct TenantStats {
 // One tenant as the metrics endpoint and `concord top` show it.
 struct TenantSnapshot {
   uint64_t id = 0;
+  std::string device;  // the label of its GPU's lane ("0", "1", ...)
   std::string name;
   TenantClass cls = TenantClass::best_effort;
   uint32_t uid = 0;
@@ -65,24 +66,39 @@ struct TenantSnapshot {
   ipc::TenantLease lease;           // what its lease does beside LC work
 };
 
+// One GPU the daemon manages (a lane: its engine and policy instance).
+struct DeviceSnapshot {
+  std::string label;   // "0", "1", ...: the GPU's index among the node's
+  std::string bus_id;  // empty: the node lists no GPU
+  std::string model;   // the spec the lane's policy plans for (h100, h200, a file's name)
+  uint64_t decisions = 0;
+};
+
 struct DaemonSnapshot {
   std::string policy;
-  std::string device;
+  std::string device;  // the devices' models, comma-separated where they differ
+  std::vector<DeviceSnapshot> devices;
   uint64_t rejected = 0;
   uint64_t dropped = 0;
   uint64_t decisions = 0;
   std::vector<TenantSnapshot> tenants;
 };
 
-// The latest snapshot, written by the engine thread and read by the endpoint's.
+// The latest snapshot of each lane, written by the lanes' engine threads and read, as one, by the
+// endpoint's.
 class MetricsBoard {
  public:
-  void publish(DaemonSnapshot snapshot);
+  explicit MetricsBoard(size_t lanes = 1) : lanes_(lanes) {}
+  // Lane `lane`'s snapshot: its device (one entry of `devices`), tenants and decisions; the
+  // registry's counters (rejected, dropped) are the node's.
+  void publish(size_t lane, DaemonSnapshot snapshot);
+  void publish(DaemonSnapshot snapshot) { publish(0, std::move(snapshot)); }
+  // Every lane's, merged: tenants and devices in lane order, decisions summed.
   DaemonSnapshot read() const;
 
  private:
   mutable std::mutex mu_;
-  DaemonSnapshot snapshot_;
+  std::vector<DaemonSnapshot> lanes_;
 };
 
 // The Prometheus text exposition (format 0.0.4) of a snapshot.

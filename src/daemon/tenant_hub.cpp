@@ -4,7 +4,7 @@
 
 namespace concord::daemon {
 
-uint32_t SharedRegistry::take_slot() {
+uint32_t DeviceBooks::take_slot() {
   for (uint32_t s = 0; s < ipc::kLcSlots; ++s) {
     if ((slots_used & (uint64_t{1} << s)) == 0) {
       slots_used |= uint64_t{1} << s;
@@ -14,7 +14,7 @@ uint32_t SharedRegistry::take_slot() {
   return ipc::kNoLcSlot;
 }
 
-void SharedRegistry::free_slot(uint32_t slot) {
+void DeviceBooks::free_slot(uint32_t slot) {
   if (slot < ipc::kLcSlots) slots_used &= ~(uint64_t{1} << slot);
 }
 
@@ -39,15 +39,15 @@ std::vector<TenantConn*> TenantHub::sync_registry() {
   std::vector<TenantConn*> fresh;
   std::lock_guard lock(shared_.mu);
   const auto& records = shared_.registry->tenants();
-  for (auto it = shared_.made.begin(); it != shared_.made.end();) {
+  for (auto it = books_.made.begin(); it != books_.made.end();) {
     const auto rec = records.find(it->first);
     if (rec == records.end()) {
       // Registered and gone before the engine saw it: its rings go now, its slot with them.
       if (it->second.lc_slot != ipc::kNoLcSlot) {
-        (void)shared_.board.clear(uint64_t{1} << it->second.lc_slot);
-        shared_.free_slot(it->second.lc_slot);
+        (void)books_.board.clear(uint64_t{1} << it->second.lc_slot);
+        books_.free_slot(it->second.lc_slot);
       }
-      it = shared_.made.erase(it);
+      it = books_.made.erase(it);
       continue;
     }
     auto conn = std::make_unique<TenantConn>();
@@ -59,7 +59,7 @@ std::vector<TenantConn*> TenantHub::sync_registry() {
     conn->free_run = free_run_(conn->record);
     fresh.push_back(conn.get());
     conns_.emplace(it->first, std::move(conn));
-    it = shared_.made.erase(it);
+    it = books_.made.erase(it);
   }
   for (auto& [id, conn] : conns_) {
     if (conn->state != ConnState::live) continue;
@@ -207,8 +207,8 @@ void TenantHub::remove(uint64_t id) {
     std::lock_guard lock(shared_.mu);
     if (conn.lc_slot != ipc::kNoLcSlot) {
       // A killed LC tenant never lowers its flag: BE gates that yield to it open now.
-      (void)shared_.board.clear(uint64_t{1} << conn.lc_slot);
-      shared_.free_slot(conn.lc_slot);
+      (void)books_.board.clear(uint64_t{1} << conn.lc_slot);
+      books_.free_slot(conn.lc_slot);
     }
     // Still registered when the rings told first (a dead peer, a broken protocol); the registry
     // counts the drop (it counted those whose connection ended itself).

@@ -38,17 +38,24 @@ struct MadeTenant {
   uint32_t lc_slot = ipc::kNoLcSlot;
 };
 
-// The registry, what its registrations made and the board's slots, behind one mutex: the control
-// thread registers and removes, the engine thread reads and reports.
-struct SharedRegistry {
-  std::mutex mu;
-  std::optional<ipc::TenantRegistry> registry;
-  std::map<uint64_t, MadeTenant> made;  // registrations the engine thread has not taken yet
-  ipc::NodeBoard board;                 // the node board (the daemon's end)
+// One GPU's share of what registrations made: the tenants its engine has not taken yet, its board
+// (the LC flags of this GPU's tenants: a BE tenant yields only to LC work on its own GPU) and the
+// board's slots.
+struct DeviceBooks {
+  std::map<uint64_t, MadeTenant> made;  // registrations the lane's engine thread has not taken yet
+  ipc::NodeBoard board;                 // the GPU's board (the daemon's end)
   uint64_t slots_used = 0;              // board slots held by tenants, registered or not yet removed
   // A free slot, taken (kNoLcSlot when all kLcSlots are held).
   uint32_t take_slot();
   void free_slot(uint32_t slot);
+};
+
+// The registry and every GPU's books behind one mutex: the control thread registers and removes,
+// the lanes' engine threads read and report.
+struct SharedRegistry {
+  std::mutex mu;
+  std::optional<ipc::TenantRegistry> registry;
+  std::deque<DeviceBooks> devices;  // one per lane (a deque: a lane's books never move)
 };
 
 // A launch that ended (a completion covers its stream's earlier launches: one of these each).
@@ -129,8 +136,9 @@ class TenantHub {
   // `free_run`: whether a tenant launches under an open lease (its notices are of launches made)
   // rather than waiting for a decision per launch.
   using FreeRun = std::function<bool(const ipc::TenantRecord&)>;
-  TenantHub(SharedRegistry& shared, ipc::WaitPolicy liveness, FreeRun free_run)
-      : shared_(shared), liveness_(liveness), free_run_(std::move(free_run)) {}
+  // The hub of one GPU's tenants: those registered into `books`.
+  TenantHub(SharedRegistry& shared, DeviceBooks& books, ipc::WaitPolicy liveness, FreeRun free_run)
+      : shared_(shared), books_(books), liveness_(liveness), free_run_(std::move(free_run)) {}
 
   // Takes new registrations (their rings) and marks tenants the registry no longer has as gone.
   // Returns the connections that appeared.
@@ -159,6 +167,7 @@ class TenantHub {
   }
   const HubCounters& counters() const { return counters_; }
   SharedRegistry& shared() { return shared_; }
+  DeviceBooks& books() { return books_; }  // under shared().mu, but for the board
   // Completions go into the inboxes too, in ring order (the lease runner's books).
   void completions_in_inbox(bool on) { completions_in_inbox_ = on; }
 
@@ -173,6 +182,7 @@ class TenantHub {
   void reject(TenantConn& conn, const std::string& why);
   void mark_gone(TenantConn& conn, std::string why, bool died);
   SharedRegistry& shared_;
+  DeviceBooks& books_;
   ipc::WaitPolicy liveness_;
   FreeRun free_run_;
   bool completions_in_inbox_ = false;

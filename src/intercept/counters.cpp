@@ -12,6 +12,7 @@ Status write_counters(const std::string& path, const char* mode, bool daemon_gon
   const std::pair<const char*, const std::atomic<uint64_t>*> fields[] = {
       {"launches", &c.launches},
       {"passed_through", &c.passed_through},
+      {"other_gpu", &c.other_gpu},
       {"captured", &c.captured},
       {"noticed", &c.noticed},
       {"leased", &c.leased},

@@ -15,6 +15,7 @@ struct Counters {
   std::atomic<uint64_t> launches{0};            // every launch a hook saw
   std::atomic<uint64_t> passed_through{0};      // no daemon (or disabled, or gone): the real call alone
   std::atomic<uint64_t> captured{0};            // into a capturing stream: untouched
+  std::atomic<uint64_t> other_gpu{0};           // on a GPU other than the one the process registered for: untouched
   std::atomic<uint64_t> noticed{0};             // posted to the daemon
   std::atomic<uint64_t> leased{0};              // launched at once under an open lease
   std::atomic<uint64_t> gate_waits{0};          // waited for a closed gate first

@@ -68,7 +68,10 @@ void Interceptor::start() {
   mode_.store(Mode::connected, std::memory_order_release);
   // Registered after the CUDA runtime's own exit handlers, so it runs before them.
   std::atexit(fall_back_at_exit);
-  if (config_.log) log("registered as tenant " + std::to_string(client_->tenant()) + " (" + config_.tenant.name + ")");
+  if (config_.log) {
+    log("registered as tenant " + std::to_string(client_->tenant()) + " (" + config_.tenant.name + ")" +
+        (bus_id_.empty() ? std::string(", GPU unknown") : ", GPU " + bus_id_));
+  }
 }
 
 void Interceptor::enter_context() {
@@ -92,11 +95,28 @@ void Interceptor::enter_context() {
   mode_.store(Mode::active, std::memory_order_release);
 }
 
+// The GPU this process launches on, as the node daemon knows it: the PCI bus id of the current
+// context's device, or of device 0 (the one the CUDA runtime uses by default, after
+// CUDA_VISIBLE_DEVICES) where this thread has no context; "" where the driver cannot tell (not
+// initialized yet: the library never initializes it itself).
+std::string Interceptor::device_bus_id() const {
+  if (!driver_->device_get || !driver_->device_get_pci_bus_id) return {};
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  const bool in_context = driver_->ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr && driver_->ctx_get_device(&dev) == CUDA_SUCCESS;
+  if (!in_context && driver_->device_get(&dev, 0) != CUDA_SUCCESS) return {};
+  char bus[ipc::limits::kDeviceBytes + 1] = {};
+  if (driver_->device_get_pci_bus_id(bus, static_cast<int>(sizeof bus), dev) != CUDA_SUCCESS) return {};
+  return bus;
+}
+
 Status Interceptor::connect() {
   ipc::TenantClientOptions options;
   options.socket_path = config_.socket_path;
   options.info = config_.tenant;
   options.info.pid = static_cast<int32_t>(getpid());
+  options.info.device = device_bus_id();
+  bus_id_ = options.info.device;
   auto client = ipc::TenantClient::connect(options);
   if (!client) return Status(client.status().code(), "no daemon at " + config_.socket_path + ": " + client.status().message());
   client_ = std::move(*client);

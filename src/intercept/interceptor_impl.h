@@ -84,6 +84,7 @@ class Interceptor {
  private:
   void start();
   Status connect();
+  std::string device_bus_id() const;
   void enter_context();
   Mode started_mode();
   bool lc() const { return config_.tenant.cls == TenantClass::latency_critical; }
@@ -91,6 +92,8 @@ class Interceptor {
   void fall_back(const std::string& why);
   uint64_t stream_key(CUstream app) const;
   bool capturing(CUstream app) const;
+  // Whether the current context is on the GPU the process registered for (its first launch's).
+  bool on_own_gpu() const;
   FunctionInfo function_info(const void* function, bool graph);
   void mark_green_failed(const void* function);
   // Launches `call` on `app` at `priority` (StreamPlacer), counting the route it took.
@@ -122,6 +125,7 @@ class Interceptor {
   InterceptConfig config_;
   const RealDriver* driver_ = nullptr;
   std::unique_ptr<ipc::TenantClient> client_;
+  std::string bus_id_;  // the PCI bus id it registered with ("" unknown)
   CUcontext context_ = nullptr;  // the context of the first launch: the completion thread's
   CUdevice device_ = 0;
   int least_priority_ = 0, greatest_priority_ = 0;

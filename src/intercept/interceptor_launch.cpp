@@ -45,12 +45,33 @@ CUresult Interceptor::launch(const LaunchCall& call) {
     counters_.captured.fetch_add(1, std::memory_order_relaxed);
     return call.invoke(call.args, call.stream);
   }
+  if (!on_own_gpu()) {
+    counters_.other_gpu.fetch_add(1, std::memory_order_relaxed);
+    return call.invoke(call.args, call.stream);
+  }
   if (call.graph) counters_.graphs.fetch_add(1, std::memory_order_relaxed);
   const uint64_t key = stream_key(app);
   const FunctionInfo info = function_info(call.function, call.graph);
   const ipc::LeaseTerms terms = client_->lease();
   if (terms.gate == ipc::Gate::per_launch) return launch_per_decision(call, app, key, info);
   return launch_leased(call, app, key, info, terms);
+}
+
+bool Interceptor::on_own_gpu() const {
+  // The process is a tenant of the GPU of its first launch's context: a launch on another GPU's
+  // context is not the daemon's to see (its books, markers and rooms are that one context's). One
+  // driver call per launch (the current context, a thread-local read); the device is asked again
+  // only when this thread's context changes.
+  thread_local CUcontext seen = nullptr;
+  thread_local bool own = true;
+  CUcontext ctx = nullptr;
+  if (driver_->ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) return true;  // the real call will say
+  if (ctx != seen) {
+    CUdevice dev = 0;
+    own = ctx == context_ || (driver_->ctx_get_device(&dev) == CUDA_SUCCESS && dev == device_);
+    seen = ctx;
+  }
+  return own;
 }
 
 CUresult Interceptor::launch_leased(const LaunchCall& call, CUstream app, uint64_t key, const FunctionInfo& info,

@@ -34,6 +34,8 @@ const RealDriver* load() {
   bind(d->ctx_get_current, "cuCtxGetCurrent");
   bind(d->ctx_set_current, "cuCtxSetCurrent");
   bind(d->ctx_get_device, "cuCtxGetDevice");
+  bind(d->device_get, "cuDeviceGet");
+  bind(d->device_get_pci_bus_id, "cuDeviceGetPCIBusId");
   bind(d->thread_exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
   bind(d->func_get_name, "cuFuncGetName");
   bind(d->kernel_get_name, "cuKernelGetName");

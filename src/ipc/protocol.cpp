@@ -16,7 +16,8 @@ using wire::Reader;
 using wire::Writer;
 
 // A tenant list entry at its largest (a 64-byte name): the list's limit keeps one frame enough.
-constexpr size_t kMaxTenantEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + limits::kNameBytes;
+constexpr size_t kMaxTenantEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + limits::kNameBytes + 2 +
+                                         limits::kDeviceBytes;
 static_assert(kHeaderBytes + 2 + limits::kTenantsPerList * kMaxTenantEntryBytes <= kMaxFrameBytes,
               "a full tenant list must fit one frame");
 
@@ -48,6 +49,14 @@ Status check_name(const std::string& name, const char* field, Bad bad) {
   return Status::ok();
 }
 
+// A device field may be empty (not known); else printable ASCII within its limit.
+template <typename Bad>
+Status check_device(const std::string& device, const char* field, Bad bad) {
+  if (device.size() > limits::kDeviceBytes) return bad(field, fmt::format("is {} bytes, over {}", device.size(), limits::kDeviceBytes));
+  if (!printable(device)) return bad(field, "holds a byte that is not printable ASCII");
+  return Status::ok();
+}
+
 template <typename Bad>
 Status check_class(uint8_t cls, const char* field, Bad bad) {
   if (cls > static_cast<uint8_t>(TenantClass::best_effort)) return bad(field, fmt::format("{} is not LC (0) or BE (1)", cls));
@@ -75,6 +84,7 @@ Status check_fields(const Message& m, Bad bad) {
     CONCORD_RETURN_IF_ERROR(check_target(r->cls, r->latency_target_ns, bad));
     CONCORD_RETURN_IF_ERROR(check_weight(r->weight, bad));
     if (r->pid <= 0) return bad("pid", fmt::format("{} is not a process id", r->pid));
+    CONCORD_RETURN_IF_ERROR(check_device(r->device, "device", bad));
     return check_name(r->name, "name", bad);
   }
   if (const auto* l = std::get_if<LaunchNotice>(&m)) {
@@ -144,6 +154,7 @@ Status check_fields(const Message& m, Bad bad) {
         return bad("tenants.lease.room_blocks_per_sm", fmt::format("{} is over {}", e.lease.room_blocks_per_sm, limits::kMaxRoomBlocksPerSm));
       }
       CONCORD_RETURN_IF_ERROR(check_name(e.name, "tenants.name", bad));
+      CONCORD_RETURN_IF_ERROR(check_device(e.device, "tenants.device", bad));
     }
     return Status::ok();
   }
@@ -169,6 +180,7 @@ void write_body(Writer& w, const Message& m) {
           w.u32(v.weight);
           w.i32(v.pid);
           w.str(v.name);
+          w.str(v.device);
         } else if constexpr (std::is_same_v<T, LaunchNotice>) {
           w.u64(v.seq);
           w.u64(v.stream);
@@ -217,6 +229,7 @@ void write_body(Writer& w, const Message& m) {
             w.u32(e.lease.room_sms);
             w.u32(e.lease.room_blocks_per_sm);
             w.str(e.name);
+            w.str(e.device);
           }
         } else if constexpr (std::is_same_v<T, Stats>) {
           w.u64(v.tenants);
@@ -266,6 +279,7 @@ Result<Message> read_body(Reader& r, MessageType type) {
       CONCORD_RETURN_IF_ERROR(r.u32(v.weight, "weight"));
       CONCORD_RETURN_IF_ERROR(r.i32(v.pid, "pid"));
       CONCORD_RETURN_IF_ERROR(r.str(v.name, limits::kNameBytes, "name"));
+      CONCORD_RETURN_IF_ERROR(r.str(v.device, limits::kDeviceBytes, "device"));
       return Message(std::move(v));
     }
     case MessageType::launch_notice: {
@@ -334,9 +348,9 @@ Result<Message> read_body(Reader& r, MessageType type) {
       uint16_t n = 0;
       CONCORD_RETURN_IF_ERROR(r.u16(n, "tenants"));
       if (n > limits::kTenantsPerList) return r.fail("tenants", fmt::format("{} entries, over {}", n, limits::kTenantsPerList));
-      // The smallest entry is 78 bytes: a count the frame cannot hold is refused before any
+      // The smallest entry is 80 bytes: a count the frame cannot hold is refused before any
       // allocation it would cause.
-      constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + 1;
+      constexpr size_t kMinEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + 1 + 2;
       if (size_t(n) * kMinEntryBytes > r.left()) {
         return r.fail("tenants", fmt::format("{} entries cannot fit in the {} bytes left", n, r.left()));
       }
@@ -367,6 +381,7 @@ Result<Message> read_body(Reader& r, MessageType type) {
           return r.fail("tenants.lease.room_blocks_per_sm", fmt::format("{} is over {}", e.lease.room_blocks_per_sm, limits::kMaxRoomBlocksPerSm));
         }
         CONCORD_RETURN_IF_ERROR(r.str(e.name, limits::kNameBytes, "tenants.name"));
+        CONCORD_RETURN_IF_ERROR(r.str(e.device, limits::kDeviceBytes, "tenants.device"));
       }
       return Message(std::move(v));
     }

@@ -29,7 +29,8 @@ inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
 // 3: leases (the registration's reply carries the lease page and the node board); notices,
 // completions and request boundaries carry the tenant's clock; a completion covers every earlier
 // launch of its stream; no tenant modes. 4: a tenant list entry carries its lease (TenantLease).
-inline constexpr uint16_t kVersion = 4;
+// 5: a registration names the tenant's GPU (its PCI bus id) and a list entry the daemon's device.
+inline constexpr uint16_t kVersion = 5;
 inline constexpr size_t kHeaderBytes = 12;
 // The largest frame either side accepts (a tenant list of many tenants is the largest).
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
@@ -40,9 +41,10 @@ inline constexpr uint32_t kRingSlotBytes = 256;
 // Limits a message must keep (CUDA's own limits where the field is a CUDA one).
 namespace limits {
 inline constexpr size_t kNameBytes = 64;         // tenant name: printable ASCII
+inline constexpr size_t kDeviceBytes = 32;       // a GPU's PCI bus id, or the daemon's device label: printable ASCII
 inline constexpr size_t kChannelBytes = 200;     // shared-memory name: '/' then [A-Za-z0-9._-]
 inline constexpr size_t kErrorBytes = 1024;      // an error reply's message
-inline constexpr size_t kTenantsPerList = 448;  // at the largest entry, one frame holds them (protocol.cpp)
+inline constexpr size_t kTenantsPerList = 360;  // at the largest entry, one frame holds them (protocol.cpp)
 inline constexpr uint32_t kMaxWeight = 1'000'000;
 inline constexpr uint64_t kMaxLatencyTargetNs = 3'600'000'000'000;  // one hour
 inline constexpr uint32_t kMaxGridX = 0x7fffffff;
@@ -95,6 +97,10 @@ struct RegisterTenant {
   uint32_t weight = 1;             // >= 1
   int32_t pid = 0;                 // the registering process, as the caller sees itself
   std::string name;
+  // The GPU the tenant launches on, as its driver names it (cuDeviceGetPCIBusId: "0000:18:00.0");
+  // empty when the tenant could not tell. A daemon that manages several GPUs places the tenant on
+  // this one's engine.
+  std::string device;
   bool operator==(const RegisterTenant&) const = default;
 };
 
@@ -218,6 +224,7 @@ struct TenantEntry {
   uint64_t p99_ns = 0;
   TenantLease lease;
   std::string name;
+  std::string device;  // the daemon's label of the tenant's GPU ("0", "1", ...; empty: not placed yet)
   bool operator==(const TenantEntry&) const = default;
 };
 struct TenantList {

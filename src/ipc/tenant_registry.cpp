@@ -70,7 +70,7 @@ Message TenantRegistry::list(const PeerCredentials& peer) const {
     if (!may_see(peer, t)) continue;
     if (out.tenants.size() == limits::kTenantsPerList) break;
     out.tenants.push_back(TenantEntry{id, t.owner.uid, t.info.pid, t.info.cls, t.info.latency_target_ns, t.info.weight,
-                                      t.launches, t.completions, t.p50_ns, t.p99_ns, t.lease, t.info.name});
+                                      t.launches, t.completions, t.p50_ns, t.p99_ns, t.lease, t.info.name, t.device});
   }
   return out;
 }
@@ -135,6 +135,13 @@ Status TenantRegistry::note_progress(uint64_t tenant, uint64_t launches, uint64_
   it->second.p50_ns = p50_ns;
   it->second.p99_ns = p99_ns;
   it->second.lease = lease;
+  return Status::ok();
+}
+
+Status TenantRegistry::set_device(uint64_t tenant, std::string label) {
+  const auto it = tenants_.find(tenant);
+  if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
+  it->second.device = std::move(label);
   return Status::ok();
 }
 

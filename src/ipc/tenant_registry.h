@@ -25,6 +25,7 @@ struct TenantRecord {
   PeerCredentials owner;  // as the kernel reported it at registration
   RegisterTenant info;
   std::string channel;    // base name of its rings
+  std::string device;     // the daemon's label of its GPU (set_device), shown by list
   uint64_t launches = 0;
   uint64_t completions = 0;
   uint64_t p50_ns = 0;  // LC request latency (the daemon's window)
@@ -53,6 +54,8 @@ class TenantRegistry final : public ControlHandler {
   // What the daemon's engine counted for the tenant (shown by list).
   Status note_progress(uint64_t tenant, uint64_t launches, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns,
                        const TenantLease& lease = {});
+  // The daemon's label of the GPU a tenant was placed on (shown by list).
+  Status set_device(uint64_t tenant, std::string label);
   // Removes a tenant whose process died (counted as dropped) or said goodbye.
   Status drop(uint64_t tenant, bool died);
 

@@ -731,10 +731,10 @@ TEST_F(DaemonTest, PrometheusTextOverTheMetricsSocket) {
     }
   }
   EXPECT_GT(samples, 10);
-  EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"1\",name=\"svc\",class=\"lc\""), std::string::npos) << body;
-  EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"2\",name=\"batch\",class=\"be\""), std::string::npos) << body;
+  EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"1\",device=\"0\",name=\"svc\",class=\"lc\""), std::string::npos) << body;
+  EXPECT_NE(body.find("concord_tenant_launches_total{tenant=\"2\",device=\"0\",name=\"batch\",class=\"be\""), std::string::npos) << body;
   EXPECT_NE(body.find("quantile=\"0.99\""), std::string::npos);
-  EXPECT_NE(body.find("concord_tenant_completions_total{tenant=\"1\",name=\"svc\",class=\"lc\",uid=\"" +
+  EXPECT_NE(body.find("concord_tenant_completions_total{tenant=\"1\",device=\"0\",name=\"svc\",class=\"lc\",uid=\"" +
                       std::to_string(::getuid()) + "\"} 4\n"),
             std::string::npos)
       << body;
@@ -1344,7 +1344,7 @@ TEST_F(DaemonTest, ALaunchTheDeviceCannotRunEndsItsTenantNotTheDaemon) {
 // so that SGDRC's LC need and Orion's SM threshold follow the launch's shape.
 TEST(LiveSourceTest, OpaqueKernelsDemandTheSmsOfOneWave) {
   SharedRegistry shared;
-  TenantHub hub(shared, ipc::WaitPolicy{}, [](const ipc::TenantRecord&) { return false; });
+  TenantHub hub(shared, shared.devices.emplace_back(), ipc::WaitPolicy{}, [](const ipc::TenantRecord&) { return false; });
   const DeviceSpec dev = h100_sxm_spec();
   LiveSource source(hub, dev);
   auto demand = [&](ipc::Dim3 grid, ipc::Dim3 block, bool graph) {
@@ -1381,7 +1381,7 @@ TEST_F(DaemonTest, ConcordTopOncePrintsTheLiveTenants) {
   const auto [rc, out] = top_once(socket());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("1 tenants, 3 launches"), std::string::npos) << out;
-  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\s1 web-frontend\s+LC\s+\d+\s+\d+\s+1\s+3\s+3\s+25\.000)"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\s1\s+0 web-frontend\s+LC\s+\d+\s+\d+\s+1\s+3\s+3\s+25\.000)"))) << out;
   (*client)->close();
   // No daemon: a clear error and exit status 1.
   const auto [missing, err] = top_once(dir_.string() + "/none.sock");
@@ -1413,6 +1413,55 @@ TEST_F(DaemonTest, AMicrosecondBudgetBecomesACapOnceTheBeIsMeasured) {
   EXPECT_EQ(t.lc_max_in_flight, 5u);
   (*svc)->close();
   b.close();
+}
+
+// One daemon, two GPUs: each its own engine, policy instance and board. An LC tenant's flag on GPU
+// 0 makes GPU 0's BE tenant yield and leaves GPU 1's alone; a tenant is placed by the PCI bus id it
+// names (in any of the forms the driver, nvidia-smi and /proc write), and one naming no GPU, or a
+// GPU the daemon does not manage, is refused with the reason. The metrics and `concord top` carry
+// the device.
+TEST_F(DaemonTest, EachGpuHasItsOwnEngineAndBoard) {
+  DaemonOptions o = options("orion:bound_share=0;be_sms=66;be_blocks_per_sm=2");
+  o.devices = {DeviceLane{"0", "0000:18:00.0", "NVIDIA H100 80GB HBM3", h100_sxm_spec()},
+               DeviceLane{"1", "0000:2a:00.0", "NVIDIA H100 80GB HBM3", h100_sxm_spec()}};
+  start(o);
+  const auto on = [](ipc::RegisterTenant info, const std::string& bus) {
+    info.device = bus;
+    return info;
+  };
+  auto svc = ipc::TenantClient::connect(client_options(on(lc("svc"), "0000:18:00.0")));
+  auto near = ipc::TenantClient::connect(client_options(on(be("near"), "00000000:18:00.0")));
+  auto far = ipc::TenantClient::connect(client_options(on(be("far"), "0000:2A:00.0")));
+  ASSERT_TRUE(svc.is_ok() && near.is_ok() && far.is_ok());
+  auto nowhere = ipc::TenantClient::connect(client_options(be("nowhere")));
+  ASSERT_FALSE(nowhere.is_ok());
+  EXPECT_NE(nowhere.status().message().find("could not tell which GPU"), std::string::npos) << nowhere.status().to_string();
+  auto other = ipc::TenantClient::connect(client_options(on(be("other"), "0000:99:00.0")));
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("0000:99:00.0 is not one this daemon manages"), std::string::npos)
+      << other.status().to_string();
+
+  (*svc)->raise_lc((*svc)->lease().lc_slot);
+  const std::string text =
+      metrics_when(*daemon_, std::regex(R"(concord_tenant_lease\{[^}]*device="0",name="near"[^}]*yield="room"[^}]*\} 1
+)"));
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_lease\{[^}]*device="0",name="near"[^}]*\} 1
+)"))) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_lease\{[^}]*device="1",name="far"[^}]*\} 0
+)"))) << "GPU 0's LC flag reached GPU 1's BE tenant\n" << text;
+  EXPECT_NE(text.find("concord_device_info{device=\"1\",bus_id=\"0000:2a:00.0\",model=\"H100 SXM\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("concord_device_tenants{device=\"0\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("concord_device_tenants{device=\"1\"} 1\n"), std::string::npos) << text;
+  // GPU 1's board has no flag up: the far tenant's own view.
+  EXPECT_EQ((*far)->lc_active(), 0u);
+  EXPECT_NE((*near)->lc_active(), 0u);
+  const auto [rc, out] = top_once(socket());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\s3\s+1 far\s+BE)"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\s2\s+0 near\s+BE)"))) << out;
+  (*svc)->close();
+  (*near)->close();
+  (*far)->close();
 }
 
 // The lease's choice beside LC work shows in `concord top` and in the metrics: a BE tenant under
@@ -1461,6 +1510,56 @@ TEST(DaemonDevice, AutoTakesTheModelTheDriverNames) {
   EXPECT_EQ(pcie->name, builtin_device("h200")->name);
   EXPECT_NE(chosen.find("is not a built-in device"), std::string::npos) << chosen;
   EXPECT_FALSE(daemon_device("h300").is_ok());
+  std::filesystem::remove_all(root);
+}
+
+// --devices: the node's GPUs from the driver's files, in bus order (nvidia-smi's indices), each
+// with the spec of its model; a subset by index or bus id; bad entries named.
+TEST(DaemonDevice, LanesComeFromTheDriversGpus) {
+  EXPECT_EQ(normalize_bus_id("00000000:2A:00.0"), std::optional<std::string>("0000:2a:00.0"));
+  EXPECT_EQ(normalize_bus_id("0000:18:00.0"), std::optional<std::string>("0000:18:00.0"));
+  EXPECT_EQ(normalize_bus_id("18:00.0"), std::optional<std::string>("0000:18:00.0"));
+  for (const char* bad : {"", "0", "gpu0", "0000:18:00", "0000:118:00.0", "0000:18:00.8", "0000:18:zz.0"}) {
+    EXPECT_FALSE(normalize_bus_id(bad).has_value()) << bad;
+  }
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / fmt::format("concord-lanes-{}", ::getpid());
+  std::filesystem::remove_all(root);
+  // No GPU listed: one lane that takes every tenant.
+  auto none = choose_lanes("all", "auto", root.string());
+  ASSERT_TRUE(none.is_ok()) << none.status().to_string();
+  ASSERT_EQ(none->size(), 1u);
+  EXPECT_EQ((*none)[0].bus_id, "");
+  EXPECT_EQ(*lane_for(*none, "0000:18:00.0"), size_t{0});
+  EXPECT_EQ(*lane_for(*none, ""), size_t{0});
+  for (const auto& [bus, model] : {std::pair{"0000:9a:00.0", "NVIDIA H200"}, std::pair{"0000:18:00.0", "NVIDIA H100 80GB HBM3"}}) {
+    std::filesystem::create_directories(root / "gpus" / bus);
+    std::ofstream(root / "gpus" / bus / "information") << "Model: \t\t " << model << "\nGPU UUID: \t GPU-" << bus << "\n";
+  }
+  const std::vector<NodeGpu> gpus = node_gpus(root.string());
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].bus_id, "0000:18:00.0");
+  EXPECT_EQ(gpus[0].model, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpus[1].uuid, "GPU-0000:9a:00.0");
+  auto all = choose_lanes("all", "auto", root.string());
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].spec.name, builtin_device("h100")->name);
+  EXPECT_EQ((*all)[1].spec.name, builtin_device("h200")->name);
+  EXPECT_EQ((*all)[1].label, "1");
+  EXPECT_EQ(*lane_for(*all, "00000000:9A:00.0"), size_t{1});
+  EXPECT_FALSE(lane_for(*all, "").is_ok());
+  auto one = choose_lanes("0000:9a:00.0", "h100", root.string());
+  ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].label, "1");
+  EXPECT_EQ((*one)[0].spec.name, builtin_device("h100")->name);  // --device-spec for every lane
+  EXPECT_FALSE(lane_for(*one, "0000:18:00.0").is_ok()) << "a GPU the daemon does not manage";
+  for (const char* bad : {"2", "0,0", "0000:77:00.0", "first", ""}) {
+    auto r = choose_lanes(bad, "auto", root.string());
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("--devices"), std::string::npos) << r.status().to_string();
+  }
+  EXPECT_FALSE(choose_lanes("all", "h300", root.string()).is_ok());
   std::filesystem::remove_all(root);
 }
 

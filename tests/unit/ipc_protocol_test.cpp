@@ -203,8 +203,8 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
 
   auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, {}, "a"}}});
   bad = list;
-  bad[h] = 0x90;
-  bad[h + 1] = 0x01;  // 400 entries in a frame that holds one
+  bad[h] = 0x2c;
+  bad[h + 1] = 0x01;  // 300 entries in a frame that holds one
   EXPECT_NE(refusal(bad).find("cannot fit"), std::string::npos);
   // The entry's lease: its yield byte after the count (2), id, uid, pid, class, target, weight,
   // launches, completions, p50 and p99 (2 + 8 + 4 + 4 + 1 + 8 + 4 + 8 * 4 = 63); then yielding.
@@ -350,7 +350,7 @@ TEST(IpcProtocol, ACompletionEndsItsStreamsEarlierLaunches) {
 // the ring image attaches and yields a frame that decodes.
 std::vector<std::pair<std::string, Message>> corpus_frames() {
   return {
-      {"register_lc", RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving"}},
+      {"register_lc", RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving", "0000:18:00.0"}},
       {"register_be", RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer"}},
       {"launch", LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 1000}},
       {"launch_graph", LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 2000}},
@@ -363,7 +363,7 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
       {"set_weight", SetWeight{4, 10}},
       {"registered", Registered{4, "/concord-1000-4"}},
       {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a"},
-                                  TenantEntry{2, 1000, 56, TenantClass::best_effort, 0, 1, 9, 9, 0, 0, {LeaseYield::cap, true, 2, 66, 2}, "b"}}}},
+                                  TenantEntry{2, 1000, 56, TenantClass::best_effort, 0, 1, 9, 9, 0, 0, {LeaseYield::cap, true, 2, 66, 2}, "b", "1"}}}},
       {"stats", Stats{3, 100, 2, 1}},
       {"ack", Ack{}},
       {"error", ErrorReply{StatusCode::permission_denied, "no"}},
