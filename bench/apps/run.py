@@ -115,6 +115,9 @@ class Concordd:
         self.log = open(os.path.join(work, "concordd.log"), "w")
         self.cmd = [os.environ["CONCORDD"], "--socket", self.socket, "--policy", policy, "--device-spec", device_spec(),
                     "--metrics-socket", os.path.join(work, "metrics.sock"), *extra]
+        if GPU_ENV and "--devices" not in extra:
+            # --gpu K: the daemon manages GPU K alone (named by its PCI bus id, whatever the order).
+            self.cmd += ["--devices", gpu_bus_id(GPU_ENV["CUDA_VISIBLE_DEVICES"])]
         self.env = env
 
     def __enter__(self):
@@ -174,6 +177,12 @@ def device_spec():
     except (OSError, subprocess.SubprocessError):
         name = ""
     return "h200" if "H200" in name else "h100"
+
+
+def gpu_bus_id(index):
+    """The PCI bus id of GPU `index` as nvidia-smi lists it."""
+    return subprocess.run(["nvidia-smi", "-i", str(index), "--query-gpu=pci.bus_id", "--format=csv,noheader"], capture_output=True,
+                          text=True, timeout=30, check=True).stdout.strip()
 
 
 def wait_file(path, proc, timeout):
