@@ -93,7 +93,9 @@ void RateModel::rates_at(double phi, std::span<const Entity> entities, std::span
     for (size_t k = 0; k < n; ++k) {
       const double cap_m = sm_bandwidth_ * std::min(1.0, warps[k] / params_.warps_to_saturate_memory);
       const double cap_c = std::min(1.0, warps[k] / params_.warps_to_saturate_issue);
-      const double want = compute_s[k] > 0 ? cap_c / compute_s[k] * pipe_bytes[k] : cap_m;
+      double want = compute_s[k] > 0 ? cap_c / compute_s[k] * pipe_bytes[k] : cap_m;
+      const Entity& e = entities[static_cast<size_t>(g.residents[k].first)];
+      if (e.max_rate_per_sm > 0) want = std::min(want, e.max_rate_per_sm / phi * pipe_bytes[k]);
       demand[k] = std::min(cap_m, want);
       weight[k] = warps[k];
     }
@@ -115,7 +117,8 @@ void RateModel::rates_at(double phi, std::span<const Entity> entities, std::span
       const double slow = 1.0 + params_.co_residence_penalty * std::min(1.0, others_pressure);
       const double compute_rate = compute_s[k] > 0 ? issue[k] / (compute_s[k] * slow) : std::numeric_limits<double>::infinity();
       const double mem_rate = pipe_bytes[k] > 0 ? mem_alloc[k] / pipe_bytes[k] : std::numeric_limits<double>::infinity();
-      const double rate = std::min(compute_rate, mem_rate);
+      double rate = std::min(compute_rate, mem_rate);
+      if (entities[idx].max_rate_per_sm > 0) rate = std::min(rate, entities[idx].max_rate_per_sm / phi);
       out[idx] += std::isfinite(rate) ? g.sms * rate : 0.0;  // a body with no work: nothing to model
     }
   }

@@ -32,6 +32,11 @@ struct Entity {
   bool l2_persist = false;  // its data held in L2's persisting part: others' traffic does not evict it
   double l1_sensitivity = 0;
   double l2_sensitivity = 0;
+  // Logical blocks per second one SM completes at most, at DRAM latency 1 (0: no bound): a kernel
+  // whose measured curve says it runs slower than the model's roofline is bound by something the
+  // model does not see (latency, dependent loads); it then draws only the DRAM traffic of its
+  // measured rate, and slows with DRAM latency (the bound over phi).
+  double max_rate_per_sm = 0;
 };
 
 // SMs with identical residency, counted once.

@@ -324,16 +324,29 @@ void SimBackend::recompute_rates() {
   }
   std::vector<SmGroup> groups;
   for (auto& [layout, count] : layouts) groups.push_back(SmGroup{count, layout});
+  // A measured curve sets the part's rate alone on its SMs. Slower than the model: a bound per SM
+  // inside the solve, so that it also draws only the DRAM traffic of its measured rate (a tenant
+  // on part of the GPU that the curve shows far from the device's bandwidth leaves the rest to
+  // others); faster: a scale after it.
+  std::vector<double> scale_after(owners.size(), 1.0);
+  for (size_t i = 0; i < owners.size(); ++i) {
+    Part& p = *owners[i];
+    const bool has_curve = !p.kernel->sm_curve.empty() && p.variant == &p.kernel->variant(p.kernel->default_variant);
+    if (!has_curve || p.finished || sms_used[i] == 0) continue;
+    const double modelled = model_alone_rate(p, sms_used[i]);
+    if (modelled <= 0) continue;
+    const double measured = curve_rate(p, sms_used[i]);
+    if (measured < modelled) {
+      entities[i].max_rate_per_sm = measured / sms_used[i];
+    } else {
+      scale_after[i] = measured / modelled;
+    }
+  }
   const std::vector<double> rates = model_.solve(entities, groups);
   for (size_t i = 0; i < owners.size(); ++i) {
     Part& p = *owners[i];
     p.rate = p.finished ? 0.0 : rates[i];
-    p.curve_scale = 1.0;
-    const bool has_curve = !p.kernel->sm_curve.empty() && p.variant == &p.kernel->variant(p.kernel->default_variant);
-    if (has_curve && p.rate > 0 && sms_used[i] > 0) {
-      const double modelled = model_alone_rate(p, sms_used[i]);
-      if (modelled > 0) p.curve_scale = curve_rate(p, sms_used[i]) / modelled;
-    }
+    p.curve_scale = scale_after[i];
     p.rate *= p.curve_scale;
   }
 }

@@ -51,7 +51,7 @@ class SimBackend final : public Backend {
     int parts_per_block = 1;
     double done = 0;       // logical blocks finished (fluid)
     double rate = 0;       // logical blocks per second now
-    double curve_scale = 1;// measured/modelled speed (profile curve), 1 without a curve
+    double curve_scale = 1;// measured/modelled speed where the curve is faster than the model (slower: a bound in the solve); 1 without a curve
     bool finished = false;
     double remaining() const { return static_cast<double>(range.size()) - done; }
   };
