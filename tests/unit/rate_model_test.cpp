@@ -62,6 +62,29 @@ TEST(RateModel, SharedDramIsNeverOversubscribed) {
   EXPECT_GT(traffic, d.dram_bytes_per_s * ModelParams{}.dram_efficiency * 0.99);
 }
 
+// A bound per SM (a measured curve slower than the roofline) caps the part at its measured rate and
+// its DRAM traffic with it: its neighbour on the other half of the GPU gets the bandwidth it leaves.
+TEST(RateModel, ABoundPartDrawsOnlyItsMeasuredTrafficAndLeavesTheRest) {
+  const DeviceSpec d = h200_spec();
+  const RateModel m(d, ModelParams{});
+  const KernelSpec a = *make_suite_kernel("stream_triad", 1 << 26);
+  const KernelSpec b = *make_suite_kernel("vector_add", 1 << 26);
+  std::vector<Entity> e = {entity_of(m, a), entity_of(m, b)};
+  const std::vector<SmGroup> g = {{66, {{0, 8}}}, {66, {{1, 8}}}};
+  const auto free_run = m.solve(e, g);
+  // Alone on its half, triad at a fifth of its modelled alone rate there.
+  const SmGroup half{66, {{0, 8}}};
+  const double alone = m.solve(std::span<const Entity>(&e[0], 1), std::span<const SmGroup>(&half, 1))[0];
+  e[0].max_rate_per_sm = 0.2 * alone / 66;
+  const double bound_alone = m.solve(std::span<const Entity>(&e[0], 1), std::span<const SmGroup>(&half, 1))[0];
+  EXPECT_NEAR(bound_alone, 0.2 * alone, 1e-6 * alone);
+  const auto bound = m.solve(e, g);
+  EXPECT_LE(bound[0], 0.2 * alone * (1 + 1e-9));
+  EXPECT_GT(bound[1], free_run[1] * 1.2) << "the neighbour did not get the bandwidth the bound part left";
+  const double traffic = bound[0] * e[0].bytes_per_block + bound[1] * e[1].bytes_per_block;
+  EXPECT_LE(traffic, d.dram_bytes_per_s * ModelParams{}.dram_efficiency * (1 + 1e-6));
+}
+
 TEST(RateModel, L1PollutionHurtsASensitiveNeighbourUnlessTheOtherBypasses) {
   const DeviceSpec d = h200_spec();
   const RateModel m(d, ModelParams{});
