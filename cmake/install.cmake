@@ -28,7 +28,9 @@ endif()
 # line, commented out, in the folder Debian's plugstack.conf includes (docs/cluster.md).
 if(TARGET concord_spank)
   install(TARGETS concord_spank LIBRARY DESTINATION lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm COMPONENT runtime)
-  install(FILES ${PROJECT_SOURCE_DIR}/packaging/slurm/concord.conf DESTINATION /etc/slurm/plugstack.conf.d COMPONENT runtime)
+  # /etc is the package's alone: a plain `cmake --install --prefix DIR` leaves it out.
+  install(FILES ${PROJECT_SOURCE_DIR}/packaging/slurm/concord.conf DESTINATION /etc/slurm/plugstack.conf.d COMPONENT runtime
+          EXCLUDE_FROM_ALL)
   install(FILES ${PROJECT_SOURCE_DIR}/packaging/slurm/slurmd-concord.conf DESTINATION lib/systemd/system/slurmd.service.d
           RENAME concord.conf COMPONENT runtime)
   string(APPEND concord_package_intercept

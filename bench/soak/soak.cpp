@@ -83,7 +83,7 @@ void tenant_loop(const std::string& socket, int index, uint64_t seed, Clock::tim
     ipc::TenantClientOptions o;
     o.socket_path = socket;
     o.info = ipc::RegisterTenant{lc ? TenantClass::latency_critical : TenantClass::best_effort, lc ? 20'000'000u : 0u, 1, 0,
-                                 "soak" + std::to_string(index)};
+                                 "soak" + std::to_string(index), ""};
     o.heartbeat_period = 20ms;
     auto c = ipc::TenantClient::connect(o);
     if (!c.is_ok()) {

@@ -46,6 +46,7 @@ class LockedRegistry final : public ipc::ControlHandler {
     close_passed();
     std::lock_guard lock(shared_.mu);
     ipc::Message reply = shared_.registry->handle(peer, request);
+    shared_.generation.fetch_add(1, std::memory_order_release);
     if (const auto* r = std::get_if<ipc::Registered>(&reply)) {
       // The descriptors go with the reply (rings, lease page, board): copies, so the engine thread
       // may take what was made (or drop it) meanwhile. The lease page is read-only for the tenant,
@@ -82,6 +83,7 @@ class LockedRegistry final : public ipc::ControlHandler {
   void disconnected(const ipc::PeerCredentials& peer) override {
     std::lock_guard lock(shared_.mu);
     shared_.registry->disconnected(peer);
+    shared_.generation.fetch_add(1, std::memory_order_release);
   }
   bool holds_tenant(const ipc::PeerCredentials& peer) override {
     std::lock_guard lock(shared_.mu);
@@ -315,6 +317,7 @@ struct Daemon::Impl {
   std::optional<LockedRegistry> handler;
   std::optional<ipc::ControlServer> server;
   std::vector<std::unique_ptr<Lane>> lanes;
+  std::vector<DeviceLane> lane_devices;  // each lane's device, in lane order (lane_for's input)
   MetricsServer metrics_server;
   MetricsBoard board;
   std::atomic<bool> stop{false};
@@ -354,7 +357,7 @@ void Daemon::Impl::publish(Lane& lane) {
   DaemonSnapshot snap;
   snap.policy = options.policy;
   snap.device = lane.device.spec.name;
-  DeviceSnapshot dev{lane.device.label, lane.device.bus_id, lane.device.spec.name, 0};
+  DeviceSnapshot dev{lane.device.label, lane.device.bus_id, lane.device.spec.name, 0};  // label, bus id, spec
   dev.decisions = lane.runner ? lane.runner->publishes() : lane.backend->decisions();
   snap.decisions = dev.decisions;
   snap.devices.push_back(dev);
@@ -461,6 +464,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     if (!board.is_ok()) return board.status();
     d.shared.devices.emplace_back().board = std::move(*board);
     d.lanes.push_back(std::move(lane));
+    d.lane_devices.push_back(devices[i]);
   }
   d.shared.registry.emplace([&d, prefix, pid, leases](uint64_t tenant, const ipc::PeerCredentials& owner,
                                                       const ipc::RegisterTenant& info) -> Result<std::string> {
@@ -469,9 +473,9 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     // nothing left behind by a crash, and the tenant cannot resize them under the daemon. `base`
     // only labels them.
     (void)owner;
-    std::vector<DeviceLane> lane_devices;
-    for (const auto& l : d.lanes) lane_devices.push_back(l->device);
-    Result<size_t> at = lane_for(lane_devices, info.device);
+    // A stopping daemon takes no one new: a lane that has ended would never serve it.
+    if (d.stop.load()) return Status::failed_precondition("the daemon is stopping");
+    Result<size_t> at = lane_for(d.lane_devices, info.device);
     if (!at.is_ok()) return at.status();
     const Lane& lane = *d.lanes[*at];
     DeviceBooks& books = d.shared.devices[*at];

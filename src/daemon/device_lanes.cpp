@@ -53,18 +53,22 @@ std::optional<std::string> normalize_bus_id(const std::string& text) {
   for (const std::string& p : parts) {
     if (!all_hex(p) || p.size() > 8) return std::nullopt;
   }
-  const unsigned long domain = std::stoul(parts[0], nullptr, 16), bus = std::stoul(parts[1], nullptr, 16),
-                      dev = std::stoul(parts[2], nullptr, 16);
-  if (domain > 0xffff || bus > 0xff || dev > 0x1f || fn[0] > '7') return std::nullopt;
+  const unsigned long long domain = std::stoull(parts[0], nullptr, 16), bus = std::stoull(parts[1], nullptr, 16),
+                           dev = std::stoull(parts[2], nullptr, 16);
+  // Domains above 0xffff exist (Intel VMD's start at 0x10000): nvidia-smi writes 8 digits for them.
+  if (bus > 0xff || dev > 0x1f || fn[0] > '7') return std::nullopt;
   return fmt::format("{:04x}:{:02x}:{:02x}.{}", domain, bus, dev, fn);
 }
 
-std::vector<NodeGpu> node_gpus(const std::string& driver_root) {
+std::vector<NodeGpu> node_gpus(const std::string& driver_root, std::vector<std::string>* skipped) {
   std::vector<NodeGpu> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(driver_root + "/gpus", ec)) {
     const std::optional<std::string> bus = normalize_bus_id(e.path().filename().string());
-    if (!bus) continue;
+    if (!bus) {
+      if (skipped) skipped->push_back(e.path().string());
+      continue;
+    }
     std::ifstream in(e.path() / "information");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     out.push_back({*bus, info_value(text, "Model"), info_value(text, "GPU UUID")});
@@ -105,7 +109,11 @@ Result<DeviceSpec> daemon_device(const std::string& name_or_file, std::string* c
 
 Result<std::vector<DeviceLane>> choose_lanes(const std::string& devices, const std::string& spec_name,
                                              const std::string& driver_root, std::vector<std::string>* notes) {
-  const std::vector<NodeGpu> gpus = node_gpus(driver_root);
+  std::vector<std::string> skipped;
+  const std::vector<NodeGpu> gpus = node_gpus(driver_root, &skipped);
+  if (notes) {
+    for (const std::string& s : skipped) notes->push_back(s + ": not a PCI bus id, skipped");
+  }
   std::optional<DeviceSpec> fixed;
   if (spec_name != "auto") {
     Result<DeviceSpec> s = daemon_device(spec_name);

@@ -22,8 +22,9 @@ struct NodeGpu {
 };
 
 // The driver's GPUs in bus order, which is nvidia-smi's index order (empty where the driver lists
-// none: no GPU, or no driver).
-std::vector<NodeGpu> node_gpus(const std::string& driver_root = "/proc/driver/nvidia");
+// none: no GPU, or no driver). Entries not named by a bus id go to `skipped` (when given).
+std::vector<NodeGpu> node_gpus(const std::string& driver_root = "/proc/driver/nvidia",
+                               std::vector<std::string>* skipped = nullptr);
 
 // A PCI bus id in one form, "dddd:bb:dd.f" in lower-case hex with a 4-digit domain, from the forms
 // the driver API ("0000:18:00.0"), nvidia-smi ("00000000:18:00.0") and /proc use; nullopt when

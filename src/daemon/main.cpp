@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   using namespace concord;
   CLI::App app{"concordd: the Concord node daemon (one per node: an engine and a policy instance for each of its GPUs)"};
   daemon::DaemonOptions o;
-  std::string group, device = "auto", devices = "all", level = "info";
+  std::string group, device = "auto", devices = "all", driver_root = "/proc/driver/nvidia", level = "info";
   std::string mode = "0660";
   double stale_s = 2.0;
   app.add_option("--socket", o.socket_path, "Control socket path")->capture_default_str();
@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
                  "The GPUs it manages, one engine and policy instance each: all (every GPU /proc/driver/nvidia lists; one "
                  "device taking every tenant where it lists none) or a comma list of indices (nvidia-smi's) and PCI bus ids. "
                  "A tenant is placed on the GPU it launches on (docs/cluster.md)")
+      ->capture_default_str();
+  app.add_option("--driver-root", driver_root,
+                 "Where the NVIDIA driver's files are (gpus/<bus id>/information): the GPUs --devices all finds and their "
+                 "models. An empty folder makes one device that takes every tenant (containers, tests)")
       ->capture_default_str();
   app.add_option("--device-spec", device,
                  "What each GPU's policy plans for: auto (each GPU's model as the driver names it, h100 or h200; h200 "
@@ -119,7 +123,7 @@ int main(int argc, char** argv) {
     return code;
   };
   std::vector<std::string> notes;
-  Result<std::vector<daemon::DeviceLane>> lanes = daemon::choose_lanes(devices, device, "/proc/driver/nvidia", &notes);
+  Result<std::vector<daemon::DeviceLane>> lanes = daemon::choose_lanes(devices, device, driver_root, &notes);
   if (!lanes.is_ok()) return fail(lanes.status(), kExitUsage);
   o.devices = *lanes;
   for (const std::string& note : notes) daemon::log_event(spdlog::level::info, "device", {{"device", note}});

@@ -103,10 +103,10 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
   family(out, "concord_tenants", "gauge", "Tenants registered now.");
   out += fmt::format("concord_tenants {}\n", all.tenants.size());
   // Per GPU (no names): its model and bus id, its tenants and the decisions its engine made.
-  family(out, "concord_device_info", "gauge", "A GPU the daemon manages: its label, PCI bus id and spec (value 1).");
+  family(out, "concord_device_info", "gauge", "A GPU the daemon manages: its label, PCI bus id and the spec its policy plans for (value 1).");
   for (const DeviceSnapshot& d : all.devices) {
-    out += fmt::format("concord_device_info{{device=\"{}\",bus_id=\"{}\",model=\"{}\"}} 1\n", escape(d.label), escape(d.bus_id),
-                       escape(d.model));
+    out += fmt::format("concord_device_info{{device=\"{}\",bus_id=\"{}\",spec=\"{}\"}} 1\n", escape(d.label), escape(d.bus_id),
+                       escape(d.spec));
   }
   family(out, "concord_device_tenants", "gauge", "Tenants registered now on each GPU.");
   for (const DeviceSnapshot& d : all.devices) {

@@ -70,7 +70,7 @@ struct TenantSnapshot {
 struct DeviceSnapshot {
   std::string label;   // "0", "1", ...: the GPU's index among the node's
   std::string bus_id;  // empty: the node lists no GPU
-  std::string model;   // the spec the lane's policy plans for (h100, h200, a file's name)
+  std::string spec;    // the spec the lane's policy plans for (its name: "H200", a device file's)
   uint64_t decisions = 0;
 };
 

@@ -37,7 +37,10 @@ void TenantHub::mark_gone(TenantConn& conn, std::string why, bool died) {
 
 std::vector<TenantConn*> TenantHub::sync_registry() {
   std::vector<TenantConn*> fresh;
+  const uint64_t generation = shared_.generation.load(std::memory_order_acquire);
+  if (generation == seen_generation_) return fresh;
   std::lock_guard lock(shared_.mu);
+  seen_generation_ = generation;
   const auto& records = shared_.registry->tenants();
   for (auto it = books_.made.begin(); it != books_.made.end();) {
     const auto rec = records.find(it->first);

@@ -5,6 +5,7 @@
 // thread; only the registry (the control socket's, on its own thread) is behind a mutex.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -56,6 +57,9 @@ struct SharedRegistry {
   std::mutex mu;
   std::optional<ipc::TenantRegistry> registry;
   std::deque<DeviceBooks> devices;  // one per lane (a deque: a lane's books never move)
+  // Bumped (under mu) whenever the control thread changes the registry: a lane's hub takes the
+  // mutex only when there is something new, so idle lanes do not contend for it.
+  std::atomic<uint64_t> generation{0};
 };
 
 // A launch that ended (a completion covers its stream's earlier launches: one of these each).
@@ -183,6 +187,7 @@ class TenantHub {
   void mark_gone(TenantConn& conn, std::string why, bool died);
   SharedRegistry& shared_;
   DeviceBooks& books_;
+  uint64_t seen_generation_ = ~uint64_t{0};  // the registry's generation at the last sync
   ipc::WaitPolicy liveness_;
   FreeRun free_run_;
   bool completions_in_inbox_ = false;

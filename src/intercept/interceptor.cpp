@@ -80,6 +80,14 @@ void Interceptor::enter_context() {
     if (!context_) return Status::failed_precondition("the first launch came with no current CUDA context");
     CONCORD_INTERCEPT_CU(driver_->ctx_get_device(&device_));
     CONCORD_INTERCEPT_CU(driver_->ctx_get_stream_priority_range(&least_priority_, &greatest_priority_));
+    // The process registered for the GPU it saw then (a request mark on a thread without a context
+    // names device 0): steering it on another GPU would gate the wrong GPU's tenants.
+    char bus[ipc::limits::kDeviceBytes + 1] = {};
+    if (!bus_id_.empty() && driver_->device_get_pci_bus_id &&
+        driver_->device_get_pci_bus_id(bus, static_cast<int>(sizeof bus), device_) == CUDA_SUCCESS && bus_id_ != bus) {
+      return Status::failed_precondition("registered for GPU " + bus_id_ + " but its first launch is on GPU " + bus +
+                                         " (mark requests on a thread that has made its device current)");
+    }
     return Status::ok();
   }();
   if (!st) {

@@ -18,6 +18,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -169,16 +170,22 @@ __attribute__((visibility("default"))) int slurm_spank_user_init(spank_t sp, int
     }
   }
   // The library goes first in LD_PRELOAD, once, before what the job preloads itself.
-  char current[4096] = {};
-  std::string value = preload;
-  if (spank_getenv(sp, "LD_PRELOAD", current, sizeof current) == ESPANK_SUCCESS && current[0] != '\0') {
-    const std::string had = current;
-    if (had.find(preload) != std::string::npos) {
-      value = had;
-    } else {
-      value += ":" + had;
-    }
+  std::string had;
+  for (size_t size = 4096; size <= (size_t{1} << 20); size *= 16) {
+    std::string buf(size, '\0');
+    const spank_err_t got = spank_getenv(sp, "LD_PRELOAD", buf.data(), static_cast<int>(buf.size()));
+    if (got == ESPANK_NOSPACE) continue;
+    if (got == ESPANK_SUCCESS) had = buf.c_str();
+    break;
   }
+  // Entries are separated by colons or spaces (ld.so(8)).
+  bool present = false;
+  for (size_t at = 0; at <= had.size();) {
+    const size_t end = std::min(had.find_first_of(": ", at), had.size());
+    if (had.compare(at, end - at, preload) == 0 && end - at == preload.size()) present = true;
+    at = end + 1;
+  }
+  const std::string value = present ? had : had.empty() ? preload : preload + ":" + had;
   if (spank_setenv(sp, "LD_PRELOAD", value.c_str(), 1) != ESPANK_SUCCESS) {
     slurm_error("concord: could not set LD_PRELOAD for %s", name.c_str());
     return -1;

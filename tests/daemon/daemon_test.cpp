@@ -64,9 +64,9 @@ struct Record {
 };
 
 ipc::RegisterTenant lc(const std::string& name, uint64_t target_ms = 50) {
-  return ipc::RegisterTenant{TenantClass::latency_critical, target_ms * 1'000'000, 1, 0, name};
+  return ipc::RegisterTenant{TenantClass::latency_critical, target_ms * 1'000'000, 1, 0, name, ""};
 }
-ipc::RegisterTenant be(const std::string& name) { return ipc::RegisterTenant{TenantClass::best_effort, 0, 1, 0, name}; }
+ipc::RegisterTenant be(const std::string& name) { return ipc::RegisterTenant{TenantClass::best_effort, 0, 1, 0, name, ""}; }
 
 void put(int fd, const Record& r) {
   if (::write(fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(5);
@@ -1106,7 +1106,7 @@ TEST_F(DaemonTest, HostileTenantsLeaveTheDaemonServing) {
     (void)::send(c->fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
     std::this_thread::sleep_for(1ms);
   };
-  Result<std::vector<uint8_t>> encoded = ipc::encode(ipc::RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "bad"});
+  Result<std::vector<uint8_t>> encoded = ipc::encode(ipc::RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "bad", ""});
   ASSERT_TRUE(encoded.is_ok()) << encoded.status().to_string();
   const std::vector<uint8_t> good = *encoded;
 
@@ -1119,7 +1119,7 @@ TEST_F(DaemonTest, HostileTenantsLeaveTheDaemonServing) {
     Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
     if (!c.is_ok()) return nullptr;
     std::vector<int> fds;
-    Result<ipc::Message> reg = c->call(ipc::RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), name}, 2s, fds);
+    Result<ipc::Message> reg = c->call(ipc::RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), name, ""}, 2s, fds);
     held.push_back(std::move(*c));
     if (!reg.is_ok() || !std::holds_alternative<ipc::Registered>(*reg) || fds.size() != 4) return nullptr;
     last_up_fd = ::dup(fds[0]);
@@ -1166,7 +1166,7 @@ TEST_F(DaemonTest, HostileTenantsLeaveTheDaemonServing) {
       for (int i = 0; i < 80; ++i) {
         Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
         if (!c.is_ok()) continue;
-        (void)c->call(ipc::RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, ::getpid(), fmt::format("flood{}", i)}, 2s);
+        (void)c->call(ipc::RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, ::getpid(), fmt::format("flood{}", i), ""}, 2s);
         held.push_back(std::move(*c));
       }
     });
@@ -1449,7 +1449,7 @@ TEST_F(DaemonTest, EachGpuHasItsOwnEngineAndBoard) {
 )"))) << text;
   EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_lease\{[^}]*device="1",name="far"[^}]*\} 0
 )"))) << "GPU 0's LC flag reached GPU 1's BE tenant\n" << text;
-  EXPECT_NE(text.find("concord_device_info{device=\"1\",bus_id=\"0000:2a:00.0\",model=\"H100 SXM\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("concord_device_info{device=\"1\",bus_id=\"0000:2a:00.0\",spec=\"H100 SXM\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("concord_device_tenants{device=\"0\"} 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("concord_device_tenants{device=\"1\"} 1\n"), std::string::npos) << text;
   // GPU 1's board has no flag up: the far tenant's own view.
@@ -1519,6 +1519,7 @@ TEST(DaemonDevice, LanesComeFromTheDriversGpus) {
   EXPECT_EQ(normalize_bus_id("00000000:2A:00.0"), std::optional<std::string>("0000:2a:00.0"));
   EXPECT_EQ(normalize_bus_id("0000:18:00.0"), std::optional<std::string>("0000:18:00.0"));
   EXPECT_EQ(normalize_bus_id("18:00.0"), std::optional<std::string>("0000:18:00.0"));
+  EXPECT_EQ(normalize_bus_id("00010000:01:00.0"), std::optional<std::string>("10000:01:00.0"));  // a VMD domain
   for (const char* bad : {"", "0", "gpu0", "0000:18:00", "0000:118:00.0", "0000:18:00.8", "0000:18:zz.0"}) {
     EXPECT_FALSE(normalize_bus_id(bad).has_value()) << bad;
   }

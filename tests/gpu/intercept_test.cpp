@@ -180,7 +180,7 @@ TEST(Intercept, RoomConfinesBeKernelsToTheSmsAndResidencyTheLeaseNames) {
   ASSERT_TRUE(d);
   ipc::TenantClientOptions lo;
   lo.socket_path = socket;
-  lo.info = ipc::RegisterTenant{TenantClass::latency_critical, 50'000'000, 1, 0, "lc"};
+  lo.info = ipc::RegisterTenant{TenantClass::latency_critical, 50'000'000, 1, 0, "lc", ""};
   Result<std::unique_ptr<ipc::TenantClient>> lc = ipc::TenantClient::connect(lo);
   ASSERT_TRUE(lc.is_ok()) << lc.status().to_string();
   ASSERT_NE((*lc)->lease().lc_slot, ipc::kNoLcSlot);

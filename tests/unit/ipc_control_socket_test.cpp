@@ -37,7 +37,7 @@ TenantRegistry make_registry() {
   });
 }
 
-RegisterTenant lc(int32_t pid, const char* name) { return {TenantClass::latency_critical, 2'000'000, 1, pid, name}; }
+RegisterTenant lc(int32_t pid, const char* name) { return {TenantClass::latency_critical, 2'000'000, 1, pid, name, ""}; }
 
 template <typename T>
 const T& as(const Message& m) {
@@ -64,7 +64,7 @@ TEST(IpcControl, ATenantIsSeenAndSteeredOnlyByItsUserOrRoot) {
   TenantRegistry reg = make_registry();
   const Registered a = as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "alice-svc")));
   EXPECT_EQ(a.channel, fmt::format("/concord-1000-{}", a.tenant));
-  const Registered b = as<Registered>(reg.handle(kBob, RegisterTenant{TenantClass::best_effort, 0, 1, kBob.pid, "bob-job"}));
+  const Registered b = as<Registered>(reg.handle(kBob, RegisterTenant{TenantClass::best_effort, 0, 1, kBob.pid, "bob-job", ""}));
   ASSERT_TRUE(reg.note_launch(a.tenant).is_ok());
 
   const TenantList alice_sees = as<TenantList>(reg.handle(kAlice, ListTenants{}));
@@ -243,7 +243,7 @@ TEST_F(IpcControlServer, RealClientRegistersAsItself) {
   // A tenant's connection stays open for as long as it lives (its end drops the tenant).
   Result<ControlClient> me = ControlClient::connect(path_);
   ASSERT_TRUE(me.is_ok()) << me.status().to_string();
-  Result<Message> r = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid(), "me"}, 2s);
+  Result<Message> r = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid(), "me", ""}, 2s);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   const Registered reg = as<Registered>(*r);
   Result<Message> list = call(ListTenants{});
@@ -254,7 +254,7 @@ TEST_F(IpcControlServer, RealClientRegistersAsItself) {
   EXPECT_EQ(l.tenants[0].uid, ::getuid());
   EXPECT_EQ(l.tenants[0].pid, ::getpid());
   // A pid not its own is refused by what the kernel says of the caller (root may name any).
-  Result<Message> spoof = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid() + 1, "not-me"}, 2s);
+  Result<Message> spoof = me->call(RegisterTenant{TenantClass::best_effort, 0, 2, ::getpid() + 1, "not-me", ""}, 2s);
   ASSERT_TRUE(spoof.is_ok());
   if (::getuid() == 0) {
     as<Registered>(*spoof);
@@ -380,7 +380,7 @@ TEST_F(IpcControlServer, IdleAndHalfSentConnectionsTimeOutTenantsDoNot) {
   Result<ControlClient> half = ControlClient::connect(path_);
   Result<ControlClient> tenant = ControlClient::connect(path_);
   ASSERT_TRUE(idle.is_ok() && half.is_ok() && tenant.is_ok());
-  Result<Message> r = tenant->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "quiet"}, 2s);
+  Result<Message> r = tenant->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "quiet", ""}, 2s);
   ASSERT_TRUE(r.is_ok());
   as<Registered>(*r);
   Result<std::vector<uint8_t>> frame = encode(ListTenants{});
@@ -476,7 +476,7 @@ TEST_F(IpcControlServer, AKilledTenantProcessIsDroppedOthersKeepBeingServed) {
       if (::read(go[0], &c, 1) != 1) ::_exit(2);
       Result<ControlClient> client = ControlClient::connect(path_);
       if (!client.is_ok()) ::_exit(3);
-      Result<Message> r = client->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "victim"}, 2s);
+      Result<Message> r = client->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "victim", ""}, 2s);
       if (!r.is_ok() || !std::holds_alternative<Registered>(*r)) ::_exit(4);
       if (say_bye) {
         r = client->call(Bye{ByeReason::exit}, 2s);
@@ -546,13 +546,13 @@ TEST_F(IpcControlServer, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
   ASSERT_EQ(::chown(path_.c_str(), static_cast<uid_t>(-1), 65534), 0);
   Result<ControlClient> root = ControlClient::connect(path_);
   ASSERT_TRUE(root.is_ok()) << root.status().to_string();
-  Result<Message> mine = root->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "root-job"}, 2s);
+  Result<Message> mine = root->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "root-job", ""}, 2s);
   ASSERT_TRUE(mine.is_ok()) << mine.status().to_string();
   const uint64_t root_tenant = as<Registered>(*mine).tenant;
   const int inside = as_nobody([&] {
     Result<ControlClient> c = ControlClient::connect(path);
     if (!c.is_ok()) return 2;
-    Result<Message> r = c->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "nobody-job"}, 2s);
+    Result<Message> r = c->call(RegisterTenant{TenantClass::best_effort, 0, 1, ::getpid(), "nobody-job", ""}, 2s);
     if (!r.is_ok() || !std::holds_alternative<Registered>(*r)) return 3;
     r = c->call(ListTenants{}, 2s);
     if (!r.is_ok() || !std::holds_alternative<TenantList>(*r)) return 4;

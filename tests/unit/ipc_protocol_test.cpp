@@ -16,8 +16,8 @@ namespace {
 
 std::vector<Message> samples() {
   return {
-      RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving"},
-      RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer"},
+      RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving", ""},
+      RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer", ""},
       LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 123456789},
       LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 0},
       Decision{7, Verdict::hold, Priority::high, 5},
@@ -28,8 +28,8 @@ std::vector<Message> samples() {
       GetStats{},
       SetWeight{4, 10},
       Registered{4, "/concord-1000-4"},
-      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a"},
-                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, {LeaseYield::room, true, 2, 66, 2}, "b b"}}},
+      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a", ""},
+                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, {LeaseYield::room, true, 2, 66, 2}, "b b", ""}}},
       Stats{3, 100, 2, 1},
       Ack{},
       ErrorReply{StatusCode::permission_denied, "no"},
@@ -107,7 +107,7 @@ TEST(IpcProtocol, HeaderFieldsAreCheckedByName) {
 TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
   // Offsets below are within the body (after the 12-byte header).
   const size_t h = kHeaderBytes;
-  auto reg = frame_of(RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "svc"});
+  auto reg = frame_of(RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "svc", ""});
   auto bad = reg;
   bad[h] = 2;
   EXPECT_NE(refusal(bad).find("field class"), std::string::npos);
@@ -201,7 +201,7 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
   bad[8] -= 9;
   EXPECT_NE(refusal(bad).find("field last_seq"), std::string::npos);
 
-  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, {}, "a"}}});
+  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, {}, "a", ""}}});
   bad = list;
   bad[h] = 0x2c;
   bad[h + 1] = 0x01;  // 300 entries in a frame that holds one
@@ -221,12 +221,12 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
 }
 
 TEST(IpcProtocol, EncodeRefusesWhatDecodeWould) {
-  Result<std::vector<uint8_t>> f = encode(RegisterTenant{TenantClass::best_effort, 5, 1, 1, "be"});
+  Result<std::vector<uint8_t>> f = encode(RegisterTenant{TenantClass::best_effort, 5, 1, 1, "be", ""});
   ASSERT_FALSE(f.is_ok());
   EXPECT_EQ(f.status().code(), StatusCode::invalid_argument);
   EXPECT_NE(f.status().message().find("field latency_target_ns"), std::string::npos);
-  EXPECT_FALSE(encode(RegisterTenant{TenantClass::best_effort, 0, 0, 1, "be"}).is_ok());
-  EXPECT_FALSE(encode(RegisterTenant{TenantClass::best_effort, 0, 1, 1, std::string(65, 'a')}).is_ok());
+  EXPECT_FALSE(encode(RegisterTenant{TenantClass::best_effort, 0, 0, 1, "be", ""}).is_ok());
+  EXPECT_FALSE(encode(RegisterTenant{TenantClass::best_effort, 0, 1, 1, std::string(65, 'a'), ""}).is_ok());
   EXPECT_FALSE(encode(Registered{1, "no-slash"}).is_ok());
   EXPECT_FALSE(encode(Registered{1, "/a/b"}).is_ok());
   EXPECT_FALSE(encode(LaunchNotice{1, 0, 0, {1, 1, 1}, {0, 1, 1}, 0, false}).is_ok());
@@ -351,7 +351,7 @@ TEST(IpcProtocol, ACompletionEndsItsStreamsEarlierLaunches) {
 std::vector<std::pair<std::string, Message>> corpus_frames() {
   return {
       {"register_lc", RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving", "0000:18:00.0"}},
-      {"register_be", RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer"}},
+      {"register_be", RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer", ""}},
       {"launch", LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 1000}},
       {"launch_graph", LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 2000}},
       {"decision", Decision{7, Verdict::release, Priority::high, 5}},
@@ -362,7 +362,7 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
       {"stats_request", GetStats{}},
       {"set_weight", SetWeight{4, 10}},
       {"registered", Registered{4, "/concord-1000-4"}},
-      {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a"},
+      {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a", ""},
                                   TenantEntry{2, 1000, 56, TenantClass::best_effort, 0, 1, 9, 9, 0, 0, {LeaseYield::cap, true, 2, 66, 2}, "b", "1"}}}},
       {"stats", Stats{3, 100, 2, 1}},
       {"ack", Ack{}},

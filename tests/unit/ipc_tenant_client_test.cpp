@@ -170,7 +170,7 @@ class TenantClientTest : public ::testing::Test {
   TenantClientOptions options(const std::string& socket) {
     TenantClientOptions o;
     o.socket_path = socket;
-    o.info = RegisterTenant{TenantClass::latency_critical, 2'000'000, 1, 0, "lc"};
+    o.info = RegisterTenant{TenantClass::latency_critical, 2'000'000, 1, 0, "lc", ""};
     o.wait.timeout_ns = 2'000'000'000;
     o.wait.stale_after_ns = 300'000'000;
     o.heartbeat_period = 20ms;
@@ -448,7 +448,7 @@ TEST_F(TenantClientTest, ABlockedBeWakesWithin100usOfItsGateOpening) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto o = options(daemon.socket());
-    o.info = RegisterTenant{TenantClass::best_effort, 0, 1, 0, "be"};
+    o.info = RegisterTenant{TenantClass::best_effort, 0, 1, 0, "be", ""};
     auto be = TenantClient::connect(o);
     if (!be.is_ok()) ::_exit(3);
     for (int i = 0; i < kTrials; ++i) {
