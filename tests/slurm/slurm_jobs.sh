@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Slurm jobs as Concord tenants, end to end on one machine without a GPU (docs/cluster.md): munge,
 # slurmctld and slurmd from Debian on loopback with a generated config (shards on a stand-in device
-# file), concordd, and concord_spank.so in the plugin stack. Checks, from the daemon's log and its
-# tenant list:
+# file), concordd, and concord_spank.so in the plugin stack. Checks, from the daemon's log, its
+# metrics and its tenant list:
 #   - a batch job and an srun step that give --concord-* options register with their class, target,
 #     weight, name (slurm-<job>.<step>) and uid (one job submitted by another user);
 #   - a job without the options registers nothing;
@@ -17,7 +17,7 @@ concordd=$1 cli=$2 spank=$3 intercept=$4 probe=$5 stub=$6
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root (it starts munged, slurmctld and slurmd)"
-for tool in munged slurmctld slurmd sbatch srun scancel squeue sinfo; do
+for tool in munged slurmctld slurmd sbatch srun scancel squeue sinfo python3; do
   command -v "$tool" >/dev/null || skip "$tool not found (apt-get install munge slurmctld slurmd slurm-client)"
 done
 for f in "$concordd" "$cli" "$spank" "$intercept" "$probe" "$stub"; do
@@ -114,7 +114,7 @@ export SLURM_CONF=$D/slurm.conf
 # One device taking every tenant, whatever GPUs this machine has (the stub driver names none).
 mkdir -p "$D/no-driver"
 "$concordd" --socket "$D/concordd.sock" --socket-mode 0666 --policy orion --stale-after 0.5 --driver-root "$D/no-driver" \
-  >"$D/log/concordd.log" 2>&1 &
+  --metrics-socket "$D/metrics.sock" >"$D/log/concordd.log" 2>&1 &
 pids+=($!)
 slurmctld -f "$D/slurm.conf" || { fail=1; echo "FAIL: slurmctld did not start"; exit 1; }
 slurmd -f "$D/slurm.conf" || { fail=1; echo "FAIL: slurmd did not start"; exit 1; }
@@ -129,6 +129,22 @@ check "slurmd registered with slurmctld (node idle)" bash -c "sinfo -h -o %t | g
 export LD_LIBRARY_PATH=$D/cuda
 
 tenants() { "$cli" top --once --socket "$D/concordd.sock" 2>/dev/null; }
+# The daemon's Prometheus text, from its metrics socket.
+cat >"$D/metrics.py" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+print(data.decode().split("\r\n\r\n", 1)[-1])
+PY
+metrics() { python3 "$D/metrics.py" "$D/metrics.sock"; }
 # wait_for PATTERN [SECONDS]: until the tenant list shows PATTERN (an extended regex).
 wait_for() {
   local until=$((SECONDS + ${2:-15}))
@@ -157,6 +173,13 @@ check "a job step through srun is a tenant named slurm-<job>.0" \
 for _ in $(seq 100); do grep -q probe "$D/out/plain.out" 2>/dev/null && break; sleep 0.1; done
 tenants_before=$(grep -c '"event":"tenant_joined"' "$D/log/concordd.log")
 check "the job without options ran without the library" grep -q 'no interception library' "$D/out/plain.out"
+sleep 0.5  # the metrics snapshot is refreshed about every 200 ms
+metrics >"$D/out/metrics.txt"
+check "the metrics name the LC job's tenant with its device, class and uid" \
+  grep -Eq "concord_tenant_launches_total\{tenant=\"[0-9]+\",device=\"0\",name=\"slurm-$lc\.batch\",class=\"lc\",uid=\"0\"\}" "$D/out/metrics.txt"
+check "the metrics name the nobody job's tenant with its uid" \
+  grep -Eq "name=\"slurm-$be\.batch\",class=\"be\",uid=\"$nobody\"" "$D/out/metrics.txt"
+check "the metrics count the GPU's two tenants (the srun step has ended)" grep -q 'concord_device_tenants{device="0"} 2' "$D/out/metrics.txt"
 check "the daemon's log has the LC tenant's class, target and uid" \
   grep -Eq "\"class\":\"lc\".*\"event\":\"tenant_joined\".*\"name\":\"slurm-$lc\.batch\".*\"target_ms\":25\.0.*\"uid\":0" "$D/log/concordd.log"
 
