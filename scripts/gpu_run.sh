@@ -14,7 +14,8 @@
 # services alone as plain MPS clients and under the library with concordd; "apps" runs
 # bench/apps on every GPU (bench/apps/run_gpus.sh; APPS_COMBOS, APPS_ARGS); "room" tests and
 # measures the BE caps of leases with room terms (ROOM_LAUNCHES, ROOM_CORRECTNESS_ARGS); "overhead"
-# compares the BE training alone as a plain MPS client and under the library, in turns.
+# compares the BE training alone as a plain MPS client and under the library, in turns; "node" runs
+# one concordd for every GPU (bench/apps/one_daemon.py; NODE_ARGS), the two-GPU measurement.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -240,6 +241,12 @@ if has apps; then
   step apps "${APPS_S:-590}" env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
     CONCORD_DEVICE_SPEC="$devspec" bash bench/apps/run_gpus.sh "$out/apps" \
     "${APPS_COMBOS:-resnet50:64:graph/resnet50:64,bert:32:graph/bert:16,bert:8/resnet50:64,gpt:16/bert:16}" ${APPS_ARGS:-}
+fi
+# One concordd for every GPU of the machine (bench/apps/one_daemon.py): an LC and a BE on GPU 0, a BE
+# on GPU 1, into OUT/node (docs/cluster.md; the two-GPU measurement of the daemon's lanes).
+if has node; then
+  step node 500 env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
+    python3 bench/apps/one_daemon.py "$out/node" ${NODE_ARGS:-}
 fi
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then
