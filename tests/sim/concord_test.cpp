@@ -23,7 +23,7 @@ using testing::step;
 using testing::tenant;
 using testing::workload;
 
-TEST(ConcordScenario, ElasticBeShrinksBesideLcAndBeatsOrionOnBothAxes) {
+TEST(ConcordScenario, ElasticBeShrinksBesideLcForMoreBeThanOrion) {
   auto alone = testing::run_on_sim(lc_beside_be(false), "streams");
   ASSERT_TRUE(alone.is_ok()) << alone.status().to_string();
   auto orion = testing::run_on_sim(lc_beside_be(true), "orion");
@@ -47,10 +47,13 @@ TEST(ConcordScenario, ElasticBeShrinksBesideLcAndBeatsOrionOnBothAxes) {
   EXPECT_GT(stats.at("concord.be_resizes"), 0);
   EXPECT_EQ(stats.at("concord.lc_launches"), 80 * 7);  // 80 requests of 7 launches
   // Running elastic BE shrunk off the LC's TPCs, and elastic BE launched beside the LC on the
-  // other TPCs where the gate's SM count would hold it: better than orion on both axes
-  // (simulator, H200 model: LC p99 1.08 against 1.10 ms, BE 1.03x).
-  EXPECT_LE(c.p99, o.p99);
+  // other TPCs where the gate's SM count would hold it: more BE than orion. The LC pays for it:
+  // since the simulator charges a launch's latency to a stream with nothing on the GPU (the LC's
+  // first kernel of each request), concord's LC p99 is above orion's here (H200 model: 1.22 against
+  // 1.00 ms, 0.80 alone; BE 1.04x), as on the GPU's bench/lsbe (docs/results.md, concord on four
+  // H200). Before that charge the simulator put it below (1.08 against 1.10 ms).
   EXPECT_GT(c.be_per_s, o.be_per_s);
+  EXPECT_LT(c.p99, 2.0 * a.p99);
 }
 
 // An LC tenant beside a BE tenant of opaque library GEMMs: those pass Orion's gate.

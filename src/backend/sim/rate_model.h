@@ -21,6 +21,12 @@ struct ModelParams {
   double sm_bandwidth_share = 3.0;
   // Compute slowdown per unit of neighbours' memory pressure on the same SM (LSU/L1 contention).
   double co_residence_penalty = 0.3;
+  // From a launch to its first block (host launch path, driver, front end): a dispatch of a tenant
+  // with nothing on the GPU reaches the block scheduler this long after the engine dispatched it.
+  // A tenant's launch right behind its own running or just-ended work pays nothing: a process's
+  // launches run ahead of the GPU in its stream, so that one was queued already. H200: a plain
+  // launch costs 4.0-4.6 us as MPS clients (docs/results.md, the launch-path A/B of 2026-11-29).
+  double launch_seconds = 4e-6;
 };
 
 // One running part (a launch's body inside a dispatch), as the model sees it.

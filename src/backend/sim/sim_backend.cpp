@@ -68,6 +68,16 @@ Status SimBackend::dispatch(const DispatchRequest& req) {
   r.id = req.id;
   r.order = next_order_++;
   if (req.after.valid() && find(req.after)) r.after = req.after;
+  // The launch's latency, unless the tenant's stream had work on the GPU (then it was queued).
+  bool queued_already = false;
+  for (const auto& dp : req.parts) {
+    for (const Running& q : dispatches_) {
+      for (const Part& qp : q.parts) queued_already |= qp.tenant == dp.tenant;
+    }
+    const auto last = tenant_last_end_.find(dp.tenant.value);
+    queued_already |= last != tenant_last_end_.end() && last->second >= now_;
+  }
+  r.ready_at = queued_already ? now_ : now_ + options_.model.launch_seconds;
   r.placement = req.placement;
   r.allowed = req.placement.sms & device_.all_sms();
   if (r.allowed.empty()) return Status::invalid_argument("sim: the SM set has no SM of this device");
@@ -239,6 +249,7 @@ void SimBackend::allocate_blocks() {
   const std::vector<int> sms_all = device_.all_sms().ids();
   for (Running* r : order) {
     if (r->preempting || r->after.valid()) continue;  // queued behind a running dispatch
+    if (r->ready_at > now_) continue;                 // still on its way from the launch
     // A block is worth placing only while some part has logical blocks nobody holds.
     int64_t wanted = 0;
     for (const Part& p : r->parts) {
@@ -399,6 +410,8 @@ Result<std::vector<Completion>> SimBackend::advance(Seconds until) {
         t_part[d].push_back(t);
         t_next = std::min(t_next, t);
       }
+      // A launch still on its way reaches the block scheduler then: an event.
+      if (r.ready_at > now_ && !r.after.valid()) t_next = std::min(t_next, r.ready_at);
     }
     if (t_next > until) {
       if (!std::isfinite(until)) {
@@ -409,6 +422,9 @@ Result<std::vector<Completion>> SimBackend::advance(Seconds until) {
       return out;
     }
     progress_to(t_next);
+    for (const Running& r : dispatches_) {
+      if (r.start < 0 && !r.after.valid() && r.ready_at <= now_) dirty_ = true;  // arrived: place its blocks
+    }
     const double tolerance = 1e-12 * std::max(1.0, std::abs(t_next));
     for (size_t d = 0; d < dispatches_.size(); ++d) {
       Running& r = dispatches_[d];
@@ -435,6 +451,7 @@ Result<std::vector<Completion>> SimBackend::advance(Seconds until) {
         if (p.done < static_cast<double>(p.range.size())) c.preempted = true;
       }
       for (int sm = 0; sm < device_.sm_count; ++sm) release(r, sm, r.resident[static_cast<size_t>(sm)]);
+      for (const Part& p : r.parts) tenant_last_end_[p.tenant.value] = now_;
       const DispatchId ended = r.id;
       out.push_back(std::move(c));
       dispatches_.erase(dispatches_.begin() + static_cast<std::ptrdiff_t>(d));

@@ -69,6 +69,7 @@ class SimBackend final : public Backend {
     int cap_on(int sm) const { return tight_cap > 0 && tight_sms.contains(sm) ? tight_cap : per_sm_cap; }
     std::vector<int> resident; // per SM
     Seconds start = -1;
+    Seconds ready_at = 0;      // when it reaches the block scheduler (the launch's latency)
     bool preempting = false;
     double stop_target = -1;   // preempting: blocks done of part 0 at which it stops
     std::vector<double> stop_targets;
@@ -93,6 +94,7 @@ class SimBackend final : public Backend {
   std::vector<SmResources> free_;
   bool dirty_ = true;
   std::map<std::tuple<const KernelSpec*, const KernelVariant*, int>, double> alone_rate_cache_;
+  std::map<int64_t, Seconds> tenant_last_end_;  // when each tenant's latest dispatch ended
 };
 
 }  // namespace concord::sim
