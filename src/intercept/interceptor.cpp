@@ -82,9 +82,7 @@ void Interceptor::enter_context() {
     CONCORD_INTERCEPT_CU(driver_->ctx_get_stream_priority_range(&least_priority_, &greatest_priority_));
     // The process registered for the GPU it saw then (a request mark on a thread without a context
     // names device 0): steering it on another GPU would gate the wrong GPU's tenants.
-    char bus[ipc::limits::kDeviceBytes + 1] = {};
-    if (!bus_id_.empty() && driver_->device_get_pci_bus_id &&
-        driver_->device_get_pci_bus_id(bus, static_cast<int>(sizeof bus), device_) == CUDA_SUCCESS && bus_id_ != bus) {
+    if (const std::string bus = bus_id_of(device_); !bus_id_.empty() && !bus.empty() && bus != bus_id_) {
       return Status::failed_precondition("registered for GPU " + bus_id_ + " but its first launch is on GPU " + bus +
                                          " (mark requests on a thread that has made its device current)");
     }
@@ -108,13 +106,19 @@ void Interceptor::enter_context() {
 // CUDA_VISIBLE_DEVICES) where this thread has no context; "" where the driver cannot tell (not
 // initialized yet: the library never initializes it itself).
 std::string Interceptor::device_bus_id() const {
-  if (!driver_->device_get || !driver_->device_get_pci_bus_id) return {};
+  if (!driver_->device_get) return {};
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
   const bool in_context = driver_->ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr && driver_->ctx_get_device(&dev) == CUDA_SUCCESS;
   if (!in_context && driver_->device_get(&dev, 0) != CUDA_SUCCESS) return {};
+  return bus_id_of(dev);
+}
+
+std::string Interceptor::bus_id_of(CUdevice dev) const {
   char bus[ipc::limits::kDeviceBytes + 1] = {};
-  if (driver_->device_get_pci_bus_id(bus, static_cast<int>(sizeof bus), dev) != CUDA_SUCCESS) return {};
+  if (!driver_->device_get_pci_bus_id || driver_->device_get_pci_bus_id(bus, static_cast<int>(sizeof bus), dev) != CUDA_SUCCESS) {
+    return {};
+  }
   return bus;
 }
 

@@ -85,6 +85,7 @@ class Interceptor {
   void start();
   Status connect();
   std::string device_bus_id() const;
+  std::string bus_id_of(CUdevice dev) const;  // its PCI bus id as the driver writes it ("" unknown)
   void enter_context();
   Mode started_mode();
   bool lc() const { return config_.tenant.cls == TenantClass::latency_critical; }

@@ -421,9 +421,10 @@ Result<std::vector<Completion>> SimBackend::advance(Seconds until) {
       progress_to(until);
       return out;
     }
+    const Seconds before = now_;
     progress_to(t_next);
     for (const Running& r : dispatches_) {
-      if (r.start < 0 && !r.after.valid() && r.ready_at <= now_) dirty_ = true;  // arrived: place its blocks
+      if (!r.after.valid() && r.ready_at > before && r.ready_at <= now_) dirty_ = true;  // arrived: place its blocks
     }
     const double tolerance = 1e-12 * std::max(1.0, std::abs(t_next));
     for (size_t d = 0; d < dispatches_.size(); ++d) {
