@@ -25,7 +25,7 @@ struct ModelParams {
   // with nothing on the GPU reaches the block scheduler this long after the engine dispatched it.
   // A tenant's launch right behind its own running or just-ended work pays nothing: a process's
   // launches run ahead of the GPU in its stream, so that one was queued already. H200: a plain
-  // launch costs 4.0-4.6 us as MPS clients (docs/results.md, the launch-path A/B of 2026-11-29).
+  // launch costs 3.4-4.8 us as an MPS client (docs/results.md, the launch-path A/B of 2026-11-29).
   double launch_seconds = 4e-6;
 };
 
