@@ -35,10 +35,14 @@ Status ConcordPolicy::on_start(SchedContext& ctx) {
   // The needs of hinted LC kernels, worked out when their tenants joined, stay.
   if (tpcs_.empty()) tpcs_ = tpcs_in_order(ctx.device());
   elastic_.clear();
+  lc_flights_.clear();
+  lc_baseline_.clear();
+  be_beside_.clear();
   held_.clear();
   gate_ = {};
   last_be_tenant_ = -1;
   lc_launches_ = be_alone_ = be_elastic_beside_lc_ = be_opaque_admitted_beside_lc_ = be_opaque_held_ = be_elastic_held_ = resizes_ = 0;
+  be_elastic_as_opaque_ = be_elastic_interfering_ = lc_baseline_samples_ = lc_judged_samples_ = 0;
   return Status::ok();
 }
 
@@ -54,8 +58,43 @@ Status ConcordPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
   return Status::ok();
 }
 
+bool ConcordPolicy::has_baseline(const KernelSpec* kernel) const {
+  auto it = lc_baseline_.find(kernel);
+  return it != lc_baseline_.end() && it->second.samples > 0;
+}
+
+void ConcordPolicy::learn(const Completion& completion) {
+  auto it = lc_flights_.find(completion.dispatch.value);
+  if (it == lc_flights_.end()) return;
+  const LcFlight flight = std::move(it->second);
+  lc_flights_.erase(it);
+  const Seconds took = completion.end - completion.start;
+  if (!completion.error.is_ok() || completion.preempted || !(took > 0)) return;
+  if (flight.beside.empty()) {
+    // Without elastic BE beside it (Orion's admissions only): the kernel's baseline.
+    LcBaseline& b = lc_baseline_[flight.kernel];
+    b.seconds = b.samples == 0 ? took : 0.8 * b.seconds + 0.2 * took;
+    ++b.samples;
+    ++lc_baseline_samples_;
+    return;
+  }
+  if (!has_baseline(flight.kernel)) return;
+  const double ratio = took / lc_baseline_.at(flight.kernel).seconds;
+  ++lc_judged_samples_;
+  for (const KernelSpec* k : flight.beside) {
+    BeBeside& b = be_beside_[k];
+    b.slowdown = b.samples == 0 ? ratio : 0.5 * b.slowdown + 0.5 * ratio;
+    ++b.samples;
+    if (!b.interferes && b.slowdown > 1 + o_.slack) {
+      b.interferes = true;
+      ++be_elastic_interfering_;
+    }
+  }
+}
+
 Status ConcordPolicy::on_complete(SchedContext& ctx, const Completion& completion) {
   elastic_.erase(completion.dispatch.value);
+  learn(completion);
   return schedule(ctx);
 }
 
@@ -96,6 +135,9 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     auto d = ctx.dispatch(r.id, p);
     if (!d) return d.status();
     ++lc_launches_;
+    LcFlight& flight = lc_flights_[d->value];
+    flight.kernel = r.kernel;
+    for (const auto& [id, e] : elastic_) flight.beside.push_back(e.kernel);
   }
   std::erase_if(waiting_, [&](const ReadyLaunch& r) { return is_lc(ctx, r.tenant); });
 
@@ -105,8 +147,11 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   OrionView& view = present.view;
   const OrionRule& rule = present.rule;
   int need = 0;
+  bool lc_proven = true;  // every LC kernel running or queued has a baseline
   for (const RunningDispatch& d : ctx.running()) {
-    if (is_lc(ctx, d.tenants.front())) need = std::max(need, need_of(ctx, *d.kernels.front()));
+    if (!is_lc(ctx, d.tenants.front())) continue;
+    need = std::max(need, need_of(ctx, *d.kernels.front()));
+    lc_proven = lc_proven && has_baseline(d.kernels.front());
   }
   // The LC side covers what each LC tenant has submitted behind its running kernel too (up to
   // `window` launches per tenant; SGDRC's window counts them across tenants): a request's
@@ -120,6 +165,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     for (const QueuedLaunch& q : ctx.queued(tv.id)) {
       if (k++ >= o_.window) break;
       need = std::max(need, need_of(ctx, *q.kernel));
+      lc_proven = lc_proven && has_baseline(q.kernel);
       lc_queued = true;
     }
   }
@@ -140,7 +186,16 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   for (const ReadyLaunch& r : waiting_) {
     Placement p = whole_gpu(ctx);
     p.priority = kNormalStreamPriority;
-    if (elastic(ctx, *r.kernel)) {
+    bool as_elastic = elastic(ctx, *r.kernel);
+    if (as_elastic && lc_work) {
+      // Beside LC work only where measured to leave the LC alone; otherwise Orion's whole rule.
+      auto b = be_beside_.find(r.kernel);
+      as_elastic = lc_proven && (b == be_beside_.end() || !b->second.interferes);
+      if (!as_elastic) ++be_elastic_as_opaque_;
+    } else if (as_elastic && o_.native_alone) {
+      as_elastic = false;  // nothing to shrink for: the native form is the fastest
+    }
+    if (as_elastic) {
       // Elastic: persistent on the BE side, shrunk and grown with the split while it runs. Beside
       // LC work it still passes Orion's profile and duration rules (not its SM count: it shrinks
       // instead): a BE kernel on the other TPCs still shares DRAM bandwidth and L2 with the LC's,
@@ -165,6 +220,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
       auto d = ctx.dispatch(r.id, p);
       if (!d) return d.status();
       elastic_[d->value] = ElasticFlight{*d, r.kernel, p.sms, p.tlp};
+      for (auto& [id, flight] : lc_flights_) flight.beside.push_back(r.kernel);
       ++(lc_work ? be_elastic_beside_lc_ : be_alone_);
     } else {
       // Opaque: Orion's admission rule.
@@ -192,11 +248,15 @@ std::map<std::string, double> ConcordPolicy::stats() const {
           {"concord.be_opaque_admitted_beside_lc", static_cast<double>(be_opaque_admitted_beside_lc_)},
           {"concord.be_opaque_held", static_cast<double>(be_opaque_held_)},
           {"concord.be_elastic_held", static_cast<double>(be_elastic_held_)},
-          {"concord.be_resizes", static_cast<double>(resizes_)}};
+          {"concord.be_resizes", static_cast<double>(resizes_)},
+          {"concord.be_elastic_as_opaque", static_cast<double>(be_elastic_as_opaque_)},
+          {"concord.be_elastic_interfering", static_cast<double>(be_elastic_interfering_)},
+          {"concord.lc_baseline_samples", static_cast<double>(lc_baseline_samples_)},
+          {"concord.lc_judged_samples", static_cast<double>(lc_judged_samples_)}};
 }
 
 Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params) {
-  CONCORD_RETURN_IF_ERROR(only_params("concord", params, {"dur_fraction", "tolerance", "steps", "reserve", "window", "be_tlp", "elastic_gate"}));
+  CONCORD_RETURN_IF_ERROR(only_params("concord", params, {"dur_fraction", "tolerance", "steps", "reserve", "window", "be_tlp", "elastic_gate", "native_alone", "slack"}));
   ConcordOptions o;
   auto fraction = double_param(params, "dur_fraction", o.dur_fraction);
   if (!fraction) return fraction.status();
@@ -209,6 +269,16 @@ Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params) {
   if (!(*tolerance >= 0 && *tolerance < 1)) {
     return Status::invalid_argument("concord: parameter 'tolerance' must be in [0, 1) (a share of the minimum latency)");
   }
+  auto native = bool_param(params, "native_alone", o.native_alone);
+  if (!native) return native.status();
+  o.native_alone = *native;
+  auto slack = double_param(params, "slack", o.slack);
+  if (!slack) return slack.status();
+  if (!(*slack >= 0)) {
+    return Status::invalid_argument("concord: parameter 'slack' must be 0 or above (a share of the LC kernel's time without elastic BE), not '" +
+                                    params.at("slack") + "'");
+  }
+  o.slack = *slack;
   auto gate = bool_param(params, "elastic_gate", o.elastic_gate);
   if (!gate) return gate.status();
   o.elastic_gate = *gate;

@@ -2,14 +2,22 @@
 // best at (docs/policies.md, "concord"). No parameter is tuned per mix.
 //   - LC kernels launch at once, natively, on every SM, at high stream priority (Orion): an LC
 //     kernel confined to part of the GPU ran slower on Hopper than one beside BE work on all SMs.
-//   - Elastic BE kernels (the persistent form with in-place resize) run persistent and shrink while
-//     LC work is in flight to the TPCs the LC's kernels leave (SGDRC's tidal rule: the LC side is
-//     the TPCs its kernels, and the next `window` each LC tenant has queued, need to reach their
-//     minimum latency, from the measured SM curve where a profile store is attached); they grow
-//     back to every SM when the LC's work ends. They pass Orion's profile and duration rules but
-//     not its SM count (`elastic_gate`; they shrink instead): on the simulator's lsbe mixes,
-//     elastic BE that skipped those rules took SLO attainment from 13 to 9 of 18 mix-loads, since a
-//     BE kernel on the other TPCs still shares DRAM bandwidth and L2 with the LC's.
+//   - BE kernels launch natively on every SM while no LC work is in flight (`native_alone`): on the
+//     H200 the persistent form cost the BE 0-17% of its throughput against orion's native launches.
+//   - Beside LC work, an elastic BE kernel (the persistent form with in-place resize) may run
+//     persistent on the TPCs the LC's kernels leave (SGDRC's tidal rule: the LC side is the TPCs
+//     its kernels, and the next `window` each LC tenant has queued, need to reach their minimum
+//     latency, from the measured SM curve where a profile store is attached); it grows back to
+//     every SM when the LC's work ends. It passes Orion's profile and duration rules but not its SM
+//     count (`elastic_gate`; it shrinks instead): on the simulator's lsbe mixes, elastic BE that
+//     skipped those rules took SLO attainment from 13 to 9 of 18 mix-loads, since a BE kernel on
+//     the other TPCs still shares DRAM bandwidth and L2 with the LC's.
+//     It does so only where measured to leave the LC alone: each LC kernel's time without elastic
+//     BE beside it is learnt first (every LC kernel running or queued must have one), and an
+//     elastic BE kernel whose neighbours' LC kernels ran more than `slack` slower than that is
+//     treated as opaque from then on. On the H200, elastic BE on the other TPCs slowed some LC
+//     services 26x (deep-compute) and others not at all; no model in the tree predicts which.
+//     Elastic kernels that are unproven or interfering pass Orion's whole rule, natively.
 //   - Opaque BE kernels (no persistent form: library kernels, native launches) pass Orion's
 //     admission rule: while an LC request is active they launch only when their SM needs fit and
 //     their compute/memory profile differs from the LC kernel's, and once the BE work admitted
@@ -45,6 +53,8 @@ struct ConcordOptions {
   int window = 4;               // each LC tenant's queued launches the LC side also covers
   bool elastic_gate = true;     // elastic BE beside LC work passes Orion's profile and duration rules
   int be_tlp = 0;               // elastic BE's resident blocks per SM while LC work is in flight (0: as many as fit)
+  bool native_alone = true;     // BE launches natively while no LC work is in flight (else persistent)
+  double slack = 0.10;          // an elastic BE kernel interferes once LC kernels beside it ran this much slower
 };
 
 class ConcordPolicy final : public Policy {
@@ -72,6 +82,27 @@ class ConcordPolicy final : public Policy {
   const OrionOp& op_of(const SchedContext& ctx, const KernelSpec& kernel);
   int need_of(const SchedContext& ctx, const KernelSpec& kernel);
   Status resize_elastic(SchedContext& ctx, const SmSet& be_side, int tlp);
+  // Whether `kernel` (LC) has a time measured without elastic BE beside it.
+  bool has_baseline(const KernelSpec* kernel) const;
+  // An LC dispatch ended: its time is a baseline sample, or a verdict on the elastic BE beside it.
+  void learn(const Completion& completion);
+
+  // An LC kernel in flight, with the elastic BE kernels that ran beside it.
+  struct LcFlight {
+    const KernelSpec* kernel = nullptr;
+    std::vector<const KernelSpec*> beside;
+  };
+  // An LC kernel's time without elastic BE beside it (running mean).
+  struct LcBaseline {
+    Seconds seconds = 0;
+    int64_t samples = 0;
+  };
+  // What the LC kernels beside an elastic BE kernel measured, over their baselines.
+  struct BeBeside {
+    double slowdown = 1;
+    int64_t samples = 0;
+    bool interferes = false;
+  };
 
   ConcordOptions o_;
   std::vector<SmSet> tpcs_;
@@ -80,11 +111,15 @@ class ConcordPolicy final : public Policy {
   OrionLcLatency lc_;  // each LC tenant's request latency alone (DUR_THRESHOLD)
   OrionBeState gate_;
   std::map<int64_t, ElasticFlight> elastic_;  // by dispatch id
+  std::map<int64_t, LcFlight> lc_flights_;     // by dispatch id
+  std::unordered_map<const KernelSpec*, LcBaseline> lc_baseline_;
+  std::unordered_map<const KernelSpec*, BeBeside> be_beside_;
   std::unordered_set<int64_t> held_;          // opaque BE launches held at least once (counted once)
   int64_t last_be_tenant_ = -1;
   // Counters (stats()).
   int64_t lc_launches_ = 0, be_alone_ = 0, be_elastic_beside_lc_ = 0, be_opaque_admitted_beside_lc_ = 0;
   int64_t be_opaque_held_ = 0, be_elastic_held_ = 0, resizes_ = 0;
+  int64_t be_elastic_as_opaque_ = 0, be_elastic_interfering_ = 0, lc_baseline_samples_ = 0, lc_judged_samples_ = 0;
   // Reused between decisions.
   std::vector<ReadyLaunch> waiting_;
   OrionPresentReader present_;
