@@ -242,7 +242,16 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
 }
 
 std::map<std::string, double> ConcordPolicy::stats() const {
-  return {{"concord.lc_launches", static_cast<double>(lc_launches_)},
+  // The LC kernels' slowdown beside each judged elastic BE kernel (its running mean), least and most.
+  double least = 0, most = 0;
+  for (const auto& [kernel, b] : be_beside_) {
+    if (b.samples == 0) continue;
+    least = least == 0 ? b.slowdown : std::min(least, b.slowdown);
+    most = std::max(most, b.slowdown);
+  }
+  return {{"concord.lc_slowdown_beside_elastic_min", least},
+          {"concord.lc_slowdown_beside_elastic_max", most},
+          {"concord.lc_launches", static_cast<double>(lc_launches_)},
           {"concord.be_alone", static_cast<double>(be_alone_)},
           {"concord.be_elastic_beside_lc", static_cast<double>(be_elastic_beside_lc_)},
           {"concord.be_opaque_admitted_beside_lc", static_cast<double>(be_opaque_admitted_beside_lc_)},
