@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "mechanism/params.h"
 
@@ -140,6 +141,8 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     for (const auto& [id, e] : elastic_) flight.beside.push_back(e.kernel);
   }
   std::erase_if(waiting_, [&](const ReadyLaunch& r) { return is_lc(ctx, r.tenant); });
+  // No BE launch to decide and no elastic one to resize: nothing more to read.
+  if (waiting_.empty() && elastic_.empty()) return Status::ok();
 
   // The present as Orion's rule reads it, and the TPC need of the LC kernels running.
   OrionPresent present = present_.read(ctx, ctx.device().sm_count, o_.dur_fraction, lc_,
@@ -171,12 +174,19 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   }
   const bool lc_work = view.lc_active || lc_queued;
 
-  // Tidal split for elastic BE: the LC side while LC work runs, every SM otherwise.
-  const int tpc_count = static_cast<int>(tpcs_.size());
-  TidalSplit split = tidal_split(tpcs_, lc_work ? round_lc_need(need, tpc_count, o_.steps, o_.be_reserve) : 0);
-  if (split.be.empty()) split.be = ctx.device().all_sms();
+  // Tidal split for elastic BE: the LC side while LC work runs, every SM otherwise (worked out
+  // only when an elastic kernel runs or is placed).
+  std::optional<SmSet> be_side;
+  const auto side = [&]() -> const SmSet& {
+    if (!be_side) {
+      const int tpc_count = static_cast<int>(tpcs_.size());
+      TidalSplit split = tidal_split(tpcs_, lc_work ? round_lc_need(need, tpc_count, o_.steps, o_.be_reserve) : 0);
+      be_side = split.be.empty() ? ctx.device().all_sms() : split.be;
+    }
+    return *be_side;
+  };
   const int be_tlp = lc_work ? o_.be_tlp : 0;
-  CONCORD_RETURN_IF_ERROR(resize_elastic(ctx, split.be, be_tlp));
+  if (!elastic_.empty()) CONCORD_RETURN_IF_ERROR(resize_elastic(ctx, side(), be_tlp));
 
   // BE launches in turns, from the tenant after the last one launched.
   const auto n = static_cast<int64_t>(tenants.size());
@@ -214,7 +224,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
         gate_ = decision.state;
         gate_.pass_sms = pass_sms;
       }
-      p.sms = split.be;
+      p.sms = side();
       p.form = LaunchForm::persistent;
       if (ctx.capabilities(*r.kernel).tlp) p.tlp = be_tlp;
       auto d = ctx.dispatch(r.id, p);
