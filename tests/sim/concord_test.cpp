@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "hand_context.h"
 #include "lc_be_scenario.h"
 #include "policy/concord/concord_policy.h"
 #include "test_support.h"
@@ -16,6 +17,8 @@ namespace {
 
 using policy::ConcordOptions;
 using policy::ConcordPolicy;
+using testing::curve_kernel;
+using testing::HandContext;
 using testing::lc_beside_be;
 using testing::LcBe;
 using testing::measure;
@@ -47,11 +50,15 @@ TEST(ConcordScenario, ElasticBeBesideLcOnlyWhereItLeavesTheLcAlone) {
   EXPECT_GT(stats.at("concord.lc_baseline_samples"), 0);
   EXPECT_GT(stats.at("concord.lc_judged_samples"), 0);
   EXPECT_EQ(stats.at("concord.lc_launches"), 80 * 7);  // 80 requests of 7 launches
-  // H200 model: LC p99 0.99 ms against orion's 1.00 (0.80 alone), BE 1.03x orion's. Before the
-  // measured-interference rule (every elastic BE kernel beside the LC, persistent throughout) the
-  // same scenario gave 1.22 ms and 1.04x, and the GPU's bench/lsbe showed the LC's tail broken.
-  EXPECT_GT(c.be_per_s, o.be_per_s);
-  EXPECT_LT(c.p99, 1.1 * o.p99);
+  // H200 model: LC p99 1.09 ms against orion's 1.00 (0.80 alone), BE 1.09x orion's: one of the
+  // four elastic kernels (sgemm, its LC neighbours 1.3-1.5x slower) is judged to interfere, the
+  // others slow the LC's kernels by less than `slack` (0.10) and keep running beside it. Before the
+  // rule (every elastic BE kernel beside the LC, persistent throughout) the same scenario gave
+  // 1.22 ms and 1.04x, and the GPU's bench/lsbe showed the LC's tail broken.
+  EXPECT_EQ(stats.at("concord.be_persistent_alone"), 0) << "alone, BE launches natively";
+  EXPECT_GT(stats.at("concord.be_elastic_interfering"), 0);
+  EXPECT_GT(c.be_per_s, 1.05 * o.be_per_s);
+  EXPECT_LT(c.p99, 1.15 * o.p99);
 }
 
 // The same scenario with no room for slowdown (slack 0) and with unbounded room: every elastic
@@ -76,6 +83,177 @@ TEST(ConcordScenario, SlackDecidesWhichElasticKernelsInterfere) {
   EXPECT_EQ(ls.at("concord.be_elastic_interfering"), 0);
   EXPECT_GT(ls.at("concord.be_elastic_beside_lc"), ss.at("concord.be_elastic_beside_lc"));
   EXPECT_GT(ml.p99, ms.p99);
+}
+
+// With `native_alone` off, BE launched while no LC work is in flight runs persistent (and is shrunk
+// when the LC comes); on, it runs natively.
+TEST(ConcordScenario, NativeAloneDecidesTheFormOfBeWithoutLcWork) {
+  ConcordOptions persistent;
+  persistent.native_alone = false;
+  ConcordPolicy on{ConcordOptions{}}, off{persistent};
+  ASSERT_TRUE(testing::run_on_sim(lc_beside_be(true), on).is_ok());
+  ASSERT_TRUE(testing::run_on_sim(lc_beside_be(true), off).is_ok());
+  EXPECT_EQ(on.stats().at("concord.be_persistent_alone"), 0);
+  EXPECT_GT(on.stats().at("concord.be_alone"), 0);
+  EXPECT_GT(off.stats().at("concord.be_persistent_alone"), 0);
+  EXPECT_GT(off.stats().at("concord.be_resizes"), on.stats().at("concord.be_resizes"));
+}
+
+// ---- the measured-interference rule on hand-built queues ----
+
+// An LC tenant and a BE tenant of elastic kernels; Orion's rules are left out of the elastic path
+// (elastic_gate off) so that only the rule under test decides.
+struct Hand {
+  HandContext ctx;
+  TenantId lc = ctx.add_tenant(TenantClass::latency_critical);
+  TenantId be = ctx.add_tenant(TenantClass::best_effort);
+  KernelSpec lc_kernel = curve_kernel("lc", 40);
+  KernelSpec be_kernel = curve_kernel("be", 132);
+  ConcordPolicy policy{[] {
+    ConcordOptions o;
+    o.elastic_gate = false;
+    return o;
+  }()};
+  Hand() { EXPECT_TRUE(policy.on_start(ctx).is_ok()); }
+  double stat(const std::string& name) const { return policy.stats().at("concord." + name); }
+  // An LC launch becomes ready and is dispatched; its dispatch.
+  DispatchId lc_launch() {
+    const LaunchId id = ctx.make_ready(lc, lc_kernel);
+    EXPECT_TRUE(policy.on_ready(ctx, id).is_ok());
+    const RunningDispatch* d = ctx.running_of(lc);
+    EXPECT_NE(d, nullptr);
+    return d ? d->id : DispatchId{};
+  }
+  // The running dispatch of `launch`, or none.
+  const RunningDispatch* dispatch_of(LaunchId launch) const {
+    for (const RunningDispatch& d : ctx.running()) {
+      if (d.launches.front() == launch) return &d;
+    }
+    return nullptr;
+  }
+  // A BE launch becomes ready; the launch (dispatch_of says whether the policy dispatched it).
+  LaunchId be_launch() {
+    const LaunchId id = ctx.make_ready(be, be_kernel);
+    EXPECT_TRUE(policy.on_ready(ctx, id).is_ok());
+    return id;
+  }
+  // Ends `d` after `seconds` on the GPU.
+  void end(DispatchId d, Seconds seconds) {
+    Completion c;
+    c.start = 1.0;
+    c.end = 1.0 + seconds;
+    ASSERT_TRUE(ctx.finish(policy, d, c).is_ok());
+  }
+};
+
+TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
+  Hand h;
+  // No baseline yet: the elastic launch beside LC work takes Orion's whole rule (which holds it or
+  // launches it natively), not the BE side.
+  DispatchId lc = h.lc_launch();
+  LaunchId be = h.be_launch();
+  EXPECT_EQ(h.stat("be_elastic_as_opaque"), 1);
+  EXPECT_EQ(h.stat("be_elastic_beside_lc"), 0);
+  if (const RunningDispatch* d = h.dispatch_of(be)) EXPECT_NE(d->placement.form, LaunchForm::persistent);
+  h.end(lc, 1e-3);
+  EXPECT_EQ(h.stat("lc_baseline_samples"), 1);
+  // Held, it went when the LC's work ended: natively, on every SM.
+  const RunningDispatch* alone = h.dispatch_of(be);
+  ASSERT_NE(alone, nullptr);
+  EXPECT_NE(alone->placement.form, LaunchForm::persistent);
+  EXPECT_EQ(alone->placement.sms.count(), h.ctx.device().sm_count);
+  h.end(alone->id, 1e-3);
+  // With a baseline: persistent, shrunk beside the LC.
+  lc = h.lc_launch();
+  be = h.be_launch();
+  const RunningDispatch* d = h.dispatch_of(be);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->placement.form, LaunchForm::persistent);
+  EXPECT_LT(d->placement.sms.count(), h.ctx.device().sm_count);
+  EXPECT_EQ(h.stat("be_elastic_beside_lc"), 1);
+  const DispatchId be_id = d->id;
+  // Its LC neighbours run 2x slower: judged after kJudgeAfter verdicts, not before.
+  for (int i = 0; i < policy::kJudgeAfter; ++i) {
+    EXPECT_EQ(h.stat("be_elastic_interfering"), 0) << i;
+    h.end(lc, 2e-3);
+    lc = h.lc_launch();
+  }
+  EXPECT_EQ(h.stat("lc_judged_samples"), policy::kJudgeAfter);
+  EXPECT_EQ(h.stat("be_elastic_interfering"), 1);
+  EXPECT_NEAR(h.stat("lc_slowdown_beside_elastic_max"), 2.0, 1e-9);
+  // Judged: the next launch of that kernel beside LC work goes through Orion's whole rule.
+  h.end(be_id, 1e-3);
+  const LaunchId next = h.be_launch();
+  EXPECT_EQ(h.stat("be_elastic_as_opaque"), 2);
+  EXPECT_EQ(h.stat("be_elastic_beside_lc"), 1);
+  if (const RunningDispatch* n = h.dispatch_of(next)) EXPECT_NE(n->placement.form, LaunchForm::persistent);
+}
+
+TEST(ConcordLearning, OneSlowNeighbourIsNotAVerdict) {
+  Hand h;
+  DispatchId lc = h.lc_launch();
+  h.end(lc, 1e-3);
+  lc = h.lc_launch();
+  ASSERT_NE(h.dispatch_of(h.be_launch()), nullptr);
+  // Four LC kernels at their own time, one at 3x: the median is within slack.
+  for (const Seconds t : {1e-3, 3e-3, 1e-3, 1e-3, 1e-3}) {
+    h.end(lc, t);
+    lc = h.lc_launch();
+  }
+  EXPECT_EQ(h.stat("lc_judged_samples"), 5);
+  EXPECT_EQ(h.stat("be_elastic_interfering"), 0);
+  EXPECT_NEAR(h.stat("lc_slowdown_beside_elastic_max"), 1.0, 1e-9);
+}
+
+TEST(ConcordLearning, FailedPreemptedAndEmptyCompletionsTeachNothing) {
+  Hand h;
+  Completion failed;
+  failed.start = 1.0;
+  failed.end = 1.001;
+  failed.error = Status::device_error("a fault");
+  ASSERT_TRUE(h.ctx.finish(h.policy, h.lc_launch(), failed).is_ok());
+  Completion preempted;
+  preempted.start = 1.0;
+  preempted.end = 1.001;
+  preempted.preempted = true;
+  ASSERT_TRUE(h.ctx.finish(h.policy, h.lc_launch(), preempted).is_ok());
+  ASSERT_TRUE(h.ctx.finish(h.policy, h.lc_launch(), Completion{}).is_ok());  // no time
+  EXPECT_EQ(h.stat("lc_baseline_samples"), 0);
+  EXPECT_EQ(h.stat("lc_judged_samples"), 0);
+  // And a completion of a dispatch the policy never saw is ignored.
+  Completion stray;
+  stray.dispatch = DispatchId{999};
+  stray.start = 1.0;
+  stray.end = 1.001;
+  ASSERT_TRUE(h.policy.on_complete(h.ctx, stray).is_ok());
+  EXPECT_EQ(h.stat("lc_baseline_samples"), 0);
+}
+
+// An elastic kernel whose completion comes later in the same batch has already left running():
+// the LC kernel dispatched meanwhile did not run beside it, and its time is a baseline sample.
+TEST(ConcordLearning, AnElasticKernelEndedInTheSameBatchIsNotBesideTheNextLcKernel) {
+  Hand h;
+  DispatchId lc = h.lc_launch();
+  h.end(lc, 1e-3);
+  lc = h.lc_launch();
+  const RunningDispatch* be = h.dispatch_of(h.be_launch());
+  ASSERT_NE(be, nullptr);
+  const DispatchId be_id = be->id;
+  h.ctx.queue(h.lc, h.lc_kernel);  // the LC's next kernel, dispatched when `lc` ends
+  h.ctx.end_silently(be_id);
+  h.end(lc, 1e-3);  // judged: the BE ran beside it
+  EXPECT_EQ(h.stat("lc_judged_samples"), 1);
+  const RunningDispatch* next = h.ctx.running_of(h.lc);
+  ASSERT_NE(next, nullptr);
+  const DispatchId next_id = next->id;
+  Completion be_done;
+  be_done.dispatch = be_id;
+  be_done.start = 1.0;
+  be_done.end = 1.002;
+  ASSERT_TRUE(h.policy.on_complete(h.ctx, be_done).is_ok());
+  h.end(next_id, 5e-3);
+  EXPECT_EQ(h.stat("lc_judged_samples"), 1) << "the ended BE kernel was counted beside the next LC kernel";
+  EXPECT_EQ(h.stat("lc_baseline_samples"), 2);
 }
 
 // An LC tenant beside a BE tenant of opaque library GEMMs: those pass Orion's gate.

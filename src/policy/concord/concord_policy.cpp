@@ -40,9 +40,10 @@ Status ConcordPolicy::on_start(SchedContext& ctx) {
   lc_baseline_.clear();
   be_beside_.clear();
   held_.clear();
+  as_opaque_.clear();
   gate_ = {};
   last_be_tenant_ = -1;
-  lc_launches_ = be_alone_ = be_elastic_beside_lc_ = be_opaque_admitted_beside_lc_ = be_opaque_held_ = be_elastic_held_ = resizes_ = 0;
+  lc_launches_ = be_alone_ = be_persistent_alone_ = be_elastic_beside_lc_ = be_opaque_admitted_beside_lc_ = be_opaque_held_ = be_elastic_held_ = resizes_ = 0;
   be_elastic_as_opaque_ = be_elastic_interfering_ = lc_baseline_samples_ = lc_judged_samples_ = 0;
   return Status::ok();
 }
@@ -57,6 +58,20 @@ Status ConcordPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
   }
   lc_.hinted(tenant, sum);
   return Status::ok();
+}
+
+double ConcordPolicy::BeBeside::median() const {
+  if (slowdowns.empty()) return 1;
+  std::vector<double> v = slowdowns;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  const double upper = v[v.size() / 2];
+  if (v.size() % 2 == 1) return upper;
+  return 0.5 * (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2)));
+}
+
+bool ConcordPolicy::interferes(const KernelSpec* kernel) const {
+  auto it = be_beside_.find(kernel);
+  return it != be_beside_.end() && it->second.interferes;
 }
 
 bool ConcordPolicy::has_baseline(const KernelSpec* kernel) const {
@@ -82,11 +97,20 @@ void ConcordPolicy::learn(const Completion& completion) {
   if (!has_baseline(flight.kernel)) return;
   const double ratio = took / lc_baseline_.at(flight.kernel).seconds;
   ++lc_judged_samples_;
-  for (const KernelSpec* k : flight.beside) {
+  std::vector<const KernelSpec*> beside = flight.beside;  // each BE kernel judged once per sample
+  std::sort(beside.begin(), beside.end());
+  beside.erase(std::unique(beside.begin(), beside.end()), beside.end());
+  for (const KernelSpec* k : beside) {
     BeBeside& b = be_beside_[k];
-    b.slowdown = b.samples == 0 ? ratio : 0.5 * b.slowdown + 0.5 * ratio;
+    if (b.slowdowns.size() < static_cast<size_t>(kJudged)) {
+      b.slowdowns.push_back(ratio);
+    } else {
+      b.slowdowns[static_cast<size_t>(b.samples % kJudged)] = ratio;
+    }
     ++b.samples;
-    if (!b.interferes && b.slowdown > 1 + o_.slack) {
+    // One slow sample is noise (on the simulator's scenario, kernels within slack over hundreds of
+    // samples had single ones above it): the median of the last kJudged, once there are kJudgeAfter.
+    if (!b.interferes && b.samples >= kJudgeAfter && b.median() > 1 + o_.slack) {
       b.interferes = true;
       ++be_elastic_interfering_;
     }
@@ -138,7 +162,13 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     ++lc_launches_;
     LcFlight& flight = lc_flights_[d->value];
     flight.kernel = r.kernel;
-    for (const auto& [id, e] : elastic_) flight.beside.push_back(e.kernel);
+    // Elastic kernels still running: one whose completion comes later in the same batch has
+    // already left running() and runs beside nothing.
+    const auto running = ctx.running();  // taken after the dispatch: the span may move with it
+    for (const auto& [id, e] : elastic_) {
+      const bool alive = std::any_of(running.begin(), running.end(), [&](const RunningDispatch& rd) { return rd.id == e.id; });
+      if (alive) flight.beside.push_back(e.kernel);
+    }
   }
   std::erase_if(waiting_, [&](const ReadyLaunch& r) { return is_lc(ctx, r.tenant); });
   // No BE launch to decide and no elastic one to resize: nothing more to read.
@@ -199,11 +229,11 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     bool as_elastic = elastic(ctx, *r.kernel);
     if (as_elastic && lc_work) {
       // Beside LC work only where measured to leave the LC alone; otherwise Orion's whole rule.
-      auto b = be_beside_.find(r.kernel);
-      as_elastic = lc_proven && (b == be_beside_.end() || !b->second.interferes);
-      if (!as_elastic) ++be_elastic_as_opaque_;
-    } else if (as_elastic && o_.native_alone) {
-      as_elastic = false;  // nothing to shrink for: the native form is the fastest
+      as_elastic = lc_proven && !interferes(r.kernel);
+      if (!as_elastic && as_opaque_.insert(r.id.value).second) ++be_elastic_as_opaque_;
+    } else if (as_elastic && (o_.native_alone || interferes(r.kernel))) {
+      // Nothing to shrink for (the native form is the fastest), or it may not run beside LC work.
+      as_elastic = false;
     }
     if (as_elastic) {
       // Elastic: persistent on the BE side, shrunk and grown with the split while it runs. Beside
@@ -231,7 +261,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
       if (!d) return d.status();
       elastic_[d->value] = ElasticFlight{*d, r.kernel, p.sms, p.tlp};
       for (auto& [id, flight] : lc_flights_) flight.beside.push_back(r.kernel);
-      ++(lc_work ? be_elastic_beside_lc_ : be_alone_);
+      ++(lc_work ? be_elastic_beside_lc_ : be_persistent_alone_);
     } else {
       // Opaque: Orion's admission rule.
       const OrionDecision decision = orion_admit(rule, gate_, view, op_of(ctx, *r.kernel));
@@ -245,6 +275,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
       ++(lc_work ? be_opaque_admitted_beside_lc_ : be_alone_);
     }
     held_.erase(r.id.value);
+    as_opaque_.erase(r.id.value);
     view.be_running = true;
     last_be_tenant_ = r.tenant.value;
   }
@@ -252,17 +283,20 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
 }
 
 std::map<std::string, double> ConcordPolicy::stats() const {
-  // The LC kernels' slowdown beside each judged elastic BE kernel (its running mean), least and most.
+  // The LC kernels' slowdown beside each judged elastic BE kernel (the median of its last
+  // verdicts), least and most.
   double least = 0, most = 0;
   for (const auto& [kernel, b] : be_beside_) {
     if (b.samples == 0) continue;
-    least = least == 0 ? b.slowdown : std::min(least, b.slowdown);
-    most = std::max(most, b.slowdown);
+    const double m = b.median();
+    least = least == 0 ? m : std::min(least, m);
+    most = std::max(most, m);
   }
   return {{"concord.lc_slowdown_beside_elastic_min", least},
           {"concord.lc_slowdown_beside_elastic_max", most},
           {"concord.lc_launches", static_cast<double>(lc_launches_)},
           {"concord.be_alone", static_cast<double>(be_alone_)},
+          {"concord.be_persistent_alone", static_cast<double>(be_persistent_alone_)},
           {"concord.be_elastic_beside_lc", static_cast<double>(be_elastic_beside_lc_)},
           {"concord.be_opaque_admitted_beside_lc", static_cast<double>(be_opaque_admitted_beside_lc_)},
           {"concord.be_opaque_held", static_cast<double>(be_opaque_held_)},
@@ -286,7 +320,8 @@ Result<std::unique_ptr<Policy>> make_concord(const PolicyParams& params) {
   auto tolerance = double_param(params, "tolerance", o.tolerance);
   if (!tolerance) return tolerance.status();
   if (!(*tolerance >= 0 && *tolerance < 1)) {
-    return Status::invalid_argument("concord: parameter 'tolerance' must be in [0, 1) (a share of the minimum latency)");
+    return Status::invalid_argument("concord: parameter 'tolerance' must be in [0, 1) (a share of the minimum latency), not '" +
+                                    params.at("tolerance") + "'");
   }
   auto native = bool_param(params, "native_alone", o.native_alone);
   if (!native) return native.status();

@@ -12,12 +12,14 @@
 //     count (`elastic_gate`; it shrinks instead): on the simulator's lsbe mixes, elastic BE that
 //     skipped those rules took SLO attainment from 13 to 9 of 18 mix-loads, since a BE kernel on
 //     the other TPCs still shares DRAM bandwidth and L2 with the LC's.
-//     It does so only where measured to leave the LC alone: each LC kernel's time without elastic
-//     BE beside it is learnt first (every LC kernel running or queued must have one), and an
-//     elastic BE kernel whose neighbours' LC kernels ran more than `slack` slower than that is
-//     treated as opaque from then on. On the H200, elastic BE on the other TPCs slowed some LC
-//     services 26x (deep-compute) and others not at all; no model in the tree predicts which.
-//     Elastic kernels that are unproven or interfering pass Orion's whole rule, natively.
+//     It does so only where measured to leave the LC alone: each LC kernel's time with no
+//     shrunk elastic BE beside it is learnt first (every LC kernel running, and each LC tenant's
+//     next `window` queued, must have one), and an elastic BE kernel whose neighbouring LC kernels
+//     ran more than `slack` slower than that (the median of its last kJudged verdicts, once it has
+//     kJudgeAfter) is treated as opaque from then on. On the H200, elastic BE on the other TPCs
+//     slowed some LC services 26x (deep-compute) and others not at all; no model in the tree
+//     predicts which. Elastic kernels that are unproven or interfering pass Orion's whole rule,
+//     natively.
 //   - Opaque BE kernels (no persistent form: library kernels, native launches) pass Orion's
 //     admission rule: while an LC request is active they launch only when their SM needs fit and
 //     their compute/memory profile differs from the LC kernel's, and once the BE work admitted
@@ -56,6 +58,10 @@ struct ConcordOptions {
   bool native_alone = true;     // BE launches natively while no LC work is in flight (else persistent)
   double slack = 0.10;          // an elastic BE kernel interferes once LC kernels beside it ran this much slower
 };
+
+// An elastic BE kernel is judged on the median of its last kJudged verdicts, once it has kJudgeAfter.
+inline constexpr int kJudgeAfter = 4;
+inline constexpr int kJudged = 16;
 
 class ConcordPolicy final : public Policy {
  public:
@@ -97,12 +103,15 @@ class ConcordPolicy final : public Policy {
     Seconds seconds = 0;
     int64_t samples = 0;
   };
-  // What the LC kernels beside an elastic BE kernel measured, over their baselines.
+  // What the LC kernels beside an elastic BE kernel measured, over their baselines: the last
+  // kJudged slowdowns (a ring) and the verdict.
   struct BeBeside {
-    double slowdown = 1;
+    std::vector<double> slowdowns;
     int64_t samples = 0;
     bool interferes = false;
+    double median() const;
   };
+  bool interferes(const KernelSpec* kernel) const;
 
   ConcordOptions o_;
   std::vector<SmSet> tpcs_;
@@ -115,9 +124,10 @@ class ConcordPolicy final : public Policy {
   std::unordered_map<const KernelSpec*, LcBaseline> lc_baseline_;
   std::unordered_map<const KernelSpec*, BeBeside> be_beside_;
   std::unordered_set<int64_t> held_;          // opaque BE launches held at least once (counted once)
+  std::unordered_set<int64_t> as_opaque_;     // elastic launches sent through Orion's whole rule (counted once)
   int64_t last_be_tenant_ = -1;
   // Counters (stats()).
-  int64_t lc_launches_ = 0, be_alone_ = 0, be_elastic_beside_lc_ = 0, be_opaque_admitted_beside_lc_ = 0;
+  int64_t lc_launches_ = 0, be_alone_ = 0, be_persistent_alone_ = 0, be_elastic_beside_lc_ = 0, be_opaque_admitted_beside_lc_ = 0;
   int64_t be_opaque_held_ = 0, be_elastic_held_ = 0, resizes_ = 0;
   int64_t be_elastic_as_opaque_ = 0, be_elastic_interfering_ = 0, lc_baseline_samples_ = 0, lc_judged_samples_ = 0;
   // Reused between decisions.
