@@ -50,11 +50,10 @@ TEST(ConcordScenario, ElasticBeBesideLcOnlyWhereItLeavesTheLcAlone) {
   EXPECT_GT(stats.at("concord.lc_baseline_samples"), 0);
   EXPECT_GT(stats.at("concord.lc_judged_samples"), 0);
   EXPECT_EQ(stats.at("concord.lc_launches"), 80 * 7);  // 80 requests of 7 launches
-  // H200 model: LC p99 1.09 ms against orion's 1.00 (0.80 alone), BE 1.09x orion's: one of the
-  // four elastic kernels (sgemm, its LC neighbours 1.3-1.5x slower) is judged to interfere, the
-  // others slow the LC's kernels by less than `slack` (0.10) and keep running beside it. Before the
-  // rule (every elastic BE kernel beside the LC, persistent throughout) the same scenario gave
-  // 1.22 ms and 1.04x, and the GPU's bench/lsbe showed the LC's tail broken.
+  // H200 model: LC p99 1.00 ms as orion's (0.80 alone), BE 1.08x orion's: two of the four elastic
+  // kernels are judged to interfere, the others keep running beside the LC. Before the rule
+  // (every elastic BE kernel beside the LC, persistent throughout) the same scenario gave 1.22 ms
+  // and 1.04x, and the GPU's bench/lsbe showed the LC's tail broken.
   EXPECT_EQ(stats.at("concord.be_persistent_alone"), 0) << "alone, BE launches natively";
   EXPECT_GT(stats.at("concord.be_elastic_interfering"), 0);
   EXPECT_GT(c.be_per_s, 1.05 * o.be_per_s);
@@ -96,7 +95,6 @@ TEST(ConcordScenario, NativeAloneDecidesTheFormOfBeWithoutLcWork) {
   EXPECT_EQ(on.stats().at("concord.be_persistent_alone"), 0);
   EXPECT_GT(on.stats().at("concord.be_alone"), 0);
   EXPECT_GT(off.stats().at("concord.be_persistent_alone"), 0);
-  EXPECT_GT(off.stats().at("concord.be_resizes"), on.stats().at("concord.be_resizes"));
 }
 
 // ---- the measured-interference rule on hand-built queues ----
@@ -172,13 +170,11 @@ TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
   EXPECT_LT(d->placement.sms.count(), h.ctx.device().sm_count);
   EXPECT_EQ(h.stat("be_elastic_beside_lc"), 1);
   const DispatchId be_id = d->id;
-  // Its LC neighbours run 2x slower: judged after kJudgeAfter verdicts, not before.
-  for (int i = 0; i < policy::kJudgeAfter; ++i) {
-    EXPECT_EQ(h.stat("be_elastic_interfering"), 0) << i;
-    h.end(lc, 2e-3);
-    lc = h.lc_launch();
-  }
-  EXPECT_EQ(h.stat("lc_judged_samples"), policy::kJudgeAfter);
+  // Its LC neighbour runs 2x slower: judged at once.
+  EXPECT_EQ(h.stat("be_elastic_interfering"), 0);
+  h.end(lc, 2e-3);
+  lc = h.lc_launch();
+  EXPECT_EQ(h.stat("lc_judged_samples"), 1);
   EXPECT_EQ(h.stat("be_elastic_interfering"), 1);
   EXPECT_NEAR(h.stat("lc_slowdown_beside_elastic_max"), 2.0, 1e-9);
   // Judged: the next launch of that kernel beside LC work goes through Orion's whole rule.
@@ -189,20 +185,24 @@ TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
   if (const RunningDispatch* n = h.dispatch_of(next)) EXPECT_NE(n->placement.form, LaunchForm::persistent);
 }
 
-TEST(ConcordLearning, OneSlowNeighbourIsNotAVerdict) {
+// The mean of the verdicts decides, from the first: neighbours within slack leave the kernel
+// beside the LC; one slow enough to lift the mean past slack ends it.
+TEST(ConcordLearning, TheMeanOfTheNeighboursSlowdownsDecidesFromTheFirst) {
   Hand h;
   DispatchId lc = h.lc_launch();
   h.end(lc, 1e-3);
   lc = h.lc_launch();
   ASSERT_NE(h.dispatch_of(h.be_launch()), nullptr);
-  // Four LC kernels at their own time, one at 3x: the median is within slack.
-  for (const Seconds t : {1e-3, 3e-3, 1e-3, 1e-3, 1e-3}) {
+  for (const Seconds t : {1.05e-3, 0.95e-3, 1.08e-3, 1.0e-3}) {
     h.end(lc, t);
     lc = h.lc_launch();
   }
-  EXPECT_EQ(h.stat("lc_judged_samples"), 5);
+  EXPECT_EQ(h.stat("lc_judged_samples"), 4);
   EXPECT_EQ(h.stat("be_elastic_interfering"), 0);
-  EXPECT_NEAR(h.stat("lc_slowdown_beside_elastic_max"), 1.0, 1e-9);
+  EXPECT_NEAR(h.stat("lc_slowdown_beside_elastic_max"), 1.02, 1e-9);
+  h.end(lc, 2e-3);  // the mean becomes (4.08 + 2) / 5 = 1.216
+  EXPECT_EQ(h.stat("be_elastic_interfering"), 1);
+  EXPECT_NEAR(h.stat("lc_slowdown_beside_elastic_max"), 1.216, 1e-9);
 }
 
 TEST(ConcordLearning, FailedPreemptedAndEmptyCompletionsTeachNothing) {

@@ -60,15 +60,6 @@ Status ConcordPolicy::on_tenant_joined(SchedContext& ctx, TenantId tenant) {
   return Status::ok();
 }
 
-double ConcordPolicy::BeBeside::median() const {
-  if (slowdowns.empty()) return 1;
-  std::vector<double> v = slowdowns;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  const double upper = v[v.size() / 2];
-  if (v.size() % 2 == 1) return upper;
-  return 0.5 * (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2)));
-}
-
 bool ConcordPolicy::interferes(const KernelSpec* kernel) const {
   auto it = be_beside_.find(kernel);
   return it != be_beside_.end() && it->second.interferes;
@@ -102,15 +93,11 @@ void ConcordPolicy::learn(const Completion& completion) {
   beside.erase(std::unique(beside.begin(), beside.end()), beside.end());
   for (const KernelSpec* k : beside) {
     BeBeside& b = be_beside_[k];
-    if (b.slowdowns.size() < static_cast<size_t>(kJudged)) {
-      b.slowdowns.push_back(ratio);
-    } else {
-      b.slowdowns[static_cast<size_t>(b.samples % kJudged)] = ratio;
-    }
     ++b.samples;
-    // One slow sample is noise (on the simulator's scenario, kernels within slack over hundreds of
-    // samples had single ones above it): the median of the last kJudged, once there are kJudgeAfter.
-    if (!b.interferes && b.samples >= kJudgeAfter && b.median() > 1 + o_.slack) {
+    b.slowdown += (ratio - b.slowdown) / static_cast<double>(b.samples);
+    // From the first verdict (the header says why): a kernel judged wrongly costs BE throughput,
+    // one judged late costs the LC's tail.
+    if (!b.interferes && b.slowdown > 1 + o_.slack) {
       b.interferes = true;
       ++be_elastic_interfering_;
     }
@@ -283,12 +270,11 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
 }
 
 std::map<std::string, double> ConcordPolicy::stats() const {
-  // The LC kernels' slowdown beside each judged elastic BE kernel (the median of its last
-  // verdicts), least and most.
+  // The LC kernels' mean slowdown beside each judged elastic BE kernel, least and most.
   double least = 0, most = 0;
   for (const auto& [kernel, b] : be_beside_) {
     if (b.samples == 0) continue;
-    const double m = b.median();
+    const double m = b.slowdown;
     least = least == 0 ? m : std::min(least, m);
     most = std::max(most, m);
   }
