@@ -50,14 +50,15 @@ TEST(ConcordScenario, ElasticBeBesideLcOnlyWhereItLeavesTheLcAlone) {
   EXPECT_GT(stats.at("concord.lc_baseline_samples"), 0);
   EXPECT_GT(stats.at("concord.lc_judged_samples"), 0);
   EXPECT_EQ(stats.at("concord.lc_launches"), 80 * 7);  // 80 requests of 7 launches
-  // H200 model: LC p99 1.00 ms as orion's (0.80 alone), BE 1.08x orion's: two of the four elastic
-  // kernels are judged to interfere, the others keep running beside the LC. Before the rule
-  // (every elastic BE kernel beside the LC, persistent throughout) the same scenario gave 1.22 ms
-  // and 1.04x, and the GPU's bench/lsbe showed the LC's tail broken.
+  // H200 model: each elastic kernel judged slowed the LC's requests beside it 1.x-2x over their
+  // latency without it, so after three judged requests concord makes orion's decisions: LC p99
+  // 1.04 ms against orion's 1.00 (0.80 alone), BE at orion's. Before the rule (every elastic BE
+  // kernel beside the LC, persistent throughout) the same scenario gave 1.22 ms and 1.04x orion's
+  // BE, and the GPU's bench/lsbe showed the LC's tail broken.
   EXPECT_EQ(stats.at("concord.be_persistent_alone"), 0) << "alone, BE launches natively";
   EXPECT_GT(stats.at("concord.be_elastic_interfering"), 0);
-  EXPECT_GT(c.be_per_s, 1.05 * o.be_per_s);
-  EXPECT_LT(c.p99, 1.15 * o.p99);
+  EXPECT_GT(c.be_per_s, 0.98 * o.be_per_s);
+  EXPECT_LT(c.p99, 1.1 * o.p99);
 }
 
 // The same scenario with no room for slowdown (slack 0) and with unbounded room: every elastic
@@ -114,9 +115,10 @@ struct Hand {
   }()};
   Hand() { EXPECT_TRUE(policy.on_start(ctx).is_ok()); }
   double stat(const std::string& name) const { return policy.stats().at("concord." + name); }
-  // An LC launch becomes ready and is dispatched; its dispatch.
+  int64_t next_request = 0;
+  // An LC request of one kernel arrives now and is dispatched; its dispatch.
   DispatchId lc_launch() {
-    const LaunchId id = ctx.make_ready(lc, lc_kernel);
+    const LaunchId id = ctx.make_ready(lc, lc_kernel, next_request++, true);
     EXPECT_TRUE(policy.on_ready(ctx, id).is_ok());
     const RunningDispatch* d = ctx.running_of(lc);
     EXPECT_NE(d, nullptr);
@@ -135,11 +137,12 @@ struct Hand {
     EXPECT_TRUE(policy.on_ready(ctx, id).is_ok());
     return id;
   }
-  // Ends `d` after `seconds` on the GPU.
+  // Ends `d` `seconds` from now (the clock moves on).
   void end(DispatchId d, Seconds seconds) {
     Completion c;
-    c.start = 1.0;
-    c.end = 1.0 + seconds;
+    c.start = ctx.clock;
+    ctx.clock += seconds;
+    c.end = ctx.clock;
     ASSERT_TRUE(ctx.finish(policy, d, c).is_ok());
   }
 };
@@ -170,7 +173,7 @@ TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
   EXPECT_LT(d->placement.sms.count(), h.ctx.device().sm_count);
   EXPECT_EQ(h.stat("be_elastic_beside_lc"), 1);
   const DispatchId be_id = d->id;
-  // Its LC neighbour runs 2x slower: judged at once.
+  // The LC's request beside it takes 2x its latency without: judged at once.
   EXPECT_EQ(h.stat("be_elastic_interfering"), 0);
   h.end(lc, 2e-3);
   lc = h.lc_launch();
@@ -185,9 +188,9 @@ TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
   if (const RunningDispatch* n = h.dispatch_of(next)) EXPECT_NE(n->placement.form, LaunchForm::persistent);
 }
 
-// The mean of the verdicts decides, from the first: neighbours within slack leave the kernel
-// beside the LC; one slow enough to lift the mean past slack ends it.
-TEST(ConcordLearning, TheMeanOfTheNeighboursSlowdownsDecidesFromTheFirst) {
+// The mean of the verdicts decides, from the first: LC requests within slack beside it leave the
+// kernel beside the LC; one slow enough to lift the mean past slack ends it.
+TEST(ConcordLearning, TheMeanOfTheLcRequestsSlowdownsDecidesFromTheFirst) {
   Hand h;
   DispatchId lc = h.lc_launch();
   h.end(lc, 1e-3);
@@ -230,8 +233,8 @@ TEST(ConcordLearning, FailedPreemptedAndEmptyCompletionsTeachNothing) {
 }
 
 // An elastic kernel whose completion comes later in the same batch has already left running():
-// the LC kernel dispatched meanwhile did not run beside it, and its time is a baseline sample.
-TEST(ConcordLearning, AnElasticKernelEndedInTheSameBatchIsNotBesideTheNextLcKernel) {
+// the LC request dispatched meanwhile did not run beside it, and its latency is a baseline sample.
+TEST(ConcordLearning, AnElasticKernelEndedInTheSameBatchIsNotBesideTheNextLcRequest) {
   Hand h;
   DispatchId lc = h.lc_launch();
   h.end(lc, 1e-3);
@@ -239,7 +242,7 @@ TEST(ConcordLearning, AnElasticKernelEndedInTheSameBatchIsNotBesideTheNextLcKern
   const RunningDispatch* be = h.dispatch_of(h.be_launch());
   ASSERT_NE(be, nullptr);
   const DispatchId be_id = be->id;
-  h.ctx.queue(h.lc, h.lc_kernel);  // the LC's next kernel, dispatched when `lc` ends
+  h.ctx.queue(h.lc, h.lc_kernel, h.next_request++, true);  // the LC's next request, dispatched when `lc` ends
   h.ctx.end_silently(be_id);
   h.end(lc, 1e-3);  // judged: the BE ran beside it
   EXPECT_EQ(h.stat("lc_judged_samples"), 1);
@@ -248,12 +251,34 @@ TEST(ConcordLearning, AnElasticKernelEndedInTheSameBatchIsNotBesideTheNextLcKern
   const DispatchId next_id = next->id;
   Completion be_done;
   be_done.dispatch = be_id;
-  be_done.start = 1.0;
-  be_done.end = 1.002;
   ASSERT_TRUE(h.policy.on_complete(h.ctx, be_done).is_ok());
   h.end(next_id, 5e-3);
-  EXPECT_EQ(h.stat("lc_judged_samples"), 1) << "the ended BE kernel was counted beside the next LC kernel";
+  EXPECT_EQ(h.stat("lc_judged_samples"), 1) << "the ended BE kernel was counted beside the next LC request";
   EXPECT_EQ(h.stat("lc_baseline_samples"), 2);
+}
+
+// A request of several kernels is judged once, at its last kernel, on its latency from arrival.
+TEST(ConcordLearning, ARequestIsJudgedOnceAtItsLastKernel) {
+  Hand h;
+  DispatchId lc = h.lc_launch();
+  h.end(lc, 3e-3);  // baseline: 3 ms
+  // A request of three kernels; elastic BE beside the first only.
+  const int64_t request = h.next_request++;
+  h.ctx.queue(h.lc, h.lc_kernel, request, false);
+  h.ctx.queue(h.lc, h.lc_kernel, request, true);
+  ASSERT_TRUE(h.policy.on_ready(h.ctx, h.ctx.make_ready(h.lc, h.lc_kernel, request, false)).is_ok());
+  const RunningDispatch* be = h.dispatch_of(h.be_launch());
+  ASSERT_NE(be, nullptr);
+  const DispatchId be_id = be->id;
+  h.end(h.ctx.running_of(h.lc)->id, 1e-3);
+  h.end(be_id, 0);
+  h.end(h.ctx.running_of(h.lc)->id, 1e-3);
+  EXPECT_EQ(h.stat("lc_judged_samples"), 0) << "judged before its last kernel";
+  h.end(h.ctx.running_of(h.lc)->id, 2e-3);  // 4 ms from arrival: 1.33x
+  EXPECT_EQ(h.stat("lc_judged_samples"), 1);
+  EXPECT_EQ(h.stat("lc_baseline_samples"), 1);
+  EXPECT_EQ(h.stat("be_elastic_interfering"), 1);
+  EXPECT_NEAR(h.stat("lc_slowdown_beside_elastic_max"), 4.0 / 3.0, 1e-9);
 }
 
 // An LC tenant beside a BE tenant of opaque library GEMMs: those pass Orion's gate.

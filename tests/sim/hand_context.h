@@ -47,18 +47,22 @@ class HandContext final : public SchedContext {
     queued_.emplace_back();
     return v.id;
   }
-  LaunchId make_ready(TenantId t, const KernelSpec& k) {
+  // `request`, `last`: the request it belongs to and whether its end ends it (arriving now).
+  LaunchId make_ready(TenantId t, const KernelSpec& k, int64_t request = 0, bool last = false) {
     ReadyLaunch r;
     r.id = LaunchId{next_launch_++};
     r.tenant = t;
     r.kernel = &k;
     r.pending = {0, k.variant(0).logical_blocks};
     r.pending_blocks = r.pending.size();
+    r.request = request;
+    r.last_of_request = last;
+    r.request_arrival = clock;
     ready_.push_back(r);
     return r.id;
   }
-  void queue(TenantId t, const KernelSpec& k) {
-    queued_[static_cast<size_t>(t.value)].push_back(QueuedLaunch{LaunchId{next_launch_++}, &k, 0, false});
+  void queue(TenantId t, const KernelSpec& k, int64_t request = 0, bool last = false) {
+    queued_[static_cast<size_t>(t.value)].push_back(QueuedLaunch{LaunchId{next_launch_++}, &k, request, last});
   }
   // Ends a running dispatch (the whole of its launch): it leaves running(), its tenant's next
   // queued launch becomes ready (stream order), then the policy hears of it, as from the engine.
@@ -70,9 +74,9 @@ class HandContext final : public SchedContext {
     running_.erase(it);
     auto& q = queued_[static_cast<size_t>(t.value)];
     if (!q.empty()) {
-      const KernelSpec& next = *q.front().kernel;
+      const QueuedLaunch next = q.front();
       q.erase(q.begin());
-      make_ready(t, next);
+      make_ready(t, *next.kernel, next.request, next.last_of_request);
     }
     c.dispatch = id;
     return p.on_complete(*this, c);
@@ -101,7 +105,8 @@ class HandContext final : public SchedContext {
   std::vector<Tlp> tlps;
   std::vector<std::pair<TenantId, Placement>> dispatched;
 
-  Seconds now() const override { return 0; }
+  Seconds clock = 0;  // what now() says; the test moves it
+  Seconds now() const override { return clock; }
   const DeviceSpec& device() const override { return device_; }
   std::span<const TenantView> tenants() const override { return tenants_; }
   const Estimator& estimator() const override { return estimator_; }

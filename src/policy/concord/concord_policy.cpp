@@ -38,6 +38,7 @@ Status ConcordPolicy::on_start(SchedContext& ctx) {
   elastic_.clear();
   lc_flights_.clear();
   lc_baseline_.clear();
+  lc_request_.clear();
   be_beside_.clear();
   held_.clear();
   as_opaque_.clear();
@@ -65,31 +66,40 @@ bool ConcordPolicy::interferes(const KernelSpec* kernel) const {
   return it != be_beside_.end() && it->second.interferes;
 }
 
-bool ConcordPolicy::has_baseline(const KernelSpec* kernel) const {
-  auto it = lc_baseline_.find(kernel);
-  return it != lc_baseline_.end() && it->second.samples > 0;
+bool ConcordPolicy::has_baseline(TenantId tenant) const {
+  const auto t = static_cast<size_t>(tenant.value);
+  return t < lc_baseline_.size() && lc_baseline_[t].samples > 0;
 }
 
-void ConcordPolicy::learn(const Completion& completion) {
+void ConcordPolicy::learn(const Completion& completion, Seconds now) {
   auto it = lc_flights_.find(completion.dispatch.value);
   if (it == lc_flights_.end()) return;
   const LcFlight flight = std::move(it->second);
   lc_flights_.erase(it);
-  const Seconds took = completion.end - completion.start;
-  if (!completion.error.is_ok() || completion.preempted || !(took > 0)) return;
-  if (flight.beside.empty()) {
-    // Without elastic BE beside it (Orion's admissions only): the kernel's baseline.
-    LcBaseline& b = lc_baseline_[flight.kernel];
-    b.seconds = b.samples == 0 ? took : 0.8 * b.seconds + 0.2 * took;
+  const auto t = static_cast<size_t>(flight.tenant.value);
+  if (t >= lc_request_.size() || lc_request_[t].request != flight.request) return;
+  LcRequest& q = lc_request_[t];
+  if (!completion.error.is_ok() || completion.preempted) q.spoiled = true;
+  q.beside.insert(q.beside.end(), flight.beside.begin(), flight.beside.end());
+  if (!flight.last) return;
+  const Seconds latency = now - q.arrival;
+  const bool spoiled = q.spoiled || !(latency > 0);
+  std::vector<const KernelSpec*> beside = std::move(q.beside);
+  q = LcRequest{};
+  if (spoiled) return;
+  if (beside.empty()) {
+    // No shrunk elastic BE beside any of its kernels (Orion's admissions only): a baseline sample.
+    if (lc_baseline_.size() <= t) lc_baseline_.resize(t + 1);
+    LcBaseline& b = lc_baseline_[t];
     ++b.samples;
+    b.seconds += (latency - b.seconds) / static_cast<double>(b.samples);
     ++lc_baseline_samples_;
     return;
   }
-  if (!has_baseline(flight.kernel)) return;
-  const double ratio = took / lc_baseline_.at(flight.kernel).seconds;
+  if (!has_baseline(flight.tenant)) return;
+  const double ratio = latency / lc_baseline_[t].seconds;
   ++lc_judged_samples_;
-  std::vector<const KernelSpec*> beside = flight.beside;  // each BE kernel judged once per sample
-  std::sort(beside.begin(), beside.end());
+  std::sort(beside.begin(), beside.end());  // each BE kernel judged once per request
   beside.erase(std::unique(beside.begin(), beside.end()), beside.end());
   for (const KernelSpec* k : beside) {
     BeBeside& b = be_beside_[k];
@@ -106,7 +116,7 @@ void ConcordPolicy::learn(const Completion& completion) {
 
 Status ConcordPolicy::on_complete(SchedContext& ctx, const Completion& completion) {
   elastic_.erase(completion.dispatch.value);
-  learn(completion);
+  learn(completion, ctx.now());
   return schedule(ctx);
 }
 
@@ -147,8 +157,13 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     auto d = ctx.dispatch(r.id, p);
     if (!d) return d.status();
     ++lc_launches_;
+    const auto t = static_cast<size_t>(r.tenant.value);
+    if (lc_request_.size() <= t) lc_request_.resize(t + 1);
+    if (lc_request_[t].request != r.request) lc_request_[t] = LcRequest{r.request, r.request_arrival, false, {}};
     LcFlight& flight = lc_flights_[d->value];
-    flight.kernel = r.kernel;
+    flight.tenant = r.tenant;
+    flight.request = r.request;
+    flight.last = r.last_of_request;
     // Elastic kernels still running: one whose completion comes later in the same batch has
     // already left running() and runs beside nothing.
     const auto running = ctx.running();  // taken after the dispatch: the span may move with it
@@ -171,7 +186,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   for (const RunningDispatch& d : ctx.running()) {
     if (!is_lc(ctx, d.tenants.front())) continue;
     need = std::max(need, need_of(ctx, *d.kernels.front()));
-    lc_proven = lc_proven && has_baseline(d.kernels.front());
+    lc_proven = lc_proven && has_baseline(d.tenants.front());
   }
   // The LC side covers what each LC tenant has submitted behind its running kernel too (up to
   // `window` launches per tenant; SGDRC's window counts them across tenants): a request's
@@ -185,7 +200,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     for (const QueuedLaunch& q : ctx.queued(tv.id)) {
       if (k++ >= o_.window) break;
       need = std::max(need, need_of(ctx, *q.kernel));
-      lc_proven = lc_proven && has_baseline(q.kernel);
+      lc_proven = lc_proven && has_baseline(tv.id);
       lc_queued = true;
     }
   }

@@ -89,17 +89,27 @@ class ConcordPolicy final : public Policy {
   const OrionOp& op_of(const SchedContext& ctx, const KernelSpec& kernel);
   int need_of(const SchedContext& ctx, const KernelSpec& kernel);
   Status resize_elastic(SchedContext& ctx, const SmSet& be_side, int tlp);
-  // Whether `kernel` (LC) has a time measured without elastic BE beside it.
-  bool has_baseline(const KernelSpec* kernel) const;
-  // An LC dispatch ended: its time is a baseline sample, or a verdict on the elastic BE beside it.
-  void learn(const Completion& completion);
+  // Whether LC tenant `tenant` has a request latency measured without elastic BE beside it.
+  bool has_baseline(TenantId tenant) const;
+  // An LC dispatch ended (at `now`): the last of a request makes the request's latency a baseline
+  // sample of its tenant, or a verdict on the elastic BE kernels beside any of its kernels.
+  void learn(const Completion& completion, Seconds now);
 
   // An LC kernel in flight, with the elastic BE kernels that ran beside it.
   struct LcFlight {
-    const KernelSpec* kernel = nullptr;
+    TenantId tenant;
+    int64_t request = 0;
+    bool last = false;
     std::vector<const KernelSpec*> beside;
   };
-  // An LC kernel's time without elastic BE beside it (running mean).
+  // The request an LC tenant runs: since when (its arrival), and what ran beside its kernels.
+  struct LcRequest {
+    int64_t request = -1;
+    Seconds arrival = 0;
+    bool spoiled = false;  // a kernel of it failed or was preempted: it teaches nothing
+    std::vector<const KernelSpec*> beside;
+  };
+  // An LC tenant's request latency without elastic BE beside it (running mean).
   struct LcBaseline {
     Seconds seconds = 0;
     int64_t samples = 0;
@@ -121,7 +131,8 @@ class ConcordPolicy final : public Policy {
   OrionBeState gate_;
   std::map<int64_t, ElasticFlight> elastic_;  // by dispatch id
   std::map<int64_t, LcFlight> lc_flights_;     // by dispatch id
-  std::unordered_map<const KernelSpec*, LcBaseline> lc_baseline_;
+  std::vector<LcRequest> lc_request_;  // by tenant
+  std::vector<LcBaseline> lc_baseline_;  // by tenant
   std::unordered_map<const KernelSpec*, BeBeside> be_beside_;
   std::unordered_set<int64_t> held_;          // opaque BE launches held at least once (counted once)
   std::unordered_set<int64_t> as_opaque_;     // elastic launches sent through Orion's whole rule (counted once)
