@@ -12,18 +12,20 @@
 //     count (`elastic_gate`; it shrinks instead): on the simulator's lsbe mixes, elastic BE that
 //     skipped those rules took SLO attainment from 13 to 9 of 18 mix-loads, since a BE kernel on
 //     the other TPCs still shares DRAM bandwidth and L2 with the LC's.
-//     It does so only where measured to leave the LC alone: each LC kernel's time with no
-//     shrunk elastic BE beside it is learnt first (every LC kernel running, and each LC tenant's
-//     next `window` queued, must have one), and an elastic BE kernel whose neighbouring LC kernels
-//     ran more than `slack` slower than that (the mean of its verdicts, from the first) is treated
-//     as opaque from then on. The rule is conservative on purpose: on the H200 a kernel's LC
-//     neighbours' own times under-report what it does to the LC's requests (bench/aker's
-//     mlp-sgemm: the LC kernels beside elastic sgemm took 0.55x their baseline while the LC's SLO
-//     attainment halved), and judged on the median of four or more verdicts elastic sgemm was
-//     never found to interfere and cost the LC 21-24 points of SLO attainment against orion's; a
-//     kernel judged wrongly costs only BE throughput. On the H200, elastic BE on the other TPCs slowed some LC services
-//     26x (deep-compute) and others not at all; no model in the tree predicts which. Elastic
-//     kernels that are unproven or interfering pass Orion's whole rule, natively.
+//     It does so only where measured to leave the LC alone, by the LC's requests: a request's
+//     latency (from its arrival to when the engine hears its last kernel ended) with no shrunk
+//     elastic BE beside any of its kernels is a baseline sample of its tenant, one with elastic
+//     BE beside is a verdict on each such BE kernel (its latency over the tenant's baseline mean).
+//     Elastic BE runs beside LC work only once every LC tenant with work in flight has a
+//     baseline, and a BE kernel whose verdicts' mean passes 1 + `slack` (from its first verdict)
+//     is treated as opaque from then on: unproven or interfering elastic kernels pass Orion's whole
+//     rule, natively. Why requests: on the H200 the LC kernels' own times under-report the harm
+//     (bench/aker's mlp-sgemm: 0.72x their baseline beside elastic sgemm while SLO attainment fell
+//     from 0.36 to 0.23; the host gaps and resizes between an LC request's kernels do not show in
+//     them). Why from the first verdict: judged on the median of four or more, elastic sgemm was
+//     never found to interfere; a kernel judged wrongly costs only BE throughput, one judged late
+//     the LC's tail. On the H200, elastic BE on the other TPCs slowed some LC services 26x
+//     (deep-compute) and others not at all; no model in the tree predicts which.
 //   - Opaque BE kernels (no persistent form: library kernels, native launches) pass Orion's
 //     admission rule: while an LC request is active they launch only when their SM needs fit and
 //     their compute/memory profile differs from the LC kernel's, and once the BE work admitted
