@@ -155,7 +155,9 @@ TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
   LaunchId be = h.be_launch();
   EXPECT_EQ(h.stat("be_elastic_as_opaque"), 1);
   EXPECT_EQ(h.stat("be_elastic_beside_lc"), 0);
-  if (const RunningDispatch* d = h.dispatch_of(be)) EXPECT_NE(d->placement.form, LaunchForm::persistent);
+  if (const RunningDispatch* d = h.dispatch_of(be)) {
+    EXPECT_NE(d->placement.form, LaunchForm::persistent);
+  }
   h.end(lc, 1e-3);
   EXPECT_EQ(h.stat("lc_baseline_samples"), 1);
   // Held, it went when the LC's work ended: natively, on every SM.
@@ -185,7 +187,9 @@ TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
   const LaunchId next = h.be_launch();
   EXPECT_EQ(h.stat("be_elastic_as_opaque"), 2);
   EXPECT_EQ(h.stat("be_elastic_beside_lc"), 1);
-  if (const RunningDispatch* n = h.dispatch_of(next)) EXPECT_NE(n->placement.form, LaunchForm::persistent);
+  if (const RunningDispatch* n = h.dispatch_of(next)) {
+    EXPECT_NE(n->placement.form, LaunchForm::persistent);
+  }
 }
 
 // The mean of the verdicts decides, from the first: LC requests within slack beside it leave the
