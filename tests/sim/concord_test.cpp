@@ -147,7 +147,7 @@ struct Hand {
   }
 };
 
-TEST(ConcordLearning, ElasticBeWaitsForTheLcKernelsBaselineThenIsJudged) {
+TEST(ConcordLearning, ElasticBeWaitsForTheLcTenantsBaselineThenIsJudged) {
   Hand h;
   // No baseline yet: the elastic launch beside LC work takes Orion's whole rule (which holds it or
   // launches it natively), not the BE side.

@@ -80,7 +80,6 @@ void ConcordPolicy::learn(const Completion& completion, Seconds now) {
   if (t >= lc_request_.size() || lc_request_[t].request != flight.request) return;
   LcRequest& q = lc_request_[t];
   if (!completion.error.is_ok() || completion.preempted) q.spoiled = true;
-  q.beside.insert(q.beside.end(), flight.beside.begin(), flight.beside.end());
   if (!flight.last) return;
   const Seconds latency = now - q.arrival;
   const bool spoiled = q.spoiled || !(latency > 0);
@@ -159,17 +158,15 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
     ++lc_launches_;
     const auto t = static_cast<size_t>(r.tenant.value);
     if (lc_request_.size() <= t) lc_request_.resize(t + 1);
-    if (lc_request_[t].request != r.request) lc_request_[t] = LcRequest{r.request, r.request_arrival, false, {}};
-    LcFlight& flight = lc_flights_[d->value];
-    flight.tenant = r.tenant;
-    flight.request = r.request;
-    flight.last = r.last_of_request;
+    LcRequest& q = lc_request_[t];
+    if (q.request != r.request) q = LcRequest{r.request, r.request_arrival, false, {}};
+    lc_flights_[d->value] = LcFlight{r.tenant, r.request, r.last_of_request};
     // Elastic kernels still running: one whose completion comes later in the same batch has
     // already left running() and runs beside nothing.
     const auto running = ctx.running();  // taken after the dispatch: the span may move with it
     for (const auto& [id, e] : elastic_) {
       const bool alive = std::any_of(running.begin(), running.end(), [&](const RunningDispatch& rd) { return rd.id == e.id; });
-      if (alive) flight.beside.push_back(e.kernel);
+      if (alive) q.beside.push_back(e.kernel);
     }
   }
   std::erase_if(waiting_, [&](const ReadyLaunch& r) { return is_lc(ctx, r.tenant); });
@@ -182,7 +179,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
   OrionView& view = present.view;
   const OrionRule& rule = present.rule;
   int need = 0;
-  bool lc_proven = true;  // every LC kernel running or queued has a baseline
+  bool lc_proven = true;  // every LC tenant with work running or queued has a baseline
   for (const RunningDispatch& d : ctx.running()) {
     if (!is_lc(ctx, d.tenants.front())) continue;
     need = std::max(need, need_of(ctx, *d.kernels.front()));
@@ -262,7 +259,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
       auto d = ctx.dispatch(r.id, p);
       if (!d) return d.status();
       elastic_[d->value] = ElasticFlight{*d, r.kernel, p.sms, p.tlp};
-      for (auto& [id, flight] : lc_flights_) flight.beside.push_back(r.kernel);
+      for (const auto& [id, flight] : lc_flights_) lc_request_[static_cast<size_t>(flight.tenant.value)].beside.push_back(r.kernel);
       ++(lc_work ? be_elastic_beside_lc_ : be_persistent_alone_);
     } else {
       // Opaque: Orion's admission rule.
@@ -285,7 +282,7 @@ Status ConcordPolicy::schedule(SchedContext& ctx) {
 }
 
 std::map<std::string, double> ConcordPolicy::stats() const {
-  // The LC kernels' mean slowdown beside each judged elastic BE kernel, least and most.
+  // The LC requests' mean slowdown beside each judged elastic BE kernel, least and most.
   double least = 0, most = 0;
   for (const auto& [kernel, b] : be_beside_) {
     if (b.samples == 0) continue;

@@ -62,7 +62,7 @@ struct ConcordOptions {
   bool elastic_gate = true;     // elastic BE beside LC work passes Orion's profile and duration rules
   int be_tlp = 0;               // elastic BE's resident blocks per SM while LC work is in flight (0: as many as fit)
   bool native_alone = true;     // BE launches natively while no LC work is in flight (else persistent)
-  double slack = 0.10;          // an elastic BE kernel interferes once LC kernels beside it ran this much slower
+  double slack = 0.10;          // an elastic BE kernel interferes once LC requests beside it took this much longer
 };
 
 
@@ -97,14 +97,14 @@ class ConcordPolicy final : public Policy {
   // sample of its tenant, or a verdict on the elastic BE kernels beside any of its kernels.
   void learn(const Completion& completion, Seconds now);
 
-  // An LC kernel in flight, with the elastic BE kernels that ran beside it.
+  // An LC kernel in flight: whose request it is, and whether its end ends the request.
   struct LcFlight {
     TenantId tenant;
     int64_t request = 0;
     bool last = false;
-    std::vector<const KernelSpec*> beside;
   };
-  // The request an LC tenant runs: since when (its arrival), and what ran beside its kernels.
+  // The request an LC tenant runs: since when (its arrival), and the elastic BE kernels that ran
+  // beside its kernels.
   struct LcRequest {
     int64_t request = -1;
     Seconds arrival = 0;
@@ -116,8 +116,8 @@ class ConcordPolicy final : public Policy {
     Seconds seconds = 0;
     int64_t samples = 0;
   };
-  // What the LC kernels beside an elastic BE kernel measured, over their baselines: the mean
-  // slowdown and the verdict.
+  // What the LC requests beside an elastic BE kernel measured, over their tenants' baselines: the
+  // mean slowdown and the verdict.
   struct BeBeside {
     double slowdown = 1;
     int64_t samples = 0;
