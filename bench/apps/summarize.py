@@ -1,42 +1,48 @@
 #!/usr/bin/env python3
-"""The tables of bench/apps (run.py OUTDIR): per combo and load, each scheme's LC p50 and p99 over
-the LC alone at the same rate, its SLO attainment (latency within the target: --slo-factor x the
-LC alone p99 at that load), and the BE job's iterations per second over the LC phase's window, over
-the BE alone (plain, and as an MPS client). Then, per combo and load, Concord's best scheme (a
-concord:* scheme that meets the check if one does, then the one the fewest baselines beat on both
-LC p99 and BE rate, then the lowest LC p99), every baseline that beats it on both axes, where it
-stands against the MPS frontier (MPS with the BE at 100/75/50/25% and time slicing: the most BE rate
-a setting gives at no worse a tail), and the check: a graph combo's LC p99 within 1.15x alone with BE
-at least 0.65 of alone; an eager (no CUDA graph) combo no worse than plain MPS on either axis.
+"""The tables of bench/apps (run.py OUTDIR), every figure with its 95% bootstrap interval
+(stats.py says how each is resampled).
 
-With several folders (the repeats of run_gpus.sh, REPEATS=N), each scheme's figures are the
-medians over the repeats that have it, and the dominance table is decided on those medians; the
-table also says in how many repeats, each decided alone, the check was met.
+Per combo, load and scheme, pooled over the rounds: the LC's p50 and p99 (ms), its p99 over the LC
+alone's (alone measured again in every round, in the scheme's own group: a plain process for
+`timeslice` and `priority-streams`, an MPS client for the MPS-based and Concord schemes), each
+round's ratio, the SLO attainment (latency within the target: --slo-factor x the LC alone p99 at
+that load), and the BE job's iterations per second over the LC phases' windows, over the BE alone
+(a plain process, and an MPS client), each re-measured in every round. An LLM decode service (its
+phases carry per-token times) adds its time to first token and its per-token latency, whose
+tokens are resampled request by request. A p99 from fewer than 2,000 samples (20 above it) is
+marked "too few samples".
 
-  summarize.py OUTDIR [OUTDIR...] [--json FILE]
+Then the dominance table: Concord's default configuration (--default, the scheme run as
+concordd with no --policy) against every baseline at each point, on both axes (LC p99, BE rate):
+"beats", "loses" or "within noise" by whether the intervals separate, and on both together
+"dominates", "dominated", "trade-off" or "within noise". Beside it, labelled as such, the best of
+the other concord:* variants, picked after the run.
+
+  summarize.py OUTDIR [OUTDIR...] [--default SCHEME] [--json FILE] [--resamples N] [--seed S]
+
+Several OUTDIRs are rounds of the same combos (e.g. calls made one after another): their rounds
+are pooled. The raw files of runs made before rounds existed (one scheme folder per combo, the LC
+alone in lc_alone/, the BE alone in be_alone.json) read as one round each.
 """
 import argparse
 import json
 import math
 import os
-import statistics
+import re
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stats import percentile  # noqa: E402
 import shares  # noqa: E402
+import stats  # noqa: E402
 
-BASELINES = ("timeslice", "mps", "mps-be75", "mps-be50", "mps-be25", "priority-streams")
-# The reference points a result must stand above (plain MPS is the BE at 100%).
-FRONTIER = ("mps", "mps-be75", "mps-be50", "mps-be25", "timeslice")
-
-
-def be_rate(be, window):
-    """BE iterations per second within the window [first arrival, last end]."""
-    lo, hi = window
-    ends = be.get("iteration_ends", [])
-    n = sum(1 for t in ends if lo <= t <= hi)
-    return n / (hi - lo) if hi > lo else float("nan")
+BASELINES = ("timeslice", "mps", "mps-prio", "mps-prio-be50", "mps-be75", "mps-be50", "mps-be25", "priority-streams")
+# Each group's LC alone: the reference of the schemes measured beside it.
+PLAIN_GROUP = ("timeslice", "priority-streams")
+ALONE_PLAIN, ALONE_MPS = "alone", "alone-mps"
+BE_ALONE_PLAIN, BE_ALONE_MPS = "be-alone", "be-alone-mps"
+ENTRIES = (ALONE_PLAIN, ALONE_MPS, BE_ALONE_PLAIN, BE_ALONE_MPS)
+DEFAULT_SCHEME = "concord"
 
 
 def load_json(path):
@@ -47,48 +53,320 @@ def load_json(path):
         return None
 
 
-def rows_of(out):
-    """One dict per (combo, load, scheme) run found under `out`."""
-    rows = []
-    for combo in sorted(os.listdir(out)):
-        base = os.path.join(out, combo)
-        if not os.path.isdir(base):
+def _error(d):
+    err = os.path.join(d, "error.txt")
+    if os.path.exists(err):
+        with open(err) as f:
+            return f.read().strip() or "failed"
+    return "no results"
+
+
+def _be_window_doc(doc):
+    """A BE-alone document's iteration ends and window (the runs before rounds had no window: its
+    first and last iteration end)."""
+    ends = doc.get("iteration_ends", [])
+    window = doc.get("window") or ([ends[0], ends[-1]] if len(ends) > 1 else None)
+    return {"iteration_ends": ends, "window": window}
+
+
+def read_round(d, legacy):
+    """One round's documents: {"alone": {group: lc doc}, "be_alone": {kind: doc}, "schemes":
+    {scheme: {"lc", "be", "ref", "error", "dir"}}}."""
+    r = {"alone": {}, "be_alone": {}, "schemes": {}}
+    if legacy:
+        alone = load_json(os.path.join(d, "lc_alone", "lc.json"))
+        if alone:
+            r["alone"][ALONE_PLAIN] = alone
+        for name, kind in (("be_alone.json", BE_ALONE_PLAIN), ("be_alone_mps.json", BE_ALONE_MPS)):
+            doc = load_json(os.path.join(d, name))
+            if doc:
+                r["be_alone"][kind] = _be_window_doc(doc)
+    else:
+        for group in (ALONE_PLAIN, ALONE_MPS):
+            doc = load_json(os.path.join(d, group, "lc.json"))
+            if doc:
+                r["alone"][group] = doc
+        for kind in (BE_ALONE_PLAIN, BE_ALONE_MPS):
+            doc = load_json(os.path.join(d, kind, "be.json"))
+            if doc:
+                r["be_alone"][kind] = _be_window_doc(doc)
+    for scheme in sorted(os.listdir(d)):
+        sd = os.path.join(d, scheme)
+        if (not os.path.isdir(sd) or scheme in ENTRIES or scheme == "lc_alone" or re.match(r"round\d+$", scheme)
+                or scheme.startswith(("work", "shares_"))):
             continue
-        settings = load_json(os.path.join(base, "settings.json"))
-        be_alone = load_json(os.path.join(base, "be_alone.json"))
-        be_alone_mps = load_json(os.path.join(base, "be_alone_mps.json"))
-        alone = load_json(os.path.join(base, "lc_alone", "lc.json"))
-        if settings is None or be_alone is None or alone is None:
-            continue
-        graph = bool(alone.get("graph"))
-        for scheme in sorted(os.listdir(base)):
-            d = os.path.join(base, scheme)
-            if scheme == "lc_alone" or scheme.startswith(("work", "shares_")) or not os.path.isdir(d):
+        lc, be = load_json(os.path.join(sd, "lc.json")), load_json(os.path.join(sd, "be.json"))
+        entry = {"dir": sd}
+        if lc is None or be is None:
+            entry["error"] = _error(sd)
+        else:
+            entry.update(lc=lc, be=be)
+            # Runs before rounds compared every scheme with the plain LC alone.
+            entry["ref"] = lc.get("alone_ref") or (ALONE_PLAIN if legacy or scheme in PLAIN_GROUP else ALONE_MPS)
+        r["schemes"][scheme] = entry
+    return r
+
+
+def read_combos(outs):
+    """{combo: {"settings", "rounds": [round, ...]}} over every OUTDIR, rounds in order."""
+    combos = {}
+    for out in outs:
+        for combo in sorted(os.listdir(out)):
+            base = os.path.join(out, combo)
+            settings = load_json(os.path.join(base, "settings.json"))
+            if not os.path.isdir(base) or settings is None:
                 continue
-            lc, be = load_json(os.path.join(d, "lc.json")), load_json(os.path.join(d, "be.json"))
-            for i, load in enumerate(settings["loads"]):
-                row = {"combo": combo, "graph": graph, "load": load, "scheme": scheme}
-                if lc is None or be is None or i >= len(lc.get("phases", [])):
-                    err = os.path.join(d, "error.txt")
-                    row["error"] = open(err).read().strip() if os.path.exists(err) else "no results"
+            c = combos.setdefault(combo, {"settings": settings, "rounds": []})
+            rounds = sorted((d for d in os.listdir(base) if re.match(r"round\d+$", d)), key=lambda d: int(d[5:]))
+            if rounds:
+                c["rounds"] += [read_round(os.path.join(base, d), legacy=False) for d in rounds]
+            elif os.path.isdir(os.path.join(base, "lc_alone")):
+                c["rounds"].append(read_round(base, legacy=True))
+    return combos
+
+
+def _seed(base, *key):
+    return (zlib.crc32("|".join(str(k) for k in key).encode()) ^ base) & 0x7FFFFFFF
+
+
+def _phase(doc, i):
+    phases = doc.get("phases", []) if doc else []
+    return phases[i] if i < len(phases) else None
+
+
+def _ms(est):
+    return {k: v * 1e3 for k, v in est.items()}
+
+
+class Figures:
+    """The pooled figures of one set of phases (a scheme at a load, or an alone): point values and
+    bootstrap replicates."""
+
+    def __init__(self, phases, resamples, seed):
+        self.n = sum(len(p["latency_s"]) for p in phases)
+        lat = [p["latency_s"] for p in phases]
+        self.p50 = stats.percentile([x for r in lat for x in r], 50)
+        self.p99 = stats.percentile([x for r in lat for x in r], 99)
+        self.reps = stats.quantile_replicates(lat, (50, 99), resamples, seed)
+        self.per_round_p99 = [stats.percentile(r, 99) for r in lat]
+        self.llm = all("tpot_s" in p for p in phases) and bool(phases)
+        if self.llm:
+            tokens = [p["tpot_s"] for p in phases]  # per round: per request, its per-token times
+            flat = [x for r in tokens for req in r for x in req]
+            self.tokens = len(flat)
+            self.tpot_p50, self.tpot_p99 = stats.percentile(flat, 50), stats.percentile(flat, 99)
+            self.tpot_reps = stats.cluster_quantile_replicates(tokens, (50, 99), resamples, seed + 1)
+            ttft = [p["ttft_s"] for p in phases]
+            self.ttft_p99 = stats.percentile([x for r in ttft for x in r], 99)
+            self.ttft_reps = stats.quantile_replicates(ttft, (99,), resamples, seed + 2)
+
+
+def rows_of(outs, resamples=stats.RESAMPLES, seed=1):
+    """One dict per (combo, load, scheme) found under `outs` (a directory or a list of them)."""
+    if isinstance(outs, str):
+        outs = [outs]
+    rows = []
+    for combo, c in sorted(read_combos(outs).items()):
+        settings, rounds = c["settings"], c["rounds"]
+        # The BE alone, plain and under MPS: its iteration times over every round.
+        be_alone = {}
+        for kind in (BE_ALONE_PLAIN, BE_ALONE_MPS):
+            per_round = [stats.iteration_times(r["be_alone"][kind]["iteration_ends"], r["be_alone"][kind]["window"])
+                         for r in rounds if kind in r["be_alone"] and r["be_alone"][kind]["window"]]
+            if per_round:
+                be_alone[kind] = (stats.rate(per_round), stats.rate_replicates(per_round, resamples, _seed(seed, combo, kind)))
+        schemes = sorted({s for r in rounds for s in r["schemes"]})
+        for i, load in enumerate(settings["loads"]):
+            target = settings["targets_ms"][i] / 1e3 if i < len(settings.get("targets_ms", [])) else float("nan")
+            alone = {}
+            for group in (ALONE_PLAIN, ALONE_MPS):
+                ph = [_phase(r["alone"].get(group), i) for r in rounds]
+                if any(p is None for p in ph) or not ph:
+                    continue
+                alone[group] = Figures(ph, resamples, _seed(seed, combo, load, group))
+            for scheme in schemes:
+                row = {"combo": combo, "load": load, "scheme": scheme}
+                ok, errors = [], []
+                for r in rounds:
+                    e = r["schemes"].get(scheme)
+                    if e is None:
+                        continue
+                    if "error" in e or _phase(e["lc"], i) is None:
+                        errors.append(e.get("error", "no phase at this load"))
+                    elif e["ref"] not in r["alone"] or _phase(r["alone"][e["ref"]], i) is None:
+                        errors.append(f"no {e['ref']} phase in its round")
+                    else:
+                        ok.append(e)
+                if errors:
+                    row["errors"] = errors
+                if not ok:
+                    row["error"] = errors[0] if errors else "no results"
                     rows.append(row)
                     continue
-                phase, ref = lc["phases"][i], alone["phases"][i]
-                lat = phase["latency_s"]
-                target = settings["targets_ms"][i] / 1e3
-                its = be_rate(be, phase["window"])
-                row.update({
-                    "lc_p50_over_alone": percentile(lat, 50) / ref["p50_s"],
-                    "lc_p99_over_alone": percentile(lat, 99) / ref["p99_s"],
-                    "slo_attainment": sum(1 for x in lat if x <= target) / len(lat) if lat else float("nan"),
-                    "be_over_alone": its / be_alone["its"],
-                    "lc_p99_ms": percentile(lat, 99) * 1e3,
-                    "be_its": its,
-                    "be_over_alone_mps": its / be_alone_mps["its"] if be_alone_mps else float("nan"),
-                })
+                ref = ok[0]["ref"]
+                if ref not in alone:
+                    row["error"] = f"its alone ({ref}) is missing in some round"
+                    rows.append(row)
+                    continue
+                phases = [_phase(e["lc"], i) for e in ok]
+                f = Figures(phases, resamples, _seed(seed, combo, load, scheme))
+                a = alone[ref]
+                graph = bool(ok[0]["lc"].get("graph"))
+                row.update({"graph": graph, "llm": f.llm, "rounds": len(ok), "requests": f.n, "alone_ref": ref,
+                            "enough": stats.enough_for(99, f.n),
+                            "lc_p50_ms": _ms(stats.estimate(f.p50, f.reps[50])),
+                            "lc_p99_ms": _ms(stats.estimate(f.p99, f.reps[99])),
+                            "alone_p99_ms": _ms(stats.estimate(a.p99, a.reps[99])),
+                            "lc_p50_over_alone": stats.estimate(f.p50 / a.p50, stats.ratio_replicates(f.reps[50], a.reps[50])),
+                            "lc_p99_over_alone": stats.estimate(f.p99 / a.p99, stats.ratio_replicates(f.reps[99], a.reps[99]))})
+                # Each round's ratio, against that round's alone.
+                per_round = []
+                for r in rounds:
+                    e = r["schemes"].get(scheme)
+                    if e in ok:
+                        per_round.append(stats.percentile(_phase(e["lc"], i)["latency_s"], 99)
+                                         / stats.percentile(_phase(r["alone"][ref], i)["latency_s"], 99))
+                row["p99_over_alone_rounds"] = per_round
+                lat = [x for p in phases for x in p["latency_s"]]
+                row["slo_attainment"] = sum(1 for x in lat if x <= target) / len(lat) if lat and not math.isnan(target) else float("nan")
+                if f.llm and a.llm:
+                    row.update({"tokens": f.tokens, "tokens_enough": stats.enough_for(99, f.tokens),
+                                "tpot_p50_ms": _ms(stats.estimate(f.tpot_p50, f.tpot_reps[50])),
+                                "tpot_p99_ms": _ms(stats.estimate(f.tpot_p99, f.tpot_reps[99])),
+                                "tpot_p99_over_alone": stats.estimate(f.tpot_p99 / a.tpot_p99,
+                                                                      stats.ratio_replicates(f.tpot_reps[99], a.tpot_reps[99])),
+                                "ttft_p99_ms": _ms(stats.estimate(f.ttft_p99, f.ttft_reps[99]))})
+                # The BE over the LC phases' windows, pooled over the rounds.
+                wins = [stats.iteration_times(e["be"].get("iteration_ends", []), _phase(e["lc"], i)["window"]) for e in ok]
+                its = stats.rate(wins)
+                its_reps = stats.rate_replicates(wins, resamples, _seed(seed, combo, load, scheme, "be"))
+                row["be_its"] = stats.estimate(its, its_reps)
+                for kind, key in ((BE_ALONE_PLAIN, "be_over_alone"), (BE_ALONE_MPS, "be_over_alone_mps")):
+                    if kind in be_alone:
+                        value, reps = be_alone[kind]
+                        row[key] = stats.estimate(its / value, stats.ratio_replicates(its_reps, reps))
                 rows.append(row)
     rows.sort(key=lambda r: (r["combo"], r["load"], r["scheme"]))
     return rows
+
+
+def lc_axis(row):
+    """The LC figure a point is judged on: the per-token p99 of an LLM decode service (its
+    per-request p99 rests on too few requests), else the request p99."""
+    return "tpot_p99_ms" if row.get("llm") and "tpot_p99_ms" in row else "lc_p99_ms"
+
+
+def compare(ours, theirs):
+    """Our row against a baseline's on both axes: (LC verdict, BE verdict, dominance)."""
+    key = lc_axis(ours)
+    lc = stats.axis_verdict(ours[key], theirs[key], lower_is_better=True) if key in theirs else "within noise"
+    be = stats.axis_verdict(ours["be_its"], theirs["be_its"], lower_is_better=False)
+    return lc, be, stats.dominance(lc, be)
+
+
+def verdicts(rows, default=DEFAULT_SCHEME):
+    """Per (combo, load): the default scheme against every baseline present, the targets, and the
+    best of the other concord-* variants (picked after the run: the one no baseline dominates,
+    then the lowest LC p99)."""
+    groups = {}
+    for r in rows:
+        if "error" not in r:
+            groups.setdefault((r["combo"], r["load"]), {})[r["scheme"]] = r
+    out = []
+    for (combo, load), rs in sorted(groups.items()):
+        base = {s: r for s, r in rs.items() if s in BASELINES}
+        v = {"combo": combo, "load": load, "default": default}
+        ours = rs.get(default)
+        if ours is not None:
+            v["against"] = {s: dict(zip(("lc", "be", "dominance"), compare(ours, b))) for s, b in sorted(base.items())}
+            v["dominated_by"] = sorted(s for s, c in v["against"].items() if c["dominance"] == "dominated")
+            v["dominated_by_mps_or_prio"] = any(s in ("mps", "mps-prio") for s in v["dominated_by"])
+            v["enough"] = ours["enough"] if lc_axis(ours) == "lc_p99_ms" else ours.get("tokens_enough", False)
+            if ours.get("graph"):
+                v["target_lc"] = stats.against_target(ours["lc_p99_over_alone"], 1.15)
+                if "be_over_alone" in ours:
+                    v["target_be"] = stats.against_target(ours["be_over_alone"], 0.65, lower_is_better=False)
+        others = [r for s, r in rs.items() if s.startswith("concord") and s != default]
+        if others:
+            def rank(r):
+                dominated = sum(compare(r, b)[2] == "dominated" for b in base.values())
+                return (dominated, r[lc_axis(r)]["value"])
+            best = min(others, key=rank)
+            v["best_of"] = {"scheme": best["scheme"], "of": sorted(r["scheme"] for r in others),
+                            "against": {s: dict(zip(("lc", "be", "dominance"), compare(best, b))) for s, b in sorted(base.items())}}
+        out.append(v)
+    return out
+
+
+def fmt(x, digits=2):
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def fmt_est(e, digits=2):
+    if not e:
+        return "–"
+    return f"{fmt(e['value'], digits)} [{fmt(e['lo'], digits)}, {fmt(e['hi'], digits)}]"
+
+
+def tables(rows, vs):
+    """The Markdown of rows_of() and verdicts()."""
+    lines = ["# bench/apps: PyTorch LC service beside PyTorch training, as separate processes", "",
+             "Figures pooled over the rounds, each with its 95% bootstrap interval; p99 / alone against the LC alone "
+             "of the scheme's group in the same rounds.", ""]
+    key = None
+    for r in rows:
+        if (r["combo"], r["load"]) != key:
+            key = (r["combo"], r["load"])
+            lines += ["", f"## {r['combo']}, LC at {r['load']:g} of its alone capacity", "",
+                      "| scheme | rounds | requests | LC p50 ms | LC p99 ms | LC p99 / alone | per round | SLO % | BE it/s | "
+                      "BE / alone | BE / alone (MPS) |",
+                      "|---|---:|---:|---|---|---|---|---:|---|---|---|"]
+        if "error" in r:
+            lines.append(f"| {r['scheme']} | failed: {r['error'].splitlines()[0][:80]} | | | | | | | | | |")
+            continue
+        few = "" if r["enough"] else " (too few samples)"
+        lines.append(f"| {r['scheme']} | {r['rounds']} | {r['requests']} | {fmt_est(r['lc_p50_ms'])} | {fmt_est(r['lc_p99_ms'])}{few} | "
+                     f"{fmt_est(r['lc_p99_over_alone'])} | {', '.join(fmt(x) for x in r['p99_over_alone_rounds'])} | "
+                     f"{fmt(100 * r['slo_attainment'], 1)} | {fmt_est(r['be_its'])} | {fmt_est(r.get('be_over_alone'))} | "
+                     f"{fmt_est(r.get('be_over_alone_mps'))} |")
+    llm = [r for r in rows if r.get("llm") and "tpot_p99_ms" in r]
+    if llm:
+        lines += ["", "## LLM decode services: time to first token and per-token latency", "",
+                  "| combo | load | scheme | requests | tokens | TTFT p99 ms | per-token p50 ms | per-token p99 ms | per-token p99 / alone |",
+                  "|---|---:|---|---:|---:|---|---|---|---|"]
+        for r in llm:
+            few = "" if r["tokens_enough"] else " (too few samples)"
+            lines.append(f"| {r['combo']} | {r['load']:g} | {r['scheme']} | {r['requests']} | {r['tokens']} | {fmt_est(r['ttft_p99_ms'])} | "
+                         f"{fmt_est(r['tpot_p50_ms'])} | {fmt_est(r['tpot_p99_ms'])}{few} | {fmt_est(r['tpot_p99_over_alone'])} |")
+    lines += ["", "## Dominance: the default configuration against every baseline", "",
+              "Per axis: beats / loses when the intervals separate, else within noise (LC: request p99; per-token p99 for "
+              "an LLM decode service). Both axes: dominates, dominated, trade-off, within noise.", "",
+              "| combo | load | configuration | baseline | LC | BE | both |", "|---|---:|---|---|---|---|---|"]
+    for v in vs:
+        if "against" not in v:
+            continue
+        note = "" if v["enough"] else " (too few samples)"
+        for s, c in v["against"].items():
+            lines.append(f"| {v['combo']} | {v['load']:g} | {v['default']}{note} | {s} | {c['lc']} | {c['be']} | {c['dominance']} |")
+    best = [v for v in vs if "best_of" in v]
+    if best:
+        lines += ["", "## Beside it: the best of the other Concord variants, picked after the run", "",
+                  "Not a configuration a user runs: the variant is chosen per point from the results.", "",
+                  "| combo | load | best of | picked | dominated by | trade-off against | beats on both |", "|---|---:|---|---|---|---|---|"]
+        for v in best:
+            b = v["best_of"]
+            by = lambda d: ", ".join(s for s, c in b["against"].items() if c["dominance"] == d) or "none"  # noqa: E731
+            lines.append(f"| {v['combo']} | {v['load']:g} | {len(b['of'])} | {b['scheme']} | {by('dominated')} | {by('trade-off')} | "
+                         f"{by('dominates')} |")
+    targets = [v for v in vs if "target_lc" in v]
+    if targets:
+        lines += ["", "## Graph services: LC p99 <= 1.15x alone with BE >= 0.65 of alone (the default configuration)", "",
+                  "| combo | load | LC p99 / alone | BE / alone | LC target | BE target |", "|---|---:|---|---|---|---|"]
+        for v in targets:
+            r = next(x for x in rows if x["combo"] == v["combo"] and x["load"] == v["load"] and x["scheme"] == v["default"])
+            lines.append(f"| {v['combo']} | {v['load']:g} | {fmt_est(r['lc_p99_over_alone'])} | {fmt_est(r.get('be_over_alone'))} | "
+                         f"{v['target_lc']} | {v.get('target_be', '–')} |")
+    return "\n".join(lines) + "\n"
 
 
 # The library's counters (CONCORD_INTERCEPT_STATS) a scheme's BE share table shows, each over the
@@ -99,9 +377,22 @@ MECHANISMS = (("room_asked", "asked for room"), ("room_sms", "on an SM-count con
               ("cap_waits", "waited at the in-flight cap"), ("priority_attribute", "priority attribute"))
 
 
+def _scheme_dirs(out):
+    """(combo, scheme, folder) of every scheme run under `out`, rounds and legacy layout alike."""
+    for combo in sorted(os.listdir(out)):
+        base = os.path.join(out, combo)
+        if not os.path.isdir(base):
+            continue
+        rounds = sorted(d for d in os.listdir(base) if re.match(r"round\d+$", d))
+        for d in [os.path.join(base, x) for x in rounds] or [base]:
+            for scheme in sorted(os.listdir(d)):
+                if os.path.isdir(os.path.join(d, scheme)):
+                    yield combo, scheme, os.path.join(d, scheme)
+
+
 def library_tables(out):
     """Per combo: the BE alone under each --be-alone-under scheme over the BE alone under plain MPS
-    (the library's cost with caps armed), and per concord scheme the share of the BE's launches
+    (the library's cost with caps armed), and per concord scheme run the share of the BE's launches
     each mechanism touched (from its be_intercept.json)."""
     alone, touched = [], []
     for combo in sorted(os.listdir(out)):
@@ -114,202 +405,62 @@ def library_tables(out):
                 r = load_json(os.path.join(base, f))
                 if r and mps:
                     alone.append((combo, f[len("be_alone_"):-len(".json")], r["its"], mps["its"]))
-        for scheme in sorted(os.listdir(base)):
-            if scheme.startswith("shares_"):
-                continue
-            s = load_json(os.path.join(base, scheme, "be_intercept.json"))
-            if not s or not s.get("leased"):
-                continue
-            touched.append((combo, scheme, s["leased"], {k: s.get(k, 0) / s["leased"] for k, _ in MECHANISMS}))
+    for combo, scheme, d in _scheme_dirs(out):
+        if scheme.startswith("shares_"):
+            continue
+        s = load_json(os.path.join(d, "be_intercept.json"))
+        if not s or not s.get("leased"):
+            continue
+        touched.append((combo, scheme, s["leased"], {k: s.get(k, 0) / s["leased"] for k, _ in MECHANISMS}))
     return alone, touched
 
 
 def profiled_shares(out):
     """(combo, scheme, shares.classify()) of each run.py --shares-under run found under `out`."""
     found = []
-    for combo in sorted(os.listdir(out)):
-        base = os.path.join(out, combo)
-        if not os.path.isdir(base):
-            continue
-        for d in sorted(os.listdir(base)):
-            doc = load_json(os.path.join(base, d, "kernels.json")) if d.startswith("shares_") else None
-            if doc:
-                found.append((combo, d[len("shares_"):], shares.classify(doc)))
+    for combo, d, path in _scheme_dirs(out):
+        doc = load_json(os.path.join(path, "kernels.json")) if d.startswith("shares_") else None
+        if doc:
+            found.append((combo, d[len("shares_"):], shares.classify(doc)))
     return found
-
-
-NUMERIC = ("lc_p50_over_alone", "lc_p99_over_alone", "slo_attainment", "be_over_alone", "lc_p99_ms", "be_its",
-           "be_over_alone_mps")
-
-
-def medians(runs):
-    """Rows of several repeats -> one row per (combo, load, scheme): the median of each figure over
-    the repeats that measured it, `runs` their count; a scheme that failed in every repeat keeps
-    its first error."""
-    groups = {}
-    for rows in runs:
-        for r in rows:
-            groups.setdefault((r["combo"], r["load"], r["scheme"]), []).append(r)
-    out = []
-    for key, rs in sorted(groups.items()):
-        ok = [r for r in rs if "error" not in r]
-        if not ok:
-            out.append(dict(rs[0]))
-            continue
-        row = {"combo": key[0], "load": key[1], "scheme": key[2], "graph": ok[0]["graph"], "runs": len(ok)}
-        for f in NUMERIC:
-            vals = [r[f] for r in ok if not math.isnan(r[f])]
-            row[f] = statistics.median(vals) if vals else float("nan")
-        out.append(row)
-    return out
-
-
-def beats(a, b):
-    """Whether run `a` is better than run `b` on both axes: lower LC p99 and higher BE rate."""
-    return a["lc_p99_ms"] < b["lc_p99_ms"] and a["be_its"] > b["be_its"]
-
-
-def frontier_be(frontier, p99_ms):
-    """The MPS frontier at a tail: the most BE rate any of its settings gives with an LC p99 no
-    worse than `p99_ms` (None when every setting's tail is worse). The settings are discrete, so
-    the frontier is a step, not a line between them."""
-    ok = [r["be_its"] for r in frontier if r["lc_p99_ms"] <= p99_ms]
-    return max(ok) if ok else None
-
-
-def check_of(r, mps):
-    """The check for one Concord run: (description, met or None when it cannot be
-    decided). A graph combo: LC p99 <= 1.15x alone with BE >= 0.65 of alone; an eager combo: no
-    worse than plain MPS on either axis."""
-    if r["graph"]:
-        return "LC p99 <= 1.15x alone, BE >= 0.65 of alone", r["lc_p99_over_alone"] <= 1.15 and r["be_over_alone"] >= 0.65
-    if mps is None:
-        return "", None
-    return "LC p99 <= MPS's, BE >= MPS's", r["lc_p99_ms"] <= mps["lc_p99_ms"] and r["be_its"] >= mps["be_its"]
-
-
-def verdicts(rows):
-    """Per (combo, load): Concord's best scheme (one that meets the check if any does; then the one
-    the fewest baselines beat on both axes; then the lowest LC p99), the baselines that beat it on
-    both axes, where it stands against the MPS frontier (MPS with the BE at 100/75/50/25% and time
-    slicing: above it when no setting gives as much BE at as low a tail), and the check."""
-    out = []
-    groups = {}
-    for r in rows:
-        if "error" not in r:
-            groups.setdefault((r["combo"], r["load"]), []).append(r)
-    for (combo, load), rs in sorted(groups.items()):
-        base = [r for r in rs if r["scheme"] in BASELINES]
-        frontier = [r for r in rs if r["scheme"] in FRONTIER]
-        ours = [r for r in rs if r["scheme"].startswith("concord-")]
-        if not ours:
-            continue
-        mps = next((r for r in rs if r["scheme"] == "mps"), None)
-
-        def rank(r):
-            _, met = check_of(r, mps)
-            return (not met, sum(beats(b, r) for b in base), r["lc_p99_ms"])
-
-        best = min(ours, key=rank)
-        v = {"combo": combo, "load": load, "graph": best["graph"], "best": best["scheme"],
-             "lc_p99_over_alone": best["lc_p99_over_alone"], "be_over_alone": best["be_over_alone"],
-             "beaten_by": [b["scheme"] for b in base if beats(b, best)]}
-        if frontier:
-            f = frontier_be(frontier, best["lc_p99_ms"])
-            v["frontier_be_over_alone"] = None if f is None else f / best["be_its"] * best["be_over_alone"]
-            v["above_frontier"] = f is None or best["be_its"] >= f
-            v["frontier_points"] = sorted(r["scheme"] for r in frontier)
-        if mps is not None:
-            v["p99_over_mps"] = best["lc_p99_ms"] / mps["lc_p99_ms"]
-            v["be_over_mps"] = best["be_its"] / mps["be_its"]
-        check, met = check_of(best, mps)
-        if met is not None:
-            v["check"] = check
-            v["met"] = met
-        out.append(v)
-    return out
-
-
-def fmt(x, digits=2):
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", nargs="+", help="run.py's OUTDIR; several: repeats, summarised by their medians")
+    ap.add_argument("out", nargs="+", help="run.py's OUTDIR; several: their rounds pooled")
+    ap.add_argument("--default", default=DEFAULT_SCHEME, help="the scheme judged as Concord's default configuration")
     ap.add_argument("--json", help="also write the rows and verdicts here")
+    ap.add_argument("--resamples", type=int, default=stats.RESAMPLES)
+    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     for d in a.out:
         if not os.path.isdir(d):
             sys.exit(f"summarize.py: {d}: not a directory")
-    runs = [rows_of(d) for d in a.out]
-    runs = [r for r in runs if r]
-    if not runs:
+    rows = rows_of(a.out, a.resamples, a.seed)
+    if not rows:
         sys.exit(f"summarize.py: {', '.join(a.out)}: no runs found")
-    rows = runs[0] if len(runs) == 1 else medians(runs)
-    # Each repeat decided alone: how often the check was met.
-    per_repeat = {}
-    if len(runs) > 1:
-        for rs in runs:
-            for v in verdicts(rs):
-                if "met" in v:
-                    n = per_repeat.setdefault((v["combo"], v["load"]), [0, 0])
-                    n[0] += v["met"]
-                    n[1] += 1
-    print("# bench/apps: PyTorch LC service beside PyTorch training, as separate processes\n")
-    if len(runs) > 1:
-        print(f"Medians over {len(runs)} repeats (each scheme's figure; 'runs' where a scheme has fewer).\n")
-    key = None
-    for r in rows:
-        if (r["combo"], r["load"]) != key:
-            key = (r["combo"], r["load"])
-            print(f"\n## {r['combo']}, LC at {r['load']:g} of its alone capacity\n")
-            print("| scheme | LC p50 / alone | LC p99 / alone | SLO attainment % | BE / BE alone | BE / BE alone under MPS |")
-            print("|---|---:|---:|---:|---:|---:|")
-        if "error" in r:
-            print(f"| {r['scheme']} | failed: {r['error'].splitlines()[0][:80]} | | | | |")
-            continue
-        runs_note = f" ({r['runs']} runs)" if r.get("runs", len(runs)) != len(runs) else ""
-        print(f"| {r['scheme']}{runs_note} | {fmt(r['lc_p50_over_alone'])} | {fmt(r['lc_p99_over_alone'])} | "
-              f"{fmt(100 * r['slo_attainment'], 1)} | {fmt(r['be_over_alone'])} | {fmt(r['be_over_alone_mps'])} |")
-    vs = verdicts(rows)
-    print("\n## Dominance: Concord's best scheme per combo and load, the baselines better on both axes, the MPS frontier\n")
-    print("| combo | load | Concord's best | LC p99 / alone | BE / alone | baselines better on both | MPS frontier's BE at that p99 | above the frontier | check | met |")
-    print("|---|---:|---|---:|---:|---|---:|---|---|---|")
-    for v in vs:
-        extra = ""
-        if "p99_over_mps" in v:
-            extra = f" (p99 {fmt(v['p99_over_mps'])}x MPS's, BE {fmt(v['be_over_mps'])}x)"
-        met = "" if "met" not in v else ("yes" if v["met"] else "NO")
-        if (v["combo"], v["load"]) in per_repeat:
-            k, n = per_repeat[(v["combo"], v["load"])]
-            met += f" (met in {k} of {n} repeats)"
-            v["met_in_repeats"] = [k, n]
-        above = "" if "above_frontier" not in v else ("yes" if v["above_frontier"] else "NO")
-        print(f"| {v['combo']} | {v['load']:g} | {v['best']} | {fmt(v['lc_p99_over_alone'])} | {fmt(v['be_over_alone'])} | "
-              f"{', '.join(v['beaten_by']) or 'none'} | {fmt(v.get('frontier_be_over_alone'))} | {above} | "
-              f"{v.get('check', '')}{extra} | {met} |")
+    vs = verdicts(rows, a.default)
+    text = tables(rows, vs)
     alone, mech = library_tables(a.out[0])
     if alone:
-        print("\n## The BE alone under the library, caps armed (no LC), over the BE alone under plain MPS\n")
-        print("| combo | scheme | BE it/s | under MPS | ratio |")
-        print("|---|---|---:|---:|---:|")
-        for combo, scheme, its, mps_its in alone:
-            print(f"| {combo} | {scheme} | {fmt(its)} | {fmt(mps_its)} | {fmt(its / mps_its, 3)} |")
+        text += "\n## The BE alone under the library, caps armed (no LC), over the BE alone under plain MPS\n\n"
+        text += "| combo | scheme | BE it/s | under MPS | ratio |\n|---|---|---:|---:|---:|\n"
+        text += "".join(f"| {c} | {s} | {fmt(i)} | {fmt(m)} | {fmt(i / m, 3)} |\n" for c, s, i, m in alone)
     if mech:
-        print("\n## Which share of the BE's launches each mechanism touched (the library's counters, whole run)\n")
-        print("| combo | scheme | BE launches | " + " | ".join(label for _, label in MECHANISMS) + " |")
-        print("|---|---|---:|" + "---:|" * len(MECHANISMS))
-        for combo, scheme, n, share in mech:
-            print(f"| {combo} | {scheme} | {n} | " + " | ".join(f"{100 * share[k]:.1f}%" for k, _ in MECHANISMS) + " |")
+        text += "\n## Which share of the BE's launches each mechanism touched (the library's counters, whole run)\n\n"
+        text += "| combo | scheme | BE launches | " + " | ".join(label for _, label in MECHANISMS) + " |\n"
+        text += "|---|---|---:|" + "---:|" * len(MECHANISMS) + "\n"
+        text += "".join(f"| {c} | {s} | {n} | " + " | ".join(f"{100 * share[k]:.1f}%" for k, _ in MECHANISMS) + " |\n"
+                        for c, s, n, share in mech)
     profiled = profiled_shares(a.out[0])
     if profiled:
-        print("\n## Which share of the BE's launches and GPU time each room mechanism applied to (profiled windows, "
-              "run.py --shares-under)\n")
-        print(shares.table(profiled))
+        text += ("\n## Which share of the BE's launches and GPU time each room mechanism applied to (profiled windows, "
+                 "run.py --shares-under)\n\n" + shares.table(profiled) + "\n")
+    sys.stdout.write(text)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "verdicts": vs, "be_alone_under": alone, "mechanism_shares": mech,
+            json.dump({"resamples": a.resamples, "seed": a.seed, "default": a.default, "rows": rows, "verdicts": vs,
+                       "be_alone_under": alone, "mechanism_shares": mech,
                        "profiled_shares": [{"combo": c, "scheme": s, **v} for c, s, v in profiled]}, f, indent=1)
 
 

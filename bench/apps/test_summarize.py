@@ -1,8 +1,10 @@
-"""summarize.py on hand-made results (CPU; no PyTorch): the ratios, the SLO count and the BE
-window are the ones the files imply, a failed run is listed as failed, and the dominance table
-names the baselines that beat Concord's best scheme on both axes."""
+"""summarize.py on hand-made results (CPU; no PyTorch): the raw files of runs before rounds read as
+one round with the figures they imply, rounds pool with each scheme judged against its own group's
+alone, an LLM service is judged on its per-token p99, and the dominance table calls beats, loses,
+trade-offs and noise as the intervals say."""
 import json
 import os
+import random
 import sys
 import tempfile
 import unittest
@@ -11,6 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shares  # noqa: E402
 import summarize  # noqa: E402
 
+RESAMPLES = 100
+
 
 def write(path, obj):
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -18,110 +22,171 @@ def write(path, obj):
         json.dump(obj, f)
 
 
-def phase(latencies, window):
-    return {"latency_s": latencies, "window": window}
+def phase(latencies, window, **extra):
+    return {"latency_s": latencies, "window": window, **extra}
 
 
-def steady_run(base, scheme, p99_s, its):
-    """A scheme's run: every LC request at p99_s in both phases (windows [0, 10] and [20, 30] s),
-    the BE at `its` iterations per second throughout."""
-    lat = [p99_s] * 100
-    write(os.path.join(base, scheme, "lc.json"), {"phases": [phase(lat, [0.0, 10.0]), phase(lat, [20.0, 30.0])]})
-    ends = [i / its for i in range(int(10 * its) + 1)] + [20.0 + i / its for i in range(int(10 * its) + 1)]
-    write(os.path.join(base, scheme, "be.json"), {"iteration_ends": ends})
+def ends_at(its, lo, hi):
+    """Iteration ends at `its` per second from lo to hi."""
+    return [lo + i / its for i in range(int((hi - lo) * its) + 1)]
 
 
-class SummarizeTest(unittest.TestCase):
-    def make(self, out, graph):
-        base = os.path.join(out, "bert-8__resnet50-64" if not graph else "resnet50-64-graph__resnet50-64")
+def noisy(rng, p99_s, n):
+    """n latencies around p99_s / 2 with a tail whose p99 is about p99_s."""
+    return [p99_s * (0.5 + 0.5 * rng.random() ** 8) for _ in range(n)]
+
+
+def rows_by(out, **kw):
+    return {(r["scheme"], r["load"]): r for r in summarize.rows_of(out, resamples=RESAMPLES, **kw)}
+
+
+class LegacyLayoutTest(unittest.TestCase):
+    """A run made before rounds: one folder per scheme, lc_alone/, be_alone.json: one round."""
+
+    def make(self, out):
+        base = os.path.join(out, "resnet50-64-graph__resnet50-64")
         write(os.path.join(base, "settings.json"), {"loads": [0.3, 0.6], "targets_ms": [15.0, 15.0]})
-        write(os.path.join(base, "be_alone.json"), {"its": 10.0, "iteration_ends": []})
-        write(os.path.join(base, "be_alone_mps.json"), {"its": 11.0, "iteration_ends": []})
-        alone = {"p50_s": 0.01, "p99_s": 0.01}
-        write(os.path.join(base, "lc_alone", "lc.json"), {"graph": graph, "phases": [alone, alone]})
+        write(os.path.join(base, "be_alone.json"), {"its": 10.0, "iteration_ends": ends_at(10.0, 0.0, 12.0)})
+        write(os.path.join(base, "be_alone_mps.json"), {"its": 11.0, "iteration_ends": ends_at(11.0, 0.0, 12.0)})
+        alone = phase([0.010] * 100, [0.0, 1.0])
+        write(os.path.join(base, "lc_alone", "lc.json"), {"graph": True, "phases": [alone, alone]})
         return base
 
     def test_ratios_slo_and_be_window(self):
         with tempfile.TemporaryDirectory() as out:
-            base = self.make(out, graph=True)
-            # 100 requests: 90 at 12 ms, 10 at 30 ms; the first phase's window is [100, 102] s, the
-            # second's [200, 201].
+            base = self.make(out)
+            # 100 requests: 90 at 12 ms, 10 at 30 ms.
             lat = [0.012] * 90 + [0.030] * 10
-            write(os.path.join(base, "mps", "lc.json"), {"phases": [phase(lat, [100.0, 102.0]), phase(lat, [200.0, 201.0])]})
-            # BE: 5 iterations per second inside the first window, 3 inside the second.
-            ends = [99.0, 99.5] + [100.0 + 0.2 * i for i in range(11)] + [103.0] + [200.1, 200.5, 200.9]
+            write(os.path.join(base, "mps", "lc.json"), {"graph": True, "phases": [phase(lat, [100.0, 102.0]), phase(lat, [200.0, 201.0])]})
+            # BE: 5 iterations per second inside the first window, 4 inside the second.
+            ends = [99.0, 99.5] + [100.0 + 0.2 * i for i in range(11)] + [103.0] + ends_at(4.0, 199.0, 202.0)
             write(os.path.join(base, "mps", "be.json"), {"iteration_ends": ends})
             os.makedirs(os.path.join(base, "concord-sgdrc"))
             with open(os.path.join(base, "concord-sgdrc", "error.txt"), "w") as f:
                 f.write("concordd did not come up\n")
-            rows = {(r["scheme"], r["load"]): r for r in summarize.rows_of(out)}
+            rows = rows_by(out)
             mps = rows[("mps", 0.3)]
-            self.assertAlmostEqual(mps["lc_p50_over_alone"], 1.2)
-            self.assertAlmostEqual(mps["lc_p99_over_alone"], 3.0)
+            self.assertEqual(mps["rounds"], 1)
+            self.assertEqual(mps["alone_ref"], "alone", "runs before rounds compared everything with the plain LC alone")
+            self.assertAlmostEqual(mps["lc_p50_over_alone"]["value"], 1.2)
+            self.assertAlmostEqual(mps["lc_p99_over_alone"]["value"], 3.0)
+            self.assertEqual(mps["p99_over_alone_rounds"], [3.0])
             self.assertAlmostEqual(mps["slo_attainment"], 0.9)
-            self.assertAlmostEqual(mps["be_over_alone"], 11 / 2.0 / 10.0)
-            self.assertAlmostEqual(mps["be_over_alone_mps"], 11 / 2.0 / 11.0)
-            self.assertAlmostEqual(rows[("mps", 0.6)]["be_its"], 3.0)
+            # The first iteration ending in the window (at 100.0) began at 99.5.
+            self.assertAlmostEqual(mps["be_its"]["value"], 11 / 2.5)
+            self.assertAlmostEqual(mps["be_over_alone"]["value"], 11 / 2.5 / 10.0)
+            self.assertAlmostEqual(mps["be_over_alone_mps"]["value"], 11 / 2.5 / 11.0)
+            self.assertAlmostEqual(rows[("mps", 0.6)]["be_its"]["value"], 4.0)
+            self.assertFalse(mps["enough"], "100 requests leave one above the p99")
             self.assertIn("did not come up", rows[("concord-sgdrc", 0.3)]["error"])
 
-    def test_dominance_and_the_eager_check(self):
-        with tempfile.TemporaryDirectory() as out:
-            base = self.make(out, graph=False)
-            run = lambda scheme, p99_s, its: steady_run(base, scheme, p99_s, its)  # noqa: E731
-
-            run("mps", 0.010, 9.0)
-            run("mps-be50", 0.009, 8.0)
-            run("timeslice", 0.020, 10.0)
-            run("concord-orion", 0.0099, 8.5)   # beaten by nobody on both axes, but less BE than MPS
-            run("concord-sgdrc", 0.0095, 7.0)   # mps-be50 beats it on both
-            run("concord-orion-s66-r2", 0.0098, 9.2)  # no worse than MPS on either axis: the check's
-            vs = {v["load"]: v for v in summarize.verdicts(summarize.rows_of(out))}
-            v = vs[0.3]
-            self.assertEqual(v["best"], "concord-orion-s66-r2")
-            self.assertEqual(v["beaten_by"], [])
-            self.assertTrue(v["met"])
-            self.assertTrue(v["above_frontier"])
-            self.assertAlmostEqual(v["p99_over_mps"], 0.98)
-
-    def test_the_mps_frontier_is_a_step(self):
-        with tempfile.TemporaryDirectory() as out:
-            base = self.make(out, graph=True)
-            run = lambda scheme, p99_s, its: steady_run(base, scheme, p99_s, its)  # noqa: E731
-
-            run("mps", 0.030, 9.0)
-            run("mps-be50", 0.015, 7.0)
-            run("mps-be25", 0.011, 4.0)
-            run("concord-orion", 0.012, 5.0)  # at 12 ms MPS gives 4 (be25): above, though be50 gives more at 15
-            vs = {v["load"]: v for v in summarize.verdicts(summarize.rows_of(out))}
-            v = vs[0.3]
-            self.assertTrue(v["above_frontier"])
-            self.assertAlmostEqual(v["frontier_be_over_alone"], 0.41)  # 41 iterations in the 10 s window
-            self.assertFalse(v["met"], "1.2x alone is over 1.15x")
-            run("concord-orion", 0.016, 5.0)  # at 16 ms be50 gives 7: below
-            v = {v["load"]: v for v in summarize.verdicts(summarize.rows_of(out))}[0.3]
-            self.assertFalse(v["above_frontier"])
-            self.assertEqual(v["beaten_by"], ["mps-be50"])
-
-    def test_repeats_take_the_median(self):
+    def test_two_folders_are_two_rounds(self):
         with tempfile.TemporaryDirectory() as top:
             outs = []
-            for rep, (p99_ours, p99_mps) in enumerate([(0.0099, 0.010), (0.030, 0.010), (0.0101, 0.010)]):
-                out = os.path.join(top, f"rep{rep}")
-                base = self.make(out, graph=False)
-                for scheme, p99 in (("mps", p99_mps), ("concord-orion", p99_ours)):
-                    lat = [p99] * 100
-                    write(os.path.join(base, scheme, "lc.json"), {"phases": [phase(lat, [0.0, 10.0]), phase(lat, [20.0, 30.0])]})
-                    ends = [i / 9.0 for i in range(91)] + [20.0 + i / 9.0 for i in range(91)]
-                    write(os.path.join(base, scheme, "be.json"), {"iteration_ends": ends})
+            for k, p99 in enumerate((0.020, 0.040)):
+                out = os.path.join(top, f"rep{k}")
+                base = self.make(out)
+                write(os.path.join(base, "mps", "lc.json"), {"phases": [phase([p99] * 100, [0.0, 1.0])] * 2})
+                write(os.path.join(base, "mps", "be.json"), {"iteration_ends": ends_at(9.0, 0.0, 1.0)})
                 outs.append(out)
-            rows = summarize.medians([summarize.rows_of(o) for o in outs])
-            orion = next(r for r in rows if r["scheme"] == "concord-orion" and r["load"] == 0.3)
-            # The median of 9.9, 30 and 10.1 ms: one slow repeat does not decide.
-            self.assertAlmostEqual(orion["lc_p99_ms"], 10.1)
-            self.assertEqual(orion["runs"], 3)
-            v = next(v for v in summarize.verdicts(rows) if v["load"] == 0.3)
-            self.assertFalse(v["met"], "a 1% worse tail than MPS's is worse")
-            self.assertAlmostEqual(v["p99_over_mps"], 1.01)
+            mps = rows_by(outs)[("mps", 0.3)]
+            self.assertEqual(mps["rounds"], 2)
+            self.assertEqual(mps["requests"], 200)
+            self.assertEqual(mps["p99_over_alone_rounds"], [2.0, 4.0])
+            self.assertAlmostEqual(mps["lc_p99_over_alone"]["value"], 4.0, msg="the pooled p99 of 20 and 40 ms requests")
+
+
+class RoundsTest(unittest.TestCase):
+    """Three rounds, each with its own LC alone per group: the default configuration against the
+    baselines, by intervals."""
+
+    def make(self, out, schemes, llm=False):
+        rng = random.Random(1)
+        base = os.path.join(out, "bert-32-graph__bert-16")
+        write(os.path.join(base, "settings.json"), {"loads": [0.3], "targets_ms": [30.0], "rounds": 3})
+        for k in range(1, 4):
+            rd = os.path.join(base, f"round{k}")
+            write(os.path.join(rd, "be-alone", "be.json"), {"iteration_ends": ends_at(40.0, 0.0, 4.0), "window": [0.0, 4.0]})
+            write(os.path.join(rd, "be-alone-mps", "be.json"), {"iteration_ends": ends_at(50.0, 0.0, 4.0), "window": [0.0, 4.0]})
+            for group in ("alone", "alone-mps"):
+                write(os.path.join(rd, group, "lc.json"), {"graph": True, "phases": [self.phase(rng, 0.010, llm, k)]})
+            # Each round's window lies 10 s after the previous one's, its BE iterations inside it.
+            for scheme, (p99_s, its, ref) in schemes.items():
+                write(os.path.join(rd, scheme, "lc.json"), {"graph": True, "alone_ref": ref, "phases": [self.phase(rng, p99_s, llm, k)]})
+                write(os.path.join(rd, scheme, "be.json"), {"iteration_ends": ends_at(its, 10.0 * k, 10.0 * k + 2.0)})
+        return base
+
+    @staticmethod
+    def phase(rng, p99_s, llm, k):
+        window = [10.0 * k, 10.0 * k + 2.0]
+        if not llm:
+            return phase(noisy(rng, p99_s, 700), window)
+        # 20 requests of 64 tokens: the per-token times carry the p99, the requests do not.
+        return phase([0.5] * 20, window, ttft_s=[0.01] * 20, tpot_s=[noisy(rng, p99_s, 64) for _ in range(20)])
+
+    def test_the_default_against_each_baseline(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.make(out, {
+                "concord": (0.010, 30.0, "alone-mps"),
+                "mps": (0.025, 30.0, "alone-mps"),            # worse tail, same BE: within noise on BE
+                "mps-prio": (0.030, 10.0, "alone-mps"),       # worse on both: the default dominates it
+                "mps-be25": (0.010, 10.0, "alone-mps"),       # same tail, less BE
+                "timeslice": (0.005, 45.0, "alone"),          # better on both: the default is dominated
+                "priority-streams": (0.005, 10.0, "alone"),   # better tail, less BE: a trade-off
+                "concord-orion": (0.009, 30.0, "alone-mps"),
+            })
+            rows = summarize.rows_of(out, resamples=RESAMPLES)
+            ours = next(r for r in rows if r["scheme"] == "concord")
+            self.assertEqual(ours["rounds"], 3)
+            self.assertEqual(ours["requests"], 2100)
+            self.assertTrue(ours["enough"])
+            self.assertEqual(len(ours["p99_over_alone_rounds"]), 3)
+            self.assertAlmostEqual(ours["be_its"]["value"], 30.0, places=6)
+            self.assertAlmostEqual(ours["be_over_alone"]["value"], 30.0 / 40.0, places=6)
+            self.assertLess(ours["lc_p99_over_alone"]["lo"], 1.0)
+            self.assertGreater(ours["lc_p99_over_alone"]["hi"], 1.0, "concord's tail is the alone's")
+            v = summarize.verdicts(rows)[0]
+            self.assertEqual(v["default"], "concord")
+            got = {s: (c["lc"], c["be"], c["dominance"]) for s, c in v["against"].items()}
+            self.assertEqual(got["mps"], ("beats", "within noise", "within noise"))
+            self.assertEqual(got["mps-prio"], ("beats", "beats", "dominates"))
+            self.assertEqual(got["mps-be25"], ("within noise", "beats", "within noise"))
+            self.assertEqual(got["timeslice"], ("loses", "loses", "dominated"))
+            self.assertEqual(got["priority-streams"], ("loses", "beats", "trade-off"))
+            self.assertEqual(v["dominated_by"], ["timeslice"])
+            self.assertFalse(v["dominated_by_mps_or_prio"])
+            self.assertEqual(v["target_lc"], "met")
+            self.assertEqual(v["best_of"]["scheme"], "concord-orion")
+            text = summarize.tables(rows, summarize.verdicts(rows))
+            self.assertIn("| bert-32-graph__bert-16 | 0.3 | concord | timeslice | loses | loses | dominated |", text)
+            self.assertIn("picked after the run", text)
+
+    def test_a_scheme_failed_in_one_round_keeps_the_others(self):
+        with tempfile.TemporaryDirectory() as out:
+            base = self.make(out, {"concord": (0.010, 30.0, "alone-mps")})
+            rd = os.path.join(base, "round2", "concord")
+            os.remove(os.path.join(rd, "lc.json"))
+            with open(os.path.join(rd, "error.txt"), "w") as f:
+                f.write("the LC service failed (rc 1)\n")
+            row = next(r for r in summarize.rows_of(out, resamples=RESAMPLES) if r["scheme"] == "concord")
+            self.assertEqual(row["rounds"], 2)
+            self.assertEqual(row["requests"], 1400)
+            self.assertFalse(row["enough"])
+            self.assertIn("failed", row["errors"][0])
+
+    def test_an_llm_service_is_judged_on_its_per_token_tail(self):
+        with tempfile.TemporaryDirectory() as out:
+            self.make(out, {"concord": (0.010, 30.0, "alone-mps"), "mps": (0.030, 30.0, "alone-mps")}, llm=True)
+            rows = summarize.rows_of(out, resamples=RESAMPLES)
+            ours = next(r for r in rows if r["scheme"] == "concord")
+            self.assertTrue(ours["llm"])
+            self.assertEqual(ours["tokens"], 3 * 20 * 64)
+            self.assertFalse(ours["enough"], "60 requests")
+            self.assertTrue(ours["tokens_enough"])
+            self.assertEqual(summarize.lc_axis(ours), "tpot_p99_ms")
+            v = summarize.verdicts(rows)[0]
+            self.assertTrue(v["enough"])
+            self.assertEqual(v["against"]["mps"]["lc"], "beats", "the requests are all 0.5 s: only the tokens tell")
 
 
 class SharesTest(unittest.TestCase):
@@ -166,7 +231,7 @@ class SharesTest(unittest.TestCase):
 
     def test_summarize_finds_the_profiled_runs_and_keeps_them_out_of_the_schemes(self):
         with tempfile.TemporaryDirectory() as out:
-            base = SummarizeTest.make(SummarizeTest(), out, graph=False)
+            base = LegacyLayoutTest().make(out)
             write(os.path.join(base, "shares_concord-orion-s66", "kernels.json"), self.doc())
             found = summarize.profiled_shares(out)
             self.assertEqual([(c, s) for c, s, _ in found], [(os.path.basename(base), "concord-orion-s66")])
