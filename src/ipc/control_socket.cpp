@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -10,7 +11,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -131,14 +134,49 @@ Status recv_exact(int fd, std::span<uint8_t> bytes, std::chrono::steady_clock::t
   return Status::ok();
 }
 
+// The pid of the server listening at `addr`, when one answers there (a connect that succeeds, or
+// finds its backlog full); nullopt when nothing does (no file, or a socket nobody listens on).
+std::optional<int32_t> live_server(const sockaddr_un& addr) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  const int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  const int err = errno;
+  std::optional<int32_t> pid;
+  if (r == 0) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    pid = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : 0;
+  } else if (err == EAGAIN || err == EINPROGRESS) {
+    pid = 0;  // alive, its backlog full
+  }
+  ::close(fd);
+  return pid;
+}
+
 }  // namespace
+
+bool PeerCredentials::in_group(uint32_t group) const {
+  return gid == group || std::find(groups.begin(), groups.end(), group) != groups.end();
+}
 
 Result<PeerCredentials> KernelCredentials::peer(int fd) const {
   ucred cred{};
   socklen_t len = sizeof cred;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return sys_error("SO_PEERCRED");
   if (len != sizeof cred) return Status::io_error("control socket: SO_PEERCRED gave a short answer");
-  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+  PeerCredentials p{cred.pid, cred.uid, cred.gid};
+  // The groups the peer had when it connected, from the kernel: no race with a pid that ended and
+  // was reused, as reading /proc would have.
+  std::vector<gid_t> groups(64);
+  socklen_t glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  bool got = ::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0;
+  if (!got && errno == ERANGE) {
+    groups.resize(glen / sizeof(gid_t) + 1);
+    glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    got = ::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) == 0;
+  }
+  if (got) p.groups.assign(groups.begin(), groups.begin() + std::min<size_t>(groups.size(), glen / sizeof(gid_t)));
+  return p;
 }
 
 Result<uint32_t> group_id(const std::string& name) {
@@ -151,30 +189,93 @@ Result<uint32_t> group_id(const std::string& name) {
   return uint32_t(g.gr_gid);
 }
 
+Result<SocketPathLock> SocketPathLock::claim(const std::string& path, const std::string& what) {
+  Result<sockaddr_un> addr = address(path);
+  if (!addr.is_ok()) return addr.status();
+  const std::string lock_path = path + ".lock";
+  const auto fail = [&what](const std::string& op) {
+    return Status::io_error(fmt::format("{}: {}: {}", what, op, std::strerror(errno)));
+  };
+  SocketPathLock lock;
+  lock.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (lock.lock_fd_ < 0) return fail("open " + lock_path);
+  const auto refuse = [&](int32_t pid) {
+    const std::string who = pid > 0 ? fmt::format("a live server (pid {})", pid) : std::string("a live server");
+    return Status::already_exists(fmt::format("{} {}: {} serves it; stop it first (a second server never takes over a live "
+                                              "one's socket)", what, path, who));
+  };
+  if (::flock(lock.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return fail("flock " + lock_path);
+    // Held: the holder wrote its pid there (a server that answers says so itself too).
+    char buf[32] = {};
+    const ssize_t n = ::pread(lock.lock_fd_, buf, sizeof buf - 1, 0);
+    int32_t pid = n > 0 ? static_cast<int32_t>(std::strtol(buf, nullptr, 10)) : 0;
+    if (const std::optional<int32_t> answering = live_server(*addr); answering && *answering > 0) pid = *answering;
+    return refuse(pid);
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return Status::already_exists(fmt::format("{}: {} exists and is not a socket", what, path));
+    // A server that took no lock (an older daemon) may still be alive on it.
+    if (const std::optional<int32_t> answering = live_server(*addr)) return refuse(*answering);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail("unlink the stale " + path);
+  }
+  const std::string pid = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(lock.lock_fd_, 0) != 0 || ::pwrite(lock.lock_fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return fail("write " + lock_path);
+  }
+  lock.path_ = path;
+  return lock;
+}
+
+void SocketPathLock::bound() {
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) != 0) return;
+  bound_ = true;
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+}
+
+SocketPathLock::SocketPathLock(SocketPathLock&& other) noexcept { *this = std::move(other); }
+
+SocketPathLock& SocketPathLock::operator=(SocketPathLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    path_ = std::exchange(other.path_, {});
+    lock_fd_ = std::exchange(other.lock_fd_, -1);
+    bound_ = std::exchange(other.bound_, false);
+    dev_ = other.dev_;
+    ino_ = other.ino_;
+  }
+  return *this;
+}
+
+SocketPathLock::~SocketPathLock() { release(); }
+
+void SocketPathLock::release() {
+  struct stat st {};
+  if (bound_ && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) ::unlink(path_.c_str());
+  bound_ = false;
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // the lock file stays: removing it would race a server taking it
+  lock_fd_ = -1;
+}
+
 Result<ControlServer> ControlServer::listen(const ControlServerOptions& options, const CredentialSource& credentials,
                                             ControlHandler& handler) {
   Result<sockaddr_un> addr = address(options.path);
   if (!addr.is_ok()) return addr.status();
-  // Replace a stale socket left by a daemon that died, never another kind of file.
-  struct stat st {};
-  if (::lstat(options.path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return Status::already_exists(fmt::format("control socket: {} exists and is not a socket", options.path));
-    }
-    if (::unlink(options.path.c_str()) != 0) return sys_error("unlink " + options.path);
-  }
+  Result<SocketPathLock> lock = SocketPathLock::claim(options.path, "control socket");
+  if (!lock.is_ok()) return lock.status();
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return sys_error("socket");
-  ControlServer server(fd, options.path, credentials, handler, options);
+  ControlServer server(fd, std::move(*lock), credentials, handler, options);
   // Bind with no access for anyone, then open it to the mode: no window in which the umask's
   // wider default lets a stranger connect.
   const mode_t old_mask = ::umask(0777);
   const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr);
   ::umask(old_mask);
-  if (bound != 0) {
-    server.path_.clear();  // not ours to unlink
-    return sys_error("bind " + options.path);
-  }
+  if (bound != 0) return sys_error("bind " + options.path);
+  server.lock_.bound();
   if (options.gid && ::chown(options.path.c_str(), static_cast<uid_t>(-1), *options.gid) != 0) {
     return sys_error(fmt::format("chown {} to group {}", options.path, *options.gid));
   }
@@ -185,6 +286,7 @@ Result<ControlServer> ControlServer::listen(const ControlServerOptions& options,
 
 ControlServer::ControlServer(ControlServer&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
+      lock_(std::move(other.lock_)),
       path_(std::exchange(other.path_, {})),
       credentials_(other.credentials_),
       handler_(other.handler_),
@@ -199,7 +301,6 @@ ControlServer::ControlServer(ControlServer&& other) noexcept
 ControlServer::~ControlServer() {
   for (auto& [fd, client] : clients_) ::close(fd);
   if (fd_ >= 0) ::close(fd_);
-  if (!path_.empty()) ::unlink(path_.c_str());
 }
 
 void ControlServer::accept_all() {

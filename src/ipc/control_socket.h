@@ -21,12 +21,16 @@ namespace concord::ipc {
 struct PeerCredentials {
   int32_t pid = 0;
   uint32_t uid = 0;
-  uint32_t gid = 0;
+  uint32_t gid = 0;  // primary group
   // The server's id of the connection these came on (unique for the server's life): a tenant
   // belongs to the connection that registered it, so one of a process's connections closing or
   // saying goodbye drops only the tenants registered on it. 0 where no server assigned one.
   uint64_t connection = 0;
+  // Supplementary groups when the peer connected (SO_PEERGROUPS; empty where not known).
+  std::vector<uint32_t> groups;
   bool operator==(const PeerCredentials&) const = default;
+  // Whether the peer is in `group`: its primary group or one of its supplementary groups.
+  bool in_group(uint32_t group) const;
 };
 
 // Where the server learns who is on the other end of a connection.
@@ -36,7 +40,7 @@ class CredentialSource {
   virtual Result<PeerCredentials> peer(int fd) const = 0;
 };
 
-// The kernel's word: SO_PEERCRED (Linux), taken when the peer connected.
+// The kernel's word: SO_PEERCRED and SO_PEERGROUPS (Linux), taken when the peer connected.
 class KernelCredentials final : public CredentialSource {
  public:
   Result<PeerCredentials> peer(int fd) const override;
@@ -68,7 +72,7 @@ class ControlHandler {
 // The server's limits (docs/daemon.md, "Limits"): one user cannot lock the others out by holding
 // connections, and a connection that says nothing, or stops halfway through a frame, is closed.
 struct ControlServerOptions {
-  std::string path;             // the socket file; an existing socket file there is replaced
+  std::string path;             // the socket file; a stale one there is replaced, a live one refused (SocketPathLock)
   mode_t mode = 0660;
   std::optional<uint32_t> gid;  // the socket file's group (empty: the daemon's own)
   int max_clients = 1024;       // connections in all
@@ -83,6 +87,33 @@ struct ControlServerOptions {
 
 // The gid of a group name (getgrnam), for ControlServerOptions::gid.
 Result<uint32_t> group_id(const std::string& name);
+
+// A Unix socket path held by one server: `<path>.lock` is locked (flock) for the server's life,
+// and no live server answers on `path`. A socket file left by a server that died is removed; a
+// live server's is never touched: claim() fails naming its pid (from the kernel, SO_PEERCRED, or
+// the lock file). The socket file is removed at the end only while it is still the one this
+// server bound (bound()), so a server never removes a socket it did not create.
+class SocketPathLock {
+ public:
+  // `what` names the socket in messages ("control socket", "metrics socket").
+  static Result<SocketPathLock> claim(const std::string& path, const std::string& what);
+  SocketPathLock() = default;
+  SocketPathLock(SocketPathLock&& other) noexcept;
+  SocketPathLock& operator=(SocketPathLock&& other) noexcept;
+  SocketPathLock(const SocketPathLock&) = delete;
+  SocketPathLock& operator=(const SocketPathLock&) = delete;
+  ~SocketPathLock();
+  // The server bound `path`: the file there now is its own.
+  void bound();
+
+ private:
+  void release();
+  std::string path_;
+  int lock_fd_ = -1;
+  bool bound_ = false;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
 
 class ControlServer {
  public:
@@ -113,9 +144,9 @@ class ControlServer {
     Clock::time_point active;         // accepted, or its last whole request
     Clock::time_point frame_started;  // when `in` last went from empty to not
   };
-  ControlServer(int fd, std::string path, const CredentialSource& credentials, ControlHandler& handler,
+  ControlServer(int fd, SocketPathLock lock, const CredentialSource& credentials, ControlHandler& handler,
                 const ControlServerOptions& options)
-      : fd_(fd), path_(std::move(path)), credentials_(&credentials), handler_(&handler), options_(options) {}
+      : fd_(fd), lock_(std::move(lock)), path_(options.path), credentials_(&credentials), handler_(&handler), options_(options) {}
   void accept_all();
   // Out of descriptors (EMFILE, ENFILE): the listening socket stays readable, so it is left out of
   // poll until then instead of spinning; connections already open are served meanwhile.
@@ -126,6 +157,7 @@ class ControlServer {
   bool read_from(int fd, Client& client);
   void drop(int fd);
   int fd_ = -1;
+  SocketPathLock lock_;
   std::string path_;
   const CredentialSource* credentials_;
   ControlHandler* handler_;

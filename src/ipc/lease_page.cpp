@@ -130,7 +130,8 @@ TenantLease lease_summary(const LeaseTerms& terms, uint64_t lc_active) {
 
 Result<LeasePage> LeasePage::create(const std::string& label, const LeaseTerms& initial) {
   CONCORD_RETURN_IF_ERROR(check_terms(initial));
-  Result<SharedMemory> m = SharedMemory::create_sealed(label, kLeasePageBytes);
+  // Sealed against writes by anyone but this mapping: the tenant's page is the daemon's alone.
+  Result<SharedMemory> m = SharedMemory::create_sealed(label, kLeasePageBytes, /*peers_write=*/false);
   if (!m.is_ok()) return m.status();
   LeasePage p;
   p.memory_ = std::move(*m);
@@ -162,7 +163,7 @@ Status LeasePage::publish(const LeaseTerms& t) {
   return Status::ok();
 }
 
-Result<int> LeasePage::reader_fd() const { return memory_.reopen(O_RDONLY); }
+Result<int> LeasePage::reader_fd() const { return memory_.reopen_read_only(); }
 
 Result<LeaseReader> LeaseReader::from_fd(int fd, const std::string& label) {
   Result<SharedMemory> m = SharedMemory::from_fd_read_only(fd, label);
@@ -270,6 +271,6 @@ void NodeBoard::wait(uint32_t seen, uint64_t timeout_ns) const {
   (void)futex(&board_->wake, FUTEX_WAIT, seen, &ts);
 }
 
-Result<int> NodeBoard::tenant_fd(bool writable) const { return memory_.reopen(writable ? O_RDWR : O_RDONLY); }
+Result<int> NodeBoard::tenant_fd(bool writable) const { return writable ? memory_.duplicate() : memory_.reopen_read_only(); }
 
 }  // namespace concord::ipc

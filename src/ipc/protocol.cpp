@@ -85,8 +85,12 @@ Status check_fields(const Message& m, Bad bad) {
     CONCORD_RETURN_IF_ERROR(check_weight(r->weight, bad));
     if (r->pid <= 0) return bad("pid", fmt::format("{} is not a process id", r->pid));
     CONCORD_RETURN_IF_ERROR(check_device(r->device, "device", bad));
+    if (static_cast<uint8_t>(r->on_lc_refused) > 1) {
+      return bad("on_lc_refused", fmt::format("{} is not refuse (0) or best-effort (1)", static_cast<int>(r->on_lc_refused)));
+    }
     return check_name(r->name, "name", bad);
   }
+  if (const auto* g = std::get_if<GrantLc>(&m)) return check_name(g->label, "label", bad);
   if (const auto* l = std::get_if<LaunchNotice>(&m)) {
     if (l->seq == 0) return bad("seq", "is 0 (sequences start at 1)");
     if (l->graph) {
@@ -137,6 +141,10 @@ Status check_fields(const Message& m, Bad bad) {
   if (const auto* r = std::get_if<Registered>(&m)) {
     if (r->channel.size() > limits::kChannelBytes) return bad("channel", fmt::format("is {} bytes, over {}", r->channel.size(), limits::kChannelBytes));
     if (!channel_chars(r->channel)) return bad("channel", "is not '/' followed by letters, digits, '.', '_' or '-'");
+    CONCORD_RETURN_IF_ERROR(check_class(static_cast<uint8_t>(r->cls), "class", bad));
+    if (r->lc_refused.size() > limits::kErrorBytes) return bad("lc_refused", fmt::format("is {} bytes, over {}", r->lc_refused.size(), limits::kErrorBytes));
+    if (!printable(r->lc_refused)) return bad("lc_refused", "holds a byte that is not printable ASCII");
+    if (!r->lc_refused.empty() && r->cls != TenantClass::best_effort) return bad("lc_refused", "is set for a tenant admitted as LC");
     return Status::ok();
   }
   if (const auto* t = std::get_if<TenantList>(&m)) {
@@ -181,6 +189,10 @@ void write_body(Writer& w, const Message& m) {
           w.i32(v.pid);
           w.str(v.name);
           w.str(v.device);
+          w.u8(static_cast<uint8_t>(v.on_lc_refused));
+        } else if constexpr (std::is_same_v<T, GrantLc>) {
+          w.u32(v.uid);
+          w.str(v.label);
         } else if constexpr (std::is_same_v<T, LaunchNotice>) {
           w.u64(v.seq);
           w.u64(v.stream);
@@ -210,6 +222,8 @@ void write_body(Writer& w, const Message& m) {
         } else if constexpr (std::is_same_v<T, Registered>) {
           w.u64(v.tenant);
           w.str(v.channel);
+          w.u8(static_cast<uint8_t>(v.cls));
+          w.str(v.lc_refused);
         } else if constexpr (std::is_same_v<T, TenantList>) {
           w.u16(static_cast<uint16_t>(v.tenants.size()));
           for (const TenantEntry& e : v.tenants) {
@@ -236,6 +250,7 @@ void write_body(Writer& w, const Message& m) {
           w.u64(v.launches);
           w.u64(v.rejected);
           w.u64(v.dropped);
+          w.u64(v.lc_refused);
         } else if constexpr (std::is_same_v<T, ErrorReply>) {
           w.u8(static_cast<uint8_t>(v.code));
           w.str(v.message);
@@ -280,6 +295,16 @@ Result<Message> read_body(Reader& r, MessageType type) {
       CONCORD_RETURN_IF_ERROR(r.i32(v.pid, "pid"));
       CONCORD_RETURN_IF_ERROR(r.str(v.name, limits::kNameBytes, "name"));
       CONCORD_RETURN_IF_ERROR(r.str(v.device, limits::kDeviceBytes, "device"));
+      uint8_t refusal = 0;
+      CONCORD_RETURN_IF_ERROR(r.u8(refusal, "on_lc_refused"));
+      if (refusal > 1) return r.fail("on_lc_refused", fmt::format("{} is not refuse (0) or best-effort (1)", refusal));
+      v.on_lc_refused = static_cast<LcRefusal>(refusal);
+      return Message(std::move(v));
+    }
+    case MessageType::grant_lc: {
+      GrantLc v;
+      CONCORD_RETURN_IF_ERROR(r.u32(v.uid, "uid"));
+      CONCORD_RETURN_IF_ERROR(r.str(v.label, limits::kNameBytes, "label"));
       return Message(std::move(v));
     }
     case MessageType::launch_notice: {
@@ -341,6 +366,8 @@ Result<Message> read_body(Reader& r, MessageType type) {
       Registered v;
       CONCORD_RETURN_IF_ERROR(r.u64(v.tenant, "tenant"));
       CONCORD_RETURN_IF_ERROR(r.str(v.channel, limits::kChannelBytes, "channel"));
+      CONCORD_RETURN_IF_ERROR(read_class(r, v.cls, "class"));
+      CONCORD_RETURN_IF_ERROR(r.str(v.lc_refused, limits::kErrorBytes, "lc_refused"));
       return Message(std::move(v));
     }
     case MessageType::tenant_list: {
@@ -391,6 +418,7 @@ Result<Message> read_body(Reader& r, MessageType type) {
       CONCORD_RETURN_IF_ERROR(r.u64(v.launches, "launches"));
       CONCORD_RETURN_IF_ERROR(r.u64(v.rejected, "rejected"));
       CONCORD_RETURN_IF_ERROR(r.u64(v.dropped, "dropped"));
+      CONCORD_RETURN_IF_ERROR(r.u64(v.lc_refused, "lc_refused"));
       return Message(v);
     }
     case MessageType::sm_set: {
@@ -439,6 +467,7 @@ bool known_type(uint16_t t) {
     case MessageType::list_tenants:
     case MessageType::get_stats:
     case MessageType::set_weight:
+    case MessageType::grant_lc:
     case MessageType::registered:
     case MessageType::tenant_list:
     case MessageType::stats:
@@ -466,6 +495,7 @@ const char* to_string(MessageType type) {
     case MessageType::list_tenants: return "list tenants";
     case MessageType::get_stats: return "get stats";
     case MessageType::set_weight: return "set weight";
+    case MessageType::grant_lc: return "grant lc";
     case MessageType::registered: return "registered";
     case MessageType::tenant_list: return "tenant list";
     case MessageType::stats: return "stats";
@@ -498,6 +528,8 @@ const char* to_string(LeaseYield yield) {
   return "unknown";
 }
 
+const char* to_string(LcRefusal refusal) { return refusal == LcRefusal::refuse ? "refuse" : "best-effort"; }
+
 const char* to_string(Verdict verdict) { return verdict == Verdict::release ? "release" : "hold"; }
 
 Result<std::vector<uint64_t>> sm_words(const std::vector<int>& sms) {
@@ -526,7 +558,8 @@ MessageType type_of(const Message& message) {
       MessageType::register_tenant, MessageType::launch_notice, MessageType::decision, MessageType::completion,
       MessageType::heartbeat,       MessageType::bye,           MessageType::list_tenants, MessageType::get_stats,
       MessageType::set_weight,      MessageType::registered,    MessageType::tenant_list, MessageType::stats,
-      MessageType::ack,             MessageType::error,         MessageType::sm_set,      MessageType::request};
+      MessageType::ack,             MessageType::error,         MessageType::sm_set,      MessageType::request,
+      MessageType::grant_lc};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[message.index()];
 }
@@ -541,7 +574,8 @@ bool allowed_on(MessageType type, Channel channel) {
              type == MessageType::bye;
     case Channel::control_request:
       return type == MessageType::register_tenant || type == MessageType::list_tenants ||
-             type == MessageType::get_stats || type == MessageType::set_weight || type == MessageType::bye;
+             type == MessageType::get_stats || type == MessageType::set_weight || type == MessageType::bye ||
+             type == MessageType::grant_lc;
     case Channel::control_reply:
       return type == MessageType::registered || type == MessageType::tenant_list || type == MessageType::stats ||
              type == MessageType::ack || type == MessageType::error;
@@ -580,7 +614,10 @@ Result<size_t> body_length(std::span<const uint8_t, kHeaderBytes> header) {
   const uint32_t magic = read_u32(header.data());
   if (magic != kMagic) return Status::parse_error(fmt::format("frame: field magic: 0x{:08x} is not Concord's (0x{:08x})", magic, kMagic));
   const uint16_t version = read_u16(header.data() + 4);
-  if (version != kVersion) return Status::parse_error(fmt::format("frame: field version: {} is not {}", version, kVersion));
+  if (version != kVersion) {
+    return Status::parse_error(fmt::format("frame: field version: protocol {} is not this side's {} (a Concord client and daemon of "
+                                           "different releases: run one release on the node)", version, kVersion));
+  }
   const uint16_t type = read_u16(header.data() + 6);
   if (!known_type(type)) return Status::parse_error(fmt::format("frame: field type: {} is not a message type", type));
   const uint32_t length = read_u32(header.data() + 8);

@@ -30,7 +30,9 @@ inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
 // completions and request boundaries carry the tenant's clock; a completion covers every earlier
 // launch of its stream; no tenant modes. 4: a tenant list entry carries its lease (TenantLease).
 // 5: a registration names the tenant's GPU (its PCI bus id) and a list entry the daemon's device.
-inline constexpr uint16_t kVersion = 5;
+// 6: LC is granted, not claimed: a registration says what to do when LC is refused, the reply
+// names the class granted and why LC was not; GrantLc (a Slurm step's grant, from root).
+inline constexpr uint16_t kVersion = 6;
 inline constexpr size_t kHeaderBytes = 12;
 // The largest frame either side accepts (a tenant list of many tenants is the largest).
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
@@ -73,6 +75,7 @@ enum class MessageType : uint16_t {
   list_tenants = 16,
   get_stats = 17,
   set_weight = 18,
+  grant_lc = 19,
   // daemon -> client, control socket
   registered = 32,
   tenant_list = 33,
@@ -91,6 +94,11 @@ struct Dim3 {
   auto operator<=>(const Dim3&) const = default;
 };
 
+// What a registration asks for when the daemon does not admit it as latency-critical (LC is a
+// privilege: docs/daemon.md, "Security"): an error reply, or a best-effort tenant.
+enum class LcRefusal : uint8_t { refuse = 0, best_effort = 1 };
+const char* to_string(LcRefusal refusal);
+
 struct RegisterTenant {
   TenantClass cls = TenantClass::best_effort;
   uint64_t latency_target_ns = 0;  // LC: > 0; BE: 0
@@ -101,6 +109,7 @@ struct RegisterTenant {
   // empty when the tenant could not tell. A daemon that manages several GPUs places the tenant on
   // this one's engine.
   std::string device;
+  LcRefusal on_lc_refused = LcRefusal::refuse;  // with cls LC
   bool operator==(const RegisterTenant&) const = default;
 };
 
@@ -192,10 +201,19 @@ struct SetWeight {
   uint32_t weight = 1;
   bool operator==(const SetWeight&) const = default;
 };
+// Root only (a Slurm step's plugin in slurmstepd, docs/cluster.md): processes of user `uid` that
+// descend from the sender may register as LC while the sender's connection stays open.
+struct GrantLc {
+  uint32_t uid = 0;
+  std::string label;  // who is granted, for the log ("slurm-42.0")
+  bool operator==(const GrantLc&) const = default;
+};
 
 struct Registered {
   uint64_t tenant = 0;
   std::string channel;  // the base name of the tenant's shared-memory rings
+  TenantClass cls = TenantClass::best_effort;  // the class granted
+  std::string lc_refused{};  // why LC was refused, where it was asked and the tenant runs as BE (else empty)
   bool operator==(const Registered&) const = default;
 };
 
@@ -237,6 +255,7 @@ struct Stats {
   uint64_t launches = 0;   // launch notices taken
   uint64_t rejected = 0;   // messages refused (malformed, foreign, out of sequence)
   uint64_t dropped = 0;    // tenants dropped because their process ended without a goodbye
+  uint64_t lc_refused = 0; // LC registrations refused (answered with an error, or admitted as BE)
   bool operator==(const Stats&) const = default;
 };
 
@@ -252,7 +271,7 @@ struct ErrorReply {
 
 using Message = std::variant<RegisterTenant, LaunchNotice, Decision, CompletionNotice, Heartbeat, Bye,
                              ListTenants, GetStats, SetWeight, Registered, TenantList, Stats, Ack, ErrorReply,
-                             SmSetAnnounce, RequestBoundary>;
+                             SmSetAnnounce, RequestBoundary, GrantLc>;
 
 MessageType type_of(const Message& message);
 // Whether a message of `type` may travel on `channel`.

@@ -85,14 +85,22 @@ Result<SharedMemory> SharedMemory::open(const std::string& name) {
   return m;
 }
 
-Result<SharedMemory> SharedMemory::create_sealed(const std::string& label, size_t bytes) {
+Result<SharedMemory> SharedMemory::create_sealed(const std::string& label, size_t bytes, bool peers_write) {
   if (bytes == 0) return Status::invalid_argument(fmt::format("shared memory {}: size 0", label));
   Fd fd{::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING)};
   if (fd.fd < 0) return errno_status("memfd_create", label, errno);
+  if (::fchmod(fd.fd, 0400) != 0) return errno_status("fchmod", label, errno);
   if (::ftruncate(fd.fd, static_cast<off_t>(bytes)) != 0) return errno_status("ftruncate", label, errno);
-  if (::fcntl(fd.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return errno_status("F_ADD_SEALS", label, errno);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
   if (p == MAP_FAILED) return errno_status("mmap", label, errno);
+  // F_SEAL_SEAL last: nobody, a peer with a writable descriptor included, adds a seal later (one
+  // against writes would keep the next writer from mapping it).
+  const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | (peers_write ? 0 : F_SEAL_FUTURE_WRITE);
+  if (::fcntl(fd.fd, F_ADD_SEALS, seals) != 0) {
+    const int err = errno;
+    ::munmap(p, bytes);
+    return errno_status("F_ADD_SEALS", label, err);
+  }
   SharedMemory m;
   m.name_ = label;
   m.owner_ = true;
@@ -134,11 +142,18 @@ Result<SharedMemory> SharedMemory::from_fd_read_only(int raw, const std::string&
   return m;
 }
 
-Result<int> SharedMemory::reopen(int flags) const {
+Result<int> SharedMemory::reopen_read_only() const {
   if (fd_ < 0) return Status::failed_precondition(fmt::format("shared memory {}: not a sealed object this process made", name_));
   const std::string path = fmt::format("/proc/self/fd/{}", fd_);
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno_status("reopen", name_, errno);
+  return fd;
+}
+
+Result<int> SharedMemory::duplicate() const {
+  if (fd_ < 0) return Status::failed_precondition(fmt::format("shared memory {}: not a sealed object this process made", name_));
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return errno_status("dup", name_, errno);
   return fd;
 }
 

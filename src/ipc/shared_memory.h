@@ -24,9 +24,14 @@ class SharedMemory {
   static Result<SharedMemory> open(const std::string& name);
   // An anonymous object (memfd) of `bytes`, sealed against growing and shrinking: nothing in
   // /dev/shm, gone when the last mapping and descriptor go, and a peer that is handed the
-  // descriptor cannot truncate it under the creator (which would fault its reads). The
-  // descriptor is kept (fd()) so it can be passed over a Unix socket. `label` names it in messages.
-  static Result<SharedMemory> create_sealed(const std::string& label, size_t bytes);
+  // descriptor cannot truncate it under the creator (which would fault its reads). Its file mode
+  // is 0400 (a memfd is made 0777): a peer of another user cannot reopen it through
+  // /proc/<pid>/fd at all, and none but root can reopen it for writing. The descriptor is kept
+  // (fd()) so it can be passed over a Unix socket. `label` names it in messages.
+  // `peers_write` false: also sealed against every later write and writable mapping
+  // (F_SEAL_FUTURE_WRITE): the creator's own mapping still writes, nothing anyone maps or opens
+  // afterwards does, root's reopened descriptors included.
+  static Result<SharedMemory> create_sealed(const std::string& label, size_t bytes, bool peers_write = true);
   // Maps a sealed object received as a descriptor (taking the descriptor: it is closed here); one
   // whose size could still change is refused.
   static Result<SharedMemory> from_fd(int fd, const std::string& label);
@@ -46,9 +51,11 @@ class SharedMemory {
   bool owner() const { return owner_; }
   // The descriptor of a sealed object this handle created (-1 otherwise).
   int fd() const { return fd_; }
-  // Another descriptor of the sealed object this handle created, opened anew with `flags`
-  // (O_RDONLY: one through which the peer can neither write nor resize it); the caller owns it.
-  Result<int> reopen(int flags) const;
+  // Another descriptor of the sealed object this handle created, opened anew read-only: one
+  // through which the peer can neither write nor resize it; the caller owns it.
+  Result<int> reopen_read_only() const;
+  // A copy of the creator's descriptor (read-write), for a peer that writes the object.
+  Result<int> duplicate() const;
   // Removes the name now (the mapping stays): the creator's side does it once the peer attached,
   // so nothing is left in /dev/shm if both die.
   Status unlink();

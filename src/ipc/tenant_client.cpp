@@ -29,13 +29,14 @@ constexpr uint64_t kLivenessCheckNs = 2'000'000;
 class Client final : public TenantClient {
  public:
   Client(TenantClientOptions options, ControlClient control, TenantChannel channel, LeaseReader lease, NodeBoard board,
-         uint64_t tenant)
+         uint64_t tenant, std::string lc_refused)
       : options_(std::move(options)),
         control_(std::move(control)),
         channel_(std::move(channel)),
         lease_(std::move(lease)),
         board_(std::move(board)),
-        tenant_(tenant) {
+        tenant_(tenant),
+        lc_refused_(std::move(lc_refused)) {
     const uint64_t now = monotonic_ns();
     channel_.up().claim(RingSide::producer, options_.info.pid, 1, now);
     channel_.down().claim(RingSide::consumer, options_.info.pid, 1, now);
@@ -46,6 +47,8 @@ class Client final : public TenantClient {
   }
 
   uint64_t tenant() const override { return tenant_; }
+  TenantClass granted_class() const override { return options_.info.cls; }
+  const std::string& lc_refused() const override { return lc_refused_; }
   bool pass_through() const override { return pass_.load(std::memory_order_acquire); }
 
   LeaseTerms lease() const override {
@@ -346,6 +349,7 @@ class Client final : public TenantClient {
   LeaseReader lease_;
   NodeBoard board_;
   const uint64_t tenant_;
+  const std::string lc_refused_;
 
   std::mutex mu_;  // the rings' ends, the ledger, what came down and what queued up
   LaunchLedger ledger_{kMaxOutstandingLaunches};
@@ -388,6 +392,18 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
   const auto* r = std::get_if<Registered>(&*reply);
   if (r == nullptr) return Status::parse_error(fmt::format("register: the daemon answered with a {} message", to_string(type_of(*reply))));
   if (!registered) return Status::parse_error(fmt::format("register: {} descriptors came with the reply, not {}", fds.size(), kFds));
+  // The class the daemon admitted: an LC registration it refused runs as BE, when it asked to.
+  if (r->cls != o.info.cls) {
+    const bool as_be = o.info.cls == TenantClass::latency_critical && o.info.on_lc_refused == LcRefusal::best_effort;
+    if (!as_be) {
+      for (size_t i = 0; i < kFds; ++i) ::close(fds[i]);
+      return Status::parse_error(fmt::format("register: the daemon admitted a {} tenant, asked for a {} one",
+                                             r->cls == TenantClass::latency_critical ? "LC" : "BE",
+                                             o.info.cls == TenantClass::latency_critical ? "LC" : "BE"));
+    }
+    o.info.cls = TenantClass::best_effort;
+    o.info.latency_target_ns = 0;
+  }
   // Each of these takes its descriptor, also when it fails.
   Result<TenantChannel> channel = TenantChannel::from_fds(fds[0], fds[1], r->channel);
   Result<LeaseReader> lease = LeaseReader::from_fd(fds[2], r->channel + ".lease");
@@ -400,7 +416,7 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
     return Status::failed_precondition(fmt::format("rings {}: slots under {} bytes", r->channel, kRingSlotBytes));
   }
   return std::unique_ptr<TenantClient>(std::make_unique<Client>(std::move(o), std::move(*control), std::move(*channel),
-                                                                std::move(*lease), std::move(*board), r->tenant));
+                                                                std::move(*lease), std::move(*board), r->tenant, r->lc_refused));
 }
 
 }  // namespace concord::ipc

@@ -14,6 +14,11 @@
 // catches up). Under a per-launch lease the caller posts the notice first and waits for its
 // decision (wait_release), as before leases.
 //
+// Latency-critical is a privilege the daemon grants (docs/daemon.md, "Security"). An LC
+// registration the daemon does not admit fails connect() with permission_denied and the daemon's
+// reason, or, with `info.on_lc_refused = LcRefusal::best_effort`, connects as a BE tenant:
+// granted_class() is then best_effort and lc_refused() says why.
+//
 // When the daemon goes away (its heartbeat stops, its pid is gone, the socket closes, or a wait
 // outlasts its bound) the client turns to pass-through for good: every later wait answers
 // `release` at once and nothing more is posted, so the application finishes without the daemon.
@@ -35,7 +40,9 @@ namespace concord::ipc {
 
 struct TenantClientOptions {
   std::string socket_path = "/run/concord/concordd.sock";
-  RegisterTenant info;                     // pid is filled in by connect() when 0
+  // pid is filled in by connect() when 0; on_lc_refused says what an LC registration the daemon
+  // does not admit becomes (an error, or a BE tenant).
+  RegisterTenant info;
   // How a launch waits for its decision: spin, then sleep. timeout_ns bounds how long the daemon
   // may take to answer a notice at all (a release, or a hold); a launch the daemon said it holds
   // waits as long as the daemon lives (its heartbeat no older than stale_after_ns, its socket open).
@@ -58,6 +65,10 @@ class TenantClient {
   virtual ~TenantClient() = default;
 
   virtual uint64_t tenant() const = 0;
+  // The class the daemon admitted the tenant as, and, where LC was asked and refused (the tenant
+  // then runs as BE), the daemon's reason.
+  virtual TenantClass granted_class() const = 0;
+  virtual const std::string& lc_refused() const = 0;
   // True once the daemon is gone (or the client was closed): pass-through from then on.
   virtual bool pass_through() const = 0;
   // The lease now (pass-through: an open one at normal priority with no caps).

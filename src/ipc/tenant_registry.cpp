@@ -1,6 +1,8 @@
 #include "ipc/tenant_registry.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -13,7 +15,43 @@ ErrorReply no_such_tenant(uint64_t tenant, const PeerCredentials& peer) {
   return refuse(StatusCode::not_found, fmt::format("tenant {}: no such tenant of uid {}", tenant, peer.uid));
 }
 
+// The parent of `pid` (0 when it is gone or unreadable): the field after the command, whose
+// parentheses may hold anything, spaces and ')' included.
+int32_t parent_of(int32_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t end = stat.rfind(')');
+  if (end == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(end + 1));
+  std::string state;
+  int32_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
 }  // namespace
+
+bool descends_from(int32_t pid, int32_t ancestor) {
+  if (pid <= 1 || ancestor <= 0) return false;
+  // A process tree is shallow; the bound keeps a loop (pid reuse mid-walk) from running on.
+  for (int depth = 0; depth < 128 && pid > 1; ++depth) {
+    pid = parent_of(pid);
+    if (pid == ancestor) return true;
+  }
+  return false;
+}
+
+std::string TenantRegistry::lc_refusal(const PeerCredentials& peer) const {
+  if (peer.uid == 0 || lc_.uids.count(peer.uid)) return "";
+  for (uint32_t g : lc_.gids) {
+    if (peer.in_group(g)) return "";
+  }
+  for (const Grant& g : grants_) {
+    if (g.grant.uid == peer.uid && descends_from(peer.pid, g.holder.pid)) return "";
+  }
+  return fmt::format("uid {} may not register latency-critical tenants (allowed: {})", peer.uid,
+                     lc_.described.empty() ? "root" : lc_.described);
+}
 
 bool TenantRegistry::may_see(const PeerCredentials& peer, const TenantRecord& tenant) {
   return peer.uid == 0 || peer.uid == tenant.owner.uid;
@@ -24,6 +62,7 @@ Message TenantRegistry::handle(const PeerCredentials& peer, const Message& reque
   if (std::holds_alternative<ListTenants>(request)) return list(peer);
   if (std::holds_alternative<GetStats>(request)) return stats(peer);
   if (const auto* s = std::get_if<SetWeight>(&request)) return set_weight(peer, *s);
+  if (const auto* g = std::get_if<GrantLc>(&request)) return grant_lc(peer, *g);
   if (std::holds_alternative<Bye>(request)) {
     remove_registered_by(peer);
     return Ack{};
@@ -32,11 +71,31 @@ Message TenantRegistry::handle(const PeerCredentials& peer, const Message& reque
   return refuse(StatusCode::invalid_argument, fmt::format("a {} message is not a control request", to_string(type_of(request))));
 }
 
-Message TenantRegistry::register_tenant(const PeerCredentials& peer, const RegisterTenant& request) {
-  if (peer.uid != 0 && request.pid != peer.pid) {
+Message TenantRegistry::grant_lc(const PeerCredentials& peer, const GrantLc& request) {
+  if (peer.uid != 0) {
+    ++rejected_;
+    return refuse(StatusCode::permission_denied, fmt::format("grant lc: uid {} is not root", peer.uid));
+  }
+  grants_.push_back(Grant{peer, request});
+  return Ack{};
+}
+
+Message TenantRegistry::register_tenant(const PeerCredentials& peer, const RegisterTenant& asked) {
+  if (peer.uid != 0 && asked.pid != peer.pid) {
     ++rejected_;
     return refuse(StatusCode::permission_denied,
-                  fmt::format("register: field pid: {} is not the caller's process ({})", request.pid, peer.pid));
+                  fmt::format("register: field pid: {} is not the caller's process ({})", asked.pid, peer.pid));
+  }
+  RegisterTenant request = asked;
+  std::string lc_refused;
+  if (request.cls == TenantClass::latency_critical) {
+    lc_refused = lc_refusal(peer);
+    if (!lc_refused.empty()) {
+      ++lc_refused_;
+      if (request.on_lc_refused == LcRefusal::refuse) return refuse(StatusCode::permission_denied, "register: " + lc_refused);
+      request.cls = TenantClass::best_effort;
+      request.latency_target_ns = 0;
+    }
   }
   if (peer.uid != 0) {
     // Each tenant costs the daemon two shared-memory rings: one user cannot make them without end.
@@ -61,7 +120,7 @@ Message TenantRegistry::register_tenant(const PeerCredentials& peer, const Regis
   record.info = request;
   record.channel = *channel;
   tenants_.emplace(id, std::move(record));
-  return Registered{id, *channel};
+  return Registered{id, *channel, request.cls, lc_refused};
 }
 
 Message TenantRegistry::list(const PeerCredentials& peer) const {
@@ -86,6 +145,7 @@ Message TenantRegistry::stats(const PeerCredentials& peer) const {
   if (peer.uid == 0) {
     s.rejected = rejected_;
     s.dropped = dropped_;
+    s.lc_refused = lc_refused_;
   }
   return s;
 }
@@ -101,6 +161,7 @@ Message TenantRegistry::set_weight(const PeerCredentials& peer, const SetWeight&
 }
 
 uint64_t TenantRegistry::remove_registered_by(const PeerCredentials& peer) {
+  std::erase_if(grants_, [&](const Grant& g) { return g.holder == peer; });
   uint64_t removed = 0;
   for (auto it = tenants_.begin(); it != tenants_.end();) {
     if (it->second.owner == peer) {
@@ -116,6 +177,8 @@ uint64_t TenantRegistry::remove_registered_by(const PeerCredentials& peer) {
 void TenantRegistry::disconnected(const PeerCredentials& peer) { dropped_ += remove_registered_by(peer); }
 
 bool TenantRegistry::holds_tenant(const PeerCredentials& peer) {
+  // A grant's connection is as silent as a tenant's, and as long-lived.
+  if (std::any_of(grants_.begin(), grants_.end(), [&](const Grant& g) { return g.holder == peer; })) return true;
   return std::any_of(tenants_.begin(), tenants_.end(), [&](const auto& t) { return t.second.owner == peer; });
 }
 

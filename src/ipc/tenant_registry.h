@@ -7,11 +7,15 @@
 // A tenant library keeps its connection open for its process's life: a goodbye (Bye) removes the
 // caller's tenants, and a connection that ends without one drops them (counted as dropped: the
 // process crashed or was killed).
+//
+// Latency-critical is a privilege (LcAccess): an LC registration from anyone else is answered with
+// the reason, as an error or, where the registration asks for it, by a best-effort tenant.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,13 +40,28 @@ struct TenantRecord {
 // Tenants one user (other than root) may have registered at once.
 inline constexpr int kTenantsPerUser = 64;
 
+// Who may register latency-critical tenants (an LC tenant's flag closes every BE gate of its GPU):
+// root; these uids; members of these groups (primary or supplementary, as the kernel reported
+// them when the client connected); and processes of user U that descend from a process holding a
+// GrantLc for U on an open connection (a Slurm step's slurmstepd, whose plugin checked the job
+// against the cluster's policy).
+struct LcAccess {
+  std::set<uint32_t> uids;
+  std::set<uint32_t> gids;
+  std::string described;  // who may, for refusals ("root, group concord")
+};
+
+// Whether process `pid` descends from process `ancestor` (its parent, its parent's parent, ...),
+// from /proc/<pid>/stat; false for a pid that is gone.
+bool descends_from(int32_t pid, int32_t ancestor);
+
 class TenantRegistry final : public ControlHandler {
  public:
   // Makes a new tenant's rings (and lease page) and returns their base name; an error refuses the
   // registration.
   using ChannelMaker =
       std::function<Result<std::string>(uint64_t tenant, const PeerCredentials& owner, const RegisterTenant& info)>;
-  explicit TenantRegistry(ChannelMaker make_channel) : make_channel_(std::move(make_channel)) {}
+  TenantRegistry(ChannelMaker make_channel, LcAccess lc) : make_channel_(std::move(make_channel)), lc_(std::move(lc)) {}
 
   Message handle(const PeerCredentials& peer, const Message& request) override;
   void disconnected(const PeerCredentials& peer) override;
@@ -62,6 +81,10 @@ class TenantRegistry final : public ControlHandler {
   const std::map<uint64_t, TenantRecord>& tenants() const { return tenants_; }
   uint64_t rejected() const { return rejected_; }
   uint64_t dropped() const { return dropped_; }
+  // LC registrations refused (with an error, or admitted as BE).
+  uint64_t lc_refused() const { return lc_refused_; }
+  // Why `peer` may not register an LC tenant (empty: it may).
+  std::string lc_refusal(const PeerCredentials& peer) const;
 
  private:
   static bool may_see(const PeerCredentials& peer, const TenantRecord& tenant);
@@ -69,14 +92,22 @@ class TenantRegistry final : public ControlHandler {
   Message list(const PeerCredentials& peer) const;
   Message stats(const PeerCredentials& peer) const;
   Message set_weight(const PeerCredentials& peer, const SetWeight& request);
+  Message grant_lc(const PeerCredentials& peer, const GrantLc& request);
   // Removes the tenants `peer`'s process registered; how many.
   uint64_t remove_registered_by(const PeerCredentials& peer);
 
+  struct Grant {
+    PeerCredentials holder;  // its connection: the grant ends with it
+    GrantLc grant;
+  };
   ChannelMaker make_channel_;
+  LcAccess lc_;
+  std::vector<Grant> grants_;
   std::map<uint64_t, TenantRecord> tenants_;
   uint64_t next_id_ = 1;
   uint64_t rejected_ = 0;
   uint64_t dropped_ = 0;
+  uint64_t lc_refused_ = 0;
 };
 
 }  // namespace concord::ipc

@@ -27,14 +27,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr PeerCredentials kAlice{100, 1000, 1000};
-constexpr PeerCredentials kBob{200, 1001, 1001};
-constexpr PeerCredentials kRoot{1, 0, 0};
+const PeerCredentials kAlice{100, 1000, 1000};
+const PeerCredentials kBob{200, 1001, 1001};
+const PeerCredentials kRoot{1, 0, 0};
 
-TenantRegistry make_registry() {
+// Alice and Bob may register LC tenants; nobody else but root.
+TenantRegistry make_registry(LcAccess lc = LcAccess{{1000, 1001}, {}, "alice, bob"}) {
   return TenantRegistry([](uint64_t id, const PeerCredentials& owner, const RegisterTenant&) -> Result<std::string> {
     return fmt::format("/concord-{}-{}", owner.uid, id);
-  });
+  }, std::move(lc));
 }
 
 RegisterTenant lc(int32_t pid, const char* name) { return {TenantClass::latency_critical, 2'000'000, 1, pid, name, ""}; }
@@ -162,7 +163,7 @@ TEST(IpcControl, AUserHasAtMostTheTenantLimit) {
 TEST(IpcControl, AFailedChannelRefusesTheRegistration) {
   TenantRegistry reg([](uint64_t, const PeerCredentials&, const RegisterTenant&) -> Result<std::string> {
     return Status::io_error("shared memory /x.up: shm_open: No space left on device");
-  });
+  }, LcAccess{{1000}, {}, "alice"});
   const ErrorReply e = as<ErrorReply>(reg.handle(kAlice, lc(kAlice.pid, "a")));
   EXPECT_EQ(e.code, StatusCode::io_error);
   EXPECT_NE(e.message.find("No space left"), std::string::npos);

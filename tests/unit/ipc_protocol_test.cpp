@@ -18,6 +18,7 @@ std::vector<Message> samples() {
   return {
       RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving", ""},
       RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer", ""},
+      RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, 7, "svc", "0000:18:00.0", LcRefusal::best_effort},
       LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 123456789},
       LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 0},
       Decision{7, Verdict::hold, Priority::high, 5},
@@ -28,9 +29,12 @@ std::vector<Message> samples() {
       GetStats{},
       SetWeight{4, 10},
       Registered{4, "/concord-1000-4"},
+      Registered{5, "/concord-1000-5", TenantClass::latency_critical, ""},
+      Registered{6, "/concord-1000-6", TenantClass::best_effort, "uid 1000 may not register latency-critical tenants"},
+      GrantLc{1000, "slurm-42.0"},
       TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a", ""},
                   TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, {LeaseYield::room, true, 2, 66, 2}, "b b", ""}}},
-      Stats{3, 100, 2, 1},
+      Stats{3, 100, 2, 1, 4},
       Ack{},
       ErrorReply{StatusCode::permission_denied, "no"},
       SmSetAnnounce{3, {0xff00ff00ff00ff00ULL, 0x1}},
@@ -229,6 +233,9 @@ TEST(IpcProtocol, EncodeRefusesWhatDecodeWould) {
   EXPECT_FALSE(encode(RegisterTenant{TenantClass::best_effort, 0, 1, 1, std::string(65, 'a'), ""}).is_ok());
   EXPECT_FALSE(encode(Registered{1, "no-slash"}).is_ok());
   EXPECT_FALSE(encode(Registered{1, "/a/b"}).is_ok());
+  EXPECT_FALSE(encode(Registered{1, "/a", TenantClass::latency_critical, "refused"}).is_ok()) << "an LC admission with a refusal";
+  EXPECT_FALSE(encode(Registered{1, "/a", TenantClass::best_effort, "\x1b[2J"}).is_ok());
+  EXPECT_FALSE(encode(GrantLc{1000, ""}).is_ok());
   EXPECT_FALSE(encode(LaunchNotice{1, 0, 0, {1, 1, 1}, {0, 1, 1}, 0, false}).is_ok());
 }
 
@@ -361,10 +368,13 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
       {"list", ListTenants{}},
       {"stats_request", GetStats{}},
       {"set_weight", SetWeight{4, 10}},
-      {"registered", Registered{4, "/concord-1000-4"}},
+      {"registered", Registered{4, "/concord-1000-4", TenantClass::latency_critical, ""}},
+      {"registered_as_be", Registered{5, "/concord-1000-5", TenantClass::best_effort, "uid 1000 may not register latency-critical tenants"}},
+      {"register_lc_or_be", RegisterTenant{TenantClass::latency_critical, 5'000'000, 1, 1234, "svc", "", LcRefusal::best_effort}},
+      {"grant_lc", GrantLc{1000, "slurm-42.0"}},
       {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a", ""},
                                   TenantEntry{2, 1000, 56, TenantClass::best_effort, 0, 1, 9, 9, 0, 0, {LeaseYield::cap, true, 2, 66, 2}, "b", "1"}}}},
-      {"stats", Stats{3, 100, 2, 1}},
+      {"stats", Stats{3, 100, 2, 1, 1}},
       {"ack", Ack{}},
       {"error", ErrorReply{StatusCode::permission_denied, "no"}},
       {"sm_set", SmSetAnnounce{3, {0xff00ff00ff00ff00ULL, 0x1}}},

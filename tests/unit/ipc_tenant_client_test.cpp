@@ -60,7 +60,7 @@ class FakeDaemon {
       channels_.emplace(tenant, std::move(*c));
       leases_.emplace(tenant, std::move(*page));
       return base;
-    });
+    }, LcAccess{{static_cast<uint32_t>(::getuid())}, {}, "this test's user"});
     handler_.emplace(*this);
     ControlServerOptions o;
     o.path = dir_ + "/concordd.sock";
