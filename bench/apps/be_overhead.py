@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run  # noqa: E402  (run.py's MPS, daemon and BE command)
+import procs  # noqa: E402  (the MPS, daemon and process helpers)
 
 
 def main():
@@ -34,10 +34,10 @@ def main():
     if not a.scheme.startswith("concord:"):
         ap.error(f"--scheme {a.scheme}: a concord:* scheme")
     try:
-        policy, extra = run.concord_scheme(a.scheme)
+        policy, extra = procs.concord_scheme(a.scheme)
     except RuntimeError as e:
         ap.error(str(e))
-    c = run.parse_combo(a.combo)
+    c = procs.parse_combo(a.combo)
     os.makedirs(a.out, exist_ok=True)
     work = os.path.join(a.out, "work")
     os.makedirs(work, exist_ok=True)
@@ -54,24 +54,24 @@ def main():
         with open(os.path.join(a.out, "be_overhead.json"), "w") as f:
             json.dump(result, f, indent=1)
 
-    with run.Mps(work) as mps:
+    with procs.Mps(work) as mps:
         for r in range(a.rounds):
             # Alternate which goes first, so that neither always follows a warm GPU.
             for mode in (["mps", "library"] if r % 2 == 0 else ["library", "mps"]):
                 name = f"r{r}-{mode}"
                 out = os.path.join(a.out, name + ".json")
-                cmd = run.be_cmd(c, out, seconds=a.seconds)
+                cmd = procs.be_cmd(c, out, seconds=a.seconds)
                 log = open(os.path.join(a.out, name + ".log"), "w")
                 try:
                     if mode == "mps":
-                        run.finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**run.base_env(), **mps.env}),
+                        procs.finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**procs.base_env(), **mps.env}),
                                    a.timeout, name)
                     else:
-                        with run.Concordd(work, policy, mps.env, extra) as daemon:
+                        with procs.Concordd(work, policy, mps.env, extra) as daemon:
                             stats = os.path.join(a.out, name + "_intercept.json")
-                            env = {**run.base_env(), **mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket,
+                            env = {**procs.base_env(), **mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket,
                                    "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": stats}
-                            run.finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), a.timeout, name)
+                            procs.finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), a.timeout, name)
                 except (RuntimeError, subprocess.SubprocessError, OSError) as e:
                     print(f"{name}: {e}", file=sys.stderr)
                     continue

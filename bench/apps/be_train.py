@@ -18,6 +18,15 @@ trains exactly N steps from a seeded start with deterministic kernels (cuDNN det
 torch.use_deterministic_algorithms; CUBLAS_WORKSPACE_CONFIG must be set, as PyTorch says) and
 writes each step's loss and a SHA-256 of every parameter's bytes after the last step: two runs
 that agree bit for bit computed the same thing (correctness under a scheduler).
+
+  be_train.py --model llama --batch 8 --serve DIR
+
+Resident (run.py's rounds): built and warmed once, then serves the jobs run.py writes into DIR
+(control.py): {"op": "train"} starts training (answered at once) and the next job, {"op":
+"pause", "out": FILE}, stops it after the step under way and writes the iteration ends since the
+train job into FILE. Models: resnet50, bert (BERT-base-like encoder, sequence 128), gpt (the
+decoder step's model) and llama (llm.py: a Llama-style decoder, causal LM loss over
+--llm-config's train_seq tokens).
 """
 import argparse
 import json
@@ -28,6 +37,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import control  # noqa: E402
 import models  # noqa: E402
 import shares  # noqa: E402
 
@@ -52,6 +62,40 @@ class Trainer:
             self.opt.step()
         self.stream.synchronize()
         return loss
+
+
+def make_trainer(model, batch, stream=None, llm_config=""):
+    """The training job of `model` (llama: llm.Trainer, the others: Trainer)."""
+    if model == "llama":
+        import llm
+        return llm.Trainer(batch, stream, llm.parse_config(llm_config))
+    return Trainer(model, batch, stream)
+
+
+def serve_jobs(folder, trainer, info, warmup=5):
+    """run.py's resident BE: train between a train job and the next job (its pause)."""
+    for _ in range(warmup):
+        trainer.step()
+    srv = control.Server(folder)
+    srv.ready(info)
+    ends, loss = [], float("nan")
+    while (job := srv.next_job()) is not None:
+        try:
+            if job["op"] == "train":
+                ends = []
+                srv.done(job)
+                while not srv.pending():
+                    loss = trainer.step()
+                    ends.append(time.monotonic())
+            elif job["op"] == "pause":
+                control.write_atomic(job["out"], {**info, "iteration_ends": [round(t, 6) for t in ends], "loss": float(loss),
+                                                  "its": (len(ends) - 1) / (ends[-1] - ends[0]) if len(ends) > 1 else float("nan")})
+                ends = []
+                srv.done(job)
+            else:
+                raise ValueError(f"unknown job '{job['op']}'")
+        except Exception as e:  # the job fails, the process serves on
+            srv.failed(job, f"{type(e).__name__}: {e}")
 
 
 def train(trainer, seconds, stop_file=None, ready=None, warmup=5, kernels=None):
@@ -149,18 +193,27 @@ def rate_in(ends, lo, hi):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=models.MODELS, default="resnet50")
+    ap.add_argument("--model", choices=models.ALL, default="resnet50")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=600.0)
     ap.add_argument("--stop-file")
     ap.add_argument("--ready")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--steps", type=int, help="train exactly this many deterministic steps and record losses and parameters")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kernels-out", help="profile windows of the run and write the kernels seen (shares.py reads them)")
+    ap.add_argument("--serve", help="resident: serve run.py's jobs from this control folder")
+    ap.add_argument("--llm-config", default="", help="llama: key=value,... over llm.CONFIG")
     a = ap.parse_args()
     if a.batch < 1 or not a.seconds > 0:
         ap.error("--batch must be >= 1 and --seconds > 0")
+    if a.serve:
+        trainer = make_trainer(a.model, a.batch, llm_config=a.llm_config)
+        info = {"model": a.model, "batch": a.batch, "pid": os.getpid(), "impl": getattr(trainer, "impl", "torch"),
+                "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+        return serve_jobs(a.serve, trainer, info)
+    if a.out is None:
+        ap.error("--out is needed unless --serve")
     if a.steps is not None:
         if a.steps < 1:
             ap.error("--steps must be >= 1")
@@ -170,7 +223,7 @@ def main():
                        "params_sha256": params, "device": torch.cuda.get_device_name(), "torch": torch.__version__}, f)
         print(f"be_train {a.model} b{a.batch}: {a.steps} deterministic steps, last loss {losses[-1]:.4f}", file=sys.stderr)
         return
-    trainer = Trainer(a.model, a.batch)
+    trainer = make_trainer(a.model, a.batch, llm_config=a.llm_config)
     kernels = KernelWindows() if a.kernels_out else None
     ends, loss = train(trainer, a.seconds, a.stop_file, a.ready, kernels=kernels)
     if kernels:

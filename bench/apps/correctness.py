@@ -18,9 +18,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run  # noqa: E402
+import procs  # noqa: E402  (the MPS, daemon and process helpers)
 
-LC_BUSY = os.path.join(run.HERE, "..", "intercept", "lc_busy.py")
+LC_BUSY = os.path.join(procs.HERE, "..", "intercept", "lc_busy.py")
 
 
 def main():
@@ -36,33 +36,33 @@ def main():
     work = os.path.join(a.out, "work")
     os.makedirs(work, exist_ok=True)
     det = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-    cmd = lambda out: [run.PY, os.path.join(run.HERE, "be_train.py"), "--model", a.model, "--batch", str(a.batch),  # noqa: E731
+    cmd = lambda out: [procs.PY, os.path.join(procs.HERE, "be_train.py"), "--model", a.model, "--batch", str(a.batch),  # noqa: E731
                        "--steps", str(a.steps), "--out", out]
     plain = os.path.join(a.out, "be_plain.json")
-    with run.Mps(work) as mps, open(os.path.join(a.out, "be_plain.log"), "w") as log:
-        run.finish(subprocess.Popen(cmd(plain), stdout=log, stderr=subprocess.STDOUT, env={**run.base_env(), **mps.env, **det}),
+    with procs.Mps(work) as mps, open(os.path.join(a.out, "be_plain.log"), "w") as log:
+        procs.finish(subprocess.Popen(cmd(plain), stdout=log, stderr=subprocess.STDOUT, env={**procs.base_env(), **mps.env, **det}),
                    a.timeout, "the BE alone")
-    policy, extra = run.concord_scheme(a.scheme)
+    policy, extra = procs.concord_scheme(a.scheme)
     under = os.path.join(a.out, "be_concord.json")
     stats = os.path.join(a.out, "be_intercept.json")
     stop, ready = os.path.join(a.out, "busy.stop"), os.path.join(a.out, "busy.ready")
     for f in (stop, ready):
         if os.path.exists(f):
             os.remove(f)
-    with run.Mps(work) as mps, run.Concordd(work, policy, mps.env, extra) as daemon, \
+    with procs.Mps(work) as mps, procs.Concordd(work, policy, mps.env, extra) as daemon, \
             open(os.path.join(a.out, "lc_busy.log"), "w") as lc_log, open(os.path.join(a.out, "be_concord.log"), "w") as be_log:
-        common = {**run.base_env(), **mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
-        lc = subprocess.Popen([run.PY, LC_BUSY, ready, stop], stdout=lc_log, stderr=subprocess.STDOUT,
+        common = {**procs.base_env(), **mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
+        lc = subprocess.Popen([procs.PY, LC_BUSY, ready, stop], stdout=lc_log, stderr=subprocess.STDOUT,
                               env={**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "busy", "CONCORD_TARGET_MS": "100"})
         try:
-            run.wait_file(ready, lc, a.timeout)
+            procs.wait_file(ready, lc, a.timeout)
             time.sleep(1.0)
-            run.finish(subprocess.Popen(cmd(under), stdout=be_log, stderr=subprocess.STDOUT,
+            procs.finish(subprocess.Popen(cmd(under), stdout=be_log, stderr=subprocess.STDOUT,
                                         env={**common, **det, "CONCORD_CLASS": "be", "CONCORD_NAME": "be",
                                              "CONCORD_INTERCEPT_STATS": stats}), a.timeout, "the BE under Concord")
         finally:
             open(stop, "w").close()
-            run.finish(lc, 60, "the LC busy loop")
+            procs.finish(lc, 60, "the LC busy loop")
     p, c = json.load(open(plain)), json.load(open(under))
     s = json.load(open(stats)) if os.path.exists(stats) else {}
     result = {"scheme": a.scheme, "model": a.model, "batch": a.batch, "steps": a.steps,

@@ -117,6 +117,8 @@ class DecoderStep(nn.Module):
 
 
 MODELS = ("resnet50", "bert", "gpt")
+# With the LLM decode service and its training job (llm.py, which models.make does not build).
+ALL = MODELS + ("llama",)
 
 
 def make(name, batch, device="cuda", seq=128):

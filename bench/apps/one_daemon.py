@@ -30,7 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import run  # noqa: E402  (its process helpers: Mps, lc_cmd, be_cmd, wait_file, finish, base_env)
+import procs  # noqa: E402  (the MPS, daemon and process helpers)
 from stats import percentile  # noqa: E402
 from summarize import be_rate  # noqa: E402
 
@@ -67,7 +67,7 @@ def main():
     for var in ("CONCORDD", "INTERCEPT"):
         if not os.environ.get(var):
             raise SystemExit(f"one_daemon.py: set {var}")
-    c = run.parse_combo(a.combo)
+    c = procs.parse_combo(a.combo)
     os.makedirs(a.out, exist_ok=True)
     work = os.path.join(a.out, "work")
     os.makedirs(work, exist_ok=True)
@@ -78,18 +78,18 @@ def main():
     def on(gpu, extra=None):
         return {**mps.env, "CUDA_VISIBLE_DEVICES": gpu, **(extra or {})}
 
-    with run.Mps(work) as mps:
+    with procs.Mps(work) as mps:
         # 1. The LC alone on GPU 0.
         cal = os.path.join(a.out, "lc_calibrate.json")
         with open(os.path.join(a.out, "lc_calibrate.log"), "w") as log:
-            run.finish(subprocess.Popen(run.lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT,
-                                        env={**run.base_env(), **on("0")}), a.timeout, "the LC calibration")
+            procs.finish(subprocess.Popen(procs.lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT,
+                                        env={**procs.base_env(), **on("0")}), a.timeout, "the LC calibration")
         service_s = json.load(open(cal))["mean_s"]
         rate = a.load / service_s
         alone = os.path.join(a.out, "lc_alone.json")
         with open(os.path.join(a.out, "lc_alone.log"), "w") as log:
-            run.finish(subprocess.Popen(run.lc_cmd(c, alone, [rate], a.requests), stdout=log, stderr=subprocess.STDOUT,
-                                        env={**run.base_env(), **on("0")}), a.timeout, "the LC alone")
+            procs.finish(subprocess.Popen(procs.lc_cmd(c, alone, [rate], a.requests), stdout=log, stderr=subprocess.STDOUT,
+                                        env={**procs.base_env(), **on("0")}), a.timeout, "the LC alone")
         lc_alone_p99 = json.load(open(alone))["phases"][0]["p99_s"]
         summary.update({"lc_service_s": service_s, "rate_rps": rate, "lc_alone_p99_s": lc_alone_p99})
         # 2. Each BE alone on its GPU.
@@ -97,14 +97,14 @@ def main():
         for g in be_gpus:
             out = os.path.join(a.out, f"be{g}_alone.json")
             with open(os.path.join(a.out, f"be{g}_alone.log"), "w") as log:
-                run.finish(subprocess.Popen(run.be_cmd(c, out, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT,
-                                            env={**run.base_env(), **on(g)}), a.timeout, f"BE alone on GPU {g}")
+                procs.finish(subprocess.Popen(procs.be_cmd(c, out, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT,
+                                            env={**procs.base_env(), **on(g)}), a.timeout, f"BE alone on GPU {g}")
             be_alone[g] = json.load(open(out))["its"]
         summary["be_alone_its"] = be_alone
         # 3. One daemon, every GPU: the BE jobs, then the LC at the load.
         # Each GPU's lane plans for that GPU's model (--device-spec auto).
         os.environ["CONCORD_DEVICE_SPEC"] = "auto"
-        with run.Concordd(work, a.policy, mps.env, ["--devices", "all"]) as daemon:
+        with procs.Concordd(work, a.policy, mps.env, ["--devices", "all"]) as daemon:
             common = {"LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
             stop = os.path.join(a.out, "stop")
             bes = {}
@@ -114,15 +114,15 @@ def main():
                     env = on(g, {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": f"be-gpu{g}",
                                  "CONCORD_INTERCEPT_STATS": os.path.join(a.out, f"be{g}_intercept.json")})
                     log = open(os.path.join(a.out, f"be{g}.log"), "w")
-                    bes[g] = subprocess.Popen(run.be_cmd(c, os.path.join(a.out, f"be{g}.json"), stop=stop, ready=ready),
-                                              stdout=log, stderr=subprocess.STDOUT, env={**run.base_env(), **env})
-                    run.wait_file(ready, bes[g], a.timeout)
+                    bes[g] = subprocess.Popen(procs.be_cmd(c, os.path.join(a.out, f"be{g}.json"), stop=stop, ready=ready),
+                                              stdout=log, stderr=subprocess.STDOUT, env={**procs.base_env(), **env})
+                    procs.wait_file(ready, bes[g], a.timeout)
                 target_ms = 1.5 * lc_alone_p99 * 1e3
                 env = on("0", {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc-gpu0", "CONCORD_TARGET_MS": f"{target_ms:.3f}",
                                "CONCORD_INTERCEPT_STATS": os.path.join(a.out, "lc_intercept.json")})
                 with open(os.path.join(a.out, "lc.log"), "w") as log:
-                    lc = subprocess.Popen(run.lc_cmd(c, os.path.join(a.out, "lc.json"), [rate], a.requests), stdout=log,
-                                          stderr=subprocess.STDOUT, env={**run.base_env(), **env})
+                    lc = subprocess.Popen(procs.lc_cmd(c, os.path.join(a.out, "lc.json"), [rate], a.requests), stdout=log,
+                                          stderr=subprocess.STDOUT, env={**procs.base_env(), **env})
                     # The daemon's metrics while the LC serves: the sample with the most tenants.
                     text, most = "", -1
                     while lc.poll() is None:
@@ -131,11 +131,11 @@ def main():
                         if n > most:
                             text, most = sample, n
                         time.sleep(0.5)
-                    run.finish(lc, a.timeout, "the LC service")
+                    procs.finish(lc, a.timeout, "the LC service")
             finally:
                 open(stop, "w").close()
                 for g, p in bes.items():
-                    run.finish(p, 60, f"the BE job on GPU {g}")
+                    procs.finish(p, 60, f"the BE job on GPU {g}")
         with open(os.path.join(a.out, "metrics.txt"), "w") as f:
             f.write(text)
     phase = json.load(open(os.path.join(a.out, "lc.json")))["phases"][0]

@@ -4,343 +4,443 @@ at a share of its alone capacity (Poisson arrivals) beside a BE training job (be
 separate processes, under each scheme:
 
   timeslice          two plain processes (the GPU time-slices their contexts)
+  priority-streams   one process, two threads (prio_streams.py): LC on a high-priority stream
   mps                both as MPS clients, no limit
   mps-be75|50|25     MPS, the BE client at CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=75|50|25
-  priority-streams   one process, two threads (prio_streams.py): LC on a high-priority stream
-  concord:POLICY     MPS clients under libconcord_intercept.so, scheduled by concordd --policy POLICY
+  mps-prio           MPS, the BE client at CUDA_MPS_CLIENT_PRIORITY=1 (below normal; the LC at 0)
+  mps-prio-beN       the same, the BE also at N% of the threads
+  concord            MPS clients under libconcord_intercept.so, concordd as a user starts it: no
+                     --policy (the daemon's default)
+  concord:POLICY     the same with concordd --policy POLICY
   concord:POLICY:dN  the same with concordd --be-depth N (BE launches released ahead at most N deep)
   concord:POLICY:sN:rM  the same, the BE confined while LC work is in flight to N SMs and M blocks
                      per SM (room: the policy's be_sms and be_blocks_per_sm); uN bounds the BE's
                      work in flight to N µs of its measured GPU time (orion's be_depth_us, sgdrc's
                      be_in_flight_us); bX sets bound_share
 
-  run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--requests N] [--gpu K]
-         [--lc-cpus LIST] [--be-cpus LIST]
+  run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--rounds 3] [--requests 667]
+         [--phase-s S] [--lc-cpus LIST --be-cpus LIST --sys-cpus LIST] [--gpu K] [--deadline-s T]
 
-A combo is LC/BE: MODEL:BATCH[:graph]/MODEL:BATCH, e.g. resnet50:64:graph/resnet50:64 (default),
-bert:32:graph/bert:16, bert:8/resnet50:64 (an eager service) or gpt:16/bert:16 (an eager decoder
-step). Per combo it first measures the LC service alone back to back (its service time; capacity
-= 1 / mean), then the LC alone at every load (one phase per load, in one process), the BE alone
-(plain and as an MPS client), then each scheme: the BE job started, the LC service's phases one
-after the other beside it, the BE's rate taken over each phase's window. Every run's JSON goes to
-OUTDIR/<combo>/<scheme>/{lc,be}.json, logs beside them; a run already there is kept (rerun to
-resume). summarize.py OUTDIR makes the tables.
+A combo is LC/BE: MODEL:BATCH[:graph]/MODEL:BATCH, e.g. resnet50:16:graph/resnet50:64,
+bert:32:graph/bert:16, gpt:16/bert:16 (an eager decoder step) or llama:8:graph/llama:8 (an LLM
+decode service beside a transformer's training, llm.py).
 
---gpu K runs everything on GPU K alone (CUDA_VISIBLE_DEVICES, its own MPS server and work
-folder OUTDIR/work-gpuK): several run.py on several GPUs at once measure several combos at once
-(bench/apps/run_gpus.sh). --lc-cpus and --be-cpus pin the LC's and the BE's processes (the
-priority-streams process, which holds both, to both sets) under every scheme alike.
+Rounds. The schemes run interleaved, A B C ... A B C ..., --rounds times; in every round the LC is
+measured alone again. A round has two groups, each a set of resident processes started together,
+built and warmed once, that serve one job after another (control.py) and end with the group:
+- plain (no MPS server): the LC alone, the BE alone (--be-alone-s), timeslice, priority-streams;
+- MPS (one MPS server): the LC alone as an MPS client, the BE alone as one, every MPS scheme
+  (a BE process of its own each, one LC process for all), and every concord scheme (its own
+  concordd, LC and BE under the library).
+Within a group only the job's own processes work; the others wait idle (a stat every 5 ms). A job
+beside a BE starts the BE, lets it run --lead-s alone, then runs the LC's phases (one per load, the
+same arrival seeds for every scheme of a round), then pauses the BE; the BE's rate is taken over
+each phase's window. Round 1 first calibrates the LC (200 requests back to back: capacity = 1 /
+mean service time) and takes the SLO targets from its plain alone. Each job's results go to
+OUTDIR/<combo>/round<K>/<entry>/ (lc.json, be.json; the library's counters, concordd's log and its
+metrics sampled every --metrics-every s for concord schemes); a job already there is kept (rerun to
+resume). --deadline-s ends the run before a job that would not finish in time (the rounds already
+made stand). summarize.py OUTDIR makes the tables.
+
+Every process is pinned: the LC's to --lc-cpus, the BE's to --be-cpus, concordd, the MPS server and
+this script to --sys-cpus (the priority-streams process to the LC's and the BE's). --threads
+samples, every 0.25 s of each job, which CPU each thread of the LC, the BE, concordd and the MPS
+server ran on and how much CPU it used (threads.jsonl). The GPU's clocks and power are sampled
+every 200 ms through the whole run (gpu.csv, nvidia-smi).
+
+--gpu K runs everything on GPU K alone (CUDA_VISIBLE_DEVICES, its own MPS server and work folder
+OUTDIR/work-gpuK): several run.py on several GPUs at once measure several combos at once
+(bench/apps/run_gpus.sh).
 
 Environment: CONCORDD (the daemon binary), INTERCEPT (libconcord_intercept.so), both needed only
-for concord:* schemes; CONCORD_DEVICE_SPEC (concordd's --device-spec; default h200 or h100 from
-the GPU's name); PYTHON (python3). The daemon's log and its Prometheus text (metrics.sock) are in
-the work folder.
+for concord schemes; CONCORD_DEVICE_SPEC (concordd's --device-spec; default h200 or h100 from the
+GPU's name); PYTHON (python3).
 """
 import argparse
+import contextlib
 import json
+import math
 import os
-import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = os.environ.get("PYTHON", sys.executable)
-SCHEMES = ["timeslice", "mps", "mps-be75", "mps-be50", "mps-be25", "priority-streams",
-           "concord:orion", "concord:sgdrc", "concord:priority-streams"]
-GPU_ENV = {}  # CUDA_VISIBLE_DEVICES of --gpu, for every process the bench starts
-CPUS = {}  # role ("lc", "be") -> the CPUs its processes are pinned to (--lc-cpus, --be-cpus)
+sys.path.insert(0, HERE)
+import control  # noqa: E402
+import procs  # noqa: E402
+from procs import CPUS, GPU_ENV, Concordd, Mps, Resident, concord_scheme, log, mps_client_env, parse_combo, parse_cpus, pinned  # noqa: E402
+from samplers import Sampler, gpu_sampler, mps_server_pids  # noqa: E402
+from stats import percentile  # noqa: E402
+
+PLAIN_SCHEMES = ("timeslice", "priority-streams")
+SCHEMES = ["timeslice", "priority-streams", "mps", "mps-prio", "mps-prio-be50", "mps-be75", "mps-be50", "mps-be25", "concord"]
+START = procs.START
 
 
-def parse_cpus(text, what):
-    """A CPU list as taskset writes it ("0-3,8") -> a set of CPU numbers."""
-    cpus = set()
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise SystemExit(f"run.py: {what} '{text}': expected a CPU list such as 0-3,8")
-    return cpus
+def group_of(scheme):
+    return "plain" if scheme in PLAIN_SCHEMES else "mps"
 
 
-def pinned(*roles):
-    """Popen's preexec_fn pinning the child (and every thread it starts) to the CPUs of `roles`;
-    None when no role is pinned. The same pinning applies under every scheme, so it moves no
-    comparison; it takes away the scheduler's migrations of an eager service's launching thread,
-    which made the same setting's service time vary by 30% from process to process."""
-    cpus = set().union(*(CPUS.get(r, set()) for r in roles))
-    if not cpus:
-        return None
-    return lambda: os.sched_setaffinity(0, cpus)
-
-
-def parse_combo(text):
-    try:
-        lc, be = text.split("/")
-        lp, bp = lc.split(":"), be.split(":")
-        return {"name": text.replace("/", "__").replace(":", "-"), "lc_model": lp[0], "lc_batch": int(lp[1]),
-                "graph": len(lp) > 2 and lp[2] == "graph", "be_model": bp[0], "be_batch": int(bp[1])}
-    except (ValueError, IndexError):
-        raise SystemExit(f"run.py: combo '{text}': expected LCMODEL:BATCH[:graph]/BEMODEL:BATCH")
-
-
-class Mps:
-    """An MPS control daemon of our own (pipe and log directories under `work`). `env` is its
-    clients' environment: with --gpu K the server sees GPU K alone and a client's
-    CUDA_VISIBLE_DEVICES counts among the server's devices, so clients name it 0."""
-
-    def __init__(self, work):
-        self.dirs = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(work, "mps-pipe"),
-                     "CUDA_MPS_LOG_DIRECTORY": os.path.join(work, "mps-log")}
-        for d in self.dirs.values():
-            os.makedirs(d, exist_ok=True)
-        self.env = {**self.dirs, **({"CUDA_VISIBLE_DEVICES": "0"} if GPU_ENV else {})}
-
-    def __enter__(self):
-        subprocess.run(["nvidia-cuda-mps-control", "-d"], env={**base_env(), **self.dirs}, check=True)
-        time.sleep(0.5)
-        return self
-
-    def __exit__(self, *exc):
-        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", env={**base_env(), **self.dirs}, timeout=30)
-        time.sleep(1.0)
-
-
-class Concordd:
-    """concordd with one policy, its socket under `work`."""
-
-    def __init__(self, work, policy, env, extra=()):
-        self.socket = os.path.join(work, "concordd.sock")
-        self.log = open(os.path.join(work, "concordd.log"), "w")
-        self.cmd = [os.environ["CONCORDD"], "--socket", self.socket, "--policy", policy, "--device-spec", device_spec(),
-                    "--metrics-socket", os.path.join(work, "metrics.sock"), *extra]
-        if GPU_ENV and "--devices" not in extra:
-            # --gpu K: the daemon manages GPU K alone (named by its PCI bus id, whatever the order).
-            self.cmd += ["--devices", gpu_bus_id(GPU_ENV["CUDA_VISIBLE_DEVICES"])]
-        self.env = env
-
-    def __enter__(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**base_env(), **self.env})
-        for _ in range(100):
-            if os.path.exists(self.socket):
-                return self
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"concordd did not come up (see {self.log.name})")
-
-    def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-def concord_scheme(scheme):
-    """concord:POLICY[:dN][:sN][:rN][:uN][:bX] -> (POLICY with its parameters, concordd's extra arguments):
-    dN sets --be-depth N; sN the BE's SMs while LC work is in flight (be_sms=N), rN its blocks per
-    SM then (be_blocks_per_sm=N), uN the BE's work in flight in µs of its measured GPU time per
-    launch (orion: be_depth_us=N, else be_in_flight_us=N), bX the lease's bound_share=X (0: BE
-    yields to every LC tenant)."""
-    parts = scheme.split(":")[1:]
-    if not parts or not parts[0]:
-        raise RuntimeError(f"scheme '{scheme}': expected concord:POLICY[:dN][:sN][:rN][:uN][:bX]")
-    extra, params = [], []
-    for p in parts[1:]:
-        if p.startswith("d") and p[1:].isdigit():
-            extra += ["--be-depth", p[1:]]
-        elif p.startswith("s") and p[1:].isdigit():
-            params.append(f"be_sms={p[1:]}")
-        elif p.startswith("r") and p[1:].isdigit():
-            params.append(f"be_blocks_per_sm={p[1:]}")
-        elif p.startswith("u") and p[1:].isdigit():
-            # The BE's work in flight in µs of its measured GPU time per launch.
-            params.append(("be_depth_us=" if parts[0] == "orion" else "be_in_flight_us=") + p[1:])
-        elif p.startswith("b") and p[1:].replace(".", "", 1).isdigit():
-            params.append(f"bound_share={p[1:]}")
-        else:
-            raise RuntimeError(f"scheme '{scheme}': '{p}' is not dN (BE depth), sN (BE SMs), rN (BE blocks per SM), "
-                               "uN (BE work in flight, µs) or bX")
-    return parts[0] + (":" + ";".join(params) if params else ""), extra
-
-
-def device_spec():
-    """concordd's --device-spec: CONCORD_DEVICE_SPEC, else h200 or h100 from the GPU's name."""
-    if os.environ.get("CONCORD_DEVICE_SPEC"):
-        return os.environ["CONCORD_DEVICE_SPEC"]
-    try:
-        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        name = ""
-    return "h200" if "H200" in name else "h100"
-
-
-def gpu_bus_id(index):
-    """The PCI bus id of GPU `index` as nvidia-smi lists it."""
-    return subprocess.run(["nvidia-smi", "-i", str(index), "--query-gpu=pci.bus_id", "--format=csv,noheader"], capture_output=True,
-                          text=True, timeout=30, check=True).stdout.strip()
-
-
-def wait_file(path, proc, timeout):
-    t = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if proc.poll() is not None:
-            raise RuntimeError(f"process {proc.args[1]} ended (rc {proc.returncode}) before {path} appeared")
-        if time.monotonic() > t:
-            raise RuntimeError(f"{path} did not appear within {timeout} s")
-        time.sleep(0.05)
-
-
-def finish(proc, timeout, what):
-    try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise RuntimeError(f"{what} did not finish within {timeout} s")
-    if rc != 0:
-        raise RuntimeError(f"{what} failed (rc {rc})")
-
-
-def lc_cmd(c, out, rates=None, requests=None, calibrate=None, ready=None):
-    cmd = [PY, os.path.join(HERE, "lc_service.py"), "--model", c["lc_model"], "--batch", str(c["lc_batch"]), "--out", out]
-    if c["graph"]:
-        cmd.append("--graph")
-    if calibrate:
-        cmd += ["--calibrate", str(calibrate)]
-    else:
-        cmd += ["--rates", ",".join(f"{r:.6f}" for r in rates), "--requests", str(requests)]
-    if ready:
-        cmd += ["--ready", ready]
-    return cmd
-
-
-def be_cmd(c, out, seconds=600, stop=None, ready=None, kernels=None):
-    cmd = [PY, os.path.join(HERE, "be_train.py"), "--model", c["be_model"], "--batch", str(c["be_batch"]),
-           "--seconds", str(seconds), "--out", out]
-    if kernels:
-        cmd += ["--kernels-out", kernels]
-    if stop:
-        cmd += ["--stop-file", stop]
-    if ready:
-        cmd += ["--ready", ready]
-    return cmd
-
-
-def base_env():
-    """This process's environment without the library's tenant settings (CONCORD_CLASS, ...) and
-    LD_PRELOAD, for every process the bench starts: each scheme sets its own, and one inherited (say
-    CONCORD_TARGET_MS from a smoke run) would make the BE's library refuse its settings and run
-    pass-through, or put the library under a baseline."""
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith("CONCORD_") and k != "CONCORD_DEVICE_SPEC") and k != "LD_PRELOAD"}
-    return {**env, **GPU_ENV}
-
-
-def pair(d, c, rates, requests, lc_env, be_env, timeout, kernels=None):
-    """The BE job started and warm, then the LC service's phases, then the BE job stopped
-    (`kernels`: the BE profiles windows into this file, be_train.py --kernels-out)."""
-    stop, ready = os.path.join(d, "stop"), os.path.join(d, "be.ready")
-    for f in (stop, ready):
-        if os.path.exists(f):
-            os.remove(f)
-    with open(os.path.join(d, "be.log"), "w") as bl, open(os.path.join(d, "lc.log"), "w") as ll:
-        be = subprocess.Popen(be_cmd(c, os.path.join(d, "be.json"), stop=stop, ready=ready, kernels=kernels), stdout=bl, stderr=subprocess.STDOUT,
-                              env={**base_env(), **be_env}, preexec_fn=pinned("be"))
-        try:
-            wait_file(ready, be, timeout)
-            lc = subprocess.Popen(lc_cmd(c, os.path.join(d, "lc.json"), rates, requests), stdout=ll, stderr=subprocess.STDOUT,
-                                  env={**base_env(), **lc_env}, preexec_fn=pinned("lc"))
-            finish(lc, timeout, "the LC service")
-        finally:
-            open(stop, "w").close()
-            finish(be, 60, "the BE job")
-
-
-def run_scheme(scheme, d, c, rates, requests, target_ms, work, timeout, kernels=None):
-    if scheme == "timeslice":
-        return pair(d, c, rates, requests, {}, {}, timeout)
-    if scheme == "priority-streams":
-        cmd = [PY, os.path.join(HERE, "prio_streams.py"), "--lc-model", c["lc_model"], "--lc-batch", str(c["lc_batch"]),
-               "--rates", ",".join(f"{r:.6f}" for r in rates), "--requests", str(requests), "--be-model", c["be_model"], "--be-batch",
-               str(c["be_batch"]), "--lc-out", os.path.join(d, "lc.json"), "--be-out", os.path.join(d, "be.json")]
-        if c["graph"]:
-            cmd.append("--graph")
-        with open(os.path.join(d, "run.log"), "w") as log:
-            return finish(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=base_env(), preexec_fn=pinned("lc", "be")),
-                          timeout, "prio_streams.py")
+def check_scheme(scheme):
+    if scheme in PLAIN_SCHEMES or scheme == "concord":
+        return
     if scheme.startswith("mps"):
-        with Mps(work) as mps:
-            be_env = dict(mps.env)
-            if scheme != "mps":
-                be_env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = scheme[len("mps-be"):]
-            return pair(d, c, rates, requests, dict(mps.env), be_env, timeout)
-    if scheme.startswith("concord:"):
-        for var in ("CONCORDD", "INTERCEPT"):
-            if not os.environ.get(var):
-                raise RuntimeError(f"{scheme}: set {var}")
-        policy, extra = concord_scheme(scheme)
-        with Mps(work) as mps, Concordd(work, policy, mps.env, extra) as daemon:
-            common = {**mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
-            lc_env = {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc", "CONCORD_TARGET_MS": f"{target_ms:.3f}",
-                      "CONCORD_INTERCEPT_STATS": os.path.join(d, "lc_intercept.json")}
-            # The library's counters say which share of the BE's launches each mechanism touched.
-            be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": os.path.join(d, "be_intercept.json")}
-            return pair(d, c, rates, requests, lc_env, be_env, timeout, kernels)
-    raise RuntimeError(f"unknown scheme '{scheme}' (known: {', '.join(SCHEMES)})")
+        mps_client_env(scheme)
+    elif scheme.startswith("concord:"):
+        concord_scheme(scheme)
+    else:
+        raise RuntimeError(f"unknown scheme '{scheme}' (known: {', '.join(SCHEMES)}, mps-beN, mps-prio-beN, concord:POLICY...)")
 
 
-def done(d):
-    return all(os.path.exists(os.path.join(d, f)) for f in ("lc.json", "be.json"))
+class Combo:
+    """One combo's rounds: its settings, the jobs still to run, the groups that run them."""
+
+    def __init__(self, a, c, schemes, work):
+        self.a, self.c, self.schemes, self.work = a, c, schemes, work
+        self.base = os.path.join(a.out, c["name"])
+        os.makedirs(self.base, exist_ok=True)
+        self.failures = []
+        self.llm = c["lc_model"] == "llama"
+        self.warmup = 2 if self.llm else 10
+        self.settings_path = os.path.join(self.base, "settings.json")
+        self.settings = load(self.settings_path) or {}
+        self.startup_s = None  # measured at the first group
+        # Sockets and MPS pipes under a short path (a Unix socket's path has at most 107 bytes).
+        self.sockets = tempfile.mkdtemp(prefix="concord-apps-")
+
+    # The plan: rates from the calibration, requests per phase, the targets from round 1's alone.
+    def calibrated(self, doc):
+        service_s = doc["mean_s"]
+        rates = [load_ / service_s for load_ in self.a.loads]
+        if self.a.phase_s:
+            requests = [max(self.a.min_requests, min(self.a.requests, math.ceil(self.a.phase_s * r))) for r in rates]
+        else:
+            requests = [self.a.requests] * len(rates)
+        self.settings.update({"loads": self.a.loads, "rates_rps": rates, "service_s": service_s, "requests": requests,
+                              "rounds": self.a.rounds, "schemes": self.schemes, "gpu": self.a.gpu, "combo": self.c,
+                              "lead_s": self.a.lead_s, "be_alone_s": self.a.be_alone_s, "slo_factor": self.a.slo_factor,
+                              "cpus": {k: sorted(v) for k, v in CPUS.items()}, "llm_config": self.a.llm_config,
+                              "clock": {"monotonic": time.monotonic(), "time": time.time()}})
+        self.save()
+
+    def targeted(self, alone_doc):
+        if "targets_ms" not in self.settings:
+            self.settings["targets_ms"] = [self.a.slo_factor * percentile(p["latency_s"], 99) * 1e3 for p in alone_doc["phases"]]
+            self.save()
+
+    def save(self):
+        control.write_atomic(self.settings_path, self.settings)
+
+    def target_ms(self):
+        return (self.settings.get("targets_ms") or [100.0])[0]
+
+    def rdir(self, k, entry):
+        return os.path.join(self.base, f"round{k}", entry.replace(":", "-"))
+
+    def done(self, k, entry):
+        d = self.rdir(k, entry)
+        files = ("be.json",) if entry.startswith("be-alone") else ("lc.json",) if entry in ("alone", "alone-mps") else ("lc.json", "be.json")
+        return all(os.path.exists(os.path.join(d, f)) for f in files)
+
+    def job_s(self, entry):
+        """An estimate of a job's seconds (for --deadline-s)."""
+        if entry.startswith("be-alone"):
+            return self.a.lead_s + self.a.be_alone_s + 1.0
+        rates, reqs = self.settings.get("rates_rps"), self.settings.get("requests")
+        if not rates:
+            return 10.0
+        svc = self.settings["service_s"]
+        return sum(n / r + self.warmup * svc for n, r in zip(reqs, rates)) + (0 if entry.startswith("alone") else self.a.lead_s) + 1.0
+
+    def left_s(self):
+        return self.a.deadline_s - (time.monotonic() - START) if self.a.deadline_s else float("inf")
+
+    # Jobs.
+    def lc_job(self, lc, d, seed, ref):
+        os.makedirs(d, exist_ok=True)
+        lc.client.call(self.a.timeout, op="phases", rates=self.settings["rates_rps"], requests=self.settings["requests"], seed=seed,
+                       out=os.path.join(d, "lc.json"), extra={"alone_ref": ref}, warmup=self.warmup)
+
+    def pair_job(self, lc, be, d, seed, ref, sampler):
+        os.makedirs(d, exist_ok=True)
+        be.client.call(120, op="train")
+        try:
+            with sampler:
+                time.sleep(self.a.lead_s)
+                self.lc_job(lc, d, seed, ref)
+        finally:
+            be.client.call(300, op="pause", out=os.path.join(d, "be.json"))
+        if self.a.trace_requests and self.traced(d):
+            be.client.call(120, op="train")
+            try:
+                lc.client.call(self.a.timeout, op="trace", rate=self.settings["rates_rps"][0], requests=self.a.trace_requests,
+                               seed=seed + 7, out=os.path.join(d, "trace.json"))
+            finally:
+                be.client.call(300, op="pause", out=os.path.join(d, "trace_be.json"))
+
+    def traced(self, d):
+        name = os.path.basename(d)
+        return name in [s.replace(":", "-") for s in self.a.trace_schemes]
+
+    def be_alone_job(self, be, d):
+        os.makedirs(d, exist_ok=True)
+        be.client.call(120, op="train")
+        t0 = time.monotonic() + self.a.lead_s
+        time.sleep(self.a.lead_s + self.a.be_alone_s)
+        t1 = time.monotonic()
+        tmp = os.path.join(d, "be.segment.json")
+        be.client.call(300, op="pause", out=tmp)
+        doc = load(tmp)
+        os.remove(tmp)
+        control.write_atomic(os.path.join(d, "be.json"), {**doc, "window": [round(t0, 6), round(t1, 6)]})
+
+    def run_job(self, k, entry, fn):
+        """One job with its bookkeeping: skipped when done or out of time, its failure written."""
+        if self.done(k, entry):
+            return
+        est = self.job_s(entry)
+        if est + 15.0 > self.left_s():
+            self.skipped.append(f"round {k} {entry}")
+            return
+        d = self.rdir(k, entry)
+        t = time.monotonic()
+        try:
+            fn()
+            log(f"{self.c['name']} round {k} {entry}: {time.monotonic() - t:.1f} s (estimated {est:.1f})")
+            err = os.path.join(d, "error.txt")
+            if os.path.exists(err):
+                os.remove(err)
+        except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as e:
+            self.failures.append(f"{self.c['name']} round {k} {entry}: {e}")
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "error.txt"), "w") as f:
+                f.write(str(e) + "\n")
+            log(f"{self.c['name']} round {k} {entry}: FAILED: {e}")
+
+    def start_all(self, residents):
+        """Waits until every resident is warm; a process that ended or timed out is dropped (its
+        jobs fail) and the others go on."""
+        t = time.monotonic()
+        ready = {}
+        for name, r in residents.items():
+            try:
+                r.client.wait_ready(self.a.timeout)
+                ready[name] = r
+            except (RuntimeError, control.ProcessGone) as e:
+                self.failures.append(f"{self.c['name']}: {name} did not start: {e}")
+                log(f"{name}: did not start: {e}")
+                r.stop()
+        self.startup_s = time.monotonic() - t
+        log(f"{self.c['name']}: {len(ready)} of {len(residents)} processes warm in {self.startup_s:.1f} s")
+        return ready
+
+    def group_fits(self, entries):
+        startup = self.startup_s if self.startup_s is not None else 25.0
+        first = min((self.job_s(e) for e in entries), default=0.0)
+        return startup + first + 15.0 <= self.left_s()
+
+    # The two groups of a round.
+    def plain_group(self, k):
+        schemes = [s for s in self.schemes if group_of(s) == "plain"]
+        todo = [e for e in ["alone", "be-alone", *schemes] if not self.done(k, e)]
+        need_cal = not os.path.exists(os.path.join(self.base, "calibrate.json"))
+        if not todo and not need_cal:
+            return
+        if not self.group_fits(todo):
+            self.skipped += [f"round {k} {e}" for e in todo]
+            return
+        folder = os.path.join(self.work, f"round{k}")
+        residents = {}
+        if need_cal or any(e in todo for e in ("alone", "timeslice")):
+            residents["lc"] = Resident("LC (plain)", procs.lc_server_cmd(self.c, self.a), {}, ("lc",), os.path.join(folder, "lc-plain"))
+        if any(e in todo for e in ("be-alone", "timeslice")):
+            residents["be"] = Resident("BE (plain)", procs.be_server_cmd(self.c, self.a), {}, ("be",), os.path.join(folder, "be-plain"))
+        if "priority-streams" in todo:
+            residents["ps"] = Resident("priority-streams", procs.ps_server_cmd(self.c, self.a), {}, ("lc", "be"), os.path.join(folder, "ps"))
+        ready = self.start_all(residents)
+        try:
+            if need_cal and "lc" in ready:
+                cal = os.path.join(self.base, "calibrate.json")
+                ready["lc"].client.call(self.a.timeout, op="calibrate", n=200, out=cal)
+                self.calibrated(load(cal))
+                log(f"{self.c['name']}: service time {self.settings['service_s'] * 1e3:.2f} ms, rates "
+                    f"{', '.join(f'{r:.1f}' for r in self.settings['rates_rps'])} /s, requests {self.settings['requests']}")
+            if "rates_rps" not in self.settings:
+                self.failures.append(f"{self.c['name']}: no calibration (the plain LC did not start)")
+                return
+            seed = 1000 * k
+            if "lc" in ready:
+                self.run_job(k, "alone", lambda: self.lc_job(ready["lc"], self.rdir(k, "alone"), seed, "alone"))
+                alone = load(os.path.join(self.rdir(k, "alone"), "lc.json"))
+                if alone:
+                    self.targeted(alone)
+            if "be" in ready:
+                self.run_job(k, "be-alone", lambda: self.be_alone_job(ready["be"], self.rdir(k, "be-alone")))
+            for s in schemes:
+                if s == "timeslice" and "lc" in ready and "be" in ready:
+                    pids = {"lc": [ready["lc"].pid], "be": [ready["be"].pid]}
+                    self.run_job(k, s, lambda: self.pair_job(ready["lc"], ready["be"], self.rdir(k, s), seed, "alone",
+                                                             Sampler(self.rdir(k, s), pids=pids, threads_every=self.a.threads_every)))
+                elif s == "priority-streams" and "ps" in ready:
+                    d = self.rdir(k, s)
+
+                    def ps_job():
+                        os.makedirs(d, exist_ok=True)
+                        ready["ps"].client.call(self.a.timeout, op="pair", rates=self.settings["rates_rps"], requests=self.settings["requests"],
+                                                seed=seed, lead_s=self.a.lead_s, warmup=self.warmup,
+                                                out_lc=os.path.join(d, "lc.json"), out_be=os.path.join(d, "be.json"))
+                    self.run_job(k, s, ps_job)
+        finally:
+            for r in ready.values():
+                r.stop()
+
+    def mps_group(self, k):
+        schemes = [s for s in self.schemes if group_of(s) == "mps"]
+        if not schemes:
+            return
+        todo = [e for e in ["alone-mps", "be-alone-mps", *schemes] if not self.done(k, e)]
+        if not todo:
+            return
+        if "rates_rps" not in self.settings or not self.group_fits(todo):
+            self.skipped += [f"round {k} {e}" for e in todo]
+            return
+        folder = os.path.join(self.work, f"round{k}")
+        with Mps(os.path.join(self.sockets, "mps")) as mps, contextlib.ExitStack() as stack:
+            daemons, residents = {}, {}
+            for i, s in enumerate(x for x in schemes if x.startswith("concord") and x in todo):
+                policy, extra = concord_scheme(s)
+                d = self.rdir(k, s)
+                os.makedirs(d, exist_ok=True)
+                try:
+                    daemons[s] = stack.enter_context(Concordd(os.path.join(self.sockets, f"d{i}"), policy, mps.env, extra,
+                                                              log_path=os.path.join(d, "concordd.log")))
+                except (RuntimeError, OSError) as e:
+                    self.failures.append(f"{self.c['name']} round {k} {s}: {e}")
+                    with open(os.path.join(d, "error.txt"), "w") as f:
+                        f.write(str(e) + "\n")
+            if any(e in todo for e in ["alone-mps", *(s for s in schemes if s.startswith("mps"))]):
+                residents["lc"] = Resident("LC (MPS)", procs.lc_server_cmd(self.c, self.a), mps.env, ("lc",), os.path.join(folder, "lc-mps"))
+            for s in (x for x in schemes if x.startswith("mps") and x in todo):
+                residents["be:" + s] = Resident(f"BE ({s})", procs.be_server_cmd(self.c, self.a), {**mps.env, **mps_client_env(s)}, ("be",),
+                                                os.path.join(folder, "be-" + s))
+            if not self.done(k, "be-alone-mps") and "be:mps" not in residents:
+                residents["be:mps"] = Resident("BE (mps)", procs.be_server_cmd(self.c, self.a), mps.env, ("be",), os.path.join(folder, "be-mps"))
+            for s, daemon in daemons.items():
+                d = self.rdir(k, s)
+                common = {**mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
+                lc_env = {**common, "CONCORD_CLASS": "lc", "CONCORD_NAME": "lc", "CONCORD_TARGET_MS": f"{self.target_ms():.3f}",
+                          "CONCORD_INTERCEPT_STATS": os.path.join(d, "lc_intercept.json")}
+                # The library's counters say which share of the BE's launches each mechanism touched.
+                be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": os.path.join(d, "be_intercept.json")}
+                tag = s.replace(":", "-")
+                residents["lc:" + s] = Resident(f"LC ({s})", procs.lc_server_cmd(self.c, self.a), lc_env, ("lc",), os.path.join(folder, "lc-" + tag))
+                residents["be:" + s] = Resident(f"BE ({s})", procs.be_server_cmd(self.c, self.a), be_env, ("be",), os.path.join(folder, "be-" + tag))
+            ready = self.start_all(residents)
+            mps_pids = mps_server_pids()
+            try:
+                seed = 1000 * k
+                if "lc" in ready:
+                    self.run_job(k, "alone-mps", lambda: self.lc_job(ready["lc"], self.rdir(k, "alone-mps"), seed, "alone-mps"))
+                if "be:mps" in ready:
+                    self.run_job(k, "be-alone-mps", lambda: self.be_alone_job(ready["be:mps"], self.rdir(k, "be-alone-mps")))
+                for s in schemes:
+                    d = self.rdir(k, s)
+                    if s.startswith("mps"):
+                        lc, be, metrics = ready.get("lc"), ready.get("be:" + s), None
+                    else:
+                        lc, be = ready.get("lc:" + s), ready.get("be:" + s)
+                        metrics = daemons[s].metrics if s in daemons else None
+                    if lc is None or be is None:
+                        if not self.done(k, s) and not os.path.exists(os.path.join(d, "error.txt")):
+                            self.failures.append(f"{self.c['name']} round {k} {s}: its processes did not start")
+                        continue
+                    pids = {"lc": [lc.pid], "be": [be.pid], "mps": mps_pids}
+                    if s in daemons:
+                        pids["daemon"] = [daemons[s].proc.pid]
+                    self.run_job(k, s, lambda lc=lc, be=be, d=d, metrics=metrics, pids=pids: self.pair_job(
+                        lc, be, d, seed, "alone-mps", Sampler(d, metrics, self.a.metrics_every, pids, self.a.threads_every)))
+            finally:
+                for r in ready.values():
+                    r.stop()
+
+    def run(self):
+        self.skipped = []
+        try:
+            with gpu_sampler(os.path.join(self.base, f"gpu-{int(time.time())}.csv"),
+                             GPU_ENV.get("CUDA_VISIBLE_DEVICES", "0"), pinned("sys")):
+                for k in range(1, self.a.rounds + 1):
+                    self.plain_group(k)
+                    self.mps_group(k)
+        finally:
+            shutil.rmtree(self.sockets, ignore_errors=True)
+        if self.skipped:
+            log(f"{self.c['name']}: out of time (--deadline-s {self.a.deadline_s:g}): skipped {', '.join(self.skipped)}")
+            with open(os.path.join(self.base, "skipped.txt"), "a") as f:
+                f.write("\n".join(self.skipped) + "\n")
+        return self.failures
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
-    ap.add_argument("--combos", default="resnet50:64:graph/resnet50:64")
+    ap.add_argument("--combos", default="resnet50:16:graph/resnet50:64")
     ap.add_argument("--loads", default="0.3,0.6")
     ap.add_argument("--schemes", default=",".join(SCHEMES))
-    ap.add_argument("--requests", type=int, default=250, help="LC requests per load")
-    ap.add_argument("--be-alone-s", type=float, default=12.0)
-    ap.add_argument("--slo-factor", type=float, default=1.5, help="the LC target: this x its alone p99 at the load")
-    ap.add_argument("--timeout", type=float, default=240.0, help="seconds any one process may take")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=667, help="LC requests per load per round (3 rounds: 2,001 per point)")
+    ap.add_argument("--phase-s", type=float, default=0.0,
+                    help="cap each phase at about this many seconds of arrivals (an LLM service's requests are long)")
+    ap.add_argument("--min-requests", type=int, default=5, help="with --phase-s, at least this many requests per phase")
+    ap.add_argument("--be-alone-s", type=float, default=4.0, help="the BE alone per round, seconds")
+    ap.add_argument("--lead-s", type=float, default=1.0, help="the BE runs this long before the LC's phases start")
+    ap.add_argument("--slo-factor", type=float, default=1.5, help="the LC target: this x its alone p99 at the load (round 1)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds any one job or start-up may take")
+    ap.add_argument("--deadline-s", type=float, default=0.0, help="no job starts that would end after this many seconds")
     ap.add_argument("--gpu", type=int, help="run on this GPU alone (CUDA_VISIBLE_DEVICES), with a work folder of its own")
     ap.add_argument("--lc-cpus", help="pin the LC service's processes to these CPUs (taskset's list form, e.g. 0-1)")
     ap.add_argument("--be-cpus", help="pin the BE job's processes to these CPUs")
-    ap.add_argument("--shares-under", default="",
-                    help="comma-separated concord:* schemes run once more with the BE profiled (be_train.py --kernels-out): "
-                         "which share of its launches and GPU time each room mechanism applied to, into shares_<scheme>/")
-    ap.add_argument("--be-alone-under", default="",
-                    help="concord:* schemes (comma-separated) to run the BE job alone under too (no LC: what the library "
-                         "costs it with the scheme's caps armed), each into be_alone_<scheme>.json")
+    ap.add_argument("--sys-cpus", help="pin concordd, the MPS server and this script to these CPUs")
+    ap.add_argument("--metrics-every", type=float, default=0.1, help="concord schemes: sample the daemon's metrics this often (s)")
+    ap.add_argument("--threads-every", type=float, default=0.0, help="sample the processes' threads' CPUs this often (s; 0: off)")
+    ap.add_argument("--trace-schemes", default="", help="schemes whose LC is traced after its phases (PyTorch's profiler)")
+    ap.add_argument("--trace-requests", type=int, default=20)
+    ap.add_argument("--llm-config", default="", help="llama combos: llm.py's configuration, key=value,...")
+    ap.add_argument("--llm-impl", choices=("auto", "transformers", "hand"), default="auto")
     a = ap.parse_args()
-    if a.lc_cpus:
-        CPUS["lc"] = parse_cpus(a.lc_cpus, "--lc-cpus")
-    if a.be_cpus:
-        CPUS["be"] = parse_cpus(a.be_cpus, "--be-cpus")
-    loads = [float(x) for x in a.loads.split(",") if x]
+    for role, text in (("lc", a.lc_cpus), ("be", a.be_cpus), ("sys", a.sys_cpus)):
+        if text:
+            CPUS[role] = parse_cpus(text, f"--{role}-cpus")
+    if "sys" in CPUS:
+        os.sched_setaffinity(0, CPUS["sys"])
+    a.loads = [float(x) for x in a.loads.split(",") if x]
+    a.trace_schemes = [s for s in a.trace_schemes.split(",") if s]
+    if not a.trace_schemes:
+        a.trace_requests = 0
     schemes = [s for s in a.schemes.split(",") if s]
     for s in schemes:
-        if s not in SCHEMES and not s.startswith("concord:"):
-            ap.error(f"unknown scheme '{s}' (known: {', '.join(SCHEMES)})")
-    alone_under = [s for s in a.be_alone_under.split(",") if s]
-    shares_under = [s for s in a.shares_under.split(",") if s]
-    for s in shares_under:
-        if not s.startswith("concord:"):
-            ap.error(f"--shares-under {s}: a concord:* scheme")
-    for s in schemes + alone_under + shares_under:
-        if s.startswith("concord:"):
-            try:
-                concord_scheme(s)
-            except RuntimeError as e:
-                ap.error(str(e))
-        elif s in alone_under:
-            ap.error(f"--be-alone-under {s}: a concord:* scheme")
-    if any(not 0 < x < 1 for x in loads):
+        try:
+            check_scheme(s)
+        except RuntimeError as e:
+            ap.error(str(e))
+    if any(s.startswith("concord") for s in schemes):
+        for var in ("CONCORDD", "INTERCEPT"):
+            if not os.environ.get(var):
+                ap.error(f"concord schemes need {var}")
+    if any(not 0 < x < 1 for x in a.loads):
         ap.error("--loads must be in (0, 1)")
+    if a.rounds < 1 or a.requests < 1:
+        ap.error("--rounds and --requests must be >= 1")
     if a.gpu is not None:
         GPU_ENV["CUDA_VISIBLE_DEVICES"] = str(a.gpu)
     work = os.path.join(a.out, "work" if a.gpu is None else f"work-gpu{a.gpu}")
@@ -348,79 +448,7 @@ def main():
     failures = []
     for combo in a.combos.split(","):
         c = parse_combo(combo)
-        base = os.path.join(a.out, c["name"])
-        os.makedirs(base, exist_ok=True)
-        cal = os.path.join(base, "calibrate.json")
-        if not os.path.exists(cal):
-            with open(os.path.join(base, "calibrate.log"), "w") as log:
-                finish(subprocess.Popen(lc_cmd(c, cal, calibrate=200), stdout=log, stderr=subprocess.STDOUT, env=base_env(),
-                                        preexec_fn=pinned("lc")), a.timeout, "calibration")
-        service_s = json.load(open(cal))["mean_s"]
-        rates = [load / service_s for load in loads]
-        be_alone = os.path.join(base, "be_alone.json")
-        if not os.path.exists(be_alone):
-            with open(os.path.join(base, "be_alone.log"), "w") as log:
-                finish(subprocess.Popen(be_cmd(c, be_alone, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT, env=base_env(),
-                                        preexec_fn=pinned("be")), a.timeout, "BE alone")
-        # The BE alone as an MPS client too: an eager training job can run faster under MPS than
-        # as a plain process, so the MPS-based schemes are also compared with this.
-        be_alone_mps = os.path.join(base, "be_alone_mps.json")
-        if not os.path.exists(be_alone_mps):
-            with Mps(work) as mps, open(os.path.join(base, "be_alone_mps.log"), "w") as log:
-                finish(subprocess.Popen(be_cmd(c, be_alone_mps, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT,
-                                        env={**base_env(), **mps.env}, preexec_fn=pinned("be")), a.timeout, "BE alone under MPS")
-        # The BE alone under the library and a daemon (no LC tenant): the library's own cost.
-        for s in alone_under:
-            out = os.path.join(base, f"be_alone_{s.replace(':', '-')}.json")
-            if os.path.exists(out):
-                continue
-            policy, extra = concord_scheme(s)
-            try:
-                with Mps(work) as mps, Concordd(work, policy, mps.env, extra) as daemon, \
-                        open(out[:-len(".json")] + ".log", "w") as log:
-                    env = {**base_env(), **mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket,
-                           "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": out[:-len(".json")] + "_intercept.json"}
-                    finish(subprocess.Popen(be_cmd(c, out, seconds=a.be_alone_s), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            preexec_fn=pinned("be")), a.timeout, f"BE alone under {s}")
-            except (RuntimeError, subprocess.SubprocessError, OSError, KeyError) as e:
-                failures.append(f"{c['name']} BE alone under {s}: {e}")
-        alone = os.path.join(base, "lc_alone")
-        os.makedirs(alone, exist_ok=True)
-        if not os.path.exists(os.path.join(alone, "lc.json")):
-            with open(os.path.join(alone, "lc.log"), "w") as log:
-                finish(subprocess.Popen(lc_cmd(c, os.path.join(alone, "lc.json"), rates, a.requests), stdout=log,
-                                        stderr=subprocess.STDOUT, env=base_env(), preexec_fn=pinned("lc")), a.timeout, "LC alone")
-        phases = json.load(open(os.path.join(alone, "lc.json")))["phases"]
-        targets_ms = [a.slo_factor * p["p99_s"] * 1e3 for p in phases]
-        json.dump({"loads": loads, "rates_rps": rates, "service_s": service_s, "targets_ms": targets_ms,
-                   "gpu": a.gpu, "requests": a.requests,
-                   "lc_cpus": a.lc_cpus, "be_cpus": a.be_cpus}, open(os.path.join(base, "settings.json"), "w"))
-        for s in schemes:
-            d = os.path.join(base, s.replace(":", "-"))
-            os.makedirs(d, exist_ok=True)
-            if done(d):
-                continue
-            t = time.monotonic()
-            try:
-                # The LC registers once, with the target of its first load (a label for the policies).
-                run_scheme(s, d, c, rates, a.requests, targets_ms[0], work, a.timeout)
-                print(f"{c['name']} {s}: {time.monotonic() - t:.0f} s", file=sys.stderr)
-            except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-                failures.append(f"{c['name']} {s}: {e}")
-                with open(os.path.join(d, "error.txt"), "w") as f:
-                    f.write(str(e) + "\n")
-                print(f"{c['name']} {s}: FAILED: {e}", file=sys.stderr)
-        # The same pair again with the BE profiled: its rates are not used (the profiler slows it).
-        for s in shares_under:
-            d = os.path.join(base, "shares_" + s.replace(":", "-"))
-            os.makedirs(d, exist_ok=True)
-            if os.path.exists(os.path.join(d, "kernels.json")):
-                continue
-            try:
-                run_scheme(s, d, c, rates, a.requests, targets_ms[0], work, a.timeout, kernels=os.path.join(d, "kernels.json"))
-            except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-                failures.append(f"{c['name']} shares under {s}: {e}")
-                print(f"{c['name']} shares under {s}: FAILED: {e}", file=sys.stderr)
+        failures += Combo(a, c, schemes, os.path.join(work, c["name"])).run()
     if failures:
         print("run.py: failed runs:\n  " + "\n  ".join(failures), file=sys.stderr)
         sys.exit(1)
