@@ -15,7 +15,9 @@
 # bench/apps on every GPU (bench/apps/run_gpus.sh; APPS_COMBOS, APPS_ARGS); "room" tests and
 # measures the BE caps of leases with room terms (ROOM_LAUNCHES, ROOM_CORRECTNESS_ARGS); "overhead"
 # compares the BE training alone as a plain MPS client and under the library, in turns; "node" runs
-# one concordd for every GPU (bench/apps/one_daemon.py; NODE_ARGS), the two-GPU measurement.
+# one concordd for every GPU (bench/apps/one_daemon.py; NODE_ARGS), the two-GPU measurement;
+# "verdicts" runs one part of bench/apps' LC/BE verdicts on one GPU (bench/apps/verdicts.sh:
+# VERDICTS_PART=selftest|1|2|3, VERDICTS_S its time limit) into OUT/verdicts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -241,6 +243,12 @@ if has apps; then
   step apps "${APPS_S:-590}" env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
     CONCORD_DEVICE_SPEC="$devspec" bash bench/apps/run_gpus.sh "$out/apps" \
     "${APPS_COMBOS:-resnet50:64:graph/resnet50:64,bert:32:graph/bert:16,bert:8/resnet50:64,gpt:16/bert:16}" ${APPS_ARGS:-}
+fi
+# One part of the LC/BE verdicts (bench/apps/verdicts.sh: rounds, the default configuration against
+# every baseline) into OUT/verdicts/part<PART>.tar.xz.
+if has verdicts; then
+  step "verdicts-${VERDICTS_PART:-1}" "${VERDICTS_S:-580}" env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
+    CONCORD_DEVICE_SPEC="$devspec" bash bench/apps/verdicts.sh "${VERDICTS_PART:-1}" "$out/verdicts"
 fi
 # One concordd for every GPU of the machine (bench/apps/one_daemon.py): an LC and a BE on GPU 0, a BE
 # on GPU 1, into OUT/node (docs/cluster.md; the two-GPU measurement of the daemon's lanes).

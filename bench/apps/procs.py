@@ -238,15 +238,16 @@ def base_env():
 
 
 class Resident:
-    """A process serving jobs from a control folder (control.py), its log beside the folder."""
+    """A process serving jobs from a control folder (control.py); its output goes to `log_path`."""
 
-    def __init__(self, name, cmd, env, roles, folder):
+    def __init__(self, name, cmd, env, roles, folder, log_path):
         if os.path.isdir(folder):
             for f in os.listdir(folder):
                 os.remove(os.path.join(folder, f))
         os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
         self.name = name
-        self.log = open(folder + ".log", "w")
+        self.log = open(log_path, "w")
         proc = subprocess.Popen(cmd + ["--serve", folder], stdout=self.log, stderr=subprocess.STDOUT, env={**base_env(), **env},
                                 preexec_fn=pinned(*roles))
         self.client = control.Client(folder, proc, name)

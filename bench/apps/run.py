@@ -28,15 +28,18 @@ decode service beside a transformer's training, llm.py).
 Rounds. The schemes run interleaved, A B C ... A B C ..., --rounds times; in every round the LC is
 measured alone again. A round has two groups, each a set of resident processes started together,
 built and warmed once, that serve one job after another (control.py) and end with the group:
-- plain (no MPS server): the LC alone, the BE alone (--be-alone-s), timeslice, priority-streams;
-- MPS (one MPS server): the LC alone as an MPS client, the BE alone as one, every MPS scheme
-  (a BE process of its own each, one LC process for all), and every concord scheme (its own
-  concordd, LC and BE under the library).
+- MPS (one MPS server), first: the LC alone as an MPS client, the BE alone as one, every concord
+  scheme (its own concordd, LC and BE under the library) and every MPS scheme (a BE process of its
+  own each, one LC process for all), in --schemes' order;
+- plain (no MPS server): the LC alone, the BE alone (--be-alone-s), timeslice, priority-streams
+  (only when --schemes has one of these two).
 Within a group only the job's own processes work; the others wait idle (a stat every 5 ms). A job
 beside a BE starts the BE, lets it run --lead-s alone, then runs the LC's phases (one per load, the
 same arrival seeds for every scheme of a round), then pauses the BE; the BE's rate is taken over
 each phase's window. Round 1 first calibrates the LC (200 requests back to back: capacity = 1 /
-mean service time) and takes the SLO targets from its plain alone. Each job's results go to
+mean service time; 20 for an LLM service) and takes the SLO targets from its first alone. The
+LC of the schemes in --trace-schemes is traced once more after its round-1 phases (PyTorch's
+profiler over --trace-requests requests, the BE beside it: trace.json and trace.trace.json.gz). Each job's results go to
 OUTDIR/<combo>/round<K>/<entry>/ (lc.json, be.json; the library's counters, concordd's log and its
 metrics sampled every --metrics-every s for concord schemes); a job already there is kept (rerun to
 resume). --deadline-s ends the run before a job that would not finish in time (the rounds already
@@ -135,6 +138,8 @@ class Combo:
         control.write_atomic(self.settings_path, self.settings)
 
     def target_ms(self):
+        """The LC's registered target (a label: no lease policy reads it): round 1's first alone
+        p99 x --slo-factor once measured, 100 ms before."""
         return (self.settings.get("targets_ms") or [100.0])[0]
 
     def rdir(self, k, entry):
@@ -145,7 +150,7 @@ class Combo:
         files = ("be.json",) if entry.startswith("be-alone") else ("lc.json",) if entry in ("alone", "alone-mps") else ("lc.json", "be.json")
         return all(os.path.exists(os.path.join(d, f)) for f in files)
 
-    def job_s(self, entry):
+    def job_s(self, entry, k=1):
         """An estimate of a job's seconds (for --deadline-s)."""
         if entry.startswith("be-alone"):
             return self.a.lead_s + self.a.be_alone_s + 1.0
@@ -153,7 +158,10 @@ class Combo:
         if not rates:
             return 10.0
         svc = self.settings["service_s"]
-        return sum(n / r + self.warmup * svc for n, r in zip(reqs, rates)) + (0 if entry.startswith("alone") else self.a.lead_s) + 1.0
+        s = sum(n / r + self.warmup * svc for n, r in zip(reqs, rates)) + (0 if entry.startswith("alone") else self.a.lead_s) + 1.0
+        if self.a.trace_requests and entry in self.a.trace_schemes and k == 1:
+            s += self.a.trace_requests / rates[0] + self.a.lead_s + 5.0  # the profiler's start and export
+        return s
 
     def left_s(self):
         return self.a.deadline_s - (time.monotonic() - START) if self.a.deadline_s else float("inf")
@@ -164,7 +172,7 @@ class Combo:
         lc.client.call(self.a.timeout, op="phases", rates=self.settings["rates_rps"], requests=self.settings["requests"], seed=seed,
                        out=os.path.join(d, "lc.json"), extra={"alone_ref": ref}, warmup=self.warmup)
 
-    def pair_job(self, lc, be, d, seed, ref, sampler):
+    def pair_job(self, lc, be, d, seed, ref, sampler, k=1):
         os.makedirs(d, exist_ok=True)
         be.client.call(120, op="train")
         try:
@@ -173,7 +181,7 @@ class Combo:
                 self.lc_job(lc, d, seed, ref)
         finally:
             be.client.call(300, op="pause", out=os.path.join(d, "be.json"))
-        if self.a.trace_requests and self.traced(d):
+        if self.a.trace_requests and self.traced(d) and k == 1:
             be.client.call(120, op="train")
             try:
                 lc.client.call(self.a.timeout, op="trace", rate=self.settings["rates_rps"][0], requests=self.a.trace_requests,
@@ -201,8 +209,10 @@ class Combo:
         """One job with its bookkeeping: skipped when done or out of time, its failure written."""
         if self.done(k, entry):
             return
-        est = self.job_s(entry)
-        if est + 15.0 > self.left_s():
+        est = self.job_s(entry, k)
+        if self.out_of_time or est + 15.0 > self.left_s():
+            # Nothing runs after the first job that does not fit: the rounds made stay whole.
+            self.out_of_time = True
             self.skipped.append(f"round {k} {entry}")
             return
         d = self.rdir(k, entry)
@@ -219,6 +229,12 @@ class Combo:
             with open(os.path.join(d, "error.txt"), "w") as f:
                 f.write(str(e) + "\n")
             log(f"{self.c['name']} round {k} {entry}: FAILED: {e}")
+
+    def resident(self, k, name, cmd, env, roles, tag):
+        """A resident process of round k: its control folder under the work folder, its output in
+        the round's logs/."""
+        return Resident(name, cmd, env, roles, os.path.join(self.work, f"round{k}", tag),
+                        os.path.join(self.base, f"round{k}", "logs", tag + ".log"))
 
     def start_all(self, residents):
         """Waits until every resident is warm; a process that ended or timed out is dropped (its
@@ -239,37 +255,48 @@ class Combo:
 
     def group_fits(self, entries):
         startup = self.startup_s if self.startup_s is not None else 25.0
-        first = min((self.job_s(e) for e in entries), default=0.0)
-        return startup + first + 15.0 <= self.left_s()
+        first = self.job_s(entries[0]) if entries else 0.0
+        if self.out_of_time or startup + first + 15.0 > self.left_s():
+            self.out_of_time = True
+            return False
+        return True
+
+    def calibrate(self, lc):
+        """Round 1's first group: the LC's service time back to back, hence the rates."""
+        cal = os.path.join(self.base, "calibrate.json")
+        lc.client.call(self.a.timeout, op="calibrate", n=20 if self.llm else 200, out=cal)
+        self.calibrated(load(cal))
+        log(f"{self.c['name']}: service time {self.settings['service_s'] * 1e3:.2f} ms, rates "
+            f"{', '.join(f'{r:.1f}' for r in self.settings['rates_rps'])} /s, requests {self.settings['requests']}")
+
+    def need_calibration(self):
+        return not os.path.exists(os.path.join(self.base, "calibrate.json")) or "rates_rps" not in self.settings
 
     # The two groups of a round.
     def plain_group(self, k):
         schemes = [s for s in self.schemes if group_of(s) == "plain"]
+        if not schemes and any(group_of(s) == "mps" for s in self.schemes):
+            return  # no plain scheme to compare with its alone: the MPS group's references serve
         todo = [e for e in ["alone", "be-alone", *schemes] if not self.done(k, e)]
-        need_cal = not os.path.exists(os.path.join(self.base, "calibrate.json"))
+        need_cal = self.need_calibration()
         if not todo and not need_cal:
             return
         if not self.group_fits(todo):
             self.skipped += [f"round {k} {e}" for e in todo]
             return
-        folder = os.path.join(self.work, f"round{k}")
         residents = {}
         if need_cal or any(e in todo for e in ("alone", "timeslice")):
-            residents["lc"] = Resident("LC (plain)", procs.lc_server_cmd(self.c, self.a), {}, ("lc",), os.path.join(folder, "lc-plain"))
+            residents["lc"] = self.resident(k, "LC (plain)", procs.lc_server_cmd(self.c, self.a), {}, ("lc",), "lc-plain")
         if any(e in todo for e in ("be-alone", "timeslice")):
-            residents["be"] = Resident("BE (plain)", procs.be_server_cmd(self.c, self.a), {}, ("be",), os.path.join(folder, "be-plain"))
+            residents["be"] = self.resident(k, "BE (plain)", procs.be_server_cmd(self.c, self.a), {}, ("be",), "be-plain")
         if "priority-streams" in todo:
-            residents["ps"] = Resident("priority-streams", procs.ps_server_cmd(self.c, self.a), {}, ("lc", "be"), os.path.join(folder, "ps"))
+            residents["ps"] = self.resident(k, "priority-streams", procs.ps_server_cmd(self.c, self.a), {}, ("lc", "be"), "ps")
         ready = self.start_all(residents)
         try:
             if need_cal and "lc" in ready:
-                cal = os.path.join(self.base, "calibrate.json")
-                ready["lc"].client.call(self.a.timeout, op="calibrate", n=200, out=cal)
-                self.calibrated(load(cal))
-                log(f"{self.c['name']}: service time {self.settings['service_s'] * 1e3:.2f} ms, rates "
-                    f"{', '.join(f'{r:.1f}' for r in self.settings['rates_rps'])} /s, requests {self.settings['requests']}")
+                self.calibrate(ready["lc"])
             if "rates_rps" not in self.settings:
-                self.failures.append(f"{self.c['name']}: no calibration (the plain LC did not start)")
+                self.failures.append(f"{self.c['name']}: no calibration (the LC did not start)")
                 return
             seed = 1000 * k
             if "lc" in ready:
@@ -283,7 +310,7 @@ class Combo:
                 if s == "timeslice" and "lc" in ready and "be" in ready:
                     pids = {"lc": [ready["lc"].pid], "be": [ready["be"].pid]}
                     self.run_job(k, s, lambda: self.pair_job(ready["lc"], ready["be"], self.rdir(k, s), seed, "alone",
-                                                             Sampler(self.rdir(k, s), pids=pids, threads_every=self.a.threads_every)))
+                                                             Sampler(self.rdir(k, s), pids=pids, threads_every=self.a.threads_every), k))
                 elif s == "priority-streams" and "ps" in ready:
                     d = self.rdir(k, s)
 
@@ -302,12 +329,12 @@ class Combo:
         if not schemes:
             return
         todo = [e for e in ["alone-mps", "be-alone-mps", *schemes] if not self.done(k, e)]
-        if not todo:
+        need_cal = self.need_calibration()
+        if not todo and not need_cal:
             return
-        if "rates_rps" not in self.settings or not self.group_fits(todo):
+        if not self.group_fits(todo):
             self.skipped += [f"round {k} {e}" for e in todo]
             return
-        folder = os.path.join(self.work, f"round{k}")
         with Mps(os.path.join(self.sockets, "mps")) as mps, contextlib.ExitStack() as stack:
             daemons, residents = {}, {}
             for i, s in enumerate(x for x in schemes if x.startswith("concord") and x in todo):
@@ -321,13 +348,13 @@ class Combo:
                     self.failures.append(f"{self.c['name']} round {k} {s}: {e}")
                     with open(os.path.join(d, "error.txt"), "w") as f:
                         f.write(str(e) + "\n")
-            if any(e in todo for e in ["alone-mps", *(s for s in schemes if s.startswith("mps"))]):
-                residents["lc"] = Resident("LC (MPS)", procs.lc_server_cmd(self.c, self.a), mps.env, ("lc",), os.path.join(folder, "lc-mps"))
+            if need_cal or any(e in todo for e in ["alone-mps", *(s for s in schemes if s.startswith("mps"))]):
+                residents["lc"] = self.resident(k, "LC (MPS)", procs.lc_server_cmd(self.c, self.a), mps.env, ("lc",), "lc-mps")
             for s in (x for x in schemes if x.startswith("mps") and x in todo):
-                residents["be:" + s] = Resident(f"BE ({s})", procs.be_server_cmd(self.c, self.a), {**mps.env, **mps_client_env(s)}, ("be",),
-                                                os.path.join(folder, "be-" + s))
+                residents["be:" + s] = self.resident(k, f"BE ({s})", procs.be_server_cmd(self.c, self.a), {**mps.env, **mps_client_env(s)},
+                                                     ("be",), "be-" + s)
             if not self.done(k, "be-alone-mps") and "be:mps" not in residents:
-                residents["be:mps"] = Resident("BE (mps)", procs.be_server_cmd(self.c, self.a), mps.env, ("be",), os.path.join(folder, "be-mps"))
+                residents["be:mps"] = Resident("BE (mps)", procs.be_server_cmd(self.c, self.a), mps.env, ("be",), "be-mps")
             for s, daemon in daemons.items():
                 d = self.rdir(k, s)
                 common = {**mps.env, "LD_PRELOAD": os.environ["INTERCEPT"], "CONCORD_SOCKET": daemon.socket}
@@ -336,14 +363,22 @@ class Combo:
                 # The library's counters say which share of the BE's launches each mechanism touched.
                 be_env = {**common, "CONCORD_CLASS": "be", "CONCORD_NAME": "be", "CONCORD_INTERCEPT_STATS": os.path.join(d, "be_intercept.json")}
                 tag = s.replace(":", "-")
-                residents["lc:" + s] = Resident(f"LC ({s})", procs.lc_server_cmd(self.c, self.a), lc_env, ("lc",), os.path.join(folder, "lc-" + tag))
-                residents["be:" + s] = Resident(f"BE ({s})", procs.be_server_cmd(self.c, self.a), be_env, ("be",), os.path.join(folder, "be-" + tag))
+                residents["lc:" + s] = self.resident(k, f"LC ({s})", procs.lc_server_cmd(self.c, self.a), lc_env, ("lc",), "lc-" + tag)
+                residents["be:" + s] = self.resident(k, f"BE ({s})", procs.be_server_cmd(self.c, self.a), be_env, ("be",), "be-" + tag)
             ready = self.start_all(residents)
             mps_pids = mps_server_pids()
             try:
+                if need_cal and "lc" in ready:
+                    self.calibrate(ready["lc"])
+                if "rates_rps" not in self.settings:
+                    self.failures.append(f"{self.c['name']}: no calibration (the LC did not start)")
+                    return
                 seed = 1000 * k
                 if "lc" in ready:
                     self.run_job(k, "alone-mps", lambda: self.lc_job(ready["lc"], self.rdir(k, "alone-mps"), seed, "alone-mps"))
+                    alone = load(os.path.join(self.rdir(k, "alone-mps"), "lc.json"))
+                    if alone:
+                        self.targeted(alone)
                 if "be:mps" in ready:
                     self.run_job(k, "be-alone-mps", lambda: self.be_alone_job(ready["be:mps"], self.rdir(k, "be-alone-mps")))
                 for s in schemes:
@@ -361,19 +396,21 @@ class Combo:
                     if s in daemons:
                         pids["daemon"] = [daemons[s].proc.pid]
                     self.run_job(k, s, lambda lc=lc, be=be, d=d, metrics=metrics, pids=pids: self.pair_job(
-                        lc, be, d, seed, "alone-mps", Sampler(d, metrics, self.a.metrics_every, pids, self.a.threads_every)))
+                        lc, be, d, seed, "alone-mps", Sampler(d, metrics, self.a.metrics_every, pids, self.a.threads_every), k))
             finally:
                 for r in ready.values():
                     r.stop()
 
     def run(self):
-        self.skipped = []
+        self.skipped, self.out_of_time = [], False
         try:
             with gpu_sampler(os.path.join(self.base, f"gpu-{int(time.time())}.csv"),
                              GPU_ENV.get("CUDA_VISIBLE_DEVICES", "0"), pinned("sys")):
                 for k in range(1, self.a.rounds + 1):
-                    self.plain_group(k)
+                    # The MPS group first: the default configuration and plain MPS come first in
+                    # every round, so a run cut short by its deadline loses time slicing first.
                     self.mps_group(k)
+                    self.plain_group(k)
         finally:
             shutil.rmtree(self.sockets, ignore_errors=True)
         if self.skipped:

@@ -186,8 +186,8 @@ class RunTest(unittest.TestCase):
             return self.doc(f"round{k}", s, "lc.json")["phases"][0]["window"][0]
         order = sorted((start(k, s), k, s) for k in (1, 2) for s in ("alone", "timeslice", "alone-mps", "mps", "concord"))
         self.assertEqual([(k, s) for _, k, s in order],
-                         [(1, "alone"), (1, "timeslice"), (1, "alone-mps"), (1, "mps"), (1, "concord"),
-                          (2, "alone"), (2, "timeslice"), (2, "alone-mps"), (2, "mps"), (2, "concord")])
+                         [(1, "alone-mps"), (1, "mps"), (1, "concord"), (1, "alone"), (1, "timeslice"),
+                          (2, "alone-mps"), (2, "mps"), (2, "concord"), (2, "alone"), (2, "timeslice")])
 
     def test_a_rerun_keeps_what_is_there_and_summarize_reads_it(self):
         lc = os.path.join(self.out, "bert-32-graph__bert-16", "round1", "mps", "lc.json")
@@ -206,15 +206,17 @@ class RunTest(unittest.TestCase):
     def test_a_deadline_stops_before_a_job_that_would_not_fit(self):
         # 3,000 requests per phase at 75 and 150 per second: a minute per LC job, more than is left.
         out = os.path.join(self.tmp.name, "short")
-        r = self.run_py(out, "--rounds", "1", "--deadline-s", "45", "--requests", "3000")
+        r = self.run_py(out, "--rounds", "1", "--deadline-s", "60", "--requests", "3000")
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(os.path.join(out, "bert-32-graph__bert-16", "skipped.txt")) as f:
             skipped = f.read().split("\n")
-        self.assertIn("round 1 alone", skipped)
-        self.assertIn("round 1 mps", skipped)
+        self.assertIn("round 1 alone-mps", skipped)
+        self.assertIn("round 1 timeslice", skipped)
         base = os.path.join(out, "bert-32-graph__bert-16")
-        self.assertTrue(os.path.exists(os.path.join(base, "round1", "be-alone", "be.json")), "a job that fits runs")
-        self.assertFalse(os.path.exists(os.path.join(base, "round1", "alone", "lc.json")))
+        self.assertTrue(os.path.exists(os.path.join(base, "calibrate.json")))
+        # Nothing after the first job that does not fit, not even one that would: rounds stay whole.
+        self.assertFalse(os.path.exists(os.path.join(base, "round1", "be-alone-mps", "be.json")))
+        self.assertFalse(os.path.exists(os.path.join(base, "round1", "alone-mps", "lc.json")))
 
 
 if __name__ == "__main__":

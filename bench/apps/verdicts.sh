@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The LC/BE verdicts of docs/results.md, one part per device call (each within about PART_S
+# seconds, default 530): run.py in 3 interleaved rounds, the LC alone again in every round, at loads
+# 0.3 and 0.6, every process pinned, 667 requests per load per round (2,001 per point) for the
+# request-per-request services; the LLM decode services (requests of tens to hundreds of ms) get
+# PHASE_S seconds of arrivals per phase instead, and are judged on their per-token tail.
+#
+#   bench/apps/verdicts.sh PART OUTDIR
+#
+#   selftest  the LLM decode service, CUDA graph and eager, 2 requests each (lc_service.py
+#             --selftest: which implementation ran, its request and per-token times)
+#   1         gpt:16/bert:16 (the eager decoder step; the LC of the default configuration and of
+#             plain MPS traced after their phases, every process's threads sampled), then
+#             llama:8:graph/llama:8 (the LLM decode service as CUDA graphs beside its training)
+#   2         resnet50:16:graph/resnet50:64, then llama:8/llama:8 (the LLM decode service eager)
+#   3         bert:32:graph/bert:16 with every baseline and the daemon's other lease policies
+#
+# Schemes, in the order they are cut when a part runs short: concord (concordd with no --policy:
+# the default configuration), mps, mps-prio, mps-be50, timeslice, then mps-prio-be50, mps-be75,
+# mps-be25, priority-streams, concord:priority-streams, concord:concord (part 3 has them all).
+# Each combo's run.py gets --deadline-s: no job starts that would end past the part's time, so a
+# part cut short keeps its complete rounds. Writes OUTDIR/part<PART>.tar.xz (the run folders;
+# summarize.py reads them unpacked) and OUTDIR/part<PART>.log.
+#
+# BIN (default .gpu/bin) holds concordd, LIB (default .gpu/lib/libconcord_intercept.so) the
+# library; LC_CPUS, SYS_CPUS and BE_CPUS pin the LC's processes, concordd with the MPS server, and
+# the BE's (defaults on N CPUs: 0-1, 2-3, 4-(N-1)); LLM_IMPL (auto, transformers, hand) and
+# LLM_CONFIG (llm.py's key=value,...) pass to the LLM services; PHASE_S (default 4) seconds of
+# arrivals per LLM phase.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+[ $# -eq 2 ] || { echo "usage: $0 selftest|1|2|3 OUTDIR" >&2; exit 2; }
+part=$1
+outdir=$(mkdir -p "$2" && cd "$2" && pwd)
+bin=${BIN:-$root/.gpu/bin}
+lib=$(realpath "${LIB:-$root/.gpu/lib/libconcord_intercept.so}")
+export CONCORDD=${CONCORDD:-$bin/concordd} INTERCEPT=${INTERCEPT:-$lib}
+llm_impl=${LLM_IMPL:-auto}
+llm_config=${LLM_CONFIG:-}
+n=$(nproc)
+lc=${LC_CPUS:-0-1}
+sys=${SYS_CPUS:-2-3}
+be=${BE_CPUS:-4-$((n - 1))}
+part_s=${PART_S:-530}
+phase_s=${PHASE_S:-4}
+start=$SECONDS
+log=$outdir/part$part.log
+
+if [ "$part" = selftest ]; then
+  status=0
+  for mode in --graph ""; do
+    # shellcheck disable=SC2086
+    taskset -c "$lc" python3 "$here/lc_service.py" --model llama --batch 8 $mode --llm-impl "$llm_impl" --llm-config "$llm_config" \
+      --selftest 2>>"$log" | tee -a "$outdir/selftest.jsonl" || status=1
+  done
+  exit $status
+fi
+
+run_dir=$outdir/part$part
+mkdir -p "$run_dir"
+common=(--rounds 3 --loads 0.3,0.6 --lc-cpus "$lc" --be-cpus "$be" --sys-cpus "$sys" --llm-impl "$llm_impl" --llm-config "$llm_config")
+first="concord,mps,mps-prio,mps-be50,timeslice"
+
+# combo schemes share_of_what_is_left [run.py options...]: one run.py with a deadline.
+combo() {
+  local c=$1 schemes=$2 share=$3
+  shift 3
+  local left=$((part_s - (SECONDS - start)))
+  local mine=$((left * share / 100))
+  echo "== $c ($schemes), $mine s of the $left s left" | tee -a "$log"
+  python3 "$here/run.py" "$run_dir" --combos "$c" --schemes "$schemes" --deadline-s "$mine" "${common[@]}" "$@" >>"$log" 2>&1
+  echo "   rc=$?, $((SECONDS - start)) s into the part" | tee -a "$log"
+}
+
+case $part in
+  1)
+    combo gpt:16/bert:16 "$first" 62 --threads-every 0.25 --trace-schemes concord,mps
+    combo llama:8:graph/llama:8 "concord,mps,mps-prio" 100 --phase-s "$phase_s" --threads-every 0.5
+    ;;
+  2)
+    combo resnet50:16:graph/resnet50:64 "$first" 58
+    combo llama:8/llama:8 "concord,mps,mps-prio" 100 --phase-s "$((phase_s + 1))"
+    ;;
+  3)
+    combo bert:32:graph/bert:16 "$first,mps-prio-be50,mps-be75,mps-be25,priority-streams,concord:priority-streams,concord:concord" 100
+    ;;
+  *) echo "unknown part '$part' (selftest, 1, 2, 3)" >&2; exit 2 ;;
+esac
+# The work folders hold sockets and control files only.
+rm -rf "$run_dir"/work*
+tar -C "$outdir" -cJf "$outdir/part$part.tar.xz" "part$part" && rm -rf "$run_dir"
+echo "part $part: $((SECONDS - start)) s; $(du -h "$outdir/part$part.tar.xz" | cut -f1) in part$part.tar.xz" | tee -a "$log"
