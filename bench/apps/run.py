@@ -38,8 +38,9 @@ beside a BE starts the BE, lets it run --lead-s alone, then runs the LC's phases
 same arrival seeds for every scheme of a round), then pauses the BE; the BE's rate is taken over
 each phase's window. Round 1 first calibrates the LC (200 requests back to back: capacity = 1 /
 mean service time; 20 for an LLM service) and takes the SLO targets from its first alone. The
-LC of the schemes in --trace-schemes is traced once more after its round-1 phases (PyTorch's
-profiler over --trace-requests requests, the BE beside it: trace.json and trace.trace.json.gz). Each job's results go to
+LC of the schemes in --trace-schemes is traced once more at the end of its round-1 group (PyTorch's
+profiler over --trace-requests requests, the BE beside it: trace.json and trace.trace.json.gz),
+after every measured job of the group, since the profiler may leave hooks in the process. Each job's results go to
 OUTDIR/<combo>/round<K>/<entry>/ (lc.json, be.json; the library's counters, concordd's log and its
 metrics sampled every --metrics-every s for concord schemes); a job already there is kept (rerun to
 resume). --deadline-s ends the run before a job that would not finish in time (the rounds already
@@ -150,7 +151,7 @@ class Combo:
         files = ("be.json",) if entry.startswith("be-alone") else ("lc.json",) if entry in ("alone", "alone-mps") else ("lc.json", "be.json")
         return all(os.path.exists(os.path.join(d, f)) for f in files)
 
-    def job_s(self, entry, k=1):
+    def job_s(self, entry):
         """An estimate of a job's seconds (for --deadline-s)."""
         if entry.startswith("be-alone"):
             return self.a.lead_s + self.a.be_alone_s + 1.0
@@ -159,8 +160,6 @@ class Combo:
             return 10.0
         svc = self.settings["service_s"]
         s = sum(n / r + self.warmup * svc for n, r in zip(reqs, rates)) + (0 if entry.startswith("alone") else self.a.lead_s) + 1.0
-        if self.a.trace_requests and entry in self.a.trace_schemes and k == 1:
-            s += self.a.trace_requests / rates[0] + self.a.lead_s + 5.0  # the profiler's start and export
         return s
 
     def left_s(self):
@@ -172,7 +171,7 @@ class Combo:
         lc.client.call(self.a.timeout, op="phases", rates=self.settings["rates_rps"], requests=self.settings["requests"], seed=seed,
                        out=os.path.join(d, "lc.json"), extra={"alone_ref": ref}, warmup=self.warmup)
 
-    def pair_job(self, lc, be, d, seed, ref, sampler, k=1):
+    def pair_job(self, lc, be, d, seed, ref, sampler):
         os.makedirs(d, exist_ok=True)
         be.client.call(120, op="train")
         try:
@@ -181,17 +180,34 @@ class Combo:
                 self.lc_job(lc, d, seed, ref)
         finally:
             be.client.call(300, op="pause", out=os.path.join(d, "be.json"))
-        if self.a.trace_requests and self.traced(d) and k == 1:
-            be.client.call(120, op="train")
-            try:
-                lc.client.call(self.a.timeout, op="trace", rate=self.settings["rates_rps"][0], requests=self.a.trace_requests,
-                               seed=seed + 7, out=os.path.join(d, "trace.json"))
-            finally:
-                be.client.call(300, op="pause", out=os.path.join(d, "trace_be.json"))
 
-    def traced(self, d):
-        name = os.path.basename(d)
-        return name in [s.replace(":", "-") for s in self.a.trace_schemes]
+    def trace_jobs(self, k, pairs):
+        """Round 1's traces, after every measured job of the group (the profiler may leave its
+        hooks in the process): each traced scheme's LC once more beside its BE under PyTorch's
+        profiler. `pairs`: scheme -> (LC, BE)."""
+        if k != 1 or not self.a.trace_requests:
+            return
+        for s in self.a.trace_schemes:
+            if s not in pairs or os.path.exists(os.path.join(self.rdir(k, s), "trace.json")):
+                continue
+            lc, be = pairs[s]
+            d = self.rdir(k, s)
+            t = time.monotonic()
+            if self.out_of_time or self.a.trace_requests / self.settings["rates_rps"][0] + 20.0 > self.left_s():
+                self.skipped.append(f"round {k} trace of {s}")
+                continue
+            try:
+                be.client.call(120, op="train")
+                try:
+                    time.sleep(self.a.lead_s)
+                    lc.client.call(self.a.timeout, op="trace", rate=self.settings["rates_rps"][0], requests=self.a.trace_requests,
+                                   seed=1000 * k + 7, out=os.path.join(d, "trace.json"))
+                finally:
+                    be.client.call(300, op="pause", out=os.path.join(d, "trace_be.json"))
+                log(f"{self.c['name']} round {k} trace of {s}: {time.monotonic() - t:.1f} s")
+            except (RuntimeError, OSError) as e:
+                self.failures.append(f"{self.c['name']} round {k} trace of {s}: {e}")
+                log(f"{self.c['name']} round {k} trace of {s}: FAILED: {e}")
 
     def be_alone_job(self, be, d):
         os.makedirs(d, exist_ok=True)
@@ -209,7 +225,7 @@ class Combo:
         """One job with its bookkeeping: skipped when done or out of time, its failure written."""
         if self.done(k, entry):
             return
-        est = self.job_s(entry, k)
+        est = self.job_s(entry)
         if self.out_of_time or est + 15.0 > self.left_s():
             # Nothing runs after the first job that does not fit: the rounds made stay whole.
             self.out_of_time = True
@@ -310,7 +326,7 @@ class Combo:
                 if s == "timeslice" and "lc" in ready and "be" in ready:
                     pids = {"lc": [ready["lc"].pid], "be": [ready["be"].pid]}
                     self.run_job(k, s, lambda: self.pair_job(ready["lc"], ready["be"], self.rdir(k, s), seed, "alone",
-                                                             Sampler(self.rdir(k, s), pids=pids, threads_every=self.a.threads_every), k))
+                                                             Sampler(self.rdir(k, s), pids=pids, threads_every=self.a.threads_every)))
                 elif s == "priority-streams" and "ps" in ready:
                     d = self.rdir(k, s)
 
@@ -373,7 +389,7 @@ class Combo:
                 if "rates_rps" not in self.settings:
                     self.failures.append(f"{self.c['name']}: no calibration (the LC did not start)")
                     return
-                seed = 1000 * k
+                seed, pairs = 1000 * k, {}
                 if "lc" in ready:
                     self.run_job(k, "alone-mps", lambda: self.lc_job(ready["lc"], self.rdir(k, "alone-mps"), seed, "alone-mps"))
                     alone = load(os.path.join(self.rdir(k, "alone-mps"), "lc.json"))
@@ -396,7 +412,9 @@ class Combo:
                     if s in daemons:
                         pids["daemon"] = [daemons[s].proc.pid]
                     self.run_job(k, s, lambda lc=lc, be=be, d=d, metrics=metrics, pids=pids: self.pair_job(
-                        lc, be, d, seed, "alone-mps", Sampler(d, metrics, self.a.metrics_every, pids, self.a.threads_every), k))
+                        lc, be, d, seed, "alone-mps", Sampler(d, metrics, self.a.metrics_every, pids, self.a.threads_every)))
+                    pairs[s] = (lc, be)
+                self.trace_jobs(k, pairs)
             finally:
                 for r in ready.values():
                     r.stop()

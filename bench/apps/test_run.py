@@ -59,6 +59,8 @@ FAKE_PY = textwrap.dedent("""\
             continue
         elif op == "pause":
             control.write_atomic(job["out"], {{**info, "iteration_ends": ends}})
+        elif op == "trace":
+            control.write_atomic(job["out"], {{**info, "kind": "trace", "requests": job["requests"]}})
         elif op == "pair":
             t = time.monotonic()
             ph = phases(job)
@@ -118,7 +120,7 @@ class RunTest(unittest.TestCase):
                    "PYTHONDONTWRITEBYTECODE": "1"}
         cls.schemes = "timeslice,priority-streams,mps,mps-prio,mps-prio-be50,concord,concord:orion"
         cls.out = os.path.join(t, "out")
-        cls.first = cls.run_py(cls.out, "--rounds", "2")
+        cls.first = cls.run_py(cls.out, "--rounds", "2", "--trace-schemes", "mps")
 
     @classmethod
     def tearDownClass(cls):
@@ -181,6 +183,14 @@ class RunTest(unittest.TestCase):
             samples = [json.loads(x) for x in f]
         self.assertTrue(samples and samples[0]["share"] == 0.25, "the daemon's metrics are sampled during the job")
 
+    def test_the_trace_comes_after_every_measured_job_of_its_group(self):
+        base = os.path.join(self.out, "bert-32-graph__bert-16")
+        trace = os.path.join(base, "round1", "mps", "trace.json")
+        self.assertTrue(os.path.exists(trace))
+        self.assertFalse(os.path.exists(os.path.join(base, "round2", "mps", "trace.json")), "round 1 only")
+        for s in ("mps-prio", "mps-prio-be50", "concord-orion"):
+            self.assertGreater(os.stat(trace).st_mtime_ns, os.stat(os.path.join(base, "round1", s, "lc.json")).st_mtime_ns, s)
+
     def test_rounds_interleave(self):
         def start(k, s):
             return self.doc(f"round{k}", s, "lc.json")["phases"][0]["window"][0]
@@ -192,7 +202,7 @@ class RunTest(unittest.TestCase):
     def test_a_rerun_keeps_what_is_there_and_summarize_reads_it(self):
         lc = os.path.join(self.out, "bert-32-graph__bert-16", "round1", "mps", "lc.json")
         before = os.stat(lc).st_mtime_ns
-        again = self.run_py(self.out, "--rounds", "2")
+        again = self.run_py(self.out, "--rounds", "2", "--trace-schemes", "mps")
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertEqual(os.stat(lc).st_mtime_ns, before)
         self.assertNotIn("warm in", again.stderr, "nothing left to run: no process started")
