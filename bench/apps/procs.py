@@ -17,6 +17,7 @@ import control  # noqa: E402
 PY = os.environ.get("PYTHON", sys.executable)
 GPU_ENV = {}  # CUDA_VISIBLE_DEVICES of --gpu, for every process the bench starts
 CPUS = {}  # role ("lc", "be", "sys") -> the CPUs its processes are pinned to
+ALL_CPUS = os.sched_getaffinity(0)  # before run.py pins itself: what an unpinned process gets
 START = time.monotonic()
 
 
@@ -95,9 +96,11 @@ class Mps:
 
 class Concordd:
     """concordd with one policy (None: the daemon's default, no --policy), its socket under `work`,
-    pinned to the system CPUs; its log `log_path` (default: concordd.log in `work`)."""
+    pinned to the system CPUs (`free`: to every CPU of the machine, as a daemon started without
+    pinning runs); its log `log_path` (default: concordd.log in `work`)."""
 
-    def __init__(self, work, policy, env, extra=(), log_path=None):
+    def __init__(self, work, policy, env, extra=(), log_path=None, free=False):
+        self.free = free
         os.makedirs(work, exist_ok=True)
         self.socket = os.path.join(work, "concordd.sock")
         self.metrics = os.path.join(work, "metrics.sock")
@@ -113,8 +116,9 @@ class Concordd:
         for f in (self.socket, self.metrics):
             if os.path.exists(f):
                 os.remove(f)
+        every = ALL_CPUS
         self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**base_env(), **self.env},
-                                     preexec_fn=pinned("sys"))
+                                     preexec_fn=(lambda: os.sched_setaffinity(0, every)) if self.free else pinned("sys"))
         for _ in range(100):
             if os.path.exists(self.socket):
                 return self
@@ -137,7 +141,10 @@ def concord_scheme(scheme):
     dN sets --be-depth N; sN the BE's SMs while LC work is in flight (be_sms=N), rN its blocks per
     SM then (be_blocks_per_sm=N), uN the BE's work in flight in µs of its measured GPU time per
     launch (orion: be_depth_us=N, else be_in_flight_us=N), bX the lease's bound_share=X (0: BE
-    yields to every LC tenant). "concord" alone -> (None, []): the daemon's default policy."""
+    yields to every LC tenant). "concord" alone -> (None, []): the daemon's default policy. A
+    trailing "@free" (concord@free, concord:orion@free) runs the daemon unpinned: run.py's
+    --free-daemon schemes."""
+    scheme = scheme.removesuffix("@free")
     if scheme == "concord":
         return None, []
     parts = scheme.split(":")[1:]

@@ -17,6 +17,9 @@ separate processes, under each scheme:
                      per SM (room: the policy's be_sms and be_blocks_per_sm); uN bounds the BE's
                      work in flight to N µs of its measured GPU time (orion's be_depth_us, sgdrc's
                      be_in_flight_us); bX sets bound_share
+  SCHEME@free        a concord scheme with concordd not pinned (every CPU of the machine, as a
+                     daemon started by hand runs): beside the pinned one, whether the daemon's
+                     CPUs matter to the LC
 
   run.py OUTDIR [--combos C] [--loads 0.3,0.6] [--schemes S] [--rounds 3] [--requests 667]
          [--phase-s S] [--lc-cpus LIST --be-cpus LIST --sys-cpus LIST] [--gpu K] [--deadline-s T]
@@ -89,7 +92,7 @@ def group_of(scheme):
 
 
 def check_scheme(scheme):
-    if scheme in PLAIN_SCHEMES or scheme == "concord":
+    if scheme in PLAIN_SCHEMES or scheme.removesuffix("@free") == "concord":
         return
     if scheme.startswith("mps"):
         mps_client_env(scheme)
@@ -359,7 +362,7 @@ class Combo:
                 os.makedirs(d, exist_ok=True)
                 try:
                     daemons[s] = stack.enter_context(Concordd(os.path.join(self.sockets, f"d{i}"), policy, mps.env, extra,
-                                                              log_path=os.path.join(d, "concordd.log")))
+                                                              log_path=os.path.join(d, "concordd.log"), free=s.endswith("@free")))
                 except (RuntimeError, OSError) as e:
                     self.failures.append(f"{self.c['name']} round {k} {s}: {e}")
                     with open(os.path.join(d, "error.txt"), "w") as f:

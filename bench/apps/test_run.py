@@ -75,7 +75,7 @@ FAKE_CONCORDD = textwrap.dedent("""\
     # concordd's stand-in: records its arguments, makes its sockets, serves empty metrics.
     import json, os, signal, socket, sys, threading
     args = sys.argv[1:]
-    print(json.dumps({{"event": "started", "argv": args}}), flush=True)
+    print(json.dumps({{"event": "started", "argv": args, "cpus": sorted(os.sched_getaffinity(0))}}), flush=True)
     sock = socket.socket(socket.AF_UNIX); sock.bind(args[args.index("--socket") + 1]); sock.listen()
     metrics = socket.socket(socket.AF_UNIX); metrics.bind(args[args.index("--metrics-socket") + 1]); metrics.listen()
     def serve():
@@ -118,7 +118,7 @@ class RunTest(unittest.TestCase):
         cls.env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "PYTHON": os.path.join(bin_dir, "fakepy"),
                    "CONCORDD": os.path.join(bin_dir, "concordd"), "INTERCEPT": os.path.join(t, "libconcord_intercept.so"),
                    "PYTHONDONTWRITEBYTECODE": "1"}
-        cls.schemes = "timeslice,priority-streams,mps,mps-prio,mps-prio-be50,concord,concord:orion"
+        cls.schemes = "timeslice,priority-streams,mps,mps-prio,mps-prio-be50,concord,concord:orion,concord@free"
         cls.out = os.path.join(t, "out")
         cls.first = cls.run_py(cls.out, "--rounds", "2", "--trace-schemes", "mps")
 
@@ -173,12 +173,15 @@ class RunTest(unittest.TestCase):
         self.assertEqual(self.doc("round1", "mps", "be.json")["cpus"], [self.be_cpu])
 
     def test_concord_is_the_daemon_as_a_user_starts_it(self):
-        def argv(scheme):
+        def started(scheme):
             with open(os.path.join(self.out, "bert-32-graph__bert-16", "round1", scheme, "concordd.log")) as f:
-                return json.loads(f.readline())["argv"]
-        self.assertNotIn("--policy", argv("concord"))
-        a = argv("concord-orion")
+                return json.loads(f.readline())
+        self.assertNotIn("--policy", started("concord")["argv"])
+        a = started("concord-orion")["argv"]
         self.assertEqual(a[a.index("--policy") + 1], "orion")
+        self.assertNotIn("--policy", started("concord@free")["argv"])
+        self.assertEqual(started("concord")["cpus"], [self.lc_cpu], "the daemon on the system CPUs")
+        self.assertEqual(started("concord@free")["cpus"], sorted(os.sched_getaffinity(0)), "@free: every CPU")
         with open(os.path.join(self.out, "bert-32-graph__bert-16", "round1", "concord", "metrics.jsonl")) as f:
             samples = [json.loads(x) for x in f]
         self.assertTrue(samples and samples[0]["share"] == 0.25, "the daemon's metrics are sampled during the job")

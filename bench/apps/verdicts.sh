@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The LC/BE verdicts of docs/results.md, one part per device call (each within about PART_S
-# seconds, default 530): run.py in 3 interleaved rounds, the LC alone again in every round, at loads
+# seconds, default 540): run.py in 3 interleaved rounds, the LC alone again in every round, at loads
 # 0.3 and 0.6, every process pinned, 667 requests per load per round (2,001 per point) for the
 # request-per-request services; the LLM decode services (requests of tens to hundreds of ms) get
 # PHASE_S seconds of arrivals per phase instead, and are judged on their per-token tail.
@@ -9,9 +9,10 @@
 #
 #   selftest  the LLM decode service, CUDA graph and eager, 2 requests each (lc_service.py
 #             --selftest: which implementation ran, its request and per-token times)
-#   1         gpt:16/bert:16 (the eager decoder step; the LC of the default configuration and of
-#             plain MPS traced after their phases, every process's threads sampled), then
-#             llama:8:graph/llama:8 (the LLM decode service as CUDA graphs beside its training)
+#   1         gpt:16/bert:16 (the eager decoder step: the default configuration also with concordd
+#             unpinned, concord@free; the LC of the default and of plain MPS traced at the end of
+#             round 1; every process's threads sampled), then llama:8:graph/llama:8 (the LLM decode
+#             service as CUDA graphs beside its training)
 #   2         resnet50:16:graph/resnet50:64, then llama:8/llama:8 (the LLM decode service eager)
 #   3         bert:32:graph/bert:16 with every baseline and the daemon's other lease policies
 #
@@ -19,7 +20,8 @@
 # the default configuration), mps, mps-prio, mps-be50, timeslice, then mps-prio-be50, mps-be75,
 # mps-be25, priority-streams, concord:priority-streams, concord:concord (part 3 has them all).
 # Each combo's run.py gets --deadline-s: no job starts that would end past the part's time, so a
-# part cut short keeps its complete rounds. Writes OUTDIR/part<PART>.tar.xz (the run folders;
+# part cut short keeps its complete rounds. The BE runs 0.5 s alone before each LC phase pair and
+# 3 s alone per round for its reference rate. Writes OUTDIR/part<PART>.tar.xz (the run folders;
 # summarize.py reads them unpacked) and OUTDIR/part<PART>.log.
 #
 # BIN (default .gpu/bin) holds concordd, LIB (default .gpu/lib/libconcord_intercept.so) the
@@ -42,7 +44,7 @@ n=$(nproc)
 lc=${LC_CPUS:-0-1}
 sys=${SYS_CPUS:-2-3}
 be=${BE_CPUS:-4-$((n - 1))}
-part_s=${PART_S:-530}
+part_s=${PART_S:-540}
 phase_s=${PHASE_S:-4}
 start=$SECONDS
 log=$outdir/part$part.log
@@ -59,7 +61,8 @@ fi
 
 run_dir=$outdir/part$part
 mkdir -p "$run_dir"
-common=(--rounds 3 --loads 0.3,0.6 --lc-cpus "$lc" --be-cpus "$be" --sys-cpus "$sys" --llm-impl "$llm_impl" --llm-config "$llm_config")
+common=(--rounds 3 --loads 0.3,0.6 --lead-s 0.5 --be-alone-s 3 --lc-cpus "$lc" --be-cpus "$be" --sys-cpus "$sys"
+        --llm-impl "$llm_impl" --llm-config "$llm_config")
 first="concord,mps,mps-prio,mps-be50,timeslice"
 
 # combo schemes share_of_what_is_left [run.py options...]: one run.py with a deadline.
@@ -75,7 +78,7 @@ combo() {
 
 case $part in
   1)
-    combo gpt:16/bert:16 "$first" 62 --threads-every 0.25 --trace-schemes concord,mps
+    combo gpt:16/bert:16 "concord,concord@free,mps,mps-prio,mps-be50,timeslice" 65 --threads-every 0.25 --trace-schemes concord,mps
     combo llama:8:graph/llama:8 "concord,mps,mps-prio" 100 --phase-s "$phase_s" --threads-every 0.5
     ;;
   2)
