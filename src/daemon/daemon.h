@@ -30,7 +30,7 @@ struct DaemonOptions {
   // The control socket's limits (ipc::ControlServerOptions: connections in all and per uid, the
   // idle and the partial-frame timeout).
   ipc::ControlServerOptions limits;
-  std::string policy = "priority-streams";  // "name" or "name:key=value;key=value"
+  std::string policy = "orion";  // "name" or "name:key=value;key=value"
   // The GPUs it manages, one lane each (choose_lanes); empty: one lane planning for `device` that
   // takes every tenant. The daemon never touches a GPU itself.
   std::vector<DeviceLane> devices;
