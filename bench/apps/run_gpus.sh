@@ -7,7 +7,7 @@
 #
 # GPUS (default: every GPU nvidia-smi lists) limits the GPUs used; FIRST_GPU (default 0) is the
 # first of them. REPEATS=N (default 1) runs each combo N times, repeat r into OUTDIR/rep<r>, and
-# the tables give each scheme's median over the repeats (summarize.py with several folders).
+# summarize.py pools the repeats' folders as rounds of the same combos.
 # PIN=1 (the default) pins each GPU's LC and BE processes to CPUs local to that GPU, disjoint
 # across GPUs (cpu_plan.py); PIN=0 leaves them to the scheduler.
 # Writes OUTDIR/tables.md and OUTDIR/summary.json; each GPU's log is OUTDIR/gpuK.log.
