@@ -284,7 +284,7 @@ class Trainer:
         self.y = torch.randint(0, self.cfg["vocab"], (batch, n), device="cuda")
         try:
             model, _ = _transformers_model(self.cfg, n)
-            self._use(model.to("cuda").train(), lambda ids: model(input_ids=ids).logits, "transformers")
+            self._use(model.to("cuda").train(), lambda ids: model(input_ids=ids, use_cache=False).logits, "transformers")
             self.step()  # a version whose API moved fails here, not in the run
         except Exception:  # transformers missing or different: the same model by hand
             model = HandLlama(self.cfg, n)

@@ -7,8 +7,9 @@
 #
 #   bench/apps/verdicts.sh PART OUTDIR
 #
-#   selftest  the LLM decode service, CUDA graph and eager, 2 requests each (lc_service.py
-#             --selftest: which implementation ran, its request and per-token times)
+#   selftest  the LLM decode service, CUDA graph and eager, transformers' model (auto) and the
+#             hand-rolled one, 2 requests each (lc_service.py --selftest: which implementation
+#             ran, its request and per-token times)
 #   1         gpt:16/bert:16 (the eager decoder step: the default configuration also with concordd
 #             unpinned, concord@free; the LC of the default and of plain MPS traced at the end of
 #             round 1; every process's threads sampled), then llama:8:graph/llama:8 (the LLM decode
@@ -26,9 +27,11 @@
 #
 # BIN (default .gpu/bin) holds concordd, LIB (default .gpu/lib/libconcord_intercept.so) the
 # library; LC_CPUS, SYS_CPUS and BE_CPUS pin the LC's processes, concordd with the MPS server, and
-# the BE's (defaults on N CPUs: 0-1, 2-3, 4-(N-1)); LLM_IMPL (auto, transformers, hand) and
-# LLM_CONFIG (llm.py's key=value,...) pass to the LLM services; PHASE_S (default 4) seconds of
-# arrivals per LLM phase.
+# the BE's (defaults on N CPUs: 0-1, 2-3, 4-(N-1)); LLM_IMPL (default hand: the same model,
+# capture-safe, for the graph and the eager service; auto or transformers take transformers'
+# LlamaForCausalLM where it builds and captures, whose eager step carries its Python per layer)
+# and LLM_CONFIG (llm.py's key=value,...) pass to the LLM services; PHASE_S (default 4) seconds of
+# arrivals per LLM phase as graphs, PHASE_S + 2 eager.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -38,7 +41,7 @@ outdir=$(mkdir -p "$2" && cd "$2" && pwd)
 bin=${BIN:-$root/.gpu/bin}
 lib=$(realpath "${LIB:-$root/.gpu/lib/libconcord_intercept.so}")
 export CONCORDD=${CONCORDD:-$bin/concordd} INTERCEPT=${INTERCEPT:-$lib}
-llm_impl=${LLM_IMPL:-auto}
+llm_impl=${LLM_IMPL:-hand}
 llm_config=${LLM_CONFIG:-}
 n=$(nproc)
 lc=${LC_CPUS:-0-1}
@@ -50,11 +53,15 @@ start=$SECONDS
 log=$outdir/part$part.log
 
 if [ "$part" = selftest ]; then
+  # Both implementations, graph and eager: which builds and captures, and what a request and a
+  # token take (the parts' phases are sized from their calibration, not from this).
   status=0
-  for mode in --graph ""; do
-    # shellcheck disable=SC2086
-    taskset -c "$lc" python3 "$here/lc_service.py" --model llama --batch 8 $mode --llm-impl "$llm_impl" --llm-config "$llm_config" \
-      --selftest 2>>"$log" | tee -a "$outdir/selftest.jsonl" || status=1
+  for impl in auto hand; do
+    for mode in --graph ""; do
+      # shellcheck disable=SC2086
+      taskset -c "$lc" python3 "$here/lc_service.py" --model llama --batch 8 $mode --llm-impl "$impl" --llm-config "$llm_config" \
+        --selftest 2>>"$log" | tee -a "$outdir/selftest.jsonl" || status=1
+    done
   done
   exit $status
 fi
@@ -83,7 +90,7 @@ case $part in
     ;;
   2)
     combo resnet50:16:graph/resnet50:64 "$first" 58
-    combo llama:8/llama:8 "concord,mps,mps-prio" 100 --phase-s "$((phase_s + 1))"
+    combo llama:8/llama:8 "concord,mps,mps-prio" 100 --phase-s "$((phase_s + 2))"
     ;;
   3)
     combo bert:32:graph/bert:16 "$first,mps-prio-be50,mps-be75,mps-be25,priority-streams,concord:priority-streams,concord:concord" 100
