@@ -3,15 +3,24 @@
 attainment, LC p99 (and over the LC's isolated p99), BE throughput over BE alone, overall
 throughput (LC goodput over its alone capacity plus BE throughput over BE alone) and the SMs BE
 held on average; the LC alone at the same rate first, the MPS variants (from `mps` results) last.
-Then the mean over the mixes per load and scheme.
+The LC p99 and its ratio to the LC alone's carry 95% bootstrap intervals (bench/apps/stats.py:
+requests resampled in moving blocks, both sides of the ratio); a p99 from fewer than 2,000
+requests is marked "few" (under 20 requests above it). Then the mean over the mixes per load and
+scheme.
 
 Usage: summarize.py RUN.json [MPS.json] [--out TABLES.md]"""
 import argparse
 import gzip
 import json
 import math
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps"))
+import stats  # noqa: E402
+
+RESAMPLES = 500
 
 
 def read_json(path):
@@ -31,8 +40,26 @@ def num(x, digits=2):
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def row(name, r, share=True):
-    """One table row from a run's figures (a failed run says why)."""
+def p99_cells(lc, alone):
+    """The LC p99 (ms) and its ratio to the LC alone's, each with a 95% bootstrap interval where
+    the run kept its requests' latencies."""
+    lat = lc.get("latencies_s")
+    if not lat:
+        return f"{1e3 * lc['p99_s']:.3f}", num(lc["p99_over_alone"])
+    mine = stats.quantile_replicates([lat], (99,), RESAMPLES, seed=len(lat))[99]
+    few = "" if stats.enough_for(99, len(lat)) else " few"
+    p99 = stats.estimate(stats.percentile(lat, 99), mine)
+    cell = f"{1e3 * p99['value']:.3f} [{1e3 * p99['lo']:.3f}, {1e3 * p99['hi']:.3f}]{few}"
+    if not alone or lc.get("p99_over_alone") is None:
+        return cell, num(lc.get("p99_over_alone"))
+    theirs = stats.quantile_replicates([alone], (99,), RESAMPLES, seed=len(alone) + 1)[99]
+    ratio = stats.estimate(lc["p99_over_alone"], stats.ratio_replicates(mine, theirs))
+    return cell, f"{num(ratio['value'])} [{num(ratio['lo'])}, {num(ratio['hi'])}]"
+
+
+def row(name, r, share=True, alone=None):
+    """One table row from a run's figures (a failed run says why); `alone`: the LC alone's
+    latencies at the same rate, for the ratio's interval."""
     if r.get("ok") is False:
         return f"| {name} | failed: {r.get('error', '?')[:80]} | | | | | |"
     lc = r["lc"]
@@ -45,11 +72,12 @@ def row(name, r, share=True):
         sms_text = "MPS none"
     else:
         sms_text = pct(sms) if sms is not None else "–"
-    return (f"| {name} | {pct(lc['slo_attainment'])} | {1e3 * lc['p99_s']:.3f} | {num(lc['p99_over_alone'])} | "
+    p99, ratio = p99_cells(lc, alone)
+    return (f"| {name} | {pct(lc['slo_attainment'])} | {p99} | {ratio} | "
             f"{num(be)}{' (ran out)' if ran_out else ''} | {num(r['overall_norm'])} | {sms_text} |")
 
 
-HEADER = ("| scheme | SLO attainment % | LC p99 ms | p99 / alone p99 | BE / BE alone | overall | BE SMs % |\n"
+HEADER = ("| scheme | SLO attainment % | LC p99 ms [95%] | p99 / alone p99 [95%] | BE / BE alone | overall | BE SMs % |\n"
           "|---|---|---|---|---|---|---|")
 
 
@@ -121,13 +149,14 @@ def main():
                          f"{1e3 * l['target_s']:.3f} ms{basis})")
             lines.append("")
             lines.append(HEADER)
+            alone_lat = l["lc_alone"].get("lc", {}).get("latencies_s") if isinstance(l.get("lc_alone"), dict) else None
             lines.append(row("LC alone", l["lc_alone"]))
             runs = list(l.get("runs", []))
             extra = by_load.get((m["mix"], round(l["load"], 9)))
             if extra:
                 runs += extra.get("runs", [])
             for r in runs:
-                lines.append(row(r["scheme"], r, share="be_sm_share_mean" in r))
+                lines.append(row(r["scheme"], r, share="be_sm_share_mean" in r, alone=alone_lat))
                 if r.get("ok") is not False:
                     acc = means.setdefault((l["load"], r["scheme"]), {"slo": [], "p99": [], "be": [], "overall": []})
                     acc["slo"].append(r["lc"]["slo_attainment"])
