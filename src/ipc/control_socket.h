@@ -27,7 +27,7 @@ struct PeerCredentials {
   // saying goodbye drops only the tenants registered on it. 0 where no server assigned one.
   uint64_t connection = 0;
   // Supplementary groups when the peer connected (SO_PEERGROUPS; empty where not known).
-  std::vector<uint32_t> groups;
+  std::vector<uint32_t> groups{};
   bool operator==(const PeerCredentials&) const = default;
   // Whether the peer is in `group`: its primary group or one of its supplementary groups.
   bool in_group(uint32_t group) const;

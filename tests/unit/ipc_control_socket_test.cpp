@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -158,6 +160,54 @@ TEST(IpcControl, AUserHasAtMostTheTenantLimit) {
   EXPECT_NE(std::get<ErrorReply>(refused).message.find("the limit"), std::string::npos);
   as<Registered>(reg.handle(kBob, lc(kBob.pid, "b")));  // another user is not affected
   as<Registered>(reg.handle(kRoot, lc(kRoot.pid, "r")));
+}
+
+// LC is granted, not claimed: a user outside the access list is refused with the reason, or
+// admitted as BE when it asks for that; a group member, root, and a process under a root grant
+// for its user are admitted; a grant ends with its connection, and only root may grant.
+TEST(IpcControl, LcIsGrantedNotClaimed) {
+  TenantRegistry reg = make_registry(LcAccess{{1000}, {5000}, "alice, group 5000"});
+  const PeerCredentials carol{300, 1002, 1002};
+  const ErrorReply refused = as<ErrorReply>(reg.handle(carol, lc(carol.pid, "carol-svc")));
+  EXPECT_EQ(refused.code, StatusCode::permission_denied);
+  EXPECT_NE(refused.message.find("uid 1002 may not register latency-critical tenants (allowed: alice, group 5000)"), std::string::npos)
+      << refused.message;
+  RegisterTenant or_be = lc(carol.pid, "carol-svc");
+  or_be.on_lc_refused = LcRefusal::best_effort;
+  const Registered as_be = as<Registered>(reg.handle(carol, or_be));
+  EXPECT_EQ(as_be.cls, TenantClass::best_effort);
+  EXPECT_NE(as_be.lc_refused.find("may not register latency-critical"), std::string::npos);
+  EXPECT_EQ(reg.tenants().at(as_be.tenant).info.cls, TenantClass::best_effort) << "the daemon's books say BE";
+  EXPECT_EQ(reg.tenants().at(as_be.tenant).info.latency_target_ns, 0u);
+  EXPECT_EQ(reg.lc_refused(), 2u);
+  EXPECT_EQ(as<Stats>(reg.handle(kRoot, GetStats{})).lc_refused, 2u);
+  EXPECT_EQ(as<Registered>(reg.handle(kAlice, lc(kAlice.pid, "a"))).cls, TenantClass::latency_critical);
+  PeerCredentials dave{400, 1003, 1003};
+  dave.groups = {27, 5000};
+  EXPECT_EQ(as<Registered>(reg.handle(dave, lc(dave.pid, "d"))).cls, TenantClass::latency_critical) << "a supplementary group";
+  EXPECT_EQ(as<Registered>(reg.handle(kRoot, lc(kRoot.pid, "r"))).cls, TenantClass::latency_critical);
+
+  // A grant: processes of uid 1002 below this process (a child) may register LC.
+  EXPECT_EQ(as<ErrorReply>(reg.handle(carol, GrantLc{1002, "slurm-1.0"})).code, StatusCode::permission_denied);
+  PeerCredentials stepd{::getpid(), 0, 0};
+  stepd.connection = 77;
+  ASSERT_TRUE(std::holds_alternative<Ack>(reg.handle(stepd, GrantLc{1002, "slurm-1.0"})));
+  EXPECT_TRUE(reg.holds_tenant(stepd)) << "a grant's connection is kept open like a tenant's";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const PeerCredentials carol_task{child, 1002, 1002};
+  EXPECT_EQ(as<Registered>(reg.handle(carol_task, lc(child, "carol-job"))).cls, TenantClass::latency_critical);
+  const PeerCredentials other_user_task{child, 1003, 1003};
+  EXPECT_TRUE(std::holds_alternative<ErrorReply>(reg.handle(other_user_task, lc(child, "not-for-1003")))) << "a grant is for its user";
+  EXPECT_TRUE(std::holds_alternative<ErrorReply>(reg.handle(carol, lc(carol.pid, "outside")))) << "a grant is for its process tree";
+  reg.disconnected(stepd);
+  EXPECT_TRUE(std::holds_alternative<ErrorReply>(reg.handle(carol_task, lc(child, "after")))) << "a grant ends with its connection";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(descends_from(child, ::getpid())) << "a process that is gone descends from nobody";
 }
 
 TEST(IpcControl, AFailedChannelRefusesTheRegistration) {
@@ -574,6 +624,45 @@ TEST_F(IpcControlServer, RealOtherUserIsKeptOutByModeAndGroupThenByOwnership) {
   ASSERT_TRUE(all.is_ok());
   ASSERT_EQ(as<TenantList>(*all).tenants.size(), 1u);
   EXPECT_EQ(as<TenantList>(*all).tenants[0].name, "root-job");
+}
+
+// A second server on a live server's path fails, naming its pid, and leaves its socket in place;
+// the first goes on serving. Its socket is removed when it ends; a server never removes another's.
+TEST(IpcControl, ASecondServerNeverTakesOverALiveSocket) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("concord-ctl-twice-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "s.sock").string();
+  TenantRegistry reg = make_registry();
+  KernelCredentials creds;
+  ControlServerOptions o;
+  o.path = path;
+  std::optional<Result<ControlServer>> first(ControlServer::listen(o, creds, reg));
+  ASSERT_TRUE(first->is_ok()) << first->status().to_string();
+  Result<ControlServer> second = ControlServer::listen(o, creds, reg);
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.status().code(), StatusCode::already_exists);
+  EXPECT_NE(second.status().message().find(fmt::format("a live server (pid {}) serves it", ::getpid())), std::string::npos)
+      << second.status().message();
+  ASSERT_TRUE(std::filesystem::exists(path)) << "the live server's socket was removed";
+  std::atomic<bool> stop{false};
+  std::thread serving([&] {
+    while (!stop) (void)(*first)->serve_once(5ms);
+  });
+  Result<ControlClient> c = ControlClient::connect(path);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_TRUE(c->call(GetStats{}, 2s).is_ok()) << "the first server still answers";
+  stop = true;
+  serving.join();
+  // A file put in its place after it bound is not its own: left alone when it ends.
+  std::filesystem::rename(path, dir / "moved.sock");
+  std::ofstream(path) << "someone else's";
+  first.reset();
+  EXPECT_TRUE(std::filesystem::exists(path));
+  std::filesystem::remove(path);
+  std::filesystem::rename(dir / "moved.sock", path);
+  Result<ControlServer> third = ControlServer::listen(o, creds, reg);
+  ASSERT_TRUE(third.is_ok()) << "a stale socket is replaced: " << third.status().to_string();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(IpcControl, ListenReplacesAStaleSocketButNoOtherFile) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -339,7 +340,7 @@ TEST_F(TenantClientTest, LaunchesUnderAnOpenLeaseNeverWaitEvenOnAFullRing) {
 TEST_F(TenantClientTest, TheLeasePageIsTheDaemonsAlone) {
   auto page = LeasePage::create("/t.lease", LeaseTerms{});
   ASSERT_TRUE(page.is_ok());
-  const int fd = *page->reader_fd();
+  int fd = *page->reader_fd();
   EXPECT_EQ(::ftruncate(fd, 1), -1) << "resized through the tenant's descriptor";
   EXPECT_EQ(::mmap(nullptr, kLeasePageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
   auto reader = LeaseReader::from_fd(fd, "/t.lease");
@@ -362,6 +363,24 @@ TEST_F(TenantClientTest, TheLeasePageIsTheDaemonsAlone) {
   const int bfd = *board->tenant_fd(false);
   EXPECT_EQ(::mmap(nullptr, kBoardBytes, PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0), MAP_FAILED);
   EXPECT_EQ(::ftruncate(bfd, 1), -1);
+  // Mode 0400: only root reopens them for writing; and the lease page is sealed, so not even a
+  // descriptor root opens anew writes it. (LeaseReader::from_fd took `fd`: a fresh one.)
+  fd = *page->reader_fd();
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0400u);
+  ASSERT_EQ(::fstat(bfd, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0400u);
+  EXPECT_NE(::fcntl(fd, F_GET_SEALS) & F_SEAL_FUTURE_WRITE, 0);
+  const int again = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDWR);
+  if (::geteuid() != 0) {
+    EXPECT_EQ(again, -1) << "reopened for writing";
+  } else if (again >= 0) {
+    EXPECT_EQ(::mmap(nullptr, kLeasePageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, again, 0), MAP_FAILED);
+    EXPECT_EQ(::pwrite(again, "x", 1, 0), -1) << "root wrote the sealed page";
+    ::close(again);
+  }
+  ::close(fd);
   ::close(bfd);
 }
 
