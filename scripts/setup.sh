@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev
+          libcpp-httplib-dev  # concordd's TCP metrics endpoint
           python3 python3-matplotlib)  # matplotlib: `concord plot`
 if [ "${1:-}" != --run ]; then
   packages+=(git libgtest-dev libgmock-dev libbenchmark-dev

@@ -1,12 +1,8 @@
 #include "daemon/daemon.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,10 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -28,6 +23,7 @@
 #include "daemon/lease_runner.h"
 #include "daemon/live_source.h"
 #include "daemon/log.h"
+#include "daemon/metrics_server.h"
 #include "daemon/remote_backend.h"
 #include "daemon/tenant_hub.h"
 
@@ -52,6 +48,7 @@ class LockedRegistry final : public ipc::ControlHandler {
       // may take what was made (or drop it) meanwhile. The lease page is read-only for the tenant,
       // the board too unless it is latency-critical.
       const auto* info = std::get_if<ipc::RegisterTenant>(&request);
+      const bool lc = r->cls == TenantClass::latency_critical;  // as admitted
       std::string device;
       for (size_t lane = 0; lane < shared_.devices.size(); ++lane) {
         DeviceBooks& books = shared_.devices[lane];
@@ -60,14 +57,20 @@ class LockedRegistry final : public ipc::ControlHandler {
         device = labels_[lane];
         for (int fd : it->second.channel.fds()) passed_.push_back(fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1);
         Result<int> lease = it->second.lease.reader_fd();
-        Result<int> board = books.board.tenant_fd(info != nullptr && info->cls == TenantClass::latency_critical);
+        Result<int> board = books.board.tenant_fd(lc);
         passed_.push_back(lease.is_ok() ? *lease : -1);
         passed_.push_back(board.is_ok() ? *board : -1);
       }
       (void)shared_.registry->set_device(r->tenant, device);
+      if (!r->lc_refused.empty()) {
+        log_event(spdlog::level::warn, "lc_refused",
+                  {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"why", r->lc_refused}, {"runs_as", "be"}});
+      }
       log_event(spdlog::level::info, "tenant_registered",
                 {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"channel", r->channel}, {"device", device},
-                 {"bus_id", info != nullptr ? info->device : std::string()}});
+                 {"class", lc ? "lc" : "be"}, {"bus_id", info != nullptr ? info->device : std::string()}});
+    } else if (const auto* g = std::get_if<ipc::GrantLc>(&request); g != nullptr && std::holds_alternative<ipc::Ack>(reply)) {
+      log_event(spdlog::level::info, "lc_granted", {{"uid", g->uid}, {"label", g->label}, {"by_pid", peer.pid}});
     } else if (const auto* e = std::get_if<ipc::ErrorReply>(&reply)) {
       log_event(spdlog::level::warn, "request_refused",
                 {{"request", ipc::to_string(ipc::type_of(request))}, {"uid", peer.uid}, {"pid", peer.pid}, {"error", e->message}});
@@ -100,176 +103,6 @@ class LockedRegistry final : public ipc::ControlHandler {
   SharedRegistry& shared_;
   std::vector<std::string> labels_;
   std::vector<int> passed_;  // descriptors of the last Registered reply (control thread only)
-};
-
-// Whether the process `pid` (primary group `gid`) is in group `group`: its primary group, or one of
-// its supplementary groups as /proc/<pid>/status lists them.
-bool peer_in_group(int fd, int32_t pid, uint32_t gid, uint32_t group) {
-  if (gid == group) return true;
-#ifdef SO_PEERGROUPS
-  // The groups the peer had when it connected, from the kernel (Linux 4.13): no race with a pid
-  // that ended and was reused, as reading /proc would have.
-  std::vector<gid_t> groups(64);
-  socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0 && errno == ERANGE) {
-    groups.resize(len / sizeof(gid_t) + 1);
-    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-  }
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
-    groups.resize(len / sizeof(gid_t));
-    return std::find(groups.begin(), groups.end(), static_cast<gid_t>(group)) != groups.end();
-  }
-#else
-  (void)fd;
-#endif
-  std::ifstream in(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Groups:", 0) != 0) continue;
-    std::istringstream groups(line.substr(7));
-    for (uint32_t g = 0; groups >> g;) {
-      if (g == group) return true;
-    }
-  }
-  return false;
-}
-
-// A listening socket that answers every connection with the Prometheus text (any request line;
-// HTTP/1.0 reply, then close). What the text names depends on who asks (MetricsView): on the Unix
-// socket the kernel says who, and a tenant's name and uid go only to its own user, to root and to
-// the daemon's group; on TCP nobody is known, so only the totals, unless `tcp_tenants`.
-class MetricsServer {
- public:
-  Status listen_unix(const std::string& path, mode_t mode, std::optional<uint32_t> gid) {
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    if (path.size() >= sizeof a.sun_path) return Status::invalid_argument(fmt::format("metrics socket '{}': path too long", path));
-    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0) {
-      if (!S_ISSOCK(st.st_mode)) return Status::already_exists(fmt::format("metrics socket {}: exists and is not a socket", path));
-      ::unlink(path.c_str());
-    }
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return sys("socket");
-    // As the control socket: bound with no access for anyone, then given its group and mode.
-    const mode_t old_mask = ::umask(0777);
-    const int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::umask(old_mask);
-    if (bound != 0 || ::listen(fd, 16) != 0) {
-      ::close(fd);
-      return sys("bind " + path);
-    }
-    unix_path_ = path;
-    if ((gid && ::chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0) || ::chmod(path.c_str(), mode) != 0) {
-      ::close(fd);
-      return sys("chown/chmod " + path);
-    }
-    group_ = gid.value_or(::getgid());
-    listeners_.push_back({fd, true});
-    return Status::ok();
-  }
-  Status listen_tcp(int port, bool tenants) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return sys("socket");
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // localhost only
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) {
-      ::close(fd);
-      return sys(fmt::format("bind 127.0.0.1:{}", port));
-    }
-    tcp_tenants_ = tenants;
-    listeners_.push_back({fd, false});
-    return Status::ok();
-  }
-  ~MetricsServer() {
-    for (const Listener& l : listeners_) ::close(l.fd);
-    if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
-  }
-  bool active() const { return !listeners_.empty(); }
-  // Serves what comes within `timeout`.
-  void serve_once(std::chrono::milliseconds timeout, const std::function<std::string(const MetricsView&)>& text) {
-    std::vector<pollfd> p;
-    for (const Listener& l : listeners_) p.push_back({l.fd, POLLIN, 0});
-    if (::poll(p.data(), p.size(), static_cast<int>(timeout.count())) <= 0) return;
-    for (size_t i = 0; i < p.size(); ++i) {
-      if (!(p[i].revents & POLLIN)) continue;
-      for (;;) {
-        const int c = ::accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) break;
-        answer(c, text(view_of(c, listeners_[i].unix_socket)));
-        ::close(c);
-      }
-    }
-  }
-
- private:
-  struct Listener {
-    int fd;
-    bool unix_socket;
-  };
-  MetricsView view_of(int fd, bool unix_socket) const {
-    MetricsView v;
-    if (!unix_socket) {
-      v.kind = tcp_tenants_ ? MetricsView::Kind::all : MetricsView::Kind::aggregate;
-      return v;
-    }
-    Result<ipc::PeerCredentials> peer = ipc::KernelCredentials().peer(fd);
-    if (!peer.is_ok()) {
-      v.kind = MetricsView::Kind::aggregate;
-      return v;
-    }
-    if (peer->uid == 0 || peer->uid == ::getuid() || peer_in_group(fd, peer->pid, peer->gid, group_)) return v;  // all
-    v.kind = MetricsView::Kind::own;
-    v.uid = peer->uid;
-    return v;
-  }
-  static Status sys(const std::string& what) {
-    return Status::io_error(fmt::format("metrics endpoint: {}: {}", what, std::strerror(errno)));
-  }
-  static void answer(int fd, const std::string& body) {
-    // Read the request head (bounded in size, and in time as a whole: a client trickling a byte
-    // at a time gets 200 ms in all, not 200 ms a byte); its content does not matter.
-    using Clock = std::chrono::steady_clock;
-    const auto until = Clock::now() + std::chrono::milliseconds(200);
-    const auto set_timeout = [fd](int option, Clock::duration left) {
-      const auto us = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(left).count());
-      timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
-      ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
-    };
-    std::string head;
-    char buf[1024];
-    while (head.size() < 8192 && head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
-      const auto left = until - Clock::now();
-      if (left <= Clock::duration::zero()) break;
-      set_timeout(SO_RCVTIMEO, left);
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      head.append(buf, static_cast<size_t>(n));
-    }
-    // The reply: 1 s in all for a client that reads slowly.
-    const auto send_until = Clock::now() + std::chrono::seconds(1);
-    const std::string reply = fmt::format(
-        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-        body.size(), body);
-    size_t sent = 0;
-    while (sent < reply.size()) {
-      const auto left = send_until - Clock::now();
-      if (left <= Clock::duration::zero()) break;
-      set_timeout(SO_SNDTIMEO, left);
-      const ssize_t n = ::send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      sent += static_cast<size_t>(n);
-    }
-  }
-  std::vector<Listener> listeners_;
-  std::string unix_path_;
-  uint32_t group_ = 0;
-  bool tcp_tenants_ = false;
 };
 
 // LC request latencies into the tenants' windows.
@@ -318,12 +151,12 @@ struct Daemon::Impl {
   std::optional<ipc::ControlServer> server;
   std::vector<std::unique_ptr<Lane>> lanes;
   std::vector<DeviceLane> lane_devices;  // each lane's device, in lane order (lane_for's input)
-  MetricsServer metrics_server;
   MetricsBoard board;
+  std::optional<MetricsServer> metrics_server;
   std::atomic<bool> stop{false};
   std::atomic<bool> control_stop{false};
   std::atomic<size_t> lanes_running{0};
-  std::thread control_thread, metrics_thread;
+  std::thread control_thread;
   Status engine_status;
   bool joined = false;
 
@@ -366,6 +199,8 @@ void Daemon::Impl::publish(Lane& lane) {
   std::lock_guard lock(shared.mu);
   snap.rejected = shared.registry->rejected();
   snap.dropped = shared.registry->dropped();
+  snap.lc_refused = shared.registry->lc_refused();
+  snap.lc_flags_cleared = lane.runner ? lane.runner->flags_cleared() : 0;
   for (auto& [id, conn] : hub.conns()) {
     TenantStats& st = conn->stats;
     TenantSnapshot t;
@@ -429,6 +264,66 @@ void Daemon::Impl::lane_ended(Lane& lane) {
   lane.hub->say_goodbye(ipc::ByeReason::shutdown);
   log_event(spdlog::level::info, "tenants_told_goodbye", {{"device", lane.device.label}, {"tenants", lane.hub->conns().size()}});
   if (lanes_running.fetch_sub(1) == 1) control_stop = true;
+}
+
+namespace {
+
+std::string group_name(uint32_t gid) {
+  const group* g = ::getgrgid(gid);
+  return g != nullptr ? g->gr_name : std::to_string(gid);
+}
+
+std::string user_name(uint32_t uid) {
+  const passwd* p = ::getpwuid(uid);
+  return p != nullptr ? p->pw_name : std::to_string(uid);
+}
+
+// A comma list's entries, each a name `lookup` resolves or a number.
+Result<std::set<uint32_t>> id_list(const std::string& list, const char* flag, const std::function<std::optional<uint32_t>(const std::string&)>& lookup) {
+  std::set<uint32_t> ids;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string entry = list.substr(at, end - at);
+    at = end + 1;
+    if (entry.empty()) continue;
+    if (std::optional<uint32_t> id = lookup(entry)) {
+      ids.insert(*id);
+      continue;
+    }
+    const bool digits = std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || entry.size() > 9) return Status::invalid_argument(fmt::format("{} '{}': '{}' is neither a known name nor a number", flag, list, entry));
+    ids.insert(static_cast<uint32_t>(std::stoul(entry)));
+  }
+  return ids;
+}
+
+}  // namespace
+
+Result<ipc::LcAccess> lc_access(const std::string& users, const std::string& groups, std::optional<uint32_t> socket_gid) {
+  ipc::LcAccess a;
+  Result<std::set<uint32_t>> uids = id_list(users, "--lc-users", [](const std::string& n) -> std::optional<uint32_t> {
+    const passwd* p = ::getpwnam(n.c_str());
+    return p != nullptr ? std::optional<uint32_t>(p->pw_uid) : std::nullopt;
+  });
+  if (!uids.is_ok()) return uids.status();
+  a.uids = *uids;
+  a.uids.insert(0);
+  if (groups.empty()) {
+    a.gids = {socket_gid.value_or(::getgid())};
+  } else if (groups != "none") {
+    Result<std::set<uint32_t>> gids = id_list(groups, "--lc-groups", [](const std::string& n) -> std::optional<uint32_t> {
+      Result<uint32_t> g = ipc::group_id(n);
+      return g.is_ok() ? std::optional<uint32_t>(*g) : std::nullopt;
+    });
+    if (!gids.is_ok()) return gids.status();
+    a.gids = *gids;
+  }
+  std::vector<std::string> who;
+  for (uint32_t u : a.uids) who.push_back(u == 0 ? "root" : "user " + user_name(u));
+  for (uint32_t g : a.gids) who.push_back("group " + group_name(g));
+  a.described = fmt::format("{}", fmt::join(who, ", "));
+  return a;
 }
 
 Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
@@ -508,7 +403,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     made.lease = std::move(*page);
     books.made.emplace(tenant, std::move(made));
     return base;
-  });
+  }, options.lc_access ? *options.lc_access : *lc_access("root", "", options.socket_gid));
   d.handler.emplace(d.shared, labels);
   ipc::ControlServerOptions so = options.limits;
   so.path = options.socket_path;
@@ -518,10 +413,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   Result<ipc::ControlServer> server = ipc::ControlServer::listen(so, creds, *d.handler);
   if (!server.is_ok()) return server.status();
   d.server.emplace(std::move(*server));
+  d.metrics_server.emplace([&d](const MetricsView& view) { return prometheus_text(d.board.read(), view); });
   if (!options.metrics_socket.empty()) {
-    CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_unix(options.metrics_socket, options.metrics_socket_mode, options.socket_gid));
+    CONCORD_RETURN_IF_ERROR(d.metrics_server->listen_unix(options.metrics_socket, options.metrics_socket_mode, options.socket_gid));
   }
-  if (options.metrics_port > 0) CONCORD_RETURN_IF_ERROR(d.metrics_server.listen_tcp(options.metrics_port, options.metrics_tcp_tenants));
+  if (options.metrics_port > 0) CONCORD_RETURN_IF_ERROR(d.metrics_server->listen_tcp(options.metrics_port, options.metrics_tcp_tenants));
 
   ipc::WaitPolicy liveness;
   liveness.stale_after_ns = options.stale_after_ns;
@@ -533,6 +429,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
     if (leases) {
       LeaseRunnerOptions ro;
       ro.periodic = [&d, &lane] { d.publish(lane); };
+      ro.lc_flag_grace = options.lc_flag_grace;
       lane.runner.emplace(*lane.hub, *lane.lease_policy, lane.device.spec, ro);
     } else {
       lane.source.emplace(*lane.hub, lane.device.spec);
@@ -541,6 +438,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
       // latency-critical work intervenes: the policy says whether that holds.
       bo.follow_on = options.follow_on && lane.policy->repeats_decisions();
       bo.be_depth = options.be_depth;
+      bo.launch_timeout = options.launch_timeout;
       bo.periodic = [&d, &lane] { d.publish(lane); };
       lane.backend.emplace(*lane.hub, lane.device.spec, bo);
       lane.observer.emplace(*lane.hub);
@@ -563,13 +461,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
       else d.run_engine(*lane);
     });
   }
-  if (d.metrics_server.active()) {
-    d.metrics_thread = std::thread([&d] {
-      while (!d.control_stop.load()) d.metrics_server.serve_once(std::chrono::milliseconds(50), [&d](const MetricsView& view) {
-        return prometheus_text(d.board.read(), view);
-      });
-    });
-  }
+  d.metrics_server->start();
   nlohmann::json devs = nlohmann::json::array();
   for (const auto& l : d.lanes) {
     devs.push_back({{"device", l->device.label}, {"bus_id", l->device.bus_id}, {"spec", l->device.spec.name}, {"sms", l->device.spec.sm_count}});
@@ -593,7 +485,7 @@ Status Daemon::wait() {
     }
     d.control_stop = true;
     if (d.control_thread.joinable()) d.control_thread.join();
-    if (d.metrics_thread.joinable()) d.metrics_thread.join();
+    if (d.metrics_server) d.metrics_server->stop();
     d.joined = true;
     log_event(spdlog::level::info, "stopped", {{"ok", d.engine_status.is_ok()}});
   }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "daemon/prometheus.h"
 #include "ipc/control_socket.h"
 #include "ipc/ring.h"
+#include "ipc/tenant_registry.h"
 
 namespace concord::daemon {
 
@@ -42,6 +44,10 @@ struct DaemonOptions {
   bool follow_on = true;
   // Per-launch decisions: RemoteBackendOptions::be_depth.
   int be_depth = 0;
+  // Per-launch decisions: the floor of a released launch's completion bound, in seconds
+  // (RemoteBackendOptions::launch_timeout): a tenant that reports no completion for longer is
+  // dropped, so it cannot hold the others' launches for good.
+  double launch_timeout = 30.0;
   // The Prometheus endpoint: a Unix socket path and/or a TCP port on 127.0.0.1 (0: none).
   std::string metrics_socket;
   mode_t metrics_socket_mode = 0660;  // with the control socket's group
@@ -53,10 +59,20 @@ struct DaemonOptions {
   // Labels of the rings (sealed anonymous objects, passed to the tenant over the socket):
   // "<prefix>.<daemon pid>.<tenant>.up|down", in messages and /proc/<pid>/fd only.
   std::string shm_prefix = "/concordd";
+  // Who may register latency-critical tenants beside root (docs/daemon.md, "Security"); nullopt:
+  // root and the daemon's group (socket_gid, else the daemon's own group).
+  std::optional<ipc::LcAccess> lc_access;
+  // An LC flag up while its tenant has no launch in flight and no request open for this long was
+  // raised by another LC tenant, or left up: the daemon lowers it.
+  std::chrono::milliseconds lc_flag_grace{500};
   // Who is on the other end of a connection (tests inject their own); null: the kernel's word.
   const ipc::CredentialSource* credentials = nullptr;
   double abort_grace = 1.0;  // at shutdown, how long running launches get to report their end
 };
+
+// concordd's --lc-users and --lc-groups: comma lists of names or numeric ids ("none": no group);
+// empty `groups` is the daemon's group (`socket_gid`, else its own). Errors name the flag and entry.
+Result<ipc::LcAccess> lc_access(const std::string& users, const std::string& groups, std::optional<uint32_t> socket_gid);
 
 class Daemon {
  public:

@@ -164,7 +164,33 @@ bool LeaseRunner::watch_board() {
   for (const auto& [id, conn] : hub_.conns()) {
     if (conn->state == ConnState::live && conn->lc_slot < ipc::kLcSlots) held |= uint64_t{1} << conn->lc_slot;
   }
-  const uint64_t bits = books.board.lc_active();
+  uint64_t bits = books.board.lc_active();
+  // A held slot's flag says its tenant has work in flight; its books must say so too within the
+  // grace (the notice of a launch follows it, the completion of its end too).
+  const uint64_t now = ipc::monotonic_ns();
+  const auto grace = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lc_flag_grace).count());
+  uint64_t unbacked = 0;
+  for (const auto& [id, conn] : hub_.conns()) {
+    if (conn->state != ConnState::live || conn->lc_slot >= ipc::kLcSlots) continue;
+    Track& t = tracks_[id];
+    const uint64_t bit = uint64_t{1} << conn->lc_slot;
+    if ((bits & bit) == 0 || !t.open.empty() || t.in_request) {
+      t.flag_idle_since = 0;
+    } else if (t.flag_idle_since == 0) {
+      t.flag_idle_since = now;
+    } else if (now - t.flag_idle_since >= grace) {
+      unbacked |= bit;
+      t.flag_idle_since = 0;
+      ++flags_cleared_;
+      log_event(spdlog::level::warn, "lc_flag_cleared",
+                {{"tenant", conn->id}, {"name", conn->record.info.name}, {"slot", conn->lc_slot},
+                 {"why", "up with none of its tenant's launches in flight and no request open"}});
+    }
+  }
+  if (unbacked != 0) {
+    (void)books.board.clear(unbacked);
+    bits &= ~unbacked;
+  }
   if ((bits & ~held) != 0) {
     // Slots of tenants not yet taken from the registry keep their flags (they may be launching).
     std::lock_guard lock(shared.mu);

@@ -6,9 +6,12 @@
 // tenant's page and the board's waiters are woken. No launch waits for it: the tenants' libraries
 // enforce the leases themselves.
 //
-// Board hygiene: a flag whose slot no live LC tenant holds is cleared at once (a killed LC tenant
-// never lowers its own; one that scribbles on the board cannot keep BE gates closed with slots it
-// does not hold).
+// Board hygiene: flags are checked against their owners. A flag whose slot no live LC tenant holds
+// is cleared at once (a killed LC tenant never lowers its own; one that scribbles on the board
+// cannot keep BE gates closed with slots it does not hold), and a flag up for `lc_flag_grace`
+// while its tenant has no launch in flight and no request open (by the books its ring keeps:
+// a notice follows each launch, a completion each end) is cleared then: raised by another LC
+// tenant, or left up by its own.
 #pragma once
 
 #include <atomic>
@@ -41,6 +44,8 @@ struct LeaseRunnerOptions {
   // Called about every `periodic_every` (metrics, the registry's counts).
   std::function<void()> periodic;
   std::chrono::milliseconds periodic_every{200};
+  // A flag without its tenant's work behind it for this long is cleared (above).
+  std::chrono::milliseconds lc_flag_grace{500};
 };
 
 // What the policy's Lease becomes on a tenant's page: yield_to ids mapped to board slots, a flag's
@@ -54,6 +59,8 @@ class LeaseRunner {
   // Runs until `stop`; then opens every lease (so nobody waits on a daemon that is going).
   Status run(const std::atomic<bool>& stop);
   uint64_t publishes() const { return publishes_; }
+  // Flags of held slots cleared because their tenant had no work in flight.
+  uint64_t flags_cleared() const { return flags_cleared_; }
 
  private:
   // One tenant's books. `open` follows the ring's order (the hub's ledger has read the whole poll
@@ -71,6 +78,7 @@ class LeaseRunner {
     std::optional<double> share;
     std::optional<double> launch_us;  // GPU time per launch over recent bursts (LeaseTenant::launch_us)
     uint64_t bursts = 0;
+    uint64_t flag_idle_since = 0;  // its flag up with nothing of its own in flight, since (0: not so)
   };
 
   // Takes what came up every ring (`activity`: anything came); whether anything changed that the
@@ -94,6 +102,7 @@ class LeaseRunner {
   std::map<uint64_t, Track> tracks_;
   uint64_t board_seen_ = 0;
   uint64_t publishes_ = 0;
+  uint64_t flags_cleared_ = 0;
 };
 
 }  // namespace concord::daemon

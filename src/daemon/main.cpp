@@ -58,6 +58,18 @@ int main(int argc, char** argv) {
                  "follow-on releases (0: no limit); a lower depth leaves less BE work queued ahead of an LC request that arrives")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  app.add_option("--launch-timeout", o.launch_timeout,
+                 "Per-launch decisions: seconds a tenant may hold a released launch without reporting any completion before "
+                 "it is dropped (the bound is the larger of this and 20x the longest its kernel took; docs/daemon.md)")
+      ->check(CLI::Range(1e-3, 86400.0) & concord::finite_number())
+      ->capture_default_str();
+  std::string lc_users = "root", lc_groups;
+  app.add_option("--lc-users", lc_users,
+                 "Users who may register latency-critical tenants: a comma list of names or uids (root always may)")
+      ->capture_default_str();
+  app.add_option("--lc-groups", lc_groups,
+                 "Groups whose members may register latency-critical tenants: a comma list of names or gids, or none (default: "
+                 "the --group, else the daemon's own group)");
   app.add_option("--metrics-socket", o.metrics_socket, "Serve Prometheus text on this Unix socket");
   std::string metrics_mode = "0660";
   app.add_option("--metrics-socket-mode", metrics_mode,
@@ -103,23 +115,24 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i], flag = arg.substr(0, arg.find('='));
       if (flag.rfind("--", 0) == 0 && flag.size() > 2 && app.get_option_no_throw(flag) == nullptr) {
-        std::cerr << "concordd: unknown flag '" << flag << "'" << did_you_mean(flag, flags) << "\nRun `concordd --help` for usage.\n";
+        std::cerr << "concordd: unknown flag '" << escape_control(flag) << "'" << escape_control(did_you_mean(flag, flags))
+                  << "\nRun `concordd --help` for usage.\n";
         return kExitUsage;
       }
     }
-    std::cerr << "concordd: " << e.what() << "\nRun `concordd --help` for usage.\n";
+    std::cerr << "concordd: " << escape_control(e.what()) << "\nRun `concordd --help` for usage.\n";
     return kExitUsage;
   }
   const auto log_level = spdlog::level::from_str(level);
   if (log_level == spdlog::level::off && level != "off") {
-    std::cerr << "concordd: --log-level '" << level << "': not trace, debug, info, warn, error or off\n";
+    std::cerr << "concordd: --log-level '" << escape_control(level) << "': not trace, debug, info, warn, error or off\n";
     return kExitUsage;
   }
 
   daemon::install_json_logger(log_level);
   auto fail = [](const Status& s, int code) {
     daemon::log_event(spdlog::level::err, "failed", {{"error", s.to_string()}});
-    std::cerr << "concordd: " << s.to_string() << "\n";
+    std::cerr << "concordd: " << escape_control(s.to_string()) << "\n";
     return code;
   };
   std::vector<std::string> notes;
@@ -163,6 +176,11 @@ int main(int argc, char** argv) {
     Result<uint32_t> gid = ipc::group_id(group);
     if (!gid.is_ok()) return fail(gid.status(), kExitUsage);
     o.socket_gid = *gid;
+  }
+  {
+    Result<ipc::LcAccess> access = daemon::lc_access(lc_users, lc_groups, o.socket_gid);
+    if (!access.is_ok()) return fail(access.status(), kExitUsage);
+    o.lc_access = *access;
   }
   o.stale_after_ns = static_cast<uint64_t>(stale_s * 1e9);
   o.limits.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1e3));

@@ -57,6 +57,8 @@ DaemonSnapshot MetricsBoard::read() const {
     if (!l.device.empty() && std::find(models.begin(), models.end(), l.device) == models.end()) models.push_back(l.device);
     out.rejected = std::max(out.rejected, l.rejected);
     out.dropped = std::max(out.dropped, l.dropped);
+    out.lc_refused = std::max(out.lc_refused, l.lc_refused);
+    out.lc_flags_cleared += l.lc_flags_cleared;
     out.decisions += l.decisions;
     out.devices.insert(out.devices.end(), l.devices.begin(), l.devices.end());
     out.tenants.insert(out.tenants.end(), l.tenants.begin(), l.tenants.end());
@@ -146,6 +148,12 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
   out += fmt::format("concord_rejected_total {}\n", s.rejected);
   family(out, "concord_dropped_total", "counter", "Tenants dropped because their process ended without a goodbye.");
   out += fmt::format("concord_dropped_total {}\n", s.dropped);
+  family(out, "concord_lc_refused_total", "counter",
+         "Latency-critical registrations refused (the user may not register LC): answered with the reason, or admitted as BE.");
+  out += fmt::format("concord_lc_refused_total {}\n", s.lc_refused);
+  family(out, "concord_lc_flags_cleared_total", "counter",
+         "LC flags the daemon lowered: raised while their tenant had no launch in flight and no request open.");
+  out += fmt::format("concord_lc_flags_cleared_total {}\n", s.lc_flags_cleared);
 
   struct Counter {
     const char* name;

@@ -80,6 +80,8 @@ struct DaemonSnapshot {
   std::vector<DeviceSnapshot> devices;
   uint64_t rejected = 0;
   uint64_t dropped = 0;
+  uint64_t lc_refused = 0;     // LC registrations refused (an error, or admitted as BE)
+  uint64_t lc_flags_cleared = 0;  // LC flags the daemon lowered: raised with no work of their owner in flight
   uint64_t decisions = 0;
   std::vector<TenantSnapshot> tenants;
 };

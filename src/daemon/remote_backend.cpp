@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -94,7 +95,7 @@ Status RemoteBackend::dispatch(const DispatchRequest& request) {
     conn->held.erase(h);
   }
   conn->running[seq] = request.id;
-  dispatches_[request.id] = Running{conn->id, seq, request.after, now(), part.range.size()};
+  dispatches_[request.id] = Running{conn->id, seq, request.after, now(), part.range.size(), part.kernel};
   if (conn->done_early.erase(seq) > 0) finish(request.id, Status::ok());
   if (conn->dropped_in_engine) finish(request.id, Status::device_error(who(*conn) + " is gone: " + conn->why));
   return Status::ok();
@@ -129,6 +130,10 @@ void RemoteBackend::finish(DispatchId id, Status error) {
   c.dispatch = id;
   c.start = it->second.start;
   c.end = now();
+  if (error.is_ok() && it->second.kernel != nullptr) {
+    Seconds& longest = longest_[it->second.kernel];
+    longest = std::max(longest, c.end - c.start);
+  }
   c.blocks_done = PartList<int64_t>{error.is_ok() ? it->second.blocks : 0};
   c.error = std::move(error);
   ended_.push_back(std::move(c));
@@ -214,6 +219,7 @@ bool RemoteBackend::poll_once() {
   for (const Ended& e : done) {
     TenantConn* conn = hub_.find(e.tenant);
     if (conn == nullptr) continue;
+    last_completion_[e.tenant] = now();
     const auto r = conn->running.find(e.seq);
     if (r == conn->running.end()) {
       // Free-run or followed: the launch ran before the engine dispatched it; it ends when dispatched.
@@ -234,8 +240,36 @@ bool RemoteBackend::poll_once() {
   return any;
 }
 
+void RemoteBackend::expire_silent() {
+  const Seconds t = now();
+  std::set<uint64_t> ended;
+  for (const auto& [id, r] : dispatches_) {
+    if (ended.count(r.tenant)) continue;
+    TenantConn* conn = hub_.find(r.tenant);
+    if (conn == nullptr || conn->state == ConnState::gone || conn->running.count(r.seq) == 0) continue;
+    const auto last = last_completion_.find(r.tenant);
+    const Seconds since = std::max(r.start, last == last_completion_.end() ? r.start : last->second);
+    const auto longest = r.kernel != nullptr ? longest_.find(r.kernel) : longest_.end();
+    const Seconds bound = std::max(options_.launch_timeout, longest == longest_.end() ? 0.0 : options_.launch_timeout_factor * longest->second);
+    if (t - since <= bound) continue;
+    ++conn->stats.failed;
+    hub_.mark_gone(*conn, fmt::format("reported no completion of launch {} within {:.3g} s of its release (its bound: the "
+                                      "larger of --launch-timeout {:.3g} s and {:.3g}x the longest its kernel took)",
+                                      r.seq, bound, options_.launch_timeout, options_.launch_timeout_factor),
+                   false);
+    ended.insert(r.tenant);
+  }
+  for (auto it = last_completion_.begin(); it != last_completion_.end();) {
+    it = hub_.find(it->first) == nullptr ? last_completion_.erase(it) : std::next(it);
+  }
+}
+
 Result<std::vector<Completion>> RemoteBackend::advance(Seconds until) {
   send_holds();
+  if (const auto t = std::chrono::steady_clock::now(); t - last_expire_ >= std::chrono::milliseconds(10)) {
+    last_expire_ = t;
+    expire_silent();
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Completion> out;
   for (;;) {

@@ -9,6 +9,13 @@
 // LiveSource first; then its running dispatches complete with an error naming it, and the engine
 // goes on. A failure a tenant reports for one of its launches makes it gone the same way (its
 // CUDA context is most likely broken).
+//
+// No launch is held forever by another tenant: a released launch whose tenant reports no
+// completion at all for longer than its bound (max(launch_timeout, launch_timeout_factor x the
+// longest its kernel has taken here), counted from its release or the tenant's latest completion,
+// whichever is later) is failed, and its tenant dropped, as a failed launch is: a tenant that
+// keeps its heartbeat and never reports an end would otherwise keep serial, shortest-first and
+// the like waiting on it for good.
 #pragma once
 
 #include <chrono>
@@ -47,6 +54,10 @@ struct RemoteBackendOptions {
   // Called from advance() about every `periodic_every` (metrics, the registry's counts).
   std::function<void()> periodic;
   std::chrono::milliseconds periodic_every{200};
+  // The completion bound (above): its floor in seconds, and how many times the longest span of
+  // the launch's kernel seen so far (release to completion) it allows beyond the floor.
+  double launch_timeout = 30.0;
+  double launch_timeout_factor = 20.0;
 };
 
 class RemoteBackend final : public Backend {
@@ -82,7 +93,10 @@ class RemoteBackend final : public Backend {
     DispatchId after;
     Seconds start = 0;
     int64_t blocks = 0;
+    const KernelSpec* kernel = nullptr;
   };
+  // Ends the tenants whose oldest released launch is past its completion bound.
+  void expire_silent();
   void announce(TenantConn& conn, uint32_t handle);
   // For every launch submitted and not dispatched since the last call: a follow-on release where
   // it qualifies, else a hold decision.
@@ -106,6 +120,9 @@ class RemoteBackend final : public Backend {
   std::vector<Completion> ended_;  // ended, waiting for their predecessor or for advance()
   uint64_t decisions_ = 0;
   uint64_t followed_ = 0;
+  std::map<uint64_t, Seconds> last_completion_;          // per tenant (hub id): its latest completion
+  std::map<const KernelSpec*, Seconds> longest_;         // per kernel: the longest release-to-end span
+  std::chrono::steady_clock::time_point last_expire_{};
   std::chrono::steady_clock::time_point last_activity_{};
   std::chrono::steady_clock::time_point last_beat_{};
   std::chrono::steady_clock::time_point last_periodic_{};

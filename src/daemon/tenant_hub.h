@@ -174,6 +174,8 @@ class TenantHub {
   DeviceBooks& books() { return books_; }  // under shared().mu, but for the board
   // Completions go into the inboxes too, in ring order (the lease runner's books).
   void completions_in_inbox(bool on) { completions_in_inbox_ = on; }
+  // Ends a tenant (the source drops it at its next pump): `died` counts it as dropped.
+  void mark_gone(TenantConn& conn, std::string why, bool died);
 
   // The run's clock (RemoteBackend::start_clock sets its start): monotonic wall time.
   void start_clock() { start_ = std::chrono::steady_clock::now(); }
@@ -184,7 +186,6 @@ class TenantHub {
 
  private:
   void reject(TenantConn& conn, const std::string& why);
-  void mark_gone(TenantConn& conn, std::string why, bool died);
   SharedRegistry& shared_;
   DeviceBooks& books_;
   uint64_t seen_generation_ = ~uint64_t{0};  // the registry's generation at the last sync

@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1260,6 +1264,344 @@ TEST_F(DaemonTest, HostileTenantsLeaveTheDaemonServing) {
   EXPECT_LE(rss_after, rss_before + rss_before / 10) << "resident memory grew from " << rss_before << " KiB to " << rss_after;
 }
 
+// --- One user cannot break the node for another (docs/daemon.md, "Security") ---
+
+// Runs `attack` in a child process, as uid nobody where this test runs as root (else as this
+// user), and returns what it wrote (its verdict); "" when it did not finish within 10 s.
+std::string as_nobody(const std::function<std::string()>& attack) {
+  int out[2];
+  if (::pipe(out) != 0) return "";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(out[0]);
+    if (::getuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    const std::string verdict = attack();
+    if (::write(out[1], verdict.data(), verdict.size()) != static_cast<ssize_t>(verdict.size())) ::_exit(4);
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  std::string verdict;
+  char buf[512];
+  for (;;) {
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 10'000) <= 0) break;
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    verdict.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  return verdict;
+}
+
+// A well-behaved BE tenant registers within 100 ms and launches once.
+void served_within_100ms(const ipc::TenantClientOptions& o, const std::string& after) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto c = ipc::TenantClient::connect(o);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(c.is_ok()) << after << ": " << c.status().to_string();
+  EXPECT_LT(took, 100ms) << after;
+  launch_once(**c);
+  EXPECT_FALSE((*c)->pass_through()) << after;
+  (*c)->close();
+}
+
+// Every descriptor a tenant receives refuses to be reopened for writing through /proc/self/fd;
+// each is a memfd of mode 0400; a BE tenant cannot map its board or its lease page writable, so it
+// cannot raise LC flags to hold another user's BE gates closed; an admitted LC tenant's board is
+// writable (and only its).
+TEST_F(DaemonTest, NoDescriptorATenantGetsCanBeReopenedForWriting) {
+  DaemonOptions o = options("orion");
+  o.socket_mode = 0666;
+  start(o);
+  const std::string path = socket();
+  auto victim = ipc::TenantClient::connect(client_options(be("root-batch")));
+  ASSERT_TRUE(victim.is_ok());
+  for (const auto cls : {TenantClass::best_effort, TenantClass::latency_critical}) {
+    const bool lc_asked = cls == TenantClass::latency_critical;
+    const std::string verdict = as_nobody([&] {
+      Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+      if (!c.is_ok()) return "connect: " + c.status().to_string();
+      ipc::RegisterTenant info = lc_asked ? lc("attacker") : be("attacker");
+      info.pid = ::getpid();
+      info.on_lc_refused = ipc::LcRefusal::best_effort;
+      std::vector<int> fds;
+      Result<ipc::Message> reg = c->call(info, 2s, fds);
+      if (!reg.is_ok() || !std::holds_alternative<ipc::Registered>(*reg) || fds.size() != 4) return std::string("not registered");
+      const bool admitted_lc = std::get<ipc::Registered>(*reg).cls == TenantClass::latency_critical;
+      std::string broke;
+      for (size_t i = 0; i < fds.size(); ++i) {
+        struct stat st {};
+        if (::fstat(fds[i], &st) != 0 || (st.st_mode & 0777) != 0400) broke += fmt::format(" fd {} has mode {:o};", i, st.st_mode & 0777);
+        const int again = ::open(fmt::format("/proc/self/fd/{}", fds[i]).c_str(), O_RDWR);
+        if (again >= 0) {
+          broke += fmt::format(" fd {} reopened O_RDWR;", i);
+          ::close(again);
+        }
+      }
+      if (::mmap(nullptr, ipc::kLeasePageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[2], 0) != MAP_FAILED) broke += " lease page mapped writable;";
+      void* board = ::mmap(nullptr, ipc::kBoardBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[3], 0);
+      if (board != MAP_FAILED && !admitted_lc) {
+        broke += " a BE tenant's board mapped writable;";
+        std::memset(static_cast<char*>(board) + 64, 0xff, 8);  // every LC flag up: what the attack did
+      }
+      for (int fd : fds) ::close(fd);
+      return fmt::format("{}{}", admitted_lc ? "lc" : "be", broke.empty() ? "" : ":" + broke);
+    });
+    EXPECT_EQ(verdict, ::getuid() == 0 || !lc_asked ? "be" : "lc") << "asked " << (lc_asked ? "lc" : "be");
+    EXPECT_EQ((*victim)->lc_active(), 0u) << "the attacker raised flags on the board";
+    served_within_100ms(client_options(be("good")), lc_asked ? "after an LC attacker" : "after a BE attacker");
+  }
+  // An admitted LC tenant (root, or this test's user in the daemon's group) gets the board writable.
+  ipc::RegisterTenant info = lc("svc");
+  info.pid = ::getpid();
+  Result<ipc::ControlClient> c = ipc::ControlClient::connect(path);
+  ASSERT_TRUE(c.is_ok());
+  std::vector<int> fds;
+  Result<ipc::Message> reg = c->call(info, 2s, fds);
+  ASSERT_TRUE(reg.is_ok() && std::holds_alternative<ipc::Registered>(*reg) && fds.size() == 4u);
+  EXPECT_EQ(std::get<ipc::Registered>(*reg).cls, TenantClass::latency_critical);
+  void* board = ::mmap(nullptr, ipc::kBoardBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[3], 0);
+  EXPECT_NE(board, MAP_FAILED) << "an admitted LC tenant's board is writable";
+  if (board != MAP_FAILED) ::munmap(board, ipc::kBoardBytes);
+  EXPECT_EQ(::mmap(nullptr, ipc::kLeasePageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[2], 0), MAP_FAILED);
+  for (int fd : fds) ::close(fd);
+  (*victim)->close();
+}
+
+// LC is granted, not claimed: by default only root and the daemon's group may register LC. An LC
+// registration from anyone else is answered with the reason, or, where it asks, admitted as BE
+// (its board read-only); the metrics count both; a granted one works.
+TEST_F(DaemonTest, AnUnprivilegedLcRegistrationIsRefusedAGrantedOneWorks) {
+  DaemonOptions o = options("orion");
+  o.socket_mode = 0666;
+  o.lc_access = ipc::LcAccess{{0}, {}, "root"};
+  start(o);
+  const std::string path = socket();
+  const std::string refused = as_nobody([&] {
+    ipc::TenantClientOptions co;
+    co.socket_path = path;
+    co.info = lc("claims-lc");
+    auto c = ipc::TenantClient::connect(co);
+    std::string out = c.is_ok() ? "admitted" : fmt::format("{}|{}", to_string(c.status().code()), c.status().message());
+    co.info.on_lc_refused = ipc::LcRefusal::best_effort;
+    auto b = ipc::TenantClient::connect(co);
+    if (!b.is_ok()) return out + "|as BE: " + b.status().to_string();
+    out += fmt::format("|{}|{}|{}", (*b)->granted_class() == TenantClass::best_effort ? "be" : "lc", (*b)->lc_refused(),
+                       (*b)->lease().lc_slot == ipc::kNoLcSlot ? "no slot" : "a slot");
+    (*b)->raise_lc(0);  // a BE tenant's board is read-only: nothing to raise with
+    (*b)->close();
+    return out;
+  });
+  const std::string uid = ::getuid() == 0 ? "65534" : std::to_string(::getuid());
+  if (::getuid() != 0) GTEST_LOG_(INFO) << "not root: the refused registrations are this user's";
+  EXPECT_NE(refused.find(fmt::format("permission denied|the daemon refused the registration: register: uid {} may not register "
+                                     "latency-critical tenants (allowed: root)", uid)), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("|be|uid " + uid + " may not register latency-critical tenants (allowed: root)|no slot"), std::string::npos) << refused;
+  const std::string text = metrics_when(*daemon_, std::regex("concord_lc_refused_total 2\n"));
+  EXPECT_NE(text.find("concord_lc_refused_total 2\n"), std::string::npos) << text;
+  served_within_100ms(client_options(be("good")), "after the refusals");
+  if (::getuid() == 0) {
+    auto granted = ipc::TenantClient::connect(client_options(lc("root-svc")));
+    ASSERT_TRUE(granted.is_ok()) << granted.status().to_string();
+    EXPECT_EQ((*granted)->granted_class(), TenantClass::latency_critical);
+    EXPECT_NE((*granted)->lease().lc_slot, ipc::kNoLcSlot);
+    (*granted)->close();
+  }
+  // The daemon's group (its default) or a user named in the access list may.
+  daemon_->stop();
+  ASSERT_TRUE(daemon_->wait().is_ok());
+  daemon_.reset();
+  o.lc_access.reset();
+  start(o);
+  auto member = ipc::TenantClient::connect(client_options(lc("member-svc")));
+  ASSERT_TRUE(member.is_ok()) << member.status().to_string();
+  EXPECT_EQ((*member)->granted_class(), TenantClass::latency_critical) << "this process is in the daemon's own group";
+  (*member)->close();
+}
+
+// One daemon per socket: a second start on a live daemon's socket fails naming its pid, never
+// removes its socket, and the first goes on serving newcomers.
+TEST_F(DaemonTest, ASecondDaemonOnTheSocketFailsAndTheFirstServesOn) {
+  DaemonOptions o = options("streams");
+  start(o);
+  DaemonOptions again = o;
+  again.metrics_socket.clear();
+  again.shm_prefix += "-second";
+  Result<std::unique_ptr<Daemon>> second = Daemon::start(again);
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_NE(second.status().message().find(fmt::format("a live server (pid {}) serves it", ::getpid())), std::string::npos)
+      << second.status().to_string();
+  // Its metrics socket too.
+  again = o;
+  again.socket_path = (dir_ / "other.sock").string();
+  Result<std::unique_ptr<Daemon>> third = Daemon::start(again);
+  ASSERT_FALSE(third.is_ok());
+  EXPECT_NE(third.status().message().find("metrics socket"), std::string::npos) << third.status().to_string();
+  second = Status::ok();
+  third = Status::ok();
+  EXPECT_TRUE(std::filesystem::exists(socket()));
+  EXPECT_TRUE(std::filesystem::exists(o.metrics_socket));
+  served_within_100ms(client_options(be("newcomer")), "after a second daemon tried the socket");
+  EXPECT_EQ(http_get_metrics(o.metrics_socket).rfind("HTTP/1.0 200 OK\r\n", 0), 0u);
+}
+
+// An LC flag is checked against its owner: one up while its tenant has no launch in flight and no
+// request open (raised by another LC tenant, or left up) is lowered after the grace, and the BE
+// gates that yielded to it open.
+TEST_F(DaemonTest, AnLcFlagWithNoWorkOfItsOwnerInFlightIsLowered) {
+  DaemonOptions o = options("orion");
+  o.lc_flag_grace = 200ms;
+  start(o);
+  auto meddler = ipc::TenantClient::connect(client_options(lc("meddler")));
+  auto idle = ipc::TenantClient::connect(client_options(lc("idle")));
+  auto batch = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(meddler.is_ok() && idle.is_ok() && batch.is_ok());
+  const uint32_t idle_slot = (*idle)->lease().lc_slot;
+  ASSERT_NE(idle_slot, ipc::kNoLcSlot);
+  const ipc::LeaseTerms terms = lease_when(**batch, (uint64_t{1} << idle_slot) | (uint64_t{1} << (*meddler)->lease().lc_slot));
+  ASSERT_NE(terms.yield_mask & (uint64_t{1} << idle_slot), 0u);
+  (*meddler)->raise_lc(idle_slot);  // the other tenant's slot
+  ASSERT_FALSE(ipc::admission(terms, (*batch)->lc_active()).open);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool open = false;
+  while (!open && std::chrono::steady_clock::now() - t0 < 3s) {
+    const ipc::LeaseTerms t = (*batch)->wait_open(20'000'000);
+    open = ipc::admission(t, (*batch)->lc_active()).open;
+  }
+  EXPECT_TRUE(open) << "the BE gate stayed closed behind a flag nobody's work backs";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  const std::string text = metrics_when(*daemon_, std::regex("concord_lc_flags_cleared_total [1-9]"));
+  EXPECT_TRUE(std::regex_search(text, std::regex("concord_lc_flags_cleared_total [1-9]"))) << text;
+  // A flag its owner's work backs stays up: a request open.
+  ASSERT_TRUE((*idle)->request_begin().is_ok());
+  (*idle)->raise_lc(idle_slot);
+  std::this_thread::sleep_for(600ms);
+  EXPECT_NE((*batch)->lc_active() & (uint64_t{1} << idle_slot), 0u) << "a flag backed by an open request was lowered";
+  ASSERT_TRUE((*idle)->request_end().is_ok());
+  (*idle)->lower_lc(idle_slot);
+  for (auto* c : {&*meddler, &*idle, &*batch}) (*c)->close();
+}
+
+// The TCP metrics endpoint serves scrapes beside silent connections: a few held open and silent
+// slow nobody (each holds one worker for its read timeout at most), on TCP and on the Unix socket.
+TEST_F(DaemonTest, SilentMetricsConnectionsSlowNoScrape) {
+  // A free port: bound to 0 and let go.
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  ::close(probe);
+  DaemonOptions o = options("streams");
+  o.metrics_port = port;
+  start(o);
+  std::vector<int> silent;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to = a;
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    silent.push_back(fd);
+    const int ufd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un u{};
+    u.sun_family = AF_UNIX;
+    std::memcpy(u.sun_path, o.metrics_socket.c_str(), o.metrics_socket.size() + 1);
+    ASSERT_EQ(::connect(ufd, reinterpret_cast<sockaddr*>(&u), sizeof u), 0);
+    silent.push_back(ufd);
+  }
+  std::this_thread::sleep_for(50ms);
+  for (int round = 0; round < 3; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to = a;
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    std::string reply;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "TCP scrape " << round;
+    EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << reply;
+    EXPECT_NE(reply.find("concord_tenants "), std::string::npos) << reply;
+    t0 = std::chrono::steady_clock::now();
+    const std::string unix_reply = http_get_metrics(o.metrics_socket);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "Unix scrape " << round;
+    EXPECT_EQ(unix_reply.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << unix_reply;
+  }
+  for (int fd : silent) ::close(fd);
+}
+
+// No launch held forever by another tenant, under every per-launch policy: a tenant that holds a
+// released launch, keeps its heartbeat and never reports its end is dropped once its bound
+// (--launch-timeout, short here) has passed, and the other tenant's launch is released.
+class PerLaunchStarvation : public DaemonTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(PerLaunchStarvation, AReleasedLaunchThatNeverEndsIsFailedWithinItsBound) {
+  DaemonOptions o = options(GetParam());
+  o.per_launch = true;
+  o.launch_timeout = 0.3;
+  start(o);
+  auto hog = ipc::TenantClient::connect(client_options(be("hog")));
+  auto other = ipc::TenantClient::connect(client_options(be("other")));
+  ASSERT_TRUE(hog.is_ok() && other.is_ok());
+  const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false, 0};
+  const uint64_t held = *(*hog)->notice(n);
+  ASSERT_TRUE((*hog)->wait_release(held).is_ok());
+  ASSERT_FALSE((*hog)->pass_through());
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t waiting = *(*other)->notice(n);
+  GuardedWait released(**other, [&] { return (*other)->wait_release(waiting).is_ok(); });
+  ASSERT_EQ(released.f.wait_for(5s), std::future_status::ready) << "the other tenant's launch waited past the hog's bound";
+  EXPECT_TRUE(released.f.get());
+  ASSERT_TRUE((*other)->completed(waiting, 1, true).is_ok());
+  // The hog is dropped (its rings closed: it runs pass-through from then on) within its bound and
+  // a margin, never before the bound.
+  while (!(*hog)->pass_through() && std::chrono::steady_clock::now() - t0 < 5s) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE((*hog)->pass_through()) << "the hog was not dropped";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms) << "dropped before its bound";
+  EXPECT_FALSE((*other)->pass_through());
+  served_within_100ms(client_options(be("newcomer")), "after the hog was dropped");
+  (*hog)->close();
+  (*other)->close();
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPerLaunchPolicy, PerLaunchStarvation,
+                         ::testing::Values("serial", "round-robin", "random", "shortest-first", "streams", "orion", "sgdrc",
+                                           "fedcm", "raise", "pbs", "aker", "concord"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// The bound grows with what a kernel has taken before: a launch longer than the floor, of a kernel
+// that took almost the floor once, is not cut.
+TEST_F(DaemonTest, ALaunchAsLongAsItsKernelMayTakeIsNotCut) {
+  DaemonOptions o = options("serial");
+  o.per_launch = true;
+  o.launch_timeout = 0.2;
+  start(o);
+  auto c = ipc::TenantClient::connect(client_options(be("long-kernels")));
+  ASSERT_TRUE(c.is_ok());
+  const ipc::LaunchNotice n{0, 1, 9, {64, 1, 1}, {128, 1, 1}, 0, false, 0};
+  for (const auto run : {150ms, 700ms}) {
+    const uint64_t s = *(*c)->notice(n);
+    ASSERT_TRUE((*c)->wait_release(s).is_ok());
+    std::this_thread::sleep_for(run);
+    EXPECT_FALSE((*c)->pass_through()) << "a " << run.count() << " ms launch was cut";
+    ASSERT_TRUE((*c)->completed(s, 1, true).is_ok());
+  }
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE((*c)->pass_through());
+  (*c)->close();
+}
+
 // A launch-bound LC tenant (the GPU ends each burst right after the host's last launch) is one BE
 // work may run beside: orion's BE lease stops yielding to it once its bursts say so, and yields
 // again once its bursts turn GPU-bound (the work ends long after the last launch).
@@ -1446,6 +1788,8 @@ TEST_F(DaemonTest, EachGpuHasItsOwnEngineAndBoard) {
   EXPECT_NE(other.status().message().find("0000:99:00.0 is not one this daemon manages"), std::string::npos)
       << other.status().to_string();
 
+  // A request open backs the flag (the daemon lowers a flag no work of its tenant backs).
+  ASSERT_TRUE((*svc)->request_begin().is_ok());
   (*svc)->raise_lc((*svc)->lease().lc_slot);
   const std::string text =
       metrics_when(*daemon_, std::regex(R"(concord_tenant_lease\{[^}]*device="0",name="near"[^}]*yield="room"[^}]*\} 1
@@ -1476,6 +1820,7 @@ TEST_F(DaemonTest, TheLeasesChoiceShowsInTopAndTheMetrics) {
   auto svc = ipc::TenantClient::connect(client_options(lc("svc")));
   auto batch = ipc::TenantClient::connect(client_options(be("batch")));
   ASSERT_TRUE(svc.is_ok() && batch.is_ok());
+  ASSERT_TRUE((*svc)->request_begin().is_ok());  // backs the flag
   (*svc)->raise_lc((*svc)->lease().lc_slot);
   const std::string text = metrics_when(*daemon_, std::regex(R"(concord_tenant_lease\{[^}]*name="batch"[^}]*yield="room"[^}]*\} 1
 )"));
