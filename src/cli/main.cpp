@@ -2,10 +2,12 @@
 // each), and the exit codes (0 success, 1 failure, 2 bad command line or configuration).
 #include <CLI/CLI.hpp>
 
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <iostream>
+#include <new>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,10 +89,23 @@ std::optional<std::string> unknown_subcommand(const CLI::App& app, int argc, cha
   return std::nullopt;
 }
 
+// stderr, with control characters written out: a key or kernel name of a spec that holds an
+// escape sequence cannot rewrite the user's terminal through a message that quotes it.
+class EscapingStderrSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    const std::string text = concord::escape_control(std::string_view(formatted.data(), formatted.size()));
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+};
+
 // Diagnostics go to stderr through spdlog, so standard output carries only what a command
 // prints as its result (tables, JSON).
 void set_up_logging() {
-  auto logger = std::make_shared<spdlog::logger>("concord", std::make_shared<spdlog::sinks::stderr_sink_st>());
+  auto logger = std::make_shared<spdlog::logger>("concord", std::make_shared<EscapingStderrSink>());
   logger->set_pattern("concord: %l: %v");
   logger->set_level(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
@@ -135,14 +150,14 @@ int main(int argc, char** argv) {
 
   set_up_logging();
   if (auto unknown = unknown_subcommand(app, argc, argv)) {
-    std::cerr << "concord: " << *unknown << "\nRun `concord --help` for usage.\n";
+    std::cerr << "concord: " << concord::escape_control(*unknown) << "\nRun `concord --help` for usage.\n";
     return concord::cli::kExitUsage;
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "concord: " << e.what() << "\nRun `concord --help` for usage.\n";
+    std::cerr << "concord: " << concord::escape_control(e.what()) << "\nRun `concord --help` for usage.\n";
     return concord::cli::kExitUsage;
   }
   auto config = concord::cli::Config::load(config_path);
@@ -154,7 +169,17 @@ int main(int argc, char** argv) {
   if (!config->path().empty()) spdlog::debug("config: {}", config->path());
   config->export_to_environment();
   for (const Subcommand& s : subcommands) {
-    if (s.app->parsed()) return s.run(*config);
+    if (!s.app->parsed()) continue;
+    // Whatever a command runs out of, it ends with a message and exit 1, never an abort.
+    try {
+      return s.run(*config);
+    } catch (const std::bad_alloc&) {
+      spdlog::error("out of memory: the command needed more than this process may have (its limits: ulimit -v, ulimit -d, "
+                    "its cgroup's memory.max)");
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+    }
+    return concord::cli::kExitFailure;
   }
   return concord::cli::kExitUsage;  // require_subcommand(1) makes this unreachable
 }

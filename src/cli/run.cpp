@@ -18,6 +18,7 @@
 
 #include "concord/build_info.h"
 #include "cli/command.h"
+#include "cli/memory_room.h"
 #include "cli/output_file.h"
 #include "cli/stop_signals.h"
 #include "concord/backend.h"
@@ -59,18 +60,6 @@ uint64_t resident_bytes() {
   uint64_t pages = 0, resident = 0;
   if (!(in >> pages >> resident)) return 0;
   return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-// MemAvailable of /proc/meminfo in bytes, 0 when it cannot be read.
-uint64_t available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
 }
 
 // Watches the limits of the whole command: a signal, --max-wall, --max-memory. Whichever comes
@@ -252,18 +241,20 @@ int run(RunOptions o, const Config& config) {
   if (Status admitted = (*policy)->admits(workload_shape(workload), device); !admitted) {
     return give_up(Status(admitted.code(), o.spec + ": " + admitted.message()));
   }
-  // A run whose records would not fit (--max-memory, else the memory available now) is refused
-  // before it starts, with what it would need.
+  // A run whose records would not fit is refused before it starts, with what it would need: fit
+  // --max-memory, and whatever is tighter of the machine's memory and the process's own limits
+  // (RLIMIT_AS, RLIMIT_DATA, its cgroup's memory.max).
   const auto max_memory = static_cast<uint64_t>(o.max_memory_mb * 1024 * 1024);
   {
     const int64_t need = estimated_record_bytes(workload, !o.no_serial);
-    const uint64_t limit = max_memory > 0 ? max_memory : available_bytes();
-    if (limit > 0 && static_cast<uint64_t>(need) > limit) {
+    std::optional<MemoryRoom> room = memory_room();
+    if (max_memory > 0 && (!room || max_memory < room->bytes)) room = MemoryRoom{max_memory, fmt::format("--max-memory {} MiB", max_memory >> 20)};
+    if (room && static_cast<uint64_t>(need) > room->bytes) {
       return give_up(Status::failed_precondition(fmt::format(
-          "{}: the run needs about {} MiB for its records (about {} bytes per launch{}), more than the {} MiB {}; "
-          "fewer requests or counts, --no-serial, or a larger --max-memory",
-          o.spec, need >> 20, kRecordBytesPerLaunch, o.no_serial ? "" : ", twice while the serial reference runs", limit >> 20,
-          o.max_memory_mb > 0 ? "--max-memory allows" : "available")));
+          "{}: the run needs about {} MiB for its records (about {} bytes per launch{}), more than {} allows ({} MiB); "
+          "fewer requests or counts, --no-serial, or more memory",
+          o.spec, need >> 20, kRecordBytesPerLaunch, o.no_serial ? "" : ", twice while the serial reference runs", room->what,
+          room->bytes >> 20)));
     }
   }
 

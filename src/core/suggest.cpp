@@ -44,4 +44,21 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return c.empty() ? "" : " (did you mean '" + c + "'?)";
 }
 
+std::string escape_control(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if ((b < 0x20 && c != '\n' && c != '\t') || b == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace concord

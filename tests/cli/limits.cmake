@@ -59,3 +59,41 @@ if(EXISTS ${WORK}/many.json)
   message(FATAL_ERROR "a refused run left its --out file")
 endif()
 expect_ok(${CONCORD} run ${WORK}/many.yaml --policy pbs --param sms=shared --no-serial)
+
+# The process's own limits count too: under an address-space or a data limit (prlimit), a run
+# whose records would not fit is refused up front naming the limit, never ended by std::bad_alloc.
+find_program(PRLIMIT prlimit)
+if(PRLIMIT)
+  # About 10 GB of records: less than the machine's memory, more than the limits below.
+  file(WRITE ${WORK}/huge.yaml "tenants:
+  - name: a
+    requests: 40000
+    kernels:
+      - {kernel: stream_triad, size: 4096, count: 100}
+")
+  expect_exit(1 "RLIMIT_AS" ${PRLIMIT} --as=4000000000 ${CONCORD} run ${WORK}/huge.yaml --out ${WORK}/huge.json)
+  if(EXISTS ${WORK}/huge.json)
+    message(FATAL_ERROR "a refused run left its --out file")
+  endif()
+  expect_exit(1 "RLIMIT_DATA" ${PRLIMIT} --data=3000000000 ${CONCORD} run ${WORK}/huge.yaml --no-serial)
+else()
+  message(STATUS "prlimit not found: the process-limit checks are skipped")
+endif()
+
+# Control characters of input are written out in messages: a key holding an escape sequence
+# reaches the terminal as the text \x1b, never as the byte.
+string(ASCII 27 esc)
+file(WRITE ${WORK}/escape.yaml "tenants:
+  - name: a
+    \"\\e[2Jkey\": 1
+    kernels:
+      - {kernel: stream_triad, size: 4096}
+")
+foreach(command run validate)
+  execute_process(COMMAND ${CONCORD} ${command} ${WORK}/escape.yaml RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${err}${out}" "${esc}" raw)
+  string(FIND "${err}" "\\x1b[2Jkey" written)
+  if(rc EQUAL 0 OR NOT raw EQUAL -1 OR written EQUAL -1)
+    message(FATAL_ERROR "concord ${command} of a key holding ESC (exit ${rc}): the byte reached the terminal or was not written out:\n${err}")
+  endif()
+endforeach()
