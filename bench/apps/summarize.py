@@ -92,7 +92,7 @@ def read_round(d, legacy):
                 r["be_alone"][kind] = _be_window_doc(doc)
     for scheme in sorted(os.listdir(d)):
         sd = os.path.join(d, scheme)
-        if (not os.path.isdir(sd) or scheme in ENTRIES or scheme == "lc_alone" or re.match(r"round\d+$", scheme)
+        if (not os.path.isdir(sd) or scheme in ENTRIES or scheme in ("lc_alone", "logs") or re.match(r"round\d+$", scheme)
                 or scheme.startswith(("work", "shares_"))):
             continue
         lc, be = load_json(os.path.join(sd, "lc.json")), load_json(os.path.join(sd, "be.json"))

@@ -215,6 +215,7 @@ class RunTest(unittest.TestCase):
         self.assertEqual(mps["requests"], 20)
         self.assertEqual(mps["alone_ref"], "alone-mps")
         self.assertIn("concord", {v["default"] for v in summarize.verdicts(rows)})
+        self.assertNotIn("logs", {r["scheme"] for r in rows}, "the processes' logs are no scheme")
 
     def test_a_deadline_stops_before_a_job_that_would_not_fit(self):
         # 3,000 requests per phase at 75 and 150 per second: a minute per LC job, more than is left.
