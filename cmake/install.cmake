@@ -91,7 +91,7 @@ set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "Concord shares one GPU among tenants kernel by kernel: it chooses each kernel's SMs, resident blocks per SM, cache policy, fusion, split, order and preemption. The package holds the concord command, the node daemon concordd and its systemd unit, examples and documentation. ${concord_package_intercept}")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3, python3-matplotlib")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "nvidia-driver")
-# postinst: the "concord" group of concordd's control socket.
+# postinst: the "concord" group of concordd's control socket and the "concord-lc" group of its LC tenants.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/packaging/debian/postinst)
 # The plugin's plugstack.conf line is the admin's to edit: a conffile, kept across upgrades.
 if(TARGET concord_spank)
