@@ -129,7 +129,7 @@ class RunTest(unittest.TestCase):
     @classmethod
     def run_py(cls, out, *extra):
         cmd = [sys.executable, os.path.join(HERE, "run.py"), out, "--combos", "bert:32:graph/bert:16", "--schemes", cls.schemes,
-               "--requests", "10", "--lead-s", "0.05", "--be-alone-s", "0.1", "--lc-cpus", str(cls.lc_cpu),
+               "--requests", "10", "--lead-s", "0.05", "--be-alone-s", "0.3", "--lc-cpus", str(cls.lc_cpu),
                "--be-cpus", str(cls.be_cpu), "--sys-cpus", str(cls.lc_cpu), *extra]
         return subprocess.run(cmd, env=cls.env, capture_output=True, text=True, timeout=120)
 
@@ -145,7 +145,7 @@ class RunTest(unittest.TestCase):
             for entry in ("be-alone", "be-alone-mps"):
                 be = self.doc(f"round{k}", entry, "be.json")
                 lo, hi = be["window"]
-                self.assertGreater(sum(1 for t in be["iteration_ends"] if lo <= t <= hi), 10)
+                self.assertGreater(sum(1 for t in be["iteration_ends"] if lo <= t <= hi), 5)
             for s in ("timeslice", "priority-streams", "mps", "mps-prio", "mps-prio-be50", "concord", "concord-orion"):
                 self.assertEqual(len(self.doc(f"round{k}", s, "lc.json")["phases"]), 2, s)
                 self.assertTrue(self.doc(f"round{k}", s, "be.json")["iteration_ends"], s)
