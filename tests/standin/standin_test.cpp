@@ -1,0 +1,692 @@
+// libconcord_intercept.so end to end without a GPU: driver-API programs (apps/standin_app.cpp) on
+// the stand-in libcuda.so.1 (driver/), plain and preloaded, with and without concordd, and what
+// the stand-in recorded of every launch (stream, context, SMs, shared memory, priority, times).
+// The stand-in's times order events; bounds on them are asserted only with wide margins and
+// printed, never taken as performance figures.
+#include <gtest/gtest.h>
+#include <pwd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "ipc/tenant_client.h"
+#include "standin_support.h"
+
+namespace concord::standin_test {
+namespace {
+
+constexpr int kGreatest = -5;  // the stand-in's greatest stream priority (an H100's)
+
+std::vector<json> by_kernel(const std::vector<json>& kernels, const std::string& name) {
+  std::vector<json> out;
+  for (const json& k : kernels) {
+    if (k.at("kernel") == name) out.push_back(k);
+  }
+  return out;
+}
+
+// The failed calls in a record but the library's name probe (it asks cuFuncGetName first of a
+// handle that may be a CUkernel, and cuKernelGetName when that fails).
+std::vector<json> unexpected_errors(const Record& r) {
+  std::vector<json> out;
+  for (const json& e : r.errors()) {
+    if (e.at("call") != "cuFuncGetName") out.push_back(e);
+  }
+  return out;
+}
+std::string dump_errors(const Record& r) {
+  std::string s;
+  for (const json& e : unexpected_errors(r)) s += e.dump() + "\n";
+  return s;
+}
+
+// ---- without a daemon ------------------------------------------------------------------------
+
+TEST(StandinPassThrough, WithoutADaemonEveryLaunchGoesThroughUnchanged) {
+  Scratch scratch;
+  const AppRun plain = run_app(scratch, "plain", {"chains"}, {}, false);
+  ASSERT_TRUE(plain.exit.ok()) << plain.exit.out << plain.exit.err;
+  const AppRun pre = run_app(scratch, "pre", {"chains"}, {{"CONCORD_SOCKET", scratch.path("nobody-here.sock")}}, true);
+  ASSERT_TRUE(pre.exit.ok()) << pre.exit.out << pre.exit.err;
+  EXPECT_EQ(pre.exit.line.at("checksum"), plain.exit.line.at("checksum"));
+  // The same kernels, in the same order on each stream, at the same priorities.
+  EXPECT_EQ(pre.record.kernels().size(), plain.record.kernels().size());
+  std::vector<uint64_t> plain_order, pre_order;
+  for (const auto& [stream, tags] : tags_by_stream(plain.record.kernels())) plain_order.insert(plain_order.end(), tags.begin(), tags.end());
+  for (const auto& [stream, tags] : tags_by_stream(pre.record.kernels())) pre_order.insert(pre_order.end(), tags.begin(), tags.end());
+  EXPECT_EQ(pre_order, plain_order);
+  for (const json& k : pre.record.kernels()) EXPECT_FALSE(k.at("priority_attribute").get<bool>() && k.at("api") != "cuLaunchKernelEx") << k.dump();
+  EXPECT_NE(pre.exit.err.find("concord-intercept: pass-through"), std::string::npos) << pre.exit.err;
+  EXPECT_EQ(pre.stats.at("mode"), "pass_through") << pre.stats.dump();
+  EXPECT_EQ(pre.stats.at("launches"), pre.exit.line.at("launches_made")) << pre.stats.dump();
+  EXPECT_EQ(pre.stats.at("launches"), pre.stats.at("passed_through"));
+  EXPECT_TRUE(unexpected_errors(pre.record).empty()) << dump_errors(pre.record);
+}
+
+TEST(StandinPassThrough, DisabledTheLibraryIsSilentAndTouchesNothing) {
+  Scratch scratch;
+  const AppRun plain = run_app(scratch, "plain", {"chains"}, {}, false);
+  ASSERT_TRUE(plain.exit.ok());
+  const AppRun pre = run_app(scratch, "pre", {"chains"}, {{"CONCORD_DISABLE", "1"}}, true);
+  ASSERT_TRUE(pre.exit.ok()) << pre.exit.out << pre.exit.err;
+  EXPECT_EQ(pre.exit.err.find("concord-intercept"), std::string::npos) << pre.exit.err;
+  EXPECT_EQ(pre.stats.at("mode"), "pass_through");
+  EXPECT_EQ(pre.stats.at("launches"), pre.stats.at("passed_through"));
+  // Only the program's own streams (the library made none) and the same kernels.
+  EXPECT_EQ(pre.record.of("stream").size(), plain.record.of("stream").size());
+  EXPECT_EQ(pre.record.kernels().size(), plain.record.kernels().size());
+  EXPECT_EQ(pre.exit.line.at("checksum"), plain.exit.line.at("checksum"));
+}
+
+struct BadSetting {
+  const char* var;
+  const char* value;
+};
+class StandinBadSetting : public ::testing::TestWithParam<BadSetting> {};
+
+TEST_P(StandinBadSetting, IsNamedOnceAndTheProgramRunsPassThrough) {
+  Scratch scratch;
+  const BadSetting b = GetParam();
+  Env env = {{"CONCORD_SOCKET", scratch.path("none.sock")}, {b.var, b.value}};
+  if (std::string(b.var) == "CONCORD_TARGET_MS") env.emplace_back("CONCORD_CLASS", "lc");
+  const AppRun pre = run_app(scratch, "pre", {"accumulate", "launches=10"}, env, true);
+  ASSERT_TRUE(pre.exit.ok()) << pre.exit.out << pre.exit.err;
+  const std::string named = std::string(b.var) + "='" + b.value + "'";
+  EXPECT_NE(pre.exit.err.find(named), std::string::npos) << pre.exit.err;
+  EXPECT_EQ(std::count(pre.exit.err.begin(), pre.exit.err.end(), '\n'), 1) << pre.exit.err;
+  EXPECT_EQ(pre.record.kernels().size(), 10u);
+  EXPECT_EQ(pre.exit.line.at("value"), 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Settings, StandinBadSetting,
+                         ::testing::Values(BadSetting{"CONCORD_CLASS", "realtime"}, BadSetting{"CONCORD_TARGET_MS", "soon"},
+                                           BadSetting{"CONCORD_POLL_US", "0"}, BadSetting{"CONCORD_MARKER_EVERY", "-3"},
+                                           BadSetting{"CONCORD_DISABLE", "yes"}, BadSetting{"CONCORD_WEIGHT", "0"}),
+                         [](const auto& info) { return std::string(info.param.var).substr(8); });
+
+// ---- under leases ----------------------------------------------------------------------------
+
+// Under orion an LC tenant's kernels all run at the greatest priority (its streams made at it, a
+// launch attribute on the default streams), a BE tenant's at the least (an attribute where the
+// program's stream has another); results and each stream's order are as without the library.
+TEST(StandinLeases, LcAndBeKeepResultsOrderAndGetTheirLeasesPriority) {
+  Scratch scratch;
+  const AppRun plain = run_app(scratch, "plain", {"chains"}, {}, false);
+  ASSERT_TRUE(plain.exit.ok());
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  for (const std::string cls : {"lc", "be"}) {
+    SCOPED_TRACE(cls);
+    const AppRun r = run_app(scratch, cls, {"chains"}, tenant(d, cls), true);
+    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+    EXPECT_EQ(r.exit.line.at("checksum"), plain.exit.line.at("checksum"));
+    EXPECT_EQ(r.record.kernels().size(), plain.record.kernels().size());
+    const int want = cls == "lc" ? kGreatest : 0;
+    for (const json& k : r.record.kernels()) EXPECT_EQ(k.at("priority"), want) << k.dump();
+    EXPECT_EQ(r.stats.at("mode"), "active") << r.stats.dump();
+    EXPECT_EQ(r.stats.at("released"), 0) << r.stats.dump();
+    EXPECT_EQ(r.stats.at("leased").get<int>() + r.stats.at("captured").get<int>(), r.stats.at("launches").get<int>()) << r.stats.dump();
+    EXPECT_LT(r.stats.at("markers").get<int>(), r.stats.at("leased").get<int>()) << "not an event per launch";
+    EXPECT_GT(r.stats.at("completions").get<int>(), 0);
+    if (cls == "lc") {
+      // Every stream the program made was made at the greatest priority.
+      for (const json& s : r.record.of("stream")) {
+        if (!s.at("green").get<bool>()) {
+          EXPECT_EQ(s.at("priority"), kGreatest) << s.dump();
+        }
+      }
+      EXPECT_GT(r.stats.at("lc_raises").get<int>(), 0);
+    }
+    EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  }
+  EXPECT_EQ(d.stop().code, 0);
+}
+
+// A graph an LC tenant launches on its legacy stream (which cannot be made at a priority) goes to
+// a shadow stream of the lease's priority, between event hand-offs that keep the legacy stream's
+// order.
+TEST(StandinLeases, AnLcGraphOnTheLegacyStreamRunsOnAShadowStreamInOrder) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "lc", {"capture", "graph_launches=4", "graph_stream=legacy"}, tenant(d, "lc"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  std::vector<json> graph_kernels;
+  for (const json& k : r.record.kernels()) {
+    if (k.at("graph").get<int>() != 0) graph_kernels.push_back(k);
+  }
+  ASSERT_EQ(graph_kernels.size(), 20u);
+  for (const json& k : graph_kernels) {
+    EXPECT_EQ(k.at("priority"), kGreatest) << k.dump();
+    EXPECT_FALSE(k.at("legacy").get<bool>()) << "on a shadow stream: " << k.dump();
+  }
+  // In launch order: launch l's five steps before launch l + 1's, one at a time.
+  std::sort(graph_kernels.begin(), graph_kernels.end(), [](const json& a, const json& b) { return a.at("start_ns") < b.at("start_ns"); });
+  for (size_t i = 1; i < graph_kernels.size(); ++i) {
+    EXPECT_LE(graph_kernels[i - 1].at("graph_launch").get<int>(), graph_kernels[i].at("graph_launch").get<int>());
+    EXPECT_LE(graph_kernels[i - 1].at("end_ns").get<uint64_t>(), graph_kernels[i].at("start_ns").get<uint64_t>());
+  }
+  EXPECT_EQ(r.stats.at("graphs"), 4);
+  EXPECT_EQ(r.stats.at("on_priority_stream"), 4) << r.stats.dump();
+  EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  d.stop();
+}
+
+// ---- the gate --------------------------------------------------------------------------------
+
+struct Window {
+  uint64_t begin = 0, end = 0;
+};
+// Each request's span, from its first kernel's queueing to its last kernel's end (tags: request
+// << 16 | kernel).
+std::vector<Window> request_windows(const std::vector<json>& kernels) {
+  std::map<uint64_t, Window> w;
+  for (const json& k : kernels) {
+    Window& x = w[k.at("tag").get<uint64_t>() >> 16];
+    const uint64_t q = k.at("queued_ns"), e = k.at("end_ns");
+    x.begin = x.begin == 0 ? q : std::min(x.begin, q);
+    x.end = std::max(x.end, e);
+  }
+  std::vector<Window> out;
+  for (const auto& [r, x] : w) out.push_back(x);
+  return out;
+}
+
+// Under orion (yielding to every LC tenant) no BE launch goes out while an LC request has work in
+// flight, and the BE goes again soon after each request's work ends.
+TEST(StandinGate, ABeLaunchWaitsWhileTheLcHasWorkInFlightAndGoesSoonAfter) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0");
+  ASSERT_TRUE(d.up());
+  App be(scratch, "be", {"be", "ms=2500", "ns=1000000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  App lc(scratch, "lc", {"lc", "requests=6", "kernels=10", "ns=4000000", "gap_us=80000", "settle_ms=100"}, tenant(d, "lc"), true);
+  const AppRun l = lc.wait();
+  const AppRun b = be.wait();
+  ASSERT_TRUE(l.exit.ok()) << l.exit.out << l.exit.err;
+  ASSERT_TRUE(b.exit.ok()) << b.exit.out << b.exit.err;
+  const std::vector<Window> windows = request_windows(l.record.kernels());
+  ASSERT_EQ(windows.size(), 6u);
+  std::vector<uint64_t> be_queued;
+  for (const json& k : b.record.kernels()) be_queued.push_back(k.at("queued_ns"));
+  std::sort(be_queued.begin(), be_queued.end());
+  uint64_t worst_resume = 0;
+  for (const Window& w : windows) {
+    // A BE launch admitted just before the LC's flag went up may be queued a moment after.
+    const uint64_t grace = 3'000'000;
+    const auto inside = std::count_if(be_queued.begin(), be_queued.end(), [&](uint64_t q) { return q > w.begin + grace && q < w.end; });
+    EXPECT_EQ(inside, 0) << "BE launches queued while an LC request had work in flight";
+    const auto next = std::upper_bound(be_queued.begin(), be_queued.end(), w.end);
+    if (next != be_queued.end()) worst_resume = std::max(worst_resume, *next - w.end);
+  }
+  std::printf("[ measured ] BE resumed at most %.2f ms after an LC request's last kernel ended (stand-in times)\n", worst_resume / 1e6);
+  EXPECT_LT(worst_resume, 200'000'000u) << "the BE did not go again within 200 ms of the LC's work ending";
+  EXPECT_GT(b.stats.at("gate_waits").get<int>(), 0) << b.stats.dump();
+  EXPECT_GT(be_queued.size(), 100u) << "the BE ran between the requests";
+  d.stop();
+}
+
+// An LC tenant killed in the middle of a request leaves its flag on the board: the daemon lowers
+// it when the tenant's connection goes, and the BE goes again.
+TEST(StandinGate, AnLcKilledMidRequestDoesNotStarveTheBe) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0");
+  ASSERT_TRUE(d.up());
+  App be(scratch, "be", {"be", "ms=3000", "ns=500000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  App lc(scratch, "lc", {"lc", "requests=1", "kernels=2000", "ns=5000000", "ready=" + scratch.path("lc.ready")}, tenant(d, "lc"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("lc.ready")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const uint64_t killed_at = now_ns();
+  lc.child().signal(SIGKILL);
+  lc.wait();
+  const AppRun b = be.wait();
+  ASSERT_TRUE(b.exit.ok()) << b.exit.out << b.exit.err;
+  uint64_t first_after = 0;
+  size_t after = 0;
+  for (const json& k : b.record.kernels()) {
+    const uint64_t q = k.at("queued_ns");
+    if (q > killed_at) {
+      ++after;
+      first_after = first_after == 0 ? q : std::min(first_after, q);
+    }
+  }
+  ASSERT_GT(after, 0u) << "no BE launch after the LC died";
+  std::printf("[ measured ] BE launched again %.1f ms after the LC was killed (stand-in times)\n", (first_after - killed_at) / 1e6);
+  EXPECT_LT(first_after - killed_at, 2'500'000'000u);
+  d.stop();
+}
+
+// The daemon killed: every tenant turns pass-through and runs on, none hangs.
+TEST(StandinDaemonGone, KilledDaemonLeavesEveryTenantRunningPassThrough) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  App be(scratch, "be", {"be", "ms=2000", "ns=200000", "sync_every=4", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true);
+  App lc(scratch, "lc", {"lc", "requests=60", "kernels=4", "ns=500000", "gap_us=20000", "ready=" + scratch.path("lc.ready")},
+         tenant(d, "lc"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  ASSERT_TRUE(wait_for_file(scratch.path("lc.ready")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const uint64_t killed_at = now_ns();
+  d.child().signal(SIGKILL);
+  const AppRun l = lc.wait(std::chrono::seconds(20));
+  const AppRun b = be.wait(std::chrono::seconds(20));
+  for (const AppRun* r : {&l, &b}) {
+    ASSERT_TRUE(r->exit.ok()) << r->exit.code << r->exit.out << r->exit.err;
+    EXPECT_EQ(r->stats.at("daemon_gone"), true) << r->stats.dump();
+    const std::vector<json> ks = r->record.kernels();
+    const auto later = std::count_if(ks.begin(), ks.end(), [&](const json& k) { return k.at("queued_ns").get<uint64_t>() > killed_at + 500'000'000; });
+    EXPECT_GT(later, 0) << "no launch half a second after the daemon died";
+    EXPECT_GT(r->stats.at("passed_through").get<int>(), 0) << r->stats.dump();
+  }
+}
+
+// A BE tenant held at its gate when the daemon dies is released: pass-through ignores the board.
+TEST(StandinDaemonGone, ABeHeldAtItsGateWhenTheDaemonDiesGoesOn) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0");
+  ASSERT_TRUE(d.up());
+  App lc(scratch, "lc", {"lc", "requests=1", "kernels=1200", "ns=5000000", "ready=" + scratch.path("lc.ready")}, tenant(d, "lc"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("lc.ready")));
+  App be(scratch, "be", {"be", "launches=20", "ns=100000", "sync_every=1"}, tenant(d, "be"), true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const uint64_t killed_at = now_ns();
+  d.child().signal(SIGKILL);
+  const AppRun b = be.wait(std::chrono::seconds(15));
+  ASSERT_TRUE(b.exit.ok()) << b.exit.code << b.exit.out << b.exit.err;
+  ASSERT_EQ(b.record.kernels().size(), 20u);
+  uint64_t first = UINT64_MAX;
+  for (const json& k : b.record.kernels()) first = std::min(first, k.at("queued_ns").get<uint64_t>());
+  EXPECT_GT(first, killed_at - 50'000'000) << "the BE launched while the LC's request was in flight";
+  std::printf("[ measured ] the held BE launched %.1f ms after the daemon was killed (stand-in times)\n",
+              (static_cast<double>(first) - static_cast<double>(killed_at)) / 1e6);
+  EXPECT_GT(b.stats.at("gate_waits").get<int>(), 0);
+  EXPECT_EQ(b.stats.at("daemon_gone"), true);
+  lc.child().signal(SIGKILL);
+}
+
+// ---- room ------------------------------------------------------------------------------------
+
+// An LC tenant with work in flight all along: a client of the test's own.
+std::unique_ptr<ipc::TenantClient> lc_in_flight(const Daemon& d) {
+  ipc::TenantClientOptions o;
+  o.socket_path = d.socket();
+  o.info = ipc::RegisterTenant{TenantClass::latency_critical, 50'000'000, 1, 0, "lc", ""};
+  Result<std::unique_ptr<ipc::TenantClient>> c = ipc::TenantClient::connect(o);
+  if (!c) return nullptr;
+  if ((*c)->lease().lc_slot == ipc::kNoLcSlot) return nullptr;
+  (*c)->raise_lc((*c)->lease().lc_slot);
+  return std::move(*c);
+}
+
+std::vector<json> residency_kernels(const AppRun& r) { return by_kernel(r.record.kernels(), "standin_residency"); }
+
+TEST(StandinRoom, BeKernelsBesideLcWorkRunOnAGreenContextOfTheLeasedSmsPaddedToTheLeasedBlocks) {
+  Scratch scratch;
+  const AppRun plain = run_app(scratch, "plain", {"room", "launches=6", "settle_ms=0"}, {}, false);
+  ASSERT_TRUE(plain.exit.ok()) << plain.exit.out;
+  for (const json& k : residency_kernels(plain)) {
+    EXPECT_EQ(k.at("peak_blocks_per_sm"), 32) << k.dump();
+    EXPECT_EQ(k.at("sms_used").size(), 132u);
+  }
+  Daemon d(scratch, "orion:bound_share=0;be_sms=16;be_blocks_per_sm=2");
+  ASSERT_TRUE(d.up());
+  auto lc = lc_in_flight(d);
+  ASSERT_TRUE(lc);
+  const AppRun r = run_app(scratch, "be", {"room", "launches=6"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_EQ(r.exit.line.at("checksum"), plain.exit.line.at("checksum")) << "padding changes nothing the kernel computes";
+  const std::vector<json> ks = residency_kernels(r);
+  ASSERT_EQ(ks.size(), 6u);
+  for (const json& k : ks) {
+    EXPECT_TRUE(k.at("green").get<bool>()) << k.dump();
+    EXPECT_EQ(k.at("context_sms"), 16) << k.dump();
+    EXPECT_LE(k.at("sms_used").size(), 16u) << k.dump();
+    EXPECT_LE(k.at("peak_blocks_per_sm").get<int>(), 2) << k.dump();
+    EXPECT_GT(k.at("dynamic_smem").get<int>(), 0) << k.dump();
+  }
+  EXPECT_LE(r.exit.line.at("peak_blocks_per_sm").get<int>(), 2);
+  EXPECT_EQ(r.stats.at("room_sms"), 6) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("room_padded"), 6) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("room_fallbacks"), 0) << r.stats.dump();
+  EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  lc->close();
+  d.stop();
+}
+
+// A driver-API CUfunction belongs to its module's context: it cannot go to a green context, so it
+// is launched on the program's stream, still padded, and the library remembers it.
+TEST(StandinRoom, AFunctionOfThePrimaryContextIsPaddedOnTheProgramsStream) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0;be_sms=16;be_blocks_per_sm=2");
+  ASSERT_TRUE(d.up());
+  auto lc = lc_in_flight(d);
+  ASSERT_TRUE(lc);
+  const AppRun r = run_app(scratch, "be", {"room", "launches=6", "handle=function"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  const std::vector<json> ks = residency_kernels(r);
+  ASSERT_EQ(ks.size(), 6u);
+  for (const json& k : ks) {
+    EXPECT_FALSE(k.at("green").get<bool>()) << k.dump();
+    EXPECT_LE(k.at("peak_blocks_per_sm").get<int>(), 2) << k.dump();
+  }
+  EXPECT_EQ(r.stats.at("green_fallbacks"), 1) << "tried once, then remembered: " << r.stats.dump();
+  EXPECT_EQ(r.stats.at("room_padded"), 6) << r.stats.dump();
+  // The refusals the record shows are the stand-in's answers to that first try, padded and not.
+  const std::vector<json> errors = unexpected_errors(r.record);
+  EXPECT_EQ(errors.size(), 2u) << dump_errors(r.record);
+  for (const json& e : errors) EXPECT_NE(e.at("detail").get<std::string>().find("launched on a stream of context"), std::string::npos) << e.dump();
+  lc->close();
+  d.stop();
+}
+
+TEST(StandinRoom, WithoutLcWorkInFlightBeKernelsAreUntouched) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0;be_sms=16;be_blocks_per_sm=2");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "be", {"room", "launches=4"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  for (const json& k : residency_kernels(r)) {
+    EXPECT_FALSE(k.at("green").get<bool>()) << k.dump();
+    EXPECT_EQ(k.at("dynamic_smem"), 0) << k.dump();
+    EXPECT_EQ(k.at("peak_blocks_per_sm"), 32) << k.dump();
+  }
+  EXPECT_EQ(r.stats.at("room_asked"), 0) << r.stats.dump();
+  d.stop();
+}
+
+TEST(StandinRoom, ConcordRoomZeroIgnoresTheLeasesRoom) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0;be_sms=16;be_blocks_per_sm=2");
+  ASSERT_TRUE(d.up());
+  auto lc = lc_in_flight(d);
+  ASSERT_TRUE(lc);
+  Env env = tenant(d, "be");
+  env.emplace_back("CONCORD_ROOM", "0");
+  const AppRun r = run_app(scratch, "be", {"room", "launches=4"}, env, true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  for (const json& k : residency_kernels(r)) {
+    EXPECT_FALSE(k.at("green").get<bool>()) << k.dump();
+    EXPECT_EQ(k.at("dynamic_smem"), 0) << k.dump();
+  }
+  lc->close();
+  d.stop();
+}
+
+// ---- per-launch decisions --------------------------------------------------------------------
+
+// Under a policy without a lease form the BE tenant waits for each launch's decision, the LC
+// tenant for none; the results are as without the library.
+TEST(StandinPerLaunch, TheBeWaitsForEachDecisionTheLcForNone) {
+  Scratch scratch;
+  const AppRun plain = run_app(scratch, "plain", {"chains"}, {}, false);
+  Daemon d(scratch, "serial");
+  ASSERT_TRUE(d.up());
+  for (const std::string cls : {"be", "lc"}) {
+    SCOPED_TRACE(cls);
+    const AppRun r = run_app(scratch, cls, {"chains"}, tenant(d, cls), true);
+    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+    EXPECT_EQ(r.exit.line.at("checksum"), plain.exit.line.at("checksum"));
+    EXPECT_EQ(r.record.kernels().size(), plain.record.kernels().size());
+    if (cls == "be") {
+      EXPECT_EQ(r.stats.at("released").get<int>() + r.stats.at("captured").get<int>(), r.stats.at("launches").get<int>()) << r.stats.dump();
+      EXPECT_EQ(r.stats.at("leased"), 0);
+      // Each decided launch gets its marker: the engine matches every launch's end.
+      EXPECT_GE(r.stats.at("markers").get<int>(), r.stats.at("released").get<int>());
+    } else {
+      EXPECT_EQ(r.stats.at("released"), 0);
+      EXPECT_GT(r.stats.at("leased").get<int>(), 0);
+    }
+    EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  }
+  d.stop();
+}
+
+// The most BE kernels queued and not yet ended at any one time.
+size_t most_in_flight(const std::vector<json>& kernels) {
+  std::vector<std::pair<uint64_t, int>> edges;
+  for (const json& k : kernels) {
+    edges.emplace_back(k.at("queued_ns").get<uint64_t>(), +1);
+    edges.emplace_back(k.at("end_ns").get<uint64_t>(), -1);
+  }
+  std::sort(edges.begin(), edges.end());
+  int now = 0, most = 0;
+  for (const auto& [t, d] : edges) most = std::max(most, now += d);
+  return static_cast<size_t>(most);
+}
+
+TEST(StandinPerLaunch, BeDepthBoundsTheBeLaunchesReleasedAndNotEnded) {
+  Scratch scratch;
+  size_t unbounded = 0, bounded = 0;
+  for (const int depth : {0, 2}) {
+    Daemon d(scratch, "streams", {"--per-launch", "--be-depth", std::to_string(depth)});
+    ASSERT_TRUE(d.up());
+    const AppRun r = run_app(scratch, "be" + std::to_string(depth), {"be", "launches=40", "ns=2000000", "sync_every=0"}, tenant(d, "be"), true);
+    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+    ASSERT_EQ(r.record.kernels().size(), 40u);
+    (depth == 0 ? unbounded : bounded) = most_in_flight(r.record.kernels());
+    d.stop();
+  }
+  std::printf("[ measured ] BE kernels queued and not ended at most: %zu without a depth, %zu with --be-depth 2\n", unbounded, bounded);
+  EXPECT_LE(bounded, 2u);
+  EXPECT_GT(unbounded, 2u);
+}
+
+// ---- capture ---------------------------------------------------------------------------------
+
+class StandinCapture : public ::testing::TestWithParam<const char*> {};
+
+// Launches into a capturing stream are left alone (no notice, no marker, no other stream), nothing
+// the library does meanwhile breaks the capture, and each graph launch is one launch.
+TEST_P(StandinCapture, CapturedLaunchesAreUntouchedAndEachGraphLaunchCountsOnce) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "lc", {"capture", std::string("mode=") + GetParam(), "graph_launches=3"}, tenant(d, "lc"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err << dump_errors(r.record);
+  const std::vector<json> graphs = r.record.of("graph");
+  ASSERT_EQ(graphs.size(), 1u);
+  EXPECT_EQ(graphs[0].at("kernels"), 5);
+  EXPECT_EQ(graphs[0].at("event_records"), 0) << "a marker joined the capture";
+  EXPECT_EQ(graphs[0].at("other_nodes"), 0);
+  EXPECT_EQ(r.stats.at("captured"), 5) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("graphs"), 3) << r.stats.dump();
+  const int side = r.exit.line.at("side_launches");
+  EXPECT_EQ(r.stats.at("leased"), side + 3) << r.stats.dump();
+  size_t graph_kernels = 0;
+  for (const json& k : r.record.kernels()) graph_kernels += k.at("graph").get<int>() != 0 ? 1 : 0;
+  EXPECT_EQ(graph_kernels, 15u);
+  EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  d.stop();
+}
+INSTANTIATE_TEST_SUITE_P(Modes, StandinCapture, ::testing::Values("global", "thread_local", "relaxed"));
+
+// ---- streams and lookups ---------------------------------------------------------------------
+
+TEST(StandinStreams, EachThreadsDefaultStreamIsItsOwnAndKeepsItsOrder) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "lc", {"ptsz", "threads=3", "steps=20"}, tenant(d, "lc"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  const auto streams = tags_by_stream(r.record.kernels());
+  ASSERT_EQ(streams.size(), 3u);
+  for (const auto& [stream, tags] : streams) {
+    ASSERT_EQ(tags.size(), 20u);
+    for (size_t i = 0; i < tags.size(); ++i) EXPECT_EQ(tags[i] & 0xffff, i) << "stream " << stream;
+    const uint64_t thread = tags[0] >> 16;
+    for (uint64_t t : tags) EXPECT_EQ(t >> 16, thread) << "one thread's launches on one stream";
+  }
+  for (const json& k : r.record.kernels()) {
+    EXPECT_TRUE(k.at("per_thread").get<bool>()) << k.dump();
+    EXPECT_EQ(k.at("priority"), kGreatest) << k.dump();
+  }
+  // An LC tenant marks every launch on a per-thread default stream (no other thread may).
+  EXPECT_GE(r.stats.at("markers").get<int>(), 60) << r.stats.dump();
+  EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  d.stop();
+}
+
+TEST(StandinLookups, GetProcAddressOfBothAbisAndDlsymGiveTheWrappers) {
+  Scratch scratch;
+  const AppRun plain = run_app(scratch, "plain", {"procaddress"}, {}, false);
+  ASSERT_TRUE(plain.exit.ok()) << plain.exit.out;
+  for (const char* key : {"legacy", "per_thread", "v1", "self", "dlsym"}) EXPECT_EQ(plain.exit.line.at(key), "libcuda.so.1") << key;
+  const AppRun pre = run_app(scratch, "pre", {"procaddress"}, {{"CONCORD_SOCKET", scratch.path("none.sock")}}, true);
+  ASSERT_TRUE(pre.exit.ok()) << pre.exit.out << pre.exit.err;
+  for (const char* key : {"legacy", "per_thread", "old", "v1", "self", "dlsym"}) {
+    EXPECT_EQ(pre.exit.line.at(key), "libconcord_intercept.so") << key << ": " << pre.exit.line.dump();
+  }
+  EXPECT_EQ(pre.exit.line.at("not_hooked"), "libcuda.so.1");
+  EXPECT_EQ(pre.exit.line.at("distinct_flavours"), true);
+  EXPECT_EQ(pre.exit.line.at("old_is_legacy"), true);
+  // What the driver answers for a version too old is what the program sees through the library.
+  EXPECT_EQ(pre.exit.line.at("too_old_result"), plain.exit.line.at("too_old_result"));
+  EXPECT_EQ(pre.exit.line.at("too_old_status"), plain.exit.line.at("too_old_status"));
+  EXPECT_EQ(pre.stats.at("launches"), 4) << pre.stats.dump();
+  // The per-thread pointer launched on the per-thread default stream, the others on the program's.
+  const std::vector<json> ks = pre.record.kernels();
+  ASSERT_EQ(ks.size(), 4u);
+  EXPECT_EQ(std::count_if(ks.begin(), ks.end(), [](const json& k) { return k.at("per_thread").get<bool>(); }), 0)
+      << "a launch on a created stream stays there whatever the flavour";
+}
+
+TEST(StandinStreams, StreamsAndEventsMadeAndDestroyedAgainAndAgainLeaveNoStaleHandle) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  for (const std::string cls : {"lc", "be"}) {
+    SCOPED_TRACE(cls);
+    const AppRun r = run_app(scratch, cls, {"churn", "rounds=40"}, tenant(d, cls), true);
+    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+    EXPECT_EQ(r.record.kernels().size(), 80u);
+    // The stand-in hands destroyed handles out again; a call on one the library kept would show.
+    EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  }
+  d.stop();
+}
+
+TEST(StandinDevices, LaunchesOnAnotherGpuThanTheRegisteredOneAreUntouched) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  Env env = tenant(d, "lc");
+  env.emplace_back("CONCORD_STANDIN_DEVICES", "2");
+  const AppRun r = run_app(scratch, "lc", {"devices", "launches=10"}, env, true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  for (const json& k : r.record.kernels()) {
+    // Device 1's stream is made as the program asked and its kernels launched as they came.
+    const int device = k.at("device");
+    EXPECT_EQ(k.at("priority"), device == 0 ? kGreatest : 0) << k.dump();
+    EXPECT_FALSE(k.at("priority_attribute").get<bool>()) << k.dump();
+  }
+  EXPECT_EQ(r.stats.at("other_gpu"), 10) << r.stats.dump();
+  d.stop();
+}
+
+TEST(StandinMemory, VirtualMemoryAndPoolAllocationsWorkUnderTheLibrary) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "be", {"vmm"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_EQ(r.record.kernels().size(), 2u);
+  // The pool allocation is counted (cuMemAllocFromPoolAsync is hooked) and freed.
+  EXPECT_GE(r.stats.at("allocations").get<int>(), 1) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("live_bytes"), 0) << r.stats.dump();
+  EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  d.stop();
+}
+
+// ---- two users -------------------------------------------------------------------------------
+
+TEST(StandinUsers, TenantsOfTwoUsersShareOneDaemonAndItsGate) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (runs a tenant as nobody)";
+  const passwd* nobody = ::getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "no user nobody";
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0", {"--socket-mode", "0666"});
+  ASSERT_TRUE(d.up());
+  App be(scratch, "be", {"be", "ms=1500", "ns=1000000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true,
+         nobody->pw_uid);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  App lc(scratch, "lc", {"lc", "requests=4", "kernels=10", "ns=4000000", "gap_us=60000"}, tenant(d, "lc"), true);
+  const AppRun l = lc.wait();
+  const AppRun b = be.wait();
+  ASSERT_TRUE(l.exit.ok()) << l.exit.out << l.exit.err;
+  ASSERT_TRUE(b.exit.ok()) << b.exit.out << b.exit.err;
+  EXPECT_EQ(b.stats.at("mode"), "active") << "nobody's tenant registered: " << b.stats.dump();
+  EXPECT_GT(b.stats.at("gate_waits").get<int>(), 0) << "root's LC closed nobody's gate";
+  const std::vector<Window> windows = request_windows(l.record.kernels());
+  for (const Window& w : windows) {
+    for (const json& k : b.record.kernels()) {
+      const uint64_t q = k.at("queued_ns");
+      EXPECT_FALSE(q > w.begin + 3'000'000 && q < w.end) << "nobody's BE launched during root's LC request";
+    }
+  }
+  d.stop();
+}
+
+// ---- a long eager loop -----------------------------------------------------------------------
+
+// 1,000 launches a second for 10 s: the daemon's and the tenant's memory stay flat and every
+// launch is noticed and seen ending.
+TEST(StandinSoak, AThousandLaunchesASecondForTenSecondsLeakNothing) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  App lc(scratch, "lc", {"eager", "ms=10000", "hz=1000"}, tenant(d, "lc"), true);
+  std::vector<long> daemon_kib, app_kib;
+  for (int s = 0; s < 10 && lc.child().running(); ++s) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    daemon_kib.push_back(d.child().rss_kib());
+    const long a = lc.child().rss_kib();
+    if (a > 0) app_kib.push_back(a);
+  }
+  const AppRun r = lc.wait(std::chrono::seconds(30));
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  const long launches = r.exit.line.at("launches");
+  EXPECT_GE(launches, 8000) << "the loop kept its pace";
+  EXPECT_EQ(r.record.kernels().size(), static_cast<size_t>(launches));
+  EXPECT_EQ(r.stats.at("noticed"), launches) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("requests_ended"), r.stats.at("requests_begun"));
+  EXPECT_GE(r.stats.at("completions").get<long>(), launches / 10) << "each synchronisation reported";
+  ASSERT_GE(daemon_kib.size(), 8u);
+  ASSERT_GE(app_kib.size(), 8u);
+  const long daemon_growth = daemon_kib.back() - daemon_kib[1];
+  const long app_growth = app_kib.back() - app_kib[1];
+  std::printf("[ measured ] RSS from second 2 to 10: daemon %ld -> %ld KiB, tenant %ld -> %ld KiB\n", daemon_kib[1], daemon_kib.back(),
+              app_kib[1], app_kib.back());
+  EXPECT_LT(daemon_growth, 2048) << "the daemon grew by " << daemon_growth << " KiB";
+  EXPECT_LT(app_growth, 4096) << "the tenant grew by " << app_growth << " KiB";
+  d.stop();
+}
+
+// ---- a launch runs once ----------------------------------------------------------------------
+
+class StandinOnce : public ::testing::TestWithParam<const char*> {};
+
+// The library's bookkeeping after the real launch fails (the stand-in throws std::bad_alloc from
+// the marker's event calls): the kernel still ran once, never twice, and the process runs on.
+TEST_P(StandinOnce, AnExceptionInTheBookkeepingAfterTheLaunchNeverRunsItTwice) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  Env env = tenant(d, "lc");
+  env.emplace_back("CONCORD_MARKER_EVERY", "1");
+  env.emplace_back("CONCORD_STANDIN_THROW", std::string(GetParam()) + ":after=3");
+  const AppRun r = run_app(scratch, "lc", {"accumulate", "launches=20"}, env, true);
+  ASSERT_EQ(r.exit.code, 0) << r.exit.out << r.exit.err;
+  EXPECT_EQ(r.exit.line.at("value"), 20) << "each x += 1 ran once";
+  std::map<uint64_t, int> runs;
+  for (const json& k : r.record.kernels()) ++runs[k.at("tag").get<uint64_t>()];
+  EXPECT_EQ(runs.size(), 20u);
+  for (const auto& [tag, n] : runs) EXPECT_EQ(n, 1) << "launch " << tag << " ran " << n << " times";
+  EXPECT_NE(r.exit.err.find("concord-intercept"), std::string::npos) << "the failure is reported: " << r.exit.err;
+  d.stop();
+}
+INSTANTIATE_TEST_SUITE_P(Calls, StandinOnce, ::testing::Values("cuEventCreate", "cuEventRecord"));
+
+}  // namespace
+}  // namespace concord::standin_test
