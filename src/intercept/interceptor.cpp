@@ -40,6 +40,21 @@ void Interceptor::fall_back(const std::string& why) {
   mode_.store(Mode::pass_through, std::memory_order_release);
 }
 
+void Interceptor::give_up(const std::string& why) noexcept {
+  if (gave_up_.exchange(true)) return;
+  try {
+    const Mode was = mode_.exchange(Mode::pass_through, std::memory_order_acq_rel);
+    log("pass-through for the rest of this process: " + why);
+    if (client_ && (was == Mode::connected || was == Mode::active)) {
+      // Its flag down (no BE gate waits for launches the books will never see end), and the
+      // daemon told it is gone.
+      if (flag_up_.exchange(false)) client_->lower_lc(flag_slot_.load());
+      client_->close();
+    }
+  } catch (...) {
+  }
+}
+
 void Interceptor::start() {
   auto parsed = parse_config([](const char* var) { return std::getenv(var); }, program_name());
   if (!parsed) {
@@ -188,6 +203,8 @@ std::optional<int> Interceptor::new_stream_priority(std::optional<int> asked) {
   const Mode mode = started_mode();
   if ((mode != Mode::connected && mode != Mode::active) || client_->pass_through() || !lc()) return std::nullopt;
   if (client_->lease().priority != ipc::Priority::high) return std::nullopt;
+  // A stream on another GPU than the tenant's is not the daemon's to steer, as its launches are not.
+  if (mode == Mode::active && !on_own_gpu()) return std::nullopt;
   int least = 0, greatest = 0;
   if (driver_->ctx_get_stream_priority_range(&least, &greatest) != CUDA_SUCCESS) return std::nullopt;
   if (asked && *asked <= greatest) return std::nullopt;  // as high as it gets already
@@ -365,8 +382,9 @@ void Interceptor::shutdown() {
       wake_.notify_one();
       completion_thread_.join();
     }
-    // Whether the daemon went away while the process ran (closing turns the client pass-through).
-    const bool daemon_gone = client_ && client_->pass_through();
+    // Whether the daemon went away while the process ran (closing turns the client pass-through,
+    // and so does giving up after a failure of the library's own).
+    const bool daemon_gone = client_ && client_->pass_through() && !gave_up_.load();
     if (client_) {
       if (flag_up_.exchange(false)) client_->lower_lc(flag_slot_.load());
       client_->close();
@@ -394,13 +412,58 @@ void Interceptor::write_stats(bool daemon_gone) const {
 using impl::instance;
 
 
-CUresult intercept_launch(const LaunchCall& call) noexcept {
-  try {
-    return instance().launch(call);
-  } catch (...) {
-    // Nothing of the library's may fail the application's launch.
-    return call.invoke(call.args, call.stream);
+namespace {
+
+// A launch whose real calls are counted: every way the library makes the real launch goes through
+// the call's invoke functions, so whether the kernel went out is known whatever fails after it.
+struct Watched {
+  const LaunchCall* call = nullptr;
+  bool launched = false;  // a real launch call returned CUDA_SUCCESS
+  CUresult note(CUresult r) {
+    launched = launched || r == CUDA_SUCCESS;
+    return r;
   }
+};
+
+LaunchCall watched(const LaunchCall& call, Watched& w) {
+  LaunchCall c = call;
+  c.args = &w;
+  c.invoke = [](const void* p, CUstream target) {
+    auto& x = *static_cast<Watched*>(const_cast<void*>(p));
+    return x.note(x.call->invoke(x.call->args, target));
+  };
+  if (call.invoke_priority) {
+    c.invoke_priority = [](const void* p, CUstream target, int priority) {
+      auto& x = *static_cast<Watched*>(const_cast<void*>(p));
+      return x.note(x.call->invoke_priority(x.call->args, target, priority));
+    };
+  }
+  if (call.invoke_shared) {
+    c.invoke_shared = [](const void* p, CUstream target, int priority, uint32_t shared_mem) {
+      auto& x = *static_cast<Watched*>(const_cast<void*>(p));
+      return x.note(x.call->invoke_shared(x.call->args, target, priority, shared_mem));
+    };
+  }
+  return c;
+}
+
+}  // namespace
+
+CUresult intercept_launch(const LaunchCall& call) noexcept {
+  Watched w{&call};
+  std::string why;
+  try {
+    return instance().launch(watched(call, w));
+  } catch (const std::exception& e) {
+    why = e.what();
+  } catch (...) {
+    why = "an unknown exception";
+  }
+  // Nothing of the library's may fail the application's launch, nor run it twice: the library's
+  // books may be half-written, so the process goes on pass-through; the launch is made now only
+  // if it did not go out.
+  instance().give_up("the launch path failed (" + why + ")");
+  return w.launched ? CUDA_SUCCESS : call.invoke(call.args, call.stream);
 }
 
 std::optional<int> note_new_stream_priority(std::optional<int> asked) noexcept {

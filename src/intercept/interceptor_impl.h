@@ -74,6 +74,9 @@ class Interceptor {
   }
   // In a child forked after the library connected (pthread_atfork): pass-through for good.
   void became_child() { mode_.store(Mode::pass_through, std::memory_order_release); }
+  // After a failure of the library's own on the launch path (its books may be half-written):
+  // pass-through for good, the LC flag lowered and the daemon told, one line on stderr.
+  void give_up(const std::string& why) noexcept;
   SyncMark sync_begin(CUstream stream, bool per_thread, bool whole_context);
   void sync_end(const SyncMark& mark, CUresult r);
   void allocated(CUdeviceptr ptr, size_t bytes);
@@ -121,6 +124,7 @@ class Interceptor {
   void write_stats(bool daemon_gone) const;
 
   std::atomic<Mode> mode_{Mode::unstarted};
+  std::atomic<bool> gave_up_{false};
   std::once_flag started_;
   std::once_flag context_once_;
   InterceptConfig config_;

@@ -239,12 +239,15 @@ CUresult Interceptor::launch_in_room(const LaunchCall& call, CUstream app, uint6
     if (green) {
       CUresult r = placer_->on_green(room, app, *green).result;
       if (r != CUDA_SUCCESS && capped) {
-        // The padding may be what the driver refused (the application set its own maximum
-        // since): unpadded on the same stream, and the function is not padded again.
-        space->padding_failed(call.function);
-        capped = false;
-        failed = true;
+        // The padding or the context refused it (the application may have set its own maximum
+        // since; a function bound to the primary context cannot launch there): unpadded on the
+        // same stream tells which, and only a refused padding is not tried again.
         r = placer_->on_green(call, app, *green).result;
+        if (r == CUDA_SUCCESS) {
+          space->padding_failed(call.function);
+          capped = false;
+          failed = true;
+        }
       }
       if (r == CUDA_SUCCESS) {
         counters_.room_sms.fetch_add(1, std::memory_order_relaxed);
