@@ -129,6 +129,9 @@ bool CompletionBook::markers_pending() const {
 }
 
 int CompletionBook::tail_markers(uint64_t quiet_ns) {
+  // Held while recording on the application's handles: a stream the application destroys
+  // meanwhile waits in stream_gone() until these markers are recorded, and is not marked after.
+  std::lock_guard<std::mutex> handles(handles_mu_);
   const uint64_t now = ipc::monotonic_ns();
   std::vector<std::tuple<CUstream, uint64_t, uint64_t, uint64_t>> due;
   {
@@ -168,6 +171,7 @@ void CompletionBook::after_sync(const std::vector<std::array<uint64_t, 3>>& cove
 }
 
 void CompletionBook::stream_gone(uint64_t key) {
+  std::lock_guard<std::mutex> handles(handles_mu_);
   std::lock_guard<std::mutex> lock(tracks_mu_);
   if (const auto it = tracks_.find(key); it != tracks_.end()) it->second.foreign_ok = false;
 }

@@ -56,7 +56,8 @@ class CompletionBook {
   // after it returned, those launches have ended.
   std::vector<std::array<uint64_t, 3>> before_sync(uint64_t key, bool whole_context);
   void after_sync(const std::vector<std::array<uint64_t, 3>>& covered, uint64_t at_ns);
-  // A stream the application destroyed: no marker is recorded on its handle again.
+  // A stream the application is about to destroy: no marker is recorded on its handle from
+  // another thread once this returns (a tail marker being recorded on it is waited for).
   void stream_gone(uint64_t key);
 
   uint64_t markers() const { return markers_.load(std::memory_order_relaxed); }
@@ -85,6 +86,7 @@ class CompletionBook {
 
   const RealDriver& driver_;
   Report report_;
+  std::mutex handles_mu_;  // the application's stream handles, while another thread records on them
   std::mutex tracks_mu_;
   std::unordered_map<uint64_t, Track> tracks_;
   std::atomic<uint64_t> launched_{0};

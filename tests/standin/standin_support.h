@@ -7,12 +7,15 @@
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -191,12 +194,11 @@ class Daemon {
                                       "--driver-root", drivers,        "--log-level", "warn"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     child_ = Child(argv, {}, scratch.path("concordd.out"), scratch.path("concordd.err"));
-    // Up once its socket exists.
+    // Up once its socket takes a connection (the file appears at bind, before the daemon listens).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!std::filesystem::exists(socket_) && std::chrono::steady_clock::now() < deadline && child_.running()) {
+    while (!(up_ = accepts(socket_)) && std::chrono::steady_clock::now() < deadline && child_.running()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    up_ = std::filesystem::exists(socket_);
   }
   bool up() const { return up_; }
   const std::string& socket() const { return socket_; }
@@ -207,6 +209,15 @@ class Daemon {
   }
 
  private:
+  static bool accepts(const std::string& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    const bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    if (fd >= 0) ::close(fd);
+    return ok;
+  }
   std::string socket_;
   Child child_;
   bool up_ = false;

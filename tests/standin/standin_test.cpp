@@ -289,8 +289,10 @@ TEST(StandinDaemonGone, ABeHeldAtItsGateWhenTheDaemonDiesGoesOn) {
   ASSERT_TRUE(d.up());
   App lc(scratch, "lc", {"lc", "requests=1", "kernels=1200", "ns=5000000", "ready=" + scratch.path("lc.ready")}, tenant(d, "lc"), true);
   ASSERT_TRUE(wait_for_file(scratch.path("lc.ready")));
-  App be(scratch, "be", {"be", "launches=20", "ns=100000", "sync_every=1"}, tenant(d, "be"), true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // The BE registers (its stream's creation) and waits for the lease that yields to the LC (a
+  // tenant's first lease is the policy's initial one, made before the lane has seen the others).
+  App be(scratch, "be", {"be", "launches=20", "ns=100000", "sync_every=1", "settle_ms=300"}, tenant(d, "be"), true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
   const uint64_t killed_at = now_ns();
   d.child().signal(SIGKILL);
   const AppRun b = be.wait(std::chrono::seconds(15));
@@ -313,8 +315,14 @@ std::unique_ptr<ipc::TenantClient> lc_in_flight(const Daemon& d) {
   ipc::TenantClientOptions o;
   o.socket_path = d.socket();
   o.info = ipc::RegisterTenant{TenantClass::latency_critical, 50'000'000, 1, 0, "lc", ""};
+  o.connect_timeout = std::chrono::seconds(5);
   Result<std::unique_ptr<ipc::TenantClient>> c = ipc::TenantClient::connect(o);
-  if (!c) return nullptr;
+  if (!c) {
+    ADD_FAILURE() << "the test's LC tenant did not register: " << c.status().to_string();
+    return nullptr;
+  }
+  // The lease naming its slot may follow the registration by a moment.
+  for (int i = 0; i < 500 && (*c)->lease().lc_slot == ipc::kNoLcSlot; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if ((*c)->lease().lc_slot == ipc::kNoLcSlot) return nullptr;
   (*c)->raise_lc((*c)->lease().lc_slot);
   return std::move(*c);
@@ -611,7 +619,7 @@ TEST(StandinUsers, TenantsOfTwoUsersShareOneDaemonAndItsGate) {
   App be(scratch, "be", {"be", "ms=1500", "ns=1000000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true,
          nobody->pw_uid);
   ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
-  App lc(scratch, "lc", {"lc", "requests=4", "kernels=10", "ns=4000000", "gap_us=60000"}, tenant(d, "lc"), true);
+  App lc(scratch, "lc", {"lc", "requests=4", "kernels=10", "ns=4000000", "gap_us=60000", "settle_ms=100"}, tenant(d, "lc"), true);
   const AppRun l = lc.wait();
   const AppRun b = be.wait();
   ASSERT_TRUE(l.exit.ok()) << l.exit.out << l.exit.err;
