@@ -324,6 +324,8 @@ std::unique_ptr<ipc::TenantClient> lc_in_flight(const Daemon& d) {
   // The lease naming its slot may follow the registration by a moment.
   for (int i = 0; i < 500 && (*c)->lease().lc_slot == ipc::kNoLcSlot; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if ((*c)->lease().lc_slot == ipc::kNoLcSlot) return nullptr;
+  // A request open backs the flag (the daemon lowers one its tenant's books do not back).
+  (void)(*c)->request_begin();
   (*c)->raise_lc((*c)->lease().lc_slot);
   return std::move(*c);
 }
