@@ -43,6 +43,13 @@ Result<InterceptConfig> parse_config(const std::function<const char*(const char*
   } else {
     return bad("CONCORD_CLASS", cls, "must be lc or be");
   }
+  if (const std::string v = get("CONCORD_LC_REFUSED"); !v.empty()) {
+    if (v != "be" && v != "pass-through") return bad("CONCORD_LC_REFUSED", v, "must be be or pass-through");
+    if (config.tenant.cls != TenantClass::latency_critical) return bad("CONCORD_LC_REFUSED", v, "is for lc tenants only (CONCORD_CLASS=lc)");
+    config.tenant.on_lc_refused = v == "be" ? ipc::LcRefusal::best_effort : ipc::LcRefusal::refuse;
+  } else if (config.tenant.cls == TenantClass::latency_critical) {
+    config.tenant.on_lc_refused = ipc::LcRefusal::best_effort;
+  }
   const std::string target = get("CONCORD_TARGET_MS");
   if (config.tenant.cls == TenantClass::latency_critical) {
     if (target.empty()) return Status::invalid_argument("CONCORD_CLASS=lc needs CONCORD_TARGET_MS (the request latency target, ms)");

@@ -14,7 +14,9 @@ namespace concord::intercept {
 struct InterceptConfig {
   bool disabled = false;                                 // CONCORD_DISABLE=1: pass-through, no daemon
   std::string socket_path = "/run/concord/concordd.sock";  // CONCORD_SOCKET
-  ipc::RegisterTenant tenant;                            // CONCORD_CLASS, _TARGET_MS, _WEIGHT, _NAME
+  // CONCORD_CLASS, _TARGET_MS, _WEIGHT, _NAME; CONCORD_LC_REFUSED (an LC tenant the daemon does
+  // not grant LC: `be`, the default, runs it as a BE tenant; `pass-through` unscheduled).
+  ipc::RegisterTenant tenant;
   std::string stats_path;                                // CONCORD_INTERCEPT_STATS: counters as JSON at exit
   bool log = false;                                      // CONCORD_INTERCEPT_LOG=1: one line per event worth it
   // CONCORD_GREEN_CONTEXTS=1: honour the daemon's SM sets through green contexts. Off by default:

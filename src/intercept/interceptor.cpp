@@ -145,8 +145,18 @@ Status Interceptor::connect() {
   options.info.device = device_bus_id();
   bus_id_ = options.info.device;
   auto client = ipc::TenantClient::connect(options);
-  if (!client) return Status(client.status().code(), "no daemon at " + config_.socket_path + ": " + client.status().message());
+  if (!client) {
+    if (client.status().code() == StatusCode::permission_denied) {
+      return Status(client.status().code(), "the daemon at " + config_.socket_path + " refused the tenant: " + client.status().message());
+    }
+    return Status(client.status().code(), "no daemon at " + config_.socket_path + ": " + client.status().message());
+  }
   client_ = std::move(*client);
+  if (client_->granted_class() != config_.tenant.cls) {
+    // LC asked and refused (CONCORD_LC_REFUSED=be): a BE tenant from here on.
+    log("registered as a BE tenant: latency-critical refused: " + client_->lc_refused());
+    config_.tenant.cls = client_->granted_class();
+  }
   return Status::ok();
 }
 

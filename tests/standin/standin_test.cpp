@@ -638,6 +638,37 @@ TEST(StandinUsers, TenantsOfTwoUsersShareOneDaemonAndItsGate) {
   d.stop();
 }
 
+// An LC registration the daemon does not grant (nobody is not in --lc-users or --lc-groups) runs
+// as a BE tenant by default, and unscheduled with CONCORD_LC_REFUSED=pass-through; either way one
+// line names the refusal and nothing the program launches is raised to the LC priority.
+TEST(StandinUsers, AnLcTenantTheDaemonDoesNotGrantRunsAsBeOrPassThroughAsConfigured) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (runs a tenant as nobody)";
+  const passwd* nobody = ::getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "no user nobody";
+  Scratch scratch;
+  Daemon d(scratch, "orion", {"--socket-mode", "0666"});
+  ASSERT_TRUE(d.up());
+  for (const std::string refused : {"be", "pass-through"}) {
+    SCOPED_TRACE(refused);
+    Env env = tenant(d, "lc");
+    env.emplace_back("CONCORD_LC_REFUSED", refused);
+    const AppRun r = App(scratch, "lc-" + refused, {"chains"}, env, true, nobody->pw_uid).wait();
+    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+    EXPECT_NE(r.exit.err.find("refused"), std::string::npos) << r.exit.err;
+    for (const json& k : r.record.kernels()) {
+      if (refused == "be") {
+        EXPECT_EQ(k.at("priority"), 0) << "a BE tenant's lease priority: " << k.dump();
+      } else if (k.at("api") != "cuLaunchKernelEx") {
+        EXPECT_EQ(k.at("priority"), k.at("stream_priority")) << "as the program launched it: " << k.dump();
+      }
+    }
+    EXPECT_EQ(r.stats.at("streams_raised"), 0) << r.stats.dump();
+    EXPECT_EQ(r.stats.at("lc_raises"), 0) << r.stats.dump();
+    EXPECT_EQ(r.stats.at("mode"), refused == "be" ? "active" : "pass_through") << r.stats.dump();
+  }
+  d.stop();
+}
+
 // ---- a long eager loop -----------------------------------------------------------------------
 
 // 1,000 launches a second for 10 s: the daemon's and the tenant's memory stay flat and every
