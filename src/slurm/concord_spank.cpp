@@ -10,8 +10,15 @@
 // one the job's GRES gives it (CUDA_VISIBLE_DEVICES, set by Slurm): the library names it by PCI bus
 // id when it registers.
 //
+// LC is a privilege the node daemon grants (docs/daemon.md, "Security"). For a step of an lc job
+// the plugin asks the cluster's policy, as root in slurmstepd: the job's partition and QOS as
+// slurmctld has them, against the lists in plugstack.conf. A job that passes gets LC for the
+// step's processes: slurmstepd holds a GrantLc on the daemon's socket (for the job's user and the
+// processes below it) for the step's life. Any other lc job asks the daemon as its user does.
+//
 // plugstack.conf arguments: socket=PATH (default /run/concord/concordd.sock), preload=PATH (default
-// /usr/lib/libconcord_intercept.so, where the Debian package installs it).
+// /usr/lib/libconcord_intercept.so, where the Debian package installs it), lc_partitions=A,B and
+// lc_qos=X,Y (the partitions and QOS whose jobs may be latency-critical; none by default).
 // Slurm's headers declare the plugin's entry points without C++ linkage guards.
 extern "C" {
 #include <slurm/slurm.h>
@@ -19,13 +26,16 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "intercept/config.h"
+#include "ipc/control_socket.h"
 
 // What the Slurm plugin loader looks for (SPANK_PLUGIN's definitions, with C linkage and visible:
 // a const at namespace scope would otherwise be internal in C++).
@@ -50,6 +60,39 @@ struct JobOptions {
 JobOptions given;
 std::string socket_path = "/run/concord/concordd.sock";
 std::string preload = "/usr/lib/libconcord_intercept.so";
+std::vector<std::string> lc_partitions, lc_qos;
+// The step's grant of LC on the daemon's socket, held by slurmstepd until the step ends.
+std::optional<concord::ipc::ControlClient> lc_grant;
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    if (end > at) out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+bool listed(const std::vector<std::string>& list, const std::string& name) {
+  return !name.empty() && std::find(list.begin(), list.end(), name) != list.end();
+}
+
+// Why the cluster's policy does not make `job` latency-critical (nullopt: it does): its partition
+// and QOS as slurmctld has them, against lc_partitions and lc_qos.
+std::optional<std::string> lc_policy_refusal(uint32_t job) {
+  if (lc_partitions.empty() && lc_qos.empty()) return "plugstack.conf lists no lc_partitions or lc_qos";
+  job_info_msg_t* info = nullptr;
+  if (slurm_load_job(&info, job, SHOW_DETAIL) != SLURM_SUCCESS || info == nullptr || info->record_count < 1) {
+    if (info != nullptr) slurm_free_job_info_msg(info);
+    return "slurmctld did not give the job's record";
+  }
+  const std::string partition = info->job_array[0].partition ? info->job_array[0].partition : "";
+  const std::string qos = info->job_array[0].qos ? info->job_array[0].qos : "";
+  slurm_free_job_info_msg(info);
+  if (listed(lc_partitions, partition) || listed(lc_qos, qos)) return std::nullopt;
+  return "partition '" + partition + "' is not in lc_partitions and QOS '" + qos + "' not in lc_qos";
+}
 
 int take_class(int, const char* arg, int) {
   given.cls = arg ? arg : "";
@@ -116,6 +159,34 @@ std::string step_name(spank_t sp) {
   return "slurm-" + std::to_string(job) + "." + std::to_string(step);
 }
 
+// On the node (slurmstepd, as root, before the step's tasks are forked): an lc job the cluster's
+// policy admits gets its grant.
+void grant_lc(spank_t sp) {
+  uint32_t job = 0;
+  uid_t uid = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) return;
+  const std::string name = step_name(sp);
+  if (const std::optional<std::string> why = lc_policy_refusal(job)) {
+    slurm_info("concord: %s asks for lc and gets no grant: %s (the daemon decides by its own list)", name.c_str(), why->c_str());
+    return;
+  }
+  concord::Result<concord::ipc::ControlClient> c = concord::ipc::ControlClient::connect(socket_path);
+  if (!c.is_ok()) {
+    slurm_info("concord: %s: no grant of lc: %s", name.c_str(), c.status().message().c_str());
+    return;
+  }
+  concord::Result<concord::ipc::Message> r = c->call(concord::ipc::GrantLc{static_cast<uint32_t>(uid), name}, std::chrono::seconds(2));
+  if (!r.is_ok() || !std::holds_alternative<concord::ipc::Ack>(*r)) {
+    const std::string why = !r.is_ok() ? r.status().message()
+                            : std::holds_alternative<concord::ipc::ErrorReply>(*r) ? std::get<concord::ipc::ErrorReply>(*r).message
+                                                                                   : "an unexpected reply";
+    slurm_info("concord: %s: the daemon refused the grant of lc: %s", name.c_str(), why.c_str());
+    return;
+  }
+  lc_grant.emplace(std::move(*c));
+  slurm_info("concord: %s may register lc tenants (by the cluster's policy)", name.c_str());
+}
+
 }  // namespace
 
 extern "C" {
@@ -127,8 +198,13 @@ __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, 
       socket_path = arg.substr(7);
     } else if (arg.rfind("preload=", 0) == 0) {
       preload = arg.substr(8);
+    } else if (arg.rfind("lc_partitions=", 0) == 0) {
+      lc_partitions = comma_list(arg.substr(14));
+    } else if (arg.rfind("lc_qos=", 0) == 0) {
+      lc_qos = comma_list(arg.substr(7));
     } else {
-      slurm_error("concord: plugstack.conf: unknown argument '%s' (socket=PATH, preload=PATH)", arg.c_str());
+      slurm_error("concord: plugstack.conf: unknown argument '%s' (socket=PATH, preload=PATH, lc_partitions=A,B, lc_qos=X,Y)",
+                  arg.c_str());
       return -1;
     }
   }
@@ -146,8 +222,11 @@ __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int ac, 
 __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   if (!given.any()) return 0;
   const spank_context_t where = spank_context();
+  if (where == S_CTX_REMOTE) {
+    if (given.cls == std::optional<std::string>("lc")) grant_lc(sp);
+    return 0;
+  }
   if (where != S_CTX_LOCAL && where != S_CTX_ALLOCATOR) return 0;
-  (void)sp;
   if (const std::optional<std::string> why = refusal("slurm-job")) {
     slurm_error("concord: %s", why->c_str());
     return -1;

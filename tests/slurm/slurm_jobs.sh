@@ -8,6 +8,8 @@
 #   - a job without the options registers nothing;
 #   - scancel of a running job removes its tenant within one second;
 #   - a bad --concord-class or --concord-target-ms is refused at submission, naming the option;
+#   - LC by the cluster's policy: another user's lc job in a partition plugstack.conf lists
+#     (lc_partitions) is an LC tenant; one in another partition is refused LC by the daemon;
 #   - everything is torn down at the end (also on failure).
 # Usage: slurm_jobs.sh CONCORDD CONCORD_CLI SPANK_PLUGIN INTERCEPT_LIBRARY PROBE LIBCUDA_STUB
 # Exit status: 0 pass, 1 fail, 77 skipped (the reason on stdout): not root, or Slurm, munge or a
@@ -102,13 +104,14 @@ KillWait=1
 PlugStackConfig=$D/plugstack.conf
 NodeName=$host NodeAddr=127.0.0.1 CPUs=8 Gres=gpu:1,shard:8 State=UNKNOWN
 PartitionName=ci Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=other Nodes=ALL Default=NO MaxTime=INFINITE State=UP
 CONF
 cat >"$D/gres.conf" <<CONF
 AutoDetect=off
 Name=gpu File=$D/dev/nvidia0
 Name=shard Count=8 File=$D/dev/nvidia0
 CONF
-echo "required $spank socket=$D/concordd.sock preload=$D/lib/libconcord_intercept.so" >"$D/plugstack.conf"
+echo "required $spank socket=$D/concordd.sock preload=$D/lib/libconcord_intercept.so lc_partitions=ci" >"$D/plugstack.conf"
 export SLURM_CONF=$D/slurm.conf
 
 # One device taking every tenant, whatever GPUs this machine has (the stub driver names none).
@@ -209,6 +212,25 @@ check "be with a target is refused" bash -c "! timeout 30 srun --concord-class=b
 check "the two batch jobs and the srun step with options joined, and no other job did" \
   test "$(grep -c '"event":"tenant_joined"' "$D/log/concordd.log")" -eq "$tenants_before" -a "$tenants_before" -eq 3
 
-scancel "$be" "$plain"
+# LC by the cluster's policy: nobody may not register LC by the daemon's own list (root and its
+# group), but its lc job in partition ci (lc_partitions=ci) gets the step's grant; in partition
+# other it does not, and the daemon refuses its LC registration with the reason.
+as_nobody() { (cd "$D/out" && runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" "$@"); }
+lcn=$(as_nobody sbatch --parsable --concord-class=lc --concord-target-ms=30 --gres=shard:1 -o "$D/out/lcn.out" --wrap "$D/bin/probe 120")
+lco=$(as_nobody sbatch --parsable --partition=other --concord-class=lc --concord-target-ms=30 --gres=shard:1 -o "$D/out/lco.out" \
+  --wrap "$D/bin/probe 120")
+echo "lc jobs of nobody: $lcn (partition ci), $lco (partition other)"
+check "nobody's lc job in a listed partition is an LC tenant of uid $nobody" \
+  wait_for "^ +[0-9]+ +[0-9-]+ slurm-$lcn\.batch +LC +$nobody +[0-9]+ +1 +[0-9]+ +[0-9]+ +30\.000 "
+check "the daemon logged the step's grant" grep -Eq "\"event\":\"lc_granted\".*\"label\":\"slurm-$lcn\.batch\".*\"uid\":$nobody" "$D/log/concordd.log"
+refused=""
+for _ in $(seq 150); do
+  grep -q "uid $nobody may not register latency-critical tenants" "$D/log/concordd.log" && { refused=1; break; }
+  sleep 0.1
+done
+check "nobody's lc job in another partition is refused LC by the daemon, with the reason" test -n "$refused"
+check "and is no LC tenant" bash -c "! $cli top --once --socket $D/concordd.sock | grep -Eq 'slurm-$lco\.batch +LC'"
+
+scancel "$be" "$plain" "$lcn" "$lco"
 check "every tenant left once the jobs ended" wait_for "^concordd .*: 0 tenants" 5
 exit "$fail"
