@@ -49,7 +49,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs COMPONENT runtime)
 
 # The GPU bundle: the binaries gpu_run.sh runs and the Debian libraries they link (yaml-cpp, fmt,
-# spdlog, Google Benchmark), resolved from the binaries themselves at install time.
+# spdlog, Google Benchmark, cpp-httplib and its brotli), resolved from the binaries themselves at
+# install time.
 set(bundle_targets concord_cli concordd)
 foreach(t concord_gpu_tests concord_gpu_bench concord_intercept_app concord_intercept_bench concord_raise_bench concord_fedcm_bench concord_lsbe_bench concord_aker_bench concord_pbs_bench
           concord_channel_probe concord_channel_analyze)
@@ -65,7 +66,7 @@ if(TARGET concord_intercept)
   install(TARGETS concord_intercept LIBRARY DESTINATION lib COMPONENT gpu_bundle EXCLUDE_FROM_ALL)
 endif()
 install(RUNTIME_DEPENDENCY_SET concord_bundle_libraries
-        PRE_INCLUDE_REGEXES "yaml-cpp" "libfmt" "libspdlog" "libbenchmark"
+        PRE_INCLUDE_REGEXES "yaml-cpp" "libfmt" "libspdlog" "libbenchmark" "libcpp-httplib" "libbrotli"
         PRE_EXCLUDE_REGEXES ".*"
         LIBRARY DESTINATION lib COMPONENT gpu_bundle EXCLUDE_FROM_ALL)
 
