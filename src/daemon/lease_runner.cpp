@@ -245,8 +245,12 @@ Status LeaseRunner::decide() {
       log_event(spdlog::level::err, "lease_refused", {{"tenant", conn.id}, {"policy", policy_.name()}, {"error", terms.status().message()}});
       continue;
     }
-    if (*terms == conn.lease.terms()) continue;
+    // A tenant's first decision is published even when it equals the initial terms: the page's
+    // sequence moving is what tells the tenant its lease counts the others (TenantClient::connect).
+    Track& t = tracks_[conn.id];
+    if (*terms == conn.lease.terms() && t.decided) continue;
     if (Status s = conn.lease.publish(*terms); !s.is_ok()) continue;
+    t.decided = true;
     ++publishes_;
     any = true;
   }

@@ -79,6 +79,7 @@ class LeaseRunner {
     std::optional<double> launch_us;  // GPU time per launch over recent bursts (LeaseTenant::launch_us)
     uint64_t bursts = 0;
     uint64_t flag_idle_since = 0;  // its flag up with nothing of its own in flight, since (0: not so)
+    bool decided = false;          // the policy has decided its lease with the others in view
   };
 
   // Takes what came up every ring (`activity`: anything came); whether anything changed that the

@@ -138,7 +138,7 @@ Result<LeasePage> LeasePage::create(const std::string& label, const LeaseTerms& 
   p.page_ = new (p.memory_.data()) detail::LeaseLayout{};
   p.page_->magic = kLeaseMagic;
   p.page_->version = kLayoutVersion;
-  p.page_->seq.store(0, std::memory_order_relaxed);
+  p.page_->seq.store(LeaseReader::kCreatedSequence - 2, std::memory_order_relaxed);
   CONCORD_RETURN_IF_ERROR(p.publish(initial));
   return p;
 }

@@ -101,8 +101,10 @@ class LeaseReader {
   // The terms now; terms out of range (which only a daemon bug could write) are an error naming
   // the field.
   Result<LeaseTerms> read() const;
-  // Changes whenever the daemon publishes (even values only once a publish is complete).
+  // Changes whenever the daemon publishes (even values only once a publish is complete); a page
+  // holding only the terms it was created with reads kCreatedSequence.
   uint32_t sequence() const;
+  static constexpr uint32_t kCreatedSequence = 2;
 
  private:
   SharedMemory memory_;

@@ -411,6 +411,16 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
   if (!channel.is_ok()) return channel.status();
   if (!lease.is_ok()) return lease.status();
   if (!board.is_ok()) return board.status();
+  // The page holds the policy's initial terms, made before the daemon's lane saw the other
+  // tenants (a BE tenant's yields to no LC yet). A BE tenant under a lease waits, a bounded while,
+  // for the lane's first decision, which counts them, before its first launch.
+  if (o.info.cls == TenantClass::best_effort && o.first_lease_timeout.count() > 0) {
+    const Result<LeaseTerms> terms = lease->read();
+    if (terms.is_ok() && terms->gate != Gate::per_launch) {
+      const auto deadline = std::chrono::steady_clock::now() + o.first_lease_timeout;
+      while (lease->sequence() == LeaseReader::kCreatedSequence && std::chrono::steady_clock::now() < deadline) sleep_ns(50'000);
+    }
+  }
   if (channel->up().max_message() + sizeof(uint32_t) < kRingSlotBytes ||
       channel->down().max_message() + sizeof(uint32_t) < kRingSlotBytes) {
     return Status::failed_precondition(fmt::format("rings {}: slots under {} bytes", r->channel, kRingSlotBytes));

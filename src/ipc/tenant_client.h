@@ -48,6 +48,9 @@ struct TenantClientOptions {
   // waits as long as the daemon lives (its heartbeat no older than stale_after_ns, its socket open).
   WaitPolicy wait;
   std::chrono::milliseconds connect_timeout{1000};
+  // A BE tenant under a lease waits this long at most for the daemon's first decision of its lease
+  // (made with the other tenants in view) before connect() returns; 0: not at all.
+  std::chrono::milliseconds first_lease_timeout{500};
   std::chrono::milliseconds heartbeat_period{100};
 };
 

@@ -183,7 +183,9 @@ inline const Paths& paths() {
 }
 
 // concordd on a socket in `scratch`, planning for an H100 (the stand-in's shape), one lane that
-// takes every tenant; `extra` are more flags (e.g. {"--per-launch"}).
+// takes every tenant; `extra` are more flags (e.g. {"--per-launch"}). Its log (stderr, in the
+// scratch folder; CONCORD_KEEP_TEST_FILES keeps it) is at CONCORD_TEST_DAEMON_LOG's level, warn
+// by default.
 class Daemon {
  public:
   Daemon(const Scratch& scratch, const std::string& policy, const std::vector<std::string>& extra = {})
@@ -191,7 +193,7 @@ class Daemon {
     const std::string drivers = scratch.path("no-driver");
     std::filesystem::create_directories(drivers);
     std::vector<std::string> argv = {paths().daemon,  "--socket",      socket_, "--policy", policy, "--device-spec", "h100",
-                                      "--driver-root", drivers,        "--log-level", "warn"};
+                                      "--driver-root", drivers,        "--log-level", std::getenv("CONCORD_TEST_DAEMON_LOG") ? std::getenv("CONCORD_TEST_DAEMON_LOG") : "warn"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     child_ = Child(argv, {}, scratch.path("concordd.out"), scratch.path("concordd.err"));
     // Up once its socket takes a connection (the file appears at bind, before the daemon listens).

@@ -289,10 +289,9 @@ TEST(StandinDaemonGone, ABeHeldAtItsGateWhenTheDaemonDiesGoesOn) {
   ASSERT_TRUE(d.up());
   App lc(scratch, "lc", {"lc", "requests=1", "kernels=1200", "ns=5000000", "ready=" + scratch.path("lc.ready")}, tenant(d, "lc"), true);
   ASSERT_TRUE(wait_for_file(scratch.path("lc.ready")));
-  // The BE registers (its stream's creation) and waits for the lease that yields to the LC (a
-  // tenant's first lease is the policy's initial one, made before the lane has seen the others).
-  App be(scratch, "be", {"be", "launches=20", "ns=100000", "sync_every=1", "settle_ms=300"}, tenant(d, "be"), true);
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  // The BE registers while the LC's request is in flight: its first lease already yields to it.
+  App be(scratch, "be", {"be", "launches=20", "ns=100000", "sync_every=1"}, tenant(d, "be"), true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
   const uint64_t killed_at = now_ns();
   d.child().signal(SIGKILL);
   const AppRun b = be.wait(std::chrono::seconds(15));
