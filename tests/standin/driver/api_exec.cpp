@@ -298,41 +298,29 @@ CUresult stream_query(const char* call, CUstream stream, bool per_thread) {
   return s->completed >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// A field of a stream (its priority, flags, context, id): `get` reads it under the driver's lock.
+template <typename T, typename Get>
+CUresult stream_field(const char* call, CUstream stream, T* out, bool per_thread, Get get) {
+  Lock lock(driver().mu);
+  STANDIN_REQUIRE_INIT(call);
+  Stream* s = resolve_stream(stream, per_thread);
+  if (!s || !out) return fail(call, CUDA_ERROR_INVALID_HANDLE);
+  *out = get(*s);
+  return CUDA_SUCCESS;
+}
+
 CUresult stream_priority(const char* call, CUstream stream, int* priority, bool per_thread) {
   maybe_throw("cuStreamGetPriority");
-  Lock lock(driver().mu);
-  STANDIN_REQUIRE_INIT(call);
-  Stream* s = resolve_stream(stream, per_thread);
-  if (!s || !priority) return fail(call, CUDA_ERROR_INVALID_HANDLE);
-  *priority = s->priority;
-  return CUDA_SUCCESS;
+  return stream_field(call, stream, priority, per_thread, [](const Stream& s) { return s.priority; });
 }
-
 CUresult stream_flags(const char* call, CUstream stream, unsigned* flags, bool per_thread) {
-  Lock lock(driver().mu);
-  STANDIN_REQUIRE_INIT(call);
-  Stream* s = resolve_stream(stream, per_thread);
-  if (!s || !flags) return fail(call, CUDA_ERROR_INVALID_HANDLE);
-  *flags = s->flags;
-  return CUDA_SUCCESS;
+  return stream_field(call, stream, flags, per_thread, [](const Stream& s) { return s.flags; });
 }
-
 CUresult stream_ctx(const char* call, CUstream stream, CUcontext* ctx, bool per_thread) {
-  Lock lock(driver().mu);
-  STANDIN_REQUIRE_INIT(call);
-  Stream* s = resolve_stream(stream, per_thread);
-  if (!s || !ctx) return fail(call, CUDA_ERROR_INVALID_HANDLE);
-  *ctx = reinterpret_cast<CUcontext>(s->ctx);
-  return CUDA_SUCCESS;
+  return stream_field(call, stream, ctx, per_thread, [](const Stream& s) { return reinterpret_cast<CUcontext>(s.ctx); });
 }
-
 CUresult stream_id(const char* call, CUstream stream, unsigned long long* id, bool per_thread) {
-  Lock lock(driver().mu);
-  STANDIN_REQUIRE_INIT(call);
-  Stream* s = resolve_stream(stream, per_thread);
-  if (!s || !id) return fail(call, CUDA_ERROR_INVALID_HANDLE);
-  *id = s->id;
-  return CUDA_SUCCESS;
+  return stream_field(call, stream, id, per_thread, [](const Stream& s) { return static_cast<unsigned long long>(s.id); });
 }
 
 CUresult stream_wait_event(const char* call, CUstream stream, CUevent event, unsigned flags, bool per_thread) {
