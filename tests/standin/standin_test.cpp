@@ -624,15 +624,19 @@ TEST(StandinMemory, VirtualMemoryAndPoolAllocationsWorkUnderTheLibrary) {
 
 // ---- two users -------------------------------------------------------------------------------
 
+// The user a test runs a tenant as: nobody, where the test runs as root.
+std::optional<uid_t> another_user() {
+  const passwd* nobody = ::geteuid() == 0 ? ::getpwnam("nobody") : nullptr;
+  return nobody ? std::optional<uid_t>(nobody->pw_uid) : std::nullopt;
+}
+
 TEST(StandinUsers, TenantsOfTwoUsersShareOneDaemonAndItsGate) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (runs a tenant as nobody)";
-  const passwd* nobody = ::getpwnam("nobody");
-  if (!nobody) GTEST_SKIP() << "no user nobody";
+  const std::optional<uid_t> nobody = another_user();
+  if (!nobody) GTEST_SKIP() << "needs root and a user nobody (runs a tenant as nobody)";
   Scratch scratch;
   Daemon d(scratch, "orion:bound_share=0", {"--socket-mode", "0666"});
   ASSERT_TRUE(d.up());
-  App be(scratch, "be", {"be", "ms=1500", "ns=1000000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true,
-         nobody->pw_uid);
+  App be(scratch, "be", {"be", "ms=1500", "ns=1000000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true, *nobody);
   ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
   App lc(scratch, "lc", {"lc", "requests=4", "kernels=10", "ns=4000000", "gap_us=60000", "settle_ms=100"}, tenant(d, "lc"), true);
   const AppRun l = lc.wait();
@@ -650,9 +654,8 @@ TEST(StandinUsers, TenantsOfTwoUsersShareOneDaemonAndItsGate) {
 // as a BE tenant by default, and unscheduled with CONCORD_LC_REFUSED=pass-through; either way one
 // line names the refusal and nothing the program launches is raised to the LC priority.
 TEST(StandinUsers, AnLcTenantTheDaemonDoesNotGrantRunsAsBeOrPassThroughAsConfigured) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (runs a tenant as nobody)";
-  const passwd* nobody = ::getpwnam("nobody");
-  if (!nobody) GTEST_SKIP() << "no user nobody";
+  const std::optional<uid_t> nobody = another_user();
+  if (!nobody) GTEST_SKIP() << "needs root and a user nobody (runs a tenant as nobody)";
   Scratch scratch;
   Daemon d(scratch, "orion", {"--socket-mode", "0666"});
   ASSERT_TRUE(d.up());
@@ -660,7 +663,7 @@ TEST(StandinUsers, AnLcTenantTheDaemonDoesNotGrantRunsAsBeOrPassThroughAsConfigu
     SCOPED_TRACE(refused);
     Env env = tenant(d, "lc");
     env.emplace_back("CONCORD_LC_REFUSED", refused);
-    const AppRun r = App(scratch, "lc-" + refused, {"chains"}, env, true, nobody->pw_uid).wait();
+    const AppRun r = App(scratch, "lc-" + refused, {"chains"}, env, true, *nobody).wait();
     ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
     EXPECT_NE(r.exit.err.find("refused"), std::string::npos) << r.exit.err;
     for (const json& k : r.record.kernels()) {
