@@ -5,8 +5,9 @@ latencies and the BE job's iteration ends over that phase's window. Its figures 
 rounds, and each comes with a 95% bootstrap interval:
 
 - LC p50 and p99: the requests resampled within each round (the round's request count kept), in
-  moving blocks of `block` consecutive requests, since a request's queueing delay carries into the
-  next one's; the pooled resample's percentile by nearest rank.
+  moving blocks of `block` consecutive requests (shorter in a round of fewer than 5 blocks), since
+  a request's queueing delay carries into the next one's; the pooled resample's percentile by
+  nearest rank.
 - LC p99 over alone: the same resampling of the scheme's and of the alone phases (the LC alone,
   measured again in every round), independently; each replicate is the scheme's pooled p99 over
   alone's pooled p99 (pooled, not paired by round; the per-round ratios are kept beside, so a round
@@ -31,6 +32,11 @@ BLOCK = 10
 BE_BLOCK = 5
 # A p99 rests on the samples above it: fewer than this many and a point is "too few samples".
 MIN_ABOVE_P99 = 20
+# Blocks per round a moving-block resample keeps at least (shorter blocks for short rounds).
+MIN_BLOCKS = 5
+# Samples that come in clusters (an LLM request's tokens) carry about one cluster's worth of
+# information each: a per-token p99 needs this many requests besides MIN_ABOVE_P99 tokens above it.
+MIN_CLUSTERS = 20
 
 
 def percentile(values, p):
@@ -51,6 +57,12 @@ def enough_for(p, n, above=MIN_ABOVE_P99):
     return n * (1.0 - p / 100.0) >= above - 1e-9
 
 
+def enough_clustered(p, clusters):
+    """Whether clustered samples (a list of clusters) leave MIN_ABOVE_P99 samples above the p-th
+    percentile and come from at least MIN_CLUSTERS clusters."""
+    return len(clusters) >= MIN_CLUSTERS and enough_for(p, sum(len(c) for c in clusters))
+
+
 def interval(replicates, level=LEVEL):
     """The percentile interval of bootstrap replicates (nan-free), as (lo, hi)."""
     s = sorted(x for x in replicates if not math.isnan(x))
@@ -61,11 +73,13 @@ def interval(replicates, level=LEVEL):
 
 
 def _block_resample(values, block, rng):
-    """One moving-block resample of `values` with as many items (blocks wrap around the end)."""
+    """One moving-block resample of `values` with as many items (blocks wrap around the end). A
+    round holds at least MIN_BLOCKS blocks: a block as long as the round would resample it as a
+    rotation of itself, the same percentiles every time (an interval of zero width)."""
     n = len(values)
     if n == 0:
         return []
-    b = max(1, min(block, n))
+    b = max(1, min(block, n // MIN_BLOCKS))
     if b == 1:
         return rng.choices(values, k=n)
     doubled = values + values[:b - 1]

@@ -10,7 +10,9 @@ that load), and the BE job's iterations per second over the LC phases' windows, 
 (a plain process, and an MPS client), each re-measured in every round. An LLM decode service (its
 phases carry per-token times) adds its time to first token and its per-token latency, whose
 tokens are resampled request by request. A p99 from fewer than 2,000 samples (20 above it) is
-marked "too few samples".
+marked "too few samples", a per-token p99 also when its tokens come from fewer than 20 requests.
+A point pools the rounds in which both the scheme and its group's LC alone ran (a deadline may
+cut a round short); the tables say how many, and why the others are left out.
 
 Then the dominance table: Concord's default configuration (--default, the scheme run as
 concordd with no --policy) against every baseline at each point, on both axes (LC p99, BE rate):
@@ -69,10 +71,14 @@ def _be_window_doc(doc):
     return {"iteration_ends": ends, "window": window}
 
 
+def empty_round():
+    return {"alone": {}, "be_alone": {}, "schemes": {}, "skipped": set()}
+
+
 def read_round(d, legacy):
     """One round's documents: {"alone": {group: lc doc}, "be_alone": {kind: doc}, "schemes":
-    {scheme: {"lc", "be", "ref", "error", "dir"}}}."""
-    r = {"alone": {}, "be_alone": {}, "schemes": {}}
+    {scheme: {"lc", "be", "ref", "error", "dir"}}, "skipped": {entry, ...}}."""
+    r = empty_round()
     if legacy:
         alone = load_json(os.path.join(d, "lc_alone", "lc.json"))
         if alone:
@@ -107,8 +113,23 @@ def read_round(d, legacy):
     return r
 
 
+def read_skipped(base):
+    """{round number: {entry, ...}}: the jobs run.py's --deadline-s left out (skipped.txt)."""
+    skipped = {}
+    try:
+        with open(os.path.join(base, "skipped.txt")) as f:
+            for line in f:
+                m = re.match(r"round (\d+) (\S+)$", line.strip())
+                if m:
+                    skipped.setdefault(int(m.group(1)), set()).add(m.group(2))
+    except OSError:
+        pass
+    return skipped
+
+
 def read_combos(outs):
-    """{combo: {"settings", "rounds": [round, ...]}} over every OUTDIR, rounds in order."""
+    """{combo: {"settings", "rounds": [round, ...]}} over every OUTDIR, rounds in order; a round
+    the deadline left out whole is an empty round, its jobs in "skipped"."""
     combos = {}
     for out in outs:
         for combo in sorted(os.listdir(out)):
@@ -117,9 +138,13 @@ def read_combos(outs):
             if not os.path.isdir(base) or settings is None:
                 continue
             c = combos.setdefault(combo, {"settings": settings, "rounds": []})
-            rounds = sorted((d for d in os.listdir(base) if re.match(r"round\d+$", d)), key=lambda d: int(d[5:]))
-            if rounds:
-                c["rounds"] += [read_round(os.path.join(base, d), legacy=False) for d in rounds]
+            made = {int(d[5:]) for d in os.listdir(base) if re.match(r"round\d+$", d)}
+            if made:
+                skipped = read_skipped(base)
+                for k in sorted(made | set(skipped)):
+                    r = read_round(os.path.join(base, f"round{k}"), legacy=False) if k in made else empty_round()
+                    r["skipped"] = skipped.get(k, set())
+                    c["rounds"].append(r)
             elif os.path.isdir(os.path.join(base, "lc_alone")):
                 c["rounds"].append(read_round(base, legacy=True))
     return combos
@@ -154,6 +179,7 @@ class Figures:
             tokens = [p["tpot_s"] for p in phases]  # per round: per request, its per-token times
             flat = [x for r in tokens for req in r for x in req]
             self.tokens = len(flat)
+            self.tokens_enough = stats.enough_clustered(99, [req for r in tokens for req in r])
             self.tpot_p50, self.tpot_p99 = stats.percentile(flat, 50), stats.percentile(flat, 99)
             self.tpot_reps = stats.cluster_quantile_replicates(tokens, (50, 99), resamples, seed + 1)
             ttft = [p["ttft_s"] for p in phases]
@@ -161,76 +187,105 @@ class Figures:
             self.ttft_reps = stats.quantile_replicates(ttft, (99,), resamples, seed + 2)
 
 
+def _rounds_of(rounds, scheme, i):
+    """The rounds a scheme's point at load i is judged on: those in which both the scheme and its
+    group's LC alone ran ([(round index, entry)]), and why each other round is left out."""
+    used, left_out = [], []
+    for k, r in enumerate(rounds):
+        e = r["schemes"].get(scheme)
+        if scheme in r["skipped"]:
+            # Checked first: a skipped job's folder may hold its group's residents' files.
+            left_out.append(f"round {k + 1}: not run (the deadline)")
+        elif e is None:
+            left_out.append(f"round {k + 1}: not run")
+        elif "error" in e or _phase(e["lc"], i) is None:
+            left_out.append(f"round {k + 1}: " + e.get("error", "no phase at this load").splitlines()[0][:80])
+        elif _phase(r["alone"].get(e["ref"]), i) is None:
+            why = "not run (the deadline)" if e["ref"] in r["skipped"] else "missing"
+            left_out.append(f"round {k + 1}: its alone ({e['ref']}) {why}")
+        else:
+            used.append((k, e))
+    return used, left_out
+
+
+def _be_alone(rounds, ks, resamples, seed, *key):
+    """{kind: (rate, replicates)}: the BE alone, plain and under MPS, over the rounds ks that have it."""
+    out = {}
+    for kind in (BE_ALONE_PLAIN, BE_ALONE_MPS):
+        per_round = [stats.iteration_times(rounds[k]["be_alone"][kind]["iteration_ends"], rounds[k]["be_alone"][kind]["window"])
+                     for k in ks if kind in rounds[k]["be_alone"] and rounds[k]["be_alone"][kind]["window"]]
+        if per_round:
+            out[kind] = (stats.rate(per_round), stats.rate_replicates(per_round, resamples, _seed(seed, *key, kind)))
+    return out
+
+
 def rows_of(outs, resamples=stats.RESAMPLES, seed=1):
-    """One dict per (combo, load, scheme) found under `outs` (a directory or a list of them)."""
+    """One dict per (combo, load, scheme) found under `outs` (a directory or a list of them). Each
+    point pools the rounds in which the scheme and its group's LC alone both ran, against that
+    alone and the BE alone of the same rounds; the rounds left out are listed with the reason."""
     if isinstance(outs, str):
         outs = [outs]
     rows = []
     for combo, c in sorted(read_combos(outs).items()):
         settings, rounds = c["settings"], c["rounds"]
-        # The BE alone, plain and under MPS: its iteration times over every round.
-        be_alone = {}
-        for kind in (BE_ALONE_PLAIN, BE_ALONE_MPS):
-            per_round = [stats.iteration_times(r["be_alone"][kind]["iteration_ends"], r["be_alone"][kind]["window"])
-                         for r in rounds if kind in r["be_alone"] and r["be_alone"][kind]["window"]]
-            if per_round:
-                be_alone[kind] = (stats.rate(per_round), stats.rate_replicates(per_round, resamples, _seed(seed, combo, kind)))
+        cache = {}
+
+        def subset(ks):
+            """The rounds ks as a seed's key: none when they are every round."""
+            return () if len(ks) == len(rounds) else ks
+
+        def alone_of(group, i, ks):
+            """The LC alone of one group at load i over the rounds ks (computed once per set)."""
+            key = ("lc", group, i, ks)
+            if key not in cache:
+                cache[key] = Figures([_phase(rounds[k]["alone"][group], i) for k in ks], resamples,
+                                     _seed(seed, combo, settings["loads"][i], group, *subset(ks)))
+            return cache[key]
+
+        def be_alone_of(ks):
+            if ("be", ks) not in cache:
+                cache[("be", ks)] = _be_alone(rounds, ks, resamples, seed, combo, *subset(ks))
+            return cache[("be", ks)]
+
         schemes = sorted({s for r in rounds for s in r["schemes"]})
         for i, load in enumerate(settings["loads"]):
             target = settings["targets_ms"][i] / 1e3 if i < len(settings.get("targets_ms", [])) else float("nan")
-            alone = {}
-            for group in (ALONE_PLAIN, ALONE_MPS):
-                ph = [_phase(r["alone"].get(group), i) for r in rounds]
-                if any(p is None for p in ph) or not ph:
-                    continue
-                alone[group] = Figures(ph, resamples, _seed(seed, combo, load, group))
             for scheme in schemes:
-                row = {"combo": combo, "load": load, "scheme": scheme}
-                ok, errors = [], []
-                for r in rounds:
-                    e = r["schemes"].get(scheme)
-                    if e is None:
-                        continue
-                    if "error" in e or _phase(e["lc"], i) is None:
-                        errors.append(e.get("error", "no phase at this load"))
-                    elif e["ref"] not in r["alone"] or _phase(r["alone"][e["ref"]], i) is None:
-                        errors.append(f"no {e['ref']} phase in its round")
-                    else:
-                        ok.append(e)
-                if errors:
-                    row["errors"] = errors
-                if not ok:
-                    row["error"] = errors[0] if errors else "no results"
+                row = {"combo": combo, "load": load, "scheme": scheme, "rounds_planned": max(settings.get("rounds", 0), len(rounds))}
+                used, left_out = _rounds_of(rounds, scheme, i)
+                if left_out:
+                    row["left_out"] = left_out
+                if not used:
+                    row["error"] = "; ".join(left_out) if left_out else "no results"
+                    rows.append(row)
+                    continue
+                ks = tuple(k for k, _ in used)
+                ok = [e for _, e in used]
+                refs = {e["ref"] for e in ok}
+                if len(refs) > 1:
+                    row["error"] = f"its rounds name different alones ({', '.join(sorted(refs))})"
                     rows.append(row)
                     continue
                 ref = ok[0]["ref"]
-                if ref not in alone:
-                    row["error"] = f"its alone ({ref}) is missing in some round"
-                    rows.append(row)
-                    continue
                 phases = [_phase(e["lc"], i) for e in ok]
                 f = Figures(phases, resamples, _seed(seed, combo, load, scheme))
-                a = alone[ref]
+                a = alone_of(ref, i, ks)
                 graph = bool(ok[0]["lc"].get("graph"))
-                row.update({"graph": graph, "llm": f.llm, "rounds": len(ok), "requests": f.n, "alone_ref": ref,
-                            "enough": stats.enough_for(99, f.n),
+                row.update({"graph": graph, "llm": f.llm, "rounds": len(ok), "round_numbers": [k + 1 for k in ks],
+                            "requests": f.n, "alone_ref": ref, "enough": stats.enough_for(99, f.n),
                             "lc_p50_ms": _ms(stats.estimate(f.p50, f.reps[50])),
                             "lc_p99_ms": _ms(stats.estimate(f.p99, f.reps[99])),
                             "alone_p99_ms": _ms(stats.estimate(a.p99, a.reps[99])),
                             "lc_p50_over_alone": stats.estimate(f.p50 / a.p50, stats.ratio_replicates(f.reps[50], a.reps[50])),
                             "lc_p99_over_alone": stats.estimate(f.p99 / a.p99, stats.ratio_replicates(f.reps[99], a.reps[99]))})
                 # Each round's ratio, against that round's alone.
-                per_round = []
-                for r in rounds:
-                    e = r["schemes"].get(scheme)
-                    if e in ok:
-                        per_round.append(stats.percentile(_phase(e["lc"], i)["latency_s"], 99)
-                                         / stats.percentile(_phase(r["alone"][ref], i)["latency_s"], 99))
-                row["p99_over_alone_rounds"] = per_round
+                row["p99_over_alone_rounds"] = [stats.percentile(_phase(e["lc"], i)["latency_s"], 99)
+                                                / stats.percentile(_phase(rounds[k]["alone"][ref], i)["latency_s"], 99)
+                                                for k, e in used]
                 lat = [x for p in phases for x in p["latency_s"]]
                 row["slo_attainment"] = sum(1 for x in lat if x <= target) / len(lat) if lat and not math.isnan(target) else float("nan")
                 if f.llm and a.llm:
-                    row.update({"tokens": f.tokens, "tokens_enough": stats.enough_for(99, f.tokens),
+                    row.update({"tokens": f.tokens, "tokens_enough": f.tokens_enough,
                                 "tpot_p50_ms": _ms(stats.estimate(f.tpot_p50, f.tpot_reps[50])),
                                 "tpot_p99_ms": _ms(stats.estimate(f.tpot_p99, f.tpot_reps[99])),
                                 "tpot_p99_over_alone": stats.estimate(f.tpot_p99 / a.tpot_p99,
@@ -241,6 +296,7 @@ def rows_of(outs, resamples=stats.RESAMPLES, seed=1):
                 its = stats.rate(wins)
                 its_reps = stats.rate_replicates(wins, resamples, _seed(seed, combo, load, scheme, "be"))
                 row["be_its"] = stats.estimate(its, its_reps)
+                be_alone = be_alone_of(ks)
                 for kind, key in ((BE_ALONE_PLAIN, "be_over_alone"), (BE_ALONE_MPS, "be_over_alone_mps")):
                     if kind in be_alone:
                         value, reps = be_alone[kind]
@@ -283,9 +339,13 @@ def verdicts(rows, default=DEFAULT_SCHEME):
             v["dominated_by_mps_or_prio"] = any(s in ("mps", "mps-prio") for s in v["dominated_by"])
             v["enough"] = ours["enough"] if lc_axis(ours) == "lc_p99_ms" else ours.get("tokens_enough", False)
             if ours.get("graph"):
-                v["target_lc"] = stats.against_target(ours["lc_p99_over_alone"], 1.15)
-                if "be_over_alone" in ours:
-                    v["target_be"] = stats.against_target(ours["be_over_alone"], 0.65, lower_is_better=False)
+                # The LC's judged tail over alone; the BE over its plain alone, else (no plain group run) its MPS one.
+                v["lc_over_alone"] = ours["tpot_p99_over_alone" if lc_axis(ours) == "tpot_p99_ms" else "lc_p99_over_alone"]
+                v["target_lc"] = stats.against_target(v["lc_over_alone"], 1.15)
+                be_key = next((k for k in ("be_over_alone", "be_over_alone_mps") if k in ours), None)
+                if be_key:
+                    v["be_over_alone"] = {**ours[be_key], "of": "plain" if be_key == "be_over_alone" else "MPS"}
+                    v["target_be"] = stats.against_target(ours[be_key], 0.65, lower_is_better=False)
         others = [r for s, r in rs.items() if s.startswith("concord") and s != default]
         if others:
             def rank(r):
@@ -302,6 +362,11 @@ def fmt(x, digits=2):
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def rounds_cell(row):
+    """The rounds a point pools, "2 of 3" where some were left out."""
+    return str(row["rounds"]) if row["rounds"] >= row["rounds_planned"] else f"{row['rounds']} of {row['rounds_planned']}"
+
+
 def fmt_est(e, digits=2):
     if not e:
         return "–"
@@ -313,22 +378,32 @@ def tables(rows, vs):
     lines = ["# bench/apps: PyTorch LC service beside PyTorch training, as separate processes", "",
              "Figures pooled over the rounds, each with its 95% bootstrap interval; p99 / alone against the LC alone "
              "of the scheme's group in the same rounds.", ""]
-    key = None
+    key, notes = None, []
+
+    def flush():
+        if notes:
+            lines.extend(["", "Rounds left out: " + "; ".join(notes) + "."])
+            notes.clear()
+
     for r in rows:
         if (r["combo"], r["load"]) != key:
+            flush()
             key = (r["combo"], r["load"])
             lines += ["", f"## {r['combo']}, LC at {r['load']:g} of its alone capacity", "",
                       "| scheme | rounds | requests | LC p50 ms | LC p99 ms | LC p99 / alone | per round | SLO % | BE it/s | "
                       "BE / alone | BE / alone (MPS) |",
                       "|---|---:|---:|---|---|---|---|---:|---|---|---|"]
+        if r.get("left_out") and "error" not in r:
+            notes.append(f"{r['scheme']} ({', '.join(r['left_out'])})")
         if "error" in r:
-            lines.append(f"| {r['scheme']} | failed: {r['error'].splitlines()[0][:80]} | | | | | | | | | |")
+            lines.append(f"| {r['scheme']} | none: {r['error'].splitlines()[0][:120]} | | | | | | | | | |")
             continue
         few = "" if r["enough"] else " (too few samples)"
-        lines.append(f"| {r['scheme']} | {r['rounds']} | {r['requests']} | {fmt_est(r['lc_p50_ms'])} | {fmt_est(r['lc_p99_ms'])}{few} | "
+        lines.append(f"| {r['scheme']} | {rounds_cell(r)} | {r['requests']} | {fmt_est(r['lc_p50_ms'])} | {fmt_est(r['lc_p99_ms'])}{few} | "
                      f"{fmt_est(r['lc_p99_over_alone'])} | {', '.join(fmt(x) for x in r['p99_over_alone_rounds'])} | "
                      f"{fmt(100 * r['slo_attainment'], 1)} | {fmt_est(r['be_its'])} | {fmt_est(r.get('be_over_alone'))} | "
                      f"{fmt_est(r.get('be_over_alone_mps'))} |")
+    flush()
     llm = [r for r in rows if r.get("llm") and "tpot_p99_ms" in r]
     if llm:
         lines += ["", "## LLM decode services: time to first token and per-token latency", "",
@@ -361,10 +436,13 @@ def tables(rows, vs):
     targets = [v for v in vs if "target_lc" in v]
     if targets:
         lines += ["", "## Graph services: LC p99 <= 1.15x alone with BE >= 0.65 of alone (the default configuration)", "",
+                  "LC: the request p99 (per-token for an LLM decode service); BE over its plain alone, or its MPS alone "
+                  "where no plain group ran.", "",
                   "| combo | load | LC p99 / alone | BE / alone | LC target | BE target |", "|---|---:|---|---|---|---|"]
         for v in targets:
-            r = next(x for x in rows if x["combo"] == v["combo"] and x["load"] == v["load"] and x["scheme"] == v["default"])
-            lines.append(f"| {v['combo']} | {v['load']:g} | {fmt_est(r['lc_p99_over_alone'])} | {fmt_est(r.get('be_over_alone'))} | "
+            be = v.get("be_over_alone")
+            be_cell = f"{fmt_est(be)}{' (MPS)' if be and be['of'] == 'MPS' else ''}" if be else "–"
+            lines.append(f"| {v['combo']} | {v['load']:g} | {fmt_est(v['lc_over_alone'])} | {be_cell} | "
                          f"{v['target_lc']} | {v.get('target_be', '–')} |")
     return "\n".join(lines) + "\n"
 

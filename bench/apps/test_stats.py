@@ -108,6 +108,13 @@ class BlockTest(unittest.TestCase):
             self.assertEqual(len(out), n)
             self.assertTrue(set(out) <= set(range(n)))
 
+    def test_a_round_shorter_than_its_blocks_still_varies(self):
+        # 5 requests in a round with blocks of 10: one block would only rotate the round, every
+        # replicate the same p99 (a zero-width interval that would separate from anything).
+        rounds = [[0.5, 0.6, 0.7, 1.2, 0.55], [0.5, 0.9, 0.6, 0.65, 0.7]]
+        lo, hi = stats.interval(stats.quantile_replicates(rounds, (99,), 200, 1)[99])
+        self.assertLess(lo, hi)
+
     def test_the_same_seed_gives_the_same_intervals(self):
         rounds = [[random.Random(i).random() for i in range(300)]]
         a = stats.quantile_replicates(rounds, (99,), 50, seed=4)
@@ -132,6 +139,11 @@ class ClusterTest(unittest.TestCase):
         clustered = stats.interval(stats.cluster_quantile_replicates([requests], (90,), 200, 1)[90])
         tokens = stats.interval(stats.quantile_replicates([[x for r in requests for x in r]], (90,), 200, 1, block=1)[90])
         self.assertGreater(clustered[1] - clustered[0], 2 * (tokens[1] - tokens[0]))
+
+    def test_enough_clustered_samples_need_enough_clusters(self):
+        self.assertTrue(stats.enough_clustered(99, [[0.0] * 100] * 20))
+        self.assertFalse(stats.enough_clustered(99, [[0.0] * 128] * 14), "1,792 tokens of 14 requests")
+        self.assertFalse(stats.enough_clustered(99, [[0.0] * 1000] * 10), "10,000 tokens of 10 requests")
 
     def test_cluster_p99_covers_the_truth(self):
         truth = math.log(100)  # exponential(1): the 99th percentile

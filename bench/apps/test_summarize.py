@@ -5,12 +5,14 @@ trade-offs and noise as the intervals say."""
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shares  # noqa: E402
+import stats  # noqa: E402
 import summarize  # noqa: E402
 
 RESAMPLES = 100
@@ -172,7 +174,44 @@ class RoundsTest(unittest.TestCase):
             self.assertEqual(row["rounds"], 2)
             self.assertEqual(row["requests"], 1400)
             self.assertFalse(row["enough"])
-            self.assertIn("failed", row["errors"][0])
+            self.assertEqual(row["round_numbers"], [1, 3])
+            self.assertEqual(row["left_out"], ["round 2: the LC service failed (rc 1)"])
+
+    def test_a_round_whose_alone_the_deadline_cut_is_left_out_of_that_scheme_alone(self):
+        # Round 3's plain group was cut by the deadline (as timeslice's was on the H200): the
+        # plain-group scheme pools rounds 1-2 against their alone, the MPS-group one all three.
+        with tempfile.TemporaryDirectory() as out:
+            base = self.make(out, {"concord": (0.010, 30.0, "alone-mps"), "timeslice": (0.020, 20.0, "alone")})
+            for entry in ("alone", "timeslice"):
+                shutil.rmtree(os.path.join(base, "round3", entry))
+            with open(os.path.join(base, "skipped.txt"), "w") as f:
+                f.write("round 3 alone\nround 3 be-alone\nround 3 timeslice\n")
+            rows = {r["scheme"]: r for r in summarize.rows_of(out, resamples=RESAMPLES)}
+            ts = rows["timeslice"]
+            self.assertNotIn("error", ts)
+            self.assertEqual((ts["rounds"], ts["rounds_planned"], ts["requests"]), (2, 3, 1400))
+            self.assertEqual(ts["left_out"], ["round 3: not run (the deadline)"])
+            alone = [x for k in (1, 2) for x in summarize.load_json(os.path.join(base, f"round{k}", "alone", "lc.json"))["phases"][0]["latency_s"]]
+            self.assertAlmostEqual(ts["alone_p99_ms"]["value"], 1e3 * stats.percentile(alone, 99), msg="the alone of rounds 1-2 only")
+            self.assertEqual(len(ts["p99_over_alone_rounds"]), 2)
+            self.assertEqual(rows["concord"]["rounds"], 3)
+            text = summarize.tables(list(rows.values()), summarize.verdicts(list(rows.values())))
+            self.assertIn("| timeslice | 2 of 3 | 1400 |", text)
+            self.assertIn("Rounds left out: timeslice (round 3: not run (the deadline)).", text)
+            self.assertIn("| bert-32-graph__bert-16 | 0.3 | concord | timeslice |", text, "judged on the rounds they share")
+
+    def test_the_alone_missing_from_a_round_the_scheme_ran_in(self):
+        # The MPS group's alone cut in round 3 while the scheme's job ran (its folder kept): the
+        # scheme's round 3 has no reference and is left out; a round cut whole is counted too.
+        with tempfile.TemporaryDirectory() as out:
+            base = self.make(out, {"concord": (0.010, 30.0, "alone-mps")})
+            shutil.rmtree(os.path.join(base, "round3", "alone-mps"))
+            with open(os.path.join(base, "skipped.txt"), "w") as f:
+                f.write("round 3 alone-mps\nround 4 alone-mps\nround 4 concord\n")
+            row = next(r for r in summarize.rows_of(out, resamples=RESAMPLES) if r["scheme"] == "concord")
+            self.assertEqual((row["rounds"], row["rounds_planned"]), (2, 4))
+            self.assertEqual(row["left_out"], ["round 3: its alone (alone-mps) not run (the deadline)",
+                                               "round 4: not run (the deadline)"])
 
     def test_an_llm_service_is_judged_on_its_per_token_tail(self):
         with tempfile.TemporaryDirectory() as out:
