@@ -489,7 +489,9 @@ def library_tables(out):
         s = load_json(os.path.join(d, "be_intercept.json"))
         if not s or not s.get("leased"):
             continue
-        touched.append((combo, scheme, s["leased"], {k: s.get(k, 0) / s["leased"] for k, _ in MECHANISMS}))
+        where = os.path.basename(os.path.dirname(d))
+        label = f"{scheme}, round {where[5:]}" if re.match(r"round\d+$", where) else scheme
+        touched.append((combo, label, s["leased"], {k: s.get(k, 0) / s["leased"] for k, _ in MECHANISMS}))
     return alone, touched
 
 
@@ -519,7 +521,11 @@ def main():
         sys.exit(f"summarize.py: {', '.join(a.out)}: no runs found")
     vs = verdicts(rows, a.default)
     text = tables(rows, vs)
-    alone, mech = library_tables(a.out[0])
+    alone, mech = [], []
+    for out in a.out:
+        more_alone, more_mech = library_tables(out)
+        alone += more_alone
+        mech += more_mech
     if alone:
         text += "\n## The BE alone under the library, caps armed (no LC), over the BE alone under plain MPS\n\n"
         text += "| combo | scheme | BE it/s | under MPS | ratio |\n|---|---|---:|---:|---:|\n"
@@ -528,9 +534,9 @@ def main():
         text += "\n## Which share of the BE's launches each mechanism touched (the library's counters, whole run)\n\n"
         text += "| combo | scheme | BE launches | " + " | ".join(label for _, label in MECHANISMS) + " |\n"
         text += "|---|---|---:|" + "---:|" * len(MECHANISMS) + "\n"
-        text += "".join(f"| {c} | {s} | {n} | " + " | ".join(f"{100 * share[k]:.1f}%" for k, _ in MECHANISMS) + " |\n"
+        text += "".join(f"| {c} | {s} | {n} | " + " | ".join(f"{100 * share[k]:.2f}%" for k, _ in MECHANISMS) + " |\n"
                         for c, s, n, share in mech)
-    profiled = profiled_shares(a.out[0])
+    profiled = [found for out in a.out for found in profiled_shares(out)]
     if profiled:
         text += ("\n## Which share of the BE's launches and GPU time each room mechanism applied to (profiled windows, "
                  "run.py --shares-under)\n\n" + shares.table(profiled) + "\n")
