@@ -135,8 +135,10 @@ class Policy {
   // Whether a tenant's next launch gets the decision its previous one got while no
   // latency-critical work intervenes. The node daemon then releases such a launch at once (a
   // follow-on release, docs/daemon.md) instead of waiting for its predecessor's end to reach the
-  // engine. Default true; a policy that orders launches across tenants (serial) says false.
-  virtual bool repeats_decisions() const { return true; }
+  // engine. Default false: a follow-on release undoes a policy that decides launch by launch
+  // (round-robin's turns, random's draws, a paper policy's per-kernel choice); a policy whose
+  // decisions stand until the LC's work changes them says true.
+  virtual bool repeats_decisions() const { return false; }
   // Whether the policy can run a workload of `shape` on `device`, asked before anything runs:
   // `concord run` refuses up front with the reason, `concord validate` names the policies that
   // would refuse. Default: every workload.

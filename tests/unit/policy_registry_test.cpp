@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "concord/policy.h"
 #include "concord/suggest.h"
 #include "policy/static_partition/static_partition_policy.h"
@@ -31,6 +33,21 @@ TEST(PolicyRegistry, BuiltinsAreAllThere) {
     ASSERT_TRUE(p.is_ok()) << n << ": " << p.status().to_string();
     EXPECT_EQ((*p)->name(), n);
   }
+}
+
+// Under concordd a policy that repeats its decisions gets follow-on releases (a launch released
+// ahead of its predecessor's end); one that decides launch by launch must not, or the releases
+// undo its decisions. Only the policies whose decisions stand until LC work changes them say so.
+TEST(PolicyRegistry, OnlyPoliciesWhoseDecisionsStandSayTheyRepeatThem) {
+  const std::set<std::string> repeating = {"streams", "priority-streams", "orion", "sgdrc", "concord", "static-partition", "manual"};
+  size_t checked = 0;
+  for (const auto& e : builtin_policies().list()) {
+    auto p = builtin_policies().make(e.name, {});
+    if (!p.is_ok()) continue;  // needs parameters (manual's placements)
+    ++checked;
+    EXPECT_EQ((*p)->repeats_decisions(), repeating.count(e.name) == 1) << e.name;
+  }
+  EXPECT_GE(checked, 20u);
 }
 
 TEST(PolicyRegistry, BadParametersAreRejected) {

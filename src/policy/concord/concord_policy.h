@@ -70,6 +70,8 @@ class ConcordPolicy final : public Policy {
  public:
   explicit ConcordPolicy(ConcordOptions options) : o_(options) {}
   std::string name() const override { return "concord"; }
+  // A BE launch gets its tenant's standing admission until an LC request changes it.
+  bool repeats_decisions() const override { return true; }
   Status on_start(SchedContext& ctx) override;
   Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
   Status on_complete(SchedContext& ctx, const Completion& completion) override;

@@ -27,6 +27,8 @@ class ManualPolicy final : public Policy {
                std::pair<int, int> ratio)
       : placements_(std::move(placements)), form_(form), fuse_(fuse), ratio_(ratio) {}
   std::string name() const override { return "manual"; }
+  // Each tenant's launches get the placement the run names for it.
+  bool repeats_decisions() const override { return true; }
   Status on_start(SchedContext& ctx) override;
 
  protected:

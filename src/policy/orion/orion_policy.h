@@ -27,6 +27,8 @@ class OrionPolicy final : public Policy {
  public:
   explicit OrionPolicy(OrionOptions options) : options_(options) {}
   std::string name() const override { return "orion"; }
+  // A BE launch goes out while no LC work is in flight, whatever came before it.
+  bool repeats_decisions() const override { return true; }
   Status on_start(SchedContext& ctx) override;
   Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
 

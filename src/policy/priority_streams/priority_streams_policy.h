@@ -13,6 +13,8 @@ class PriorityStreamsPolicy final : public Policy {
  public:
   explicit PriorityStreamsPolicy(bool ahead = false) : ahead_(ahead) {}
   std::string name() const override { return "priority-streams"; }
+  // Every launch at once, at its class's stream priority: the next gets what the last got.
+  bool repeats_decisions() const override { return true; }
 
  protected:
   Status schedule(SchedContext& ctx) override;

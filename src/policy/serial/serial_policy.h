@@ -8,8 +8,6 @@ namespace concord::policy {
 class SerialPolicy final : public Policy {
  public:
   std::string name() const override { return "serial"; }
-  // One launch at a time across tenants: the next launch waits for the GPU, whatever the last got.
-  bool repeats_decisions() const override { return false; }
 
  protected:
   Status schedule(SchedContext& ctx) override;

@@ -9,8 +9,6 @@ namespace {
 class ShortestFirst final : public Policy {
  public:
   std::string name() const override { return "shortest-first"; }
-  // One launch at a time across tenants, like serial.
-  bool repeats_decisions() const override { return false; }
 
  protected:
   // Every hook the policy does not override (on_ready, on_complete, on_tick) runs schedule().

@@ -13,6 +13,8 @@ class StaticPartitionPolicy final : public Policy {
  public:
   explicit StaticPartitionPolicy(std::vector<double> weights) : weights_(std::move(weights)) {}
   std::string name() const override { return "static-partition"; }
+  // A tenant's launches always go to its fixed share of the SMs.
+  bool repeats_decisions() const override { return true; }
   Status on_start(SchedContext& ctx) override;
   Status on_tenant_joined(SchedContext& ctx, TenantId tenant) override;
   // The share of tenant `t` (valid after on_start).

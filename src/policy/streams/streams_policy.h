@@ -13,6 +13,8 @@ class StreamsPolicy final : public Policy {
  public:
   explicit StreamsPolicy(bool ahead = false) : ahead_(ahead) {}
   std::string name() const override { return "streams"; }
+  // Every launch goes out at once on the whole GPU: the next gets what the last got.
+  bool repeats_decisions() const override { return true; }
 
  protected:
   Status schedule(SchedContext& ctx) override;
