@@ -1,6 +1,6 @@
 // The library's exported symbols: dlsym, cuGetProcAddress (both ABIs), every intercepted driver
 // entry point under its exported name, and the client API of include/concord/intercept.h.
-// Everything else in the library is hidden (exports.map).
+// Everything else in the library is hidden (the export list the build writes from entry_points.def).
 //
 // How a process reaches a wrapper:
 //   - a call it links directly against libcuda (cuLaunchKernel, ...) binds to the export here,
@@ -530,41 +530,11 @@ void* as_pointer(Fn fn) {
   return reinterpret_cast<void*>(fn);
 }
 
+// Each entry point's wrapper (this file's function of its exported name), in Entry's order.
 const std::array<void*, static_cast<size_t>(Entry::count)> kWrappers = {
-    as_pointer(&::cuLaunchKernel),
-    as_pointer(&::cuLaunchKernel_ptsz),
-    as_pointer(&::cuLaunchKernelEx),
-    as_pointer(&::cuLaunchKernelEx_ptsz),
-    as_pointer(&::cuLaunchCooperativeKernel),
-    as_pointer(&::cuLaunchCooperativeKernel_ptsz),
-    as_pointer(&::cuGraphLaunch),
-    as_pointer(&::cuGraphLaunch_ptsz),
-    as_pointer(&::cuStreamCreate),
-    as_pointer(&::cuStreamCreateWithPriority),
-    as_pointer(&::cuStreamDestroy),
-    as_pointer(&::cuStreamDestroy_v2),
-    as_pointer(&::cuStreamSynchronize),
-    as_pointer(&::cuStreamSynchronize_ptsz),
-    as_pointer(&::cuCtxSynchronize),
-    as_pointer(&::cuCtxSynchronize_v2),
-    as_pointer(&::cuStreamBeginCapture),
-    as_pointer(&::cuStreamBeginCapture_ptsz),
-    as_pointer(&::cuStreamBeginCapture_v2),
-    as_pointer(&::cuStreamBeginCapture_v2_ptsz),
-    as_pointer(&::cuStreamBeginCaptureToGraph),
-    as_pointer(&::cuStreamBeginCaptureToGraph_ptsz),
-    as_pointer(&::cuStreamEndCapture),
-    as_pointer(&::cuStreamEndCapture_ptsz),
-    as_pointer(&::cuMemAlloc_v2),
-    as_pointer(&::cuMemFree_v2),
-    as_pointer(&::cuMemAllocAsync),
-    as_pointer(&::cuMemAllocAsync_ptsz),
-    as_pointer(&::cuMemFreeAsync),
-    as_pointer(&::cuMemFreeAsync_ptsz),
-    as_pointer(&::cuGetProcAddress),
-    as_pointer(&::cuGetProcAddress_v2),
-    as_pointer(&::cuMemAllocFromPoolAsync),
-    as_pointer(&::cuMemAllocFromPoolAsync_ptsz),
+#define CONCORD_ENTRY_POINT(name, base, version, per_thread) as_pointer(&::cu##name),
+#include "intercept/entry_points.def"
+#undef CONCORD_ENTRY_POINT
 };
 
 }  // namespace

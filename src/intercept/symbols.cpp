@@ -6,42 +6,11 @@
 namespace concord::intercept {
 namespace {
 
-// Versions are those of cudaTypedefs.h's PFN_<name>_v<version> typedefs (CUDA 13.0).
+// The table of entry_points.def, in its order (Entry's).
 constexpr std::array<EntryPoint, static_cast<size_t>(Entry::count)> kEntryPoints = {{
-    {"cuLaunchKernel", "cuLaunchKernel", 4000, false},
-    {"cuLaunchKernel_ptsz", "cuLaunchKernel", 7000, true},
-    {"cuLaunchKernelEx", "cuLaunchKernelEx", 11060, false},
-    {"cuLaunchKernelEx_ptsz", "cuLaunchKernelEx", 11060, true},
-    {"cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", 9000, false},
-    {"cuLaunchCooperativeKernel_ptsz", "cuLaunchCooperativeKernel", 9000, true},
-    {"cuGraphLaunch", "cuGraphLaunch", 10000, false},
-    {"cuGraphLaunch_ptsz", "cuGraphLaunch", 10000, true},
-    {"cuStreamCreate", "cuStreamCreate", 2000, false},
-    {"cuStreamCreateWithPriority", "cuStreamCreateWithPriority", 5050, false},
-    {"cuStreamDestroy", "cuStreamDestroy", 2000, false},
-    {"cuStreamDestroy_v2", "cuStreamDestroy", 4000, false},
-    {"cuStreamSynchronize", "cuStreamSynchronize", 2000, false},
-    {"cuStreamSynchronize_ptsz", "cuStreamSynchronize", 7000, true},
-    {"cuCtxSynchronize", "cuCtxSynchronize", 2000, false},
-    {"cuCtxSynchronize_v2", "cuCtxSynchronize", 13000, false},
-    {"cuStreamBeginCapture", "cuStreamBeginCapture", 10000, false},
-    {"cuStreamBeginCapture_ptsz", "cuStreamBeginCapture", 10000, true},
-    {"cuStreamBeginCapture_v2", "cuStreamBeginCapture", 10010, false},
-    {"cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture", 10010, true},
-    {"cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph", 12030, false},
-    {"cuStreamBeginCaptureToGraph_ptsz", "cuStreamBeginCaptureToGraph", 12030, true},
-    {"cuStreamEndCapture", "cuStreamEndCapture", 10000, false},
-    {"cuStreamEndCapture_ptsz", "cuStreamEndCapture", 10000, true},
-    {"cuMemAlloc_v2", "cuMemAlloc", 3020, false},
-    {"cuMemFree_v2", "cuMemFree", 3020, false},
-    {"cuMemAllocAsync", "cuMemAllocAsync", 11020, false},
-    {"cuMemAllocAsync_ptsz", "cuMemAllocAsync", 11020, true},
-    {"cuMemFreeAsync", "cuMemFreeAsync", 11020, false},
-    {"cuMemFreeAsync_ptsz", "cuMemFreeAsync", 11020, true},
-    {"cuGetProcAddress", "cuGetProcAddress", 11030, false},
-    {"cuGetProcAddress_v2", "cuGetProcAddress", 12000, false},
-    {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, false},
-    {"cuMemAllocFromPoolAsync_ptsz", "cuMemAllocFromPoolAsync", 11020, true},
+#define CONCORD_ENTRY_POINT(name, base, version, per_thread) {"cu" #name, #base, version, per_thread},
+#include "intercept/entry_points.def"
+#undef CONCORD_ENTRY_POINT
 }};
 
 }  // namespace

@@ -19,40 +19,9 @@ struct EntryPoint {
 
 // Indices into entry_points(), in its order (each the exported name without its "cu").
 enum class Entry : int {
-  LaunchKernel,
-  LaunchKernel_ptsz,
-  LaunchKernelEx,
-  LaunchKernelEx_ptsz,
-  LaunchCooperativeKernel,
-  LaunchCooperativeKernel_ptsz,
-  GraphLaunch,
-  GraphLaunch_ptsz,
-  StreamCreate,
-  StreamCreateWithPriority,
-  StreamDestroy,
-  StreamDestroy_v2,
-  StreamSynchronize,
-  StreamSynchronize_ptsz,
-  CtxSynchronize,
-  CtxSynchronize_v2,
-  StreamBeginCapture,
-  StreamBeginCapture_ptsz,
-  StreamBeginCapture_v2,
-  StreamBeginCapture_v2_ptsz,
-  StreamBeginCaptureToGraph,
-  StreamBeginCaptureToGraph_ptsz,
-  StreamEndCapture,
-  StreamEndCapture_ptsz,
-  MemAlloc_v2,
-  MemFree_v2,
-  MemAllocAsync,
-  MemAllocAsync_ptsz,
-  MemFreeAsync,
-  MemFreeAsync_ptsz,
-  GetProcAddress,
-  GetProcAddress_v2,
-  MemAllocFromPoolAsync,
-  MemAllocFromPoolAsync_ptsz,
+#define CONCORD_ENTRY_POINT(name, base, version, per_thread) name,
+#include "intercept/entry_points.def"
+#undef CONCORD_ENTRY_POINT
   count
 };
 
