@@ -182,9 +182,14 @@ bool Interceptor::capturing(CUstream app) const {
 }
 
 FunctionInfo Interceptor::function_info(const void* function, bool graph) {
+  // The launch path's lookup: this thread's copy, no lock.
+  if (const std::optional<FunctionInfo> mine = function_cache_.find(function)) return *mine;
   {
     std::lock_guard<std::mutex> lock(functions_mu_);
-    if (auto it = functions_.find(function); it != functions_.end()) return it->second;
+    if (auto it = functions_.find(function); it != functions_.end()) {
+      function_cache_.keep(function, it->second);
+      return it->second;
+    }
   }
   FunctionInfo info;
   const char* name = nullptr;
@@ -201,12 +206,15 @@ FunctionInfo Interceptor::function_info(const void* function, bool graph) {
   }
   info.id = name ? kernel_id_of(name) : handle_id_of(reinterpret_cast<uint64_t>(function));
   std::lock_guard<std::mutex> lock(functions_mu_);
-  return functions_.emplace(function, info).first->second;
+  const FunctionInfo& kept = functions_.emplace(function, info).first->second;
+  function_cache_.keep(function, kept);
+  return kept;
 }
 
 void Interceptor::mark_green_failed(const void* function) {
   std::lock_guard<std::mutex> lock(functions_mu_);
   functions_[function].green_ok = false;
+  function_cache_.invalidate();
 }
 
 std::optional<int> Interceptor::new_stream_priority(std::optional<int> asked) {

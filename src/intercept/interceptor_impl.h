@@ -31,6 +31,7 @@
 #include "intercept/kernel_id.h"
 #include "intercept/launch_route.h"
 #include "intercept/real_driver.h"
+#include "intercept/thread_cache.h"
 #include "ipc/tenant_client.h"
 
 namespace concord::intercept::impl {
@@ -139,6 +140,7 @@ class Interceptor {
 
   std::mutex functions_mu_;
   std::unordered_map<const void*, FunctionInfo> functions_;
+  ThreadCache<const void*, FunctionInfo, struct FunctionCacheTag> function_cache_;  // functions_, per thread
 
   std::unique_ptr<StreamPlacer> placer_;  // made with the completion thread
 

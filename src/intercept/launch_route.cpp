@@ -6,14 +6,20 @@
 namespace concord::intercept {
 
 Result<int> StreamPlacer::app_priority(CUstream app, uint64_t key) {
+  // The launch path's lookup: this thread's copy, no lock.
+  if (const std::optional<int> mine = priority_cache_.find(key)) return *mine;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (const auto it = app_priorities_.find(key); it != app_priorities_.end()) return it->second;
+    if (const auto it = app_priorities_.find(key); it != app_priorities_.end()) {
+      priority_cache_.keep(key, it->second);
+      return it->second;
+    }
   }
   int priority = 0;
   CONCORD_INTERCEPT_CU(driver_.stream_get_priority(app, &priority));
   std::lock_guard<std::mutex> lock(mu_);
   app_priorities_[key] = priority;
+  priority_cache_.keep(key, priority);
   return priority;
 }
 
@@ -109,6 +115,7 @@ void StreamPlacer::forget(uint64_t key) {
     it = it->first.first == key ? streams_.erase(it) : std::next(it);
   }
   app_priorities_.erase(key);
+  priority_cache_.invalidate();
 }
 
 }  // namespace concord::intercept

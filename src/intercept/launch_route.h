@@ -19,6 +19,7 @@
 #include "intercept/cu_handles.h"
 #include "intercept/interceptor.h"
 #include "intercept/real_driver.h"
+#include "intercept/thread_cache.h"
 
 namespace concord::intercept {
 
@@ -64,6 +65,7 @@ class StreamPlacer {
   std::mutex mu_;
   std::map<std::pair<uint64_t, CUcontext>, StreamState> streams_;
   std::unordered_map<uint64_t, int> app_priorities_;  // by stream key
+  ThreadCache<uint64_t, int, struct PriorityCacheTag> priority_cache_;  // app_priorities_, per thread
   std::mutex handoff_mu_;
   std::vector<std::unique_ptr<HandoffEvents>> handoffs_;  // every thread's, owned here
 };
