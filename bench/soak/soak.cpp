@@ -54,7 +54,7 @@ struct Counts {
 // waits while its gate is closed; then it launches, notices, and reports the end.
 bool launch(ipc::TenantClient& c, bool lc, std::mt19937_64& rng) {
   ipc::LeaseTerms terms = c.lease();
-  if (terms.gate == ipc::Gate::per_launch) {
+  if (terms.gate == LeaseGate::per_launch) {
     Result<uint64_t> seq = c.notice(ipc::LaunchNotice{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false, 0});
     if (!seq.is_ok() || *seq == 0) return false;
     if (!c.wait_release(*seq).is_ok()) return false;

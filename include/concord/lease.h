@@ -5,7 +5,7 @@
 // launch. The daemon publishes each lease in a shared-memory page of the tenant's; the tenant's
 // library enforces it locally with atomics: a launch under an open lease goes to the GPU at once,
 // with no syscall and no wait on the daemon. An LC tenant raises its own "work in flight" flag on
-// a node-wide page as its first launch goes out and lowers it when its completions drain, so a BE
+// its GPU's board as its first launch goes out and lowers it when its completions drain, so a BE
 // lease that yields to it closes within microseconds, without the daemon in the loop.
 //
 // The in-process engine (`concord run`, the simulator) keeps per-launch decisions (policy.h); a
@@ -23,46 +23,12 @@
 
 #include "concord/device.h"
 #include "concord/ids.h"
+#include "concord/lease_terms.h"
 #include "concord/policy.h"
 #include "concord/status.h"
 #include "concord/tenant_source.h"
 
 namespace concord {
-
-enum class LeaseGate : uint8_t {
-  open,        // launch at once, within the caps below
-  closed,      // every launch waits until the lease opens
-  per_launch,  // every launch waits for its own decision (a policy without a lease form; BE only)
-};
-const char* to_string(LeaseGate gate);
-
-// What a lease does while an LC tenant it yields to has work in flight.
-enum class LcYield : uint8_t {
-  run,    // nothing: launch as if no LC work were in flight
-  close,  // wait until that work drains (Orion's gate)
-  cap,    // launch only while fewer than `lc_max_in_flight` of the tenant's launches are in flight
-};
-const char* to_string(LcYield yield);
-
-struct Lease {
-  LeaseGate gate = LeaseGate::open;
-  int priority = 0;  // stream priority: 0 the device's least, 1 its greatest
-  // Launches released and not known to have ended, at most (0: no limit).
-  int max_in_flight = 0;
-  // LC tenants (daemon tenant ids) whose work in flight applies `on_lc`.
-  std::vector<uint64_t> yield_to;
-  LcYield on_lc = LcYield::run;
-  int lc_max_in_flight = 0;  // with on_lc == cap: >= 1
-  // Room, with on_lc run or cap: while that LC work is in flight, each kernel launch goes out
-  // confined to at most `lc_sms` SMs (a green context of that many SMs in the tenant's process;
-  // 0: the whole GPU) and at most `lc_blocks_per_sm` of its blocks resident per SM (dynamic shared
-  // memory padded up to that; 0: no cap). Graphs and cooperative launches are never confined.
-  int lc_sms = 0;
-  int lc_blocks_per_sm = 0;
-  // An LC tenant raises its work-in-flight flag (which the leases of others may yield to).
-  bool signal_lc = false;
-  bool operator==(const Lease&) const = default;
-};
 
 // A tenant as a lease policy sees it: what it declared, and what the daemon measured.
 struct LeaseTenant {

@@ -173,7 +173,7 @@ ipc::LeaseTerms Daemon::Impl::initial_terms(const Lane& lane, const ipc::Registe
   if (!lane.lease_policy) {
     // Per-launch decisions are for BE tenants only: an LC tenant launches at once, at high priority.
     ipc::LeaseTerms t;
-    t.gate = lc ? ipc::Gate::open : ipc::Gate::per_launch;
+    t.gate = lc ? LeaseGate::open : LeaseGate::per_launch;
     t.priority = lc ? ipc::Priority::high : ipc::Priority::normal;
     return t;
   }
@@ -355,7 +355,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
       lane->policy = std::move(*policy);
     }
     // Each GPU its own board: LC flags on one GPU never close the gates of another's BE tenants.
-    Result<ipc::NodeBoard> board = ipc::NodeBoard::create(fmt::format("{}.{}.board.{}", prefix, pid, devices[i].label));
+    Result<ipc::LcBoard> board = ipc::LcBoard::create(fmt::format("{}.{}.board.{}", prefix, pid, devices[i].label));
     if (!board.is_ok()) return board.status();
     d.shared.devices.emplace_back().board = std::move(*board);
     d.lanes.push_back(std::move(lane));

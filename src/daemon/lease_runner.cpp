@@ -32,11 +32,7 @@ bool is_lc(const TenantConn& conn) { return conn.record.info.cls == TenantClass:
 
 Result<ipc::LeaseTerms> lease_terms(const Lease& lease, uint32_t own_slot, const std::function<uint32_t(uint64_t)>& slot_of) {
   ipc::LeaseTerms t;
-  switch (lease.gate) {
-    case LeaseGate::open: t.gate = ipc::Gate::open; break;
-    case LeaseGate::closed: t.gate = ipc::Gate::closed; break;
-    case LeaseGate::per_launch: t.gate = ipc::Gate::per_launch; break;
-  }
+  t.gate = lease.gate;
   t.priority = lease.priority > 0 ? ipc::Priority::high : ipc::Priority::normal;
   if (lease.max_in_flight < 0) return Status::invalid_argument(fmt::format("lease: max_in_flight {} is negative", lease.max_in_flight));
   t.max_in_flight = static_cast<uint32_t>(lease.max_in_flight);
@@ -44,18 +40,14 @@ Result<ipc::LeaseTerms> lease_terms(const Lease& lease, uint32_t own_slot, const
     const uint32_t slot = slot_of(id);
     if (slot < ipc::kLcSlots) t.yield_mask |= uint64_t{1} << slot;
   }
-  switch (lease.on_lc) {
-    case LcYield::run: t.on_lc = ipc::OnLc::run; break;
-    case LcYield::close: t.on_lc = ipc::OnLc::close; break;
-    case LcYield::cap: t.on_lc = ipc::OnLc::cap; break;
+  t.on_lc = lease.on_lc;
+  if (lease.be_in_flight_cap < 0) return Status::invalid_argument(fmt::format("lease: be_in_flight_cap {} is negative", lease.be_in_flight_cap));
+  t.be_in_flight_cap = static_cast<uint32_t>(lease.be_in_flight_cap);
+  if (lease.be_sm_cap < 0 || lease.be_blocks_per_sm_cap < 0) {
+    return Status::invalid_argument(fmt::format("lease: be_sm_cap {} or be_blocks_per_sm_cap {} is negative", lease.be_sm_cap, lease.be_blocks_per_sm_cap));
   }
-  if (lease.lc_max_in_flight < 0) return Status::invalid_argument(fmt::format("lease: lc_max_in_flight {} is negative", lease.lc_max_in_flight));
-  t.lc_max_in_flight = static_cast<uint32_t>(lease.lc_max_in_flight);
-  if (lease.lc_sms < 0 || lease.lc_blocks_per_sm < 0) {
-    return Status::invalid_argument(fmt::format("lease: lc_sms {} or lc_blocks_per_sm {} is negative", lease.lc_sms, lease.lc_blocks_per_sm));
-  }
-  t.lc_sms = static_cast<uint32_t>(lease.lc_sms);
-  t.lc_blocks_per_sm = static_cast<uint32_t>(lease.lc_blocks_per_sm);
+  t.be_sm_cap = static_cast<uint32_t>(lease.be_sm_cap);
+  t.be_blocks_per_sm_cap = static_cast<uint32_t>(lease.be_blocks_per_sm_cap);
   t.lc_slot = lease.signal_lc ? own_slot : ipc::kNoLcSlot;
   CONCORD_RETURN_IF_ERROR(ipc::check_terms(t));
   return t;

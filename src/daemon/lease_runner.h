@@ -1,7 +1,7 @@
 // LeaseRunner: the daemon's engine thread under a policy with a lease form (include/concord/lease.h).
 // It takes registrations and the tenants' rings (TenantHub), keeps each tenant's books (launches,
 // completions, LC requests and their latency, the LC bursts behind the GPU-bound share), watches
-// the node board's LC flags, and asks the policy for leases when a tenant joins or leaves, when an
+// its GPU's board's LC flags, and asks the policy for leases when a tenant joins or leaves, when an
 // LC flag goes up or down, and every policy period; a lease that changed is written to the
 // tenant's page and the board's waiters are woken. No launch waits for it: the tenants' libraries
 // enforce the leases themselves.

@@ -183,7 +183,7 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
     family(out, c.name, c.type, c.help);
     for (const TenantSnapshot& t : s.tenants) out += fmt::format("{}{{{}}} {}\n", c.name, labels(t), c.get(t));
   }
-  family(out, "concord_tenant_lc_in_flight", "gauge", "An LC tenant's work-in-flight flag on the node board (1: up).");
+  family(out, "concord_tenant_lc_in_flight", "gauge", "An LC tenant's work-in-flight flag on its GPU's board (1: up).");
   for (const TenantSnapshot& t : s.tenants) {
     if (t.cls == TenantClass::latency_critical) out += fmt::format("concord_tenant_lc_in_flight{{{}}} {}\n", labels(t), t.lc_in_flight ? 1 : 0);
   }

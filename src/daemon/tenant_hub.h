@@ -44,7 +44,7 @@ struct MadeTenant {
 // board's slots.
 struct DeviceBooks {
   std::map<uint64_t, MadeTenant> made;  // registrations the lane's engine thread has not taken yet
-  ipc::NodeBoard board;                 // the GPU's board (the daemon's end)
+  ipc::LcBoard board;                 // the GPU's board (the daemon's end)
   uint64_t slots_used = 0;              // board slots held by tenants, registered or not yet removed
   // A free slot, taken (kNoLcSlot when all kLcSlots are held).
   uint32_t take_slot();
@@ -98,7 +98,7 @@ struct TenantConn {
   ipc::TenantRecord record;
   ipc::TenantChannel channel;
   ipc::LeasePage lease;
-  uint32_t lc_slot = ipc::kNoLcSlot;  // its flag's slot on the node board
+  uint32_t lc_slot = ipc::kNoLcSlot;  // its flag's slot on its GPU's board
   bool unlinked = false;  // ring names removed once the tenant attached
   ipc::LaunchLedger ledger{ipc::kMaxOutstandingLaunches};
   ConnState state = ConnState::live;

@@ -4,7 +4,7 @@
 // failure makes it pass every call through for the process's life, with one line on stderr.
 // While connected, a launch follows the tenant's lease (include/concord/lease.h), read from shared
 // memory with no call to the daemon:
-//   - an LC tenant launches at once and raises its work-in-flight flag on the node board (lowered
+//   - an LC tenant launches at once and raises its work-in-flight flag on its GPU's board (lowered
 //     when its launches have ended outside a request);
 //   - a BE tenant waits while its gate is closed (or closed while an LC flag it yields to is up),
 //     and while its launches in flight are at the lease's cap; then launches at once;

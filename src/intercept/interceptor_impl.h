@@ -147,7 +147,7 @@ class Interceptor {
   // What was launched and what is known to have ended (made with the completion thread).
   std::unique_ptr<CompletionBook> book_;
 
-  // An LC tenant's flag on the node board: up from its first launch (or request mark) until its
+  // An LC tenant's flag on its GPU's board: up from its first launch (or request mark) until its
   // launches have ended outside a request.
   std::atomic<bool> flag_up_{false};
   std::atomic<uint32_t> flag_slot_{ipc::kNoLcSlot};

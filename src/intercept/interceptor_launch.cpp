@@ -53,7 +53,7 @@ CUresult Interceptor::launch(const LaunchCall& call) {
   const uint64_t key = stream_key(app);
   const FunctionInfo info = function_info(call.function, call.graph);
   const ipc::LeaseTerms terms = client_->lease();
-  if (terms.gate == ipc::Gate::per_launch) return launch_per_decision(call, app, key, info);
+  if (terms.gate == LeaseGate::per_launch) return launch_per_decision(call, app, key, info);
   return launch_leased(call, app, key, info, terms);
 }
 

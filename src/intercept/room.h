@@ -1,5 +1,5 @@
-// Room for a BE launch while LC work is in flight (include/concord/lease.h, Lease::lc_sms and
-// lc_blocks_per_sm), made in the tenant's own process for kernels the library cannot rewrite:
+// Room for a BE launch while LC work is in flight (include/concord/lease.h, Lease::be_sm_cap and
+// be_blocks_per_sm_cap), made in the tenant's own process for kernels the library cannot rewrite:
 //
 //   - an SM-count cap: a green context holding `sms` SMs (one group split off the device by
 //     count), whose streams the launch goes to with the event hand-offs of StreamPlacer::on_green.

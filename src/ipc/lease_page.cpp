@@ -23,11 +23,11 @@ struct LeaseLayout {
   std::atomic<uint32_t> priority;
   std::atomic<uint32_t> max_in_flight;
   std::atomic<uint32_t> on_lc;
-  std::atomic<uint32_t> lc_max_in_flight;
+  std::atomic<uint32_t> be_in_flight_cap;
   std::atomic<uint32_t> lc_slot;
   std::atomic<uint64_t> yield_mask;
-  std::atomic<uint32_t> lc_sms;
-  std::atomic<uint32_t> lc_blocks_per_sm;
+  std::atomic<uint32_t> be_sm_cap;
+  std::atomic<uint32_t> be_blocks_per_sm_cap;
 };
 
 struct BoardLayout {
@@ -46,7 +46,7 @@ namespace {
 
 constexpr uint32_t kLeaseMagic = 0x4553454c;  // "LESE"
 constexpr uint32_t kBoardMagic = 0x44524f42;  // "BORD"
-constexpr uint32_t kLayoutVersion = 2;  // 2: room terms (lc_sms, lc_blocks_per_sm)
+constexpr uint32_t kLayoutVersion = 2;  // 2: room terms (be_sm_cap, be_blocks_per_sm_cap)
 
 long futex(const void* addr, int op, uint32_t val, const timespec* timeout) {
   return ::syscall(SYS_futex, addr, op, val, timeout, nullptr, 0);
@@ -54,36 +54,18 @@ long futex(const void* addr, int op, uint32_t val, const timespec* timeout) {
 
 }  // namespace
 
-const char* to_string(Gate gate) {
-  switch (gate) {
-    case Gate::open: return "open";
-    case Gate::closed: return "closed";
-    case Gate::per_launch: return "per-launch";
-  }
-  return "unknown";
-}
-
-const char* to_string(OnLc on_lc) {
-  switch (on_lc) {
-    case OnLc::run: return "run";
-    case OnLc::close: return "close";
-    case OnLc::cap: return "cap";
-  }
-  return "unknown";
-}
-
 Status check_terms(const LeaseTerms& t) {
   auto bad = [](const char* field, const std::string& why) { return Status::invalid_argument(fmt::format("lease: field {}: {}", field, why)); };
   if (static_cast<uint8_t>(t.gate) > 2) return bad("gate", fmt::format("{} is not open, closed or per-launch", static_cast<int>(t.gate)));
   if (static_cast<uint8_t>(t.priority) > 1) return bad("priority", fmt::format("{} is not normal or high", static_cast<int>(t.priority)));
   if (static_cast<uint8_t>(t.on_lc) > 2) return bad("on_lc", fmt::format("{} is not run, close or cap", static_cast<int>(t.on_lc)));
-  if (t.on_lc == OnLc::cap && t.lc_max_in_flight == 0) return bad("lc_max_in_flight", "is 0 with on_lc cap (at least 1)");
-  if (t.lc_sms > kMaxRoomSms) return bad("lc_sms", fmt::format("{} is over {}", t.lc_sms, kMaxRoomSms));
-  if (t.lc_blocks_per_sm > kMaxRoomBlocksPerSm) {
-    return bad("lc_blocks_per_sm", fmt::format("{} is over {}", t.lc_blocks_per_sm, kMaxRoomBlocksPerSm));
+  if (t.on_lc == LcYield::cap && t.be_in_flight_cap == 0) return bad("be_in_flight_cap", "is 0 with on_lc cap (at least 1)");
+  if (t.be_sm_cap > kMaxRoomSms) return bad("be_sm_cap", fmt::format("{} is over {}", t.be_sm_cap, kMaxRoomSms));
+  if (t.be_blocks_per_sm_cap > kMaxRoomBlocksPerSm) {
+    return bad("be_blocks_per_sm_cap", fmt::format("{} is over {}", t.be_blocks_per_sm_cap, kMaxRoomBlocksPerSm));
   }
-  if (t.on_lc == OnLc::close && (t.lc_sms != 0 || t.lc_blocks_per_sm != 0)) {
-    return bad("lc_sms", "room terms with on_lc close (a closed gate launches nothing to confine)");
+  if (t.on_lc == LcYield::close && (t.be_sm_cap != 0 || t.be_blocks_per_sm_cap != 0)) {
+    return bad("be_sm_cap", "room terms with on_lc close (a closed gate launches nothing to confine)");
   }
   if (t.lc_slot != kNoLcSlot && t.lc_slot >= kLcSlots) return bad("lc_slot", fmt::format("{} is outside 0..{}", t.lc_slot, kLcSlots - 1));
   return Status::ok();
@@ -91,40 +73,40 @@ Status check_terms(const LeaseTerms& t) {
 
 Admission admission(const LeaseTerms& terms, uint64_t lc_active) {
   Admission a;
-  if (terms.gate != Gate::open) {
+  if (terms.gate != LeaseGate::open) {
     a.open = false;
     return a;
   }
   a.cap = terms.max_in_flight;
   a.lc_yield = (lc_active & terms.yield_mask) != 0;
   if (!a.lc_yield) return a;
-  if (terms.on_lc == OnLc::close) {
+  if (terms.on_lc == LcYield::close) {
     a.open = false;
     return a;
   }
-  a.sms = terms.lc_sms;
-  a.blocks_per_sm = terms.lc_blocks_per_sm;
-  if (terms.on_lc == OnLc::run) return a;
-  a.cap = a.cap == 0 ? terms.lc_max_in_flight : std::min(a.cap, terms.lc_max_in_flight);
+  a.sms = terms.be_sm_cap;
+  a.blocks_per_sm = terms.be_blocks_per_sm_cap;
+  if (terms.on_lc == LcYield::run) return a;
+  a.cap = a.cap == 0 ? terms.be_in_flight_cap : std::min(a.cap, terms.be_in_flight_cap);
   return a;
 }
 
 TenantLease lease_summary(const LeaseTerms& terms, uint64_t lc_active) {
   TenantLease s;
-  if (terms.gate == Gate::per_launch) {
+  if (terms.gate == LeaseGate::per_launch) {
     s.yield = LeaseYield::per_launch;
     return s;
   }
   if (terms.yield_mask == 0) return s;
   s.yielding = (lc_active & terms.yield_mask) != 0;
   switch (terms.on_lc) {
-    case OnLc::run: s.yield = terms.lc_sms != 0 || terms.lc_blocks_per_sm != 0 ? LeaseYield::room : LeaseYield::none; break;
-    case OnLc::close: s.yield = LeaseYield::close; break;
-    case OnLc::cap: s.yield = LeaseYield::cap; break;
+    case LcYield::run: s.yield = terms.be_sm_cap != 0 || terms.be_blocks_per_sm_cap != 0 ? LeaseYield::room : LeaseYield::none; break;
+    case LcYield::close: s.yield = LeaseYield::close; break;
+    case LcYield::cap: s.yield = LeaseYield::cap; break;
   }
-  if (s.yield == LeaseYield::cap) s.in_flight_cap = terms.lc_max_in_flight;
-  s.room_sms = terms.lc_sms;
-  s.room_blocks_per_sm = terms.lc_blocks_per_sm;
+  if (s.yield == LeaseYield::cap) s.in_flight_cap = terms.be_in_flight_cap;
+  s.room_sms = terms.be_sm_cap;
+  s.room_blocks_per_sm = terms.be_blocks_per_sm_cap;
   return s;
 }
 
@@ -153,11 +135,11 @@ Status LeasePage::publish(const LeaseTerms& t) {
   page_->priority.store(static_cast<uint32_t>(t.priority), std::memory_order_relaxed);
   page_->max_in_flight.store(t.max_in_flight, std::memory_order_relaxed);
   page_->on_lc.store(static_cast<uint32_t>(t.on_lc), std::memory_order_relaxed);
-  page_->lc_max_in_flight.store(t.lc_max_in_flight, std::memory_order_relaxed);
+  page_->be_in_flight_cap.store(t.be_in_flight_cap, std::memory_order_relaxed);
   page_->lc_slot.store(t.lc_slot, std::memory_order_relaxed);
   page_->yield_mask.store(t.yield_mask, std::memory_order_relaxed);
-  page_->lc_sms.store(t.lc_sms, std::memory_order_relaxed);
-  page_->lc_blocks_per_sm.store(t.lc_blocks_per_sm, std::memory_order_relaxed);
+  page_->be_sm_cap.store(t.be_sm_cap, std::memory_order_relaxed);
+  page_->be_blocks_per_sm_cap.store(t.be_blocks_per_sm_cap, std::memory_order_relaxed);
   page_->seq.store(s + 2, std::memory_order_release);
   terms_ = t;
   return Status::ok();
@@ -196,28 +178,28 @@ Result<LeaseTerms> LeaseReader::read() const {
     priority = page_->priority.load(std::memory_order_relaxed);
     t.max_in_flight = page_->max_in_flight.load(std::memory_order_relaxed);
     on_lc = page_->on_lc.load(std::memory_order_relaxed);
-    t.lc_max_in_flight = page_->lc_max_in_flight.load(std::memory_order_relaxed);
+    t.be_in_flight_cap = page_->be_in_flight_cap.load(std::memory_order_relaxed);
     t.lc_slot = page_->lc_slot.load(std::memory_order_relaxed);
     t.yield_mask = page_->yield_mask.load(std::memory_order_relaxed);
-    t.lc_sms = page_->lc_sms.load(std::memory_order_relaxed);
-    t.lc_blocks_per_sm = page_->lc_blocks_per_sm.load(std::memory_order_relaxed);
+    t.be_sm_cap = page_->be_sm_cap.load(std::memory_order_relaxed);
+    t.be_blocks_per_sm_cap = page_->be_blocks_per_sm_cap.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (page_->seq.load(std::memory_order_relaxed) == s1) break;
   }
   if (gate > 2 || priority > 1 || on_lc > 2) {
     return Status::parse_error(fmt::format("lease page: gate {}, priority {}, on_lc {}: out of range", gate, priority, on_lc));
   }
-  t.gate = static_cast<Gate>(gate);
+  t.gate = static_cast<LeaseGate>(gate);
   t.priority = static_cast<Priority>(priority);
-  t.on_lc = static_cast<OnLc>(on_lc);
+  t.on_lc = static_cast<LcYield>(on_lc);
   CONCORD_RETURN_IF_ERROR(check_terms(t));
   return t;
 }
 
-Result<NodeBoard> NodeBoard::create(const std::string& label) {
+Result<LcBoard> LcBoard::create(const std::string& label) {
   Result<SharedMemory> m = SharedMemory::create_sealed(label, kBoardBytes);
   if (!m.is_ok()) return m.status();
-  NodeBoard b;
+  LcBoard b;
   b.memory_ = std::move(*m);
   b.board_ = new (b.memory_.data()) detail::BoardLayout{};
   b.board_->magic = kBoardMagic;
@@ -225,52 +207,52 @@ Result<NodeBoard> NodeBoard::create(const std::string& label) {
   return b;
 }
 
-Result<NodeBoard> NodeBoard::from_fd(int fd, const std::string& label, bool writable) {
+Result<LcBoard> LcBoard::from_fd(int fd, const std::string& label, bool writable) {
   Result<SharedMemory> m = writable ? SharedMemory::from_fd(fd, label) : SharedMemory::from_fd_read_only(fd, label);
   if (!m.is_ok()) return m.status();
   // Only the size is checked: an LC tenant may have scribbled over the header, which must not
   // keep others from attaching (nothing but the two words below is read).
   if (m->size() < kBoardBytes) return Status::failed_precondition(fmt::format("board {}: {} bytes, under {}", label, m->size(), kBoardBytes));
-  NodeBoard b;
+  LcBoard b;
   b.memory_ = std::move(*m);
   b.board_ = reinterpret_cast<detail::BoardLayout*>(b.memory_.data());
   return b;
 }
 
-uint64_t NodeBoard::lc_active() const { return board_->lc_active.load(std::memory_order_acquire); }
+uint64_t LcBoard::lc_active() const { return board_->lc_active.load(std::memory_order_acquire); }
 
-void NodeBoard::raise(uint32_t slot) {
+void LcBoard::raise(uint32_t slot) {
   if (slot >= kLcSlots) return;
   board_->lc_active.fetch_or(uint64_t{1} << slot, std::memory_order_acq_rel);
 }
 
-void NodeBoard::lower(uint32_t slot) {
+void LcBoard::lower(uint32_t slot) {
   if (slot >= kLcSlots) return;
   board_->lc_active.fetch_and(~(uint64_t{1} << slot), std::memory_order_acq_rel);
   wake_all();
 }
 
-bool NodeBoard::clear(uint64_t mask) {
+bool LcBoard::clear(uint64_t mask) {
   const uint64_t before = board_->lc_active.fetch_and(~mask, std::memory_order_acq_rel);
   if ((before & mask) == 0) return false;
   wake_all();
   return true;
 }
 
-void NodeBoard::wake_all() {
+void LcBoard::wake_all() {
   board_->wake.fetch_add(1, std::memory_order_acq_rel);
   (void)futex(&board_->wake, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void NodeBoard::wake_waiters() const { (void)futex(&board_->wake, FUTEX_WAKE, INT_MAX, nullptr); }
+void LcBoard::wake_waiters() const { (void)futex(&board_->wake, FUTEX_WAKE, INT_MAX, nullptr); }
 
-uint32_t NodeBoard::wake_word() const { return board_->wake.load(std::memory_order_acquire); }
+uint32_t LcBoard::wake_word() const { return board_->wake.load(std::memory_order_acquire); }
 
-void NodeBoard::wait(uint32_t seen, uint64_t timeout_ns) const {
+void LcBoard::wait(uint32_t seen, uint64_t timeout_ns) const {
   const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
   (void)futex(&board_->wake, FUTEX_WAIT, seen, &ts);
 }
 
-Result<int> NodeBoard::tenant_fd(bool writable) const { return writable ? memory_.duplicate() : memory_.reopen_read_only(); }
+Result<int> LcBoard::tenant_fd(bool writable) const { return writable ? memory_.duplicate() : memory_.reopen_read_only(); }
 
 }  // namespace concord::ipc

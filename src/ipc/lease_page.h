@@ -1,5 +1,5 @@
 // The shared memory of leases (include/concord/lease.h): a page per tenant that the daemon writes
-// and the tenant only reads, and one node-wide board on which LC tenants raise and lower their
+// and the tenant only reads, and one board per GPU on which LC tenants raise and lower their
 // work-in-flight flags.
 //
 // Both are sealed anonymous objects (memfd, as the rings), passed over the control socket with the
@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "concord/lease_terms.h"
 #include "concord/status.h"
 #include "ipc/protocol.h"
 #include "ipc/shared_memory.h"
@@ -32,22 +33,22 @@ inline constexpr size_t kBoardBytes = 4096;
 inline constexpr uint32_t kLcSlots = 64;
 inline constexpr uint32_t kNoLcSlot = 0xffffffffu;
 
-enum class Gate : uint8_t { open = 0, closed = 1, per_launch = 2 };
-enum class OnLc : uint8_t { run = 0, close = 1, cap = 2 };
-const char* to_string(Gate gate);
-const char* to_string(OnLc on_lc);
+// The page's terms are in the lease vocabulary (concord/lease_terms.h).
+using concord::LcYield;
+using concord::LeaseGate;
 
-// A lease as the page holds it (concord::Lease with the daemon's slots and handles filled in).
+// A lease as the page holds it: concord::Lease's terms under the same names, with the board slots
+// of the LC tenants it yields to (and its own) in place of their tenant ids.
 struct LeaseTerms {
-  Gate gate = Gate::open;
+  LeaseGate gate = LeaseGate::open;
   Priority priority = Priority::normal;
   uint32_t max_in_flight = 0;   // launches released and not known ended (0: no limit)
   uint64_t yield_mask = 0;      // board slots whose flag applies `on_lc`
-  OnLc on_lc = OnLc::run;
-  uint32_t lc_max_in_flight = 0;  // with on_lc == cap: >= 1
-  uint32_t lc_sms = 0;            // room while yielding (on_lc run or cap): SMs at most (0: all)
-  uint32_t lc_blocks_per_sm = 0;  // and resident blocks per SM at most (0: no cap)
-  uint32_t lc_slot = kNoLcSlot;   // an LC tenant's slot on the board (kNoLcSlot: raises no flag)
+  LcYield on_lc = LcYield::run;
+  uint32_t be_in_flight_cap = 0;      // with on_lc == cap: >= 1
+  uint32_t be_sm_cap = 0;             // room while yielding (on_lc run or cap): SMs at most (0: all)
+  uint32_t be_blocks_per_sm_cap = 0;  // and resident blocks per SM at most (0: no cap)
+  uint32_t lc_slot = kNoLcSlot;       // an LC tenant's slot on the board (kNoLcSlot: raises no flag)
   bool operator==(const LeaseTerms&) const = default;
 };
 // An error naming the field that is out of range (the page's reader and writer both check).
@@ -111,14 +112,14 @@ class LeaseReader {
   const detail::LeaseLayout* page_ = nullptr;
 };
 
-// The node-wide board of LC work in flight, either end.
-class NodeBoard {
+// One GPU's board of LC work in flight (its lane's; the daemon has one per GPU it manages), either end.
+class LcBoard {
  public:
   // The daemon's: a fresh board.
-  static Result<NodeBoard> create(const std::string& label);
+  static Result<LcBoard> create(const std::string& label);
   // A tenant's: the board the descriptor names (taking it); `writable` for an LC tenant.
-  static Result<NodeBoard> from_fd(int fd, const std::string& label, bool writable);
-  NodeBoard() = default;
+  static Result<LcBoard> from_fd(int fd, const std::string& label, bool writable);
+  LcBoard() = default;
   bool valid() const { return board_ != nullptr; }
 
   uint64_t lc_active() const;

@@ -29,7 +29,7 @@
 namespace concord::ipc {
 
 inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
-// 3: leases (the registration's reply carries the lease page and the node board); notices,
+// 3: leases (the registration's reply carries the lease page and its GPU's board); notices,
 // completions and request boundaries carry the tenant's clock; a completion covers every earlier
 // launch of its stream; no tenant modes. 4: a tenant list entry carries its lease (TenantLease).
 // 5: a registration names the tenant's GPU (its PCI bus id) and a list entry the daemon's device.

@@ -28,7 +28,7 @@ constexpr uint64_t kLivenessCheckNs = 2'000'000;
 
 class Client final : public TenantClient {
  public:
-  Client(TenantClientOptions options, ControlClient control, TenantChannel channel, LeaseReader lease, NodeBoard board,
+  Client(TenantClientOptions options, ControlClient control, TenantChannel channel, LeaseReader lease, LcBoard board,
          uint64_t tenant, std::string lc_refused)
       : options_(std::move(options)),
         control_(std::move(control)),
@@ -347,7 +347,7 @@ class Client final : public TenantClient {
   ControlClient control_;
   TenantChannel channel_;
   LeaseReader lease_;
-  NodeBoard board_;
+  LcBoard board_;
   const uint64_t tenant_;
   const std::string lc_refused_;
 
@@ -380,7 +380,7 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
   if (!control.is_ok()) return control.status();
   std::vector<int> fds;
   Result<Message> reply = control->call(o.info, o.connect_timeout, fds);
-  // The reply carries four descriptors: up ring, down ring, lease page, node board. Any beyond
+  // The reply carries four descriptors: up ring, down ring, lease page, GPU's board. Any beyond
   // them are not ours to keep, and none is kept when the reply is not a registration.
   constexpr size_t kFds = 4;
   const bool registered = reply.is_ok() && std::holds_alternative<Registered>(*reply) && fds.size() >= kFds;
@@ -407,7 +407,7 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
   // Each of these takes its descriptor, also when it fails.
   Result<TenantChannel> channel = TenantChannel::from_fds(fds[0], fds[1], r->channel);
   Result<LeaseReader> lease = LeaseReader::from_fd(fds[2], r->channel + ".lease");
-  Result<NodeBoard> board = NodeBoard::from_fd(fds[3], r->channel + ".board", o.info.cls == TenantClass::latency_critical);
+  Result<LcBoard> board = LcBoard::from_fd(fds[3], r->channel + ".board", o.info.cls == TenantClass::latency_critical);
   if (!channel.is_ok()) return channel.status();
   if (!lease.is_ok()) return lease.status();
   if (!board.is_ok()) return board.status();
@@ -416,7 +416,7 @@ Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOp
   // for the lane's first decision, which counts them, before its first launch.
   if (o.info.cls == TenantClass::best_effort && o.first_lease_timeout.count() > 0) {
     const Result<LeaseTerms> terms = lease->read();
-    if (terms.is_ok() && terms->gate != Gate::per_launch) {
+    if (terms.is_ok() && terms->gate != LeaseGate::per_launch) {
       const auto deadline = std::chrono::steady_clock::now() + o.first_lease_timeout;
       while (lease->sequence() == LeaseReader::kCreatedSequence && std::chrono::steady_clock::now() < deadline) sleep_ns(50'000);
     }

@@ -3,7 +3,7 @@
 //
 // A TenantClient registers over the control socket (and keeps that connection open for the
 // process's life, so the daemon notices a crash at once), opens the tenant's two rings, its lease
-// page and the node board (ipc/lease_page.h), beats a heartbeat from a thread of its own, posts
+// page and its GPU's board (ipc/lease_page.h), beats a heartbeat from a thread of its own, posts
 // launch notices and completions up, and takes decisions (and SM-set announcements) down. It is
 // safe to call from several application threads: posting is serialised, and a decision for
 // another thread's launch is kept for that thread.
@@ -76,7 +76,7 @@ class TenantClient {
   virtual bool pass_through() const = 0;
   // The lease now (pass-through: an open one at normal priority with no caps).
   virtual LeaseTerms lease() const = 0;
-  // The node board's LC flags now (0 in pass-through).
+  // The GPU's board's LC flags now (0 in pass-through).
   virtual uint64_t lc_active() const = 0;
   // An LC tenant raises and lowers its flag (the slot its lease names; no-ops without one or in
   // pass-through). lower() wakes the launches waiting for gates.

@@ -59,8 +59,8 @@ Result<BeRoom> be_room_params(const PolicyParams& params) {
 }
 
 void apply_room(Lease& lease, const BeRoom& room) {
-  lease.lc_sms = room.sms;
-  lease.lc_blocks_per_sm = room.blocks_per_sm;
+  lease.be_sm_cap = room.sms;
+  lease.be_blocks_per_sm_cap = room.blocks_per_sm;
 }
 
 Result<double> bound_share_param(const std::string& policy, const PolicyParams& params, double fallback) {

@@ -30,8 +30,8 @@ std::vector<Lease> leases_yielding_to_lc(const LeaseView& view, const LcYieldRul
 // An LC tenant's lease: at once, at `priority`, its flag raised while its work is in flight.
 Lease lc_lease(int priority, bool signal);
 
-// Room a BE launch keeps while an LC tenant it yields to has work in flight (Lease::lc_sms,
-// lc_blocks_per_sm): the parameters `be_sms` (0..1024, 0: every SM) and `be_blocks_per_sm` (0..64,
+// Room a BE launch keeps while an LC tenant it yields to has work in flight (Lease::be_sm_cap,
+// be_blocks_per_sm_cap): the parameters `be_sms` (0..1024, 0: every SM) and `be_blocks_per_sm` (0..64,
 // 0: no cap) of a lease policy. Either one set makes the BE yield room instead of time.
 struct BeRoom {
   int sms = 0;

@@ -78,24 +78,6 @@ const Builtins& builtins() {
 
 const PolicyRegistry& builtin_policies() { return builtins().policies; }
 
-const char* to_string(LeaseGate gate) {
-  switch (gate) {
-    case LeaseGate::open: return "open";
-    case LeaseGate::closed: return "closed";
-    case LeaseGate::per_launch: return "per-launch";
-  }
-  return "unknown";
-}
-
-const char* to_string(LcYield yield) {
-  switch (yield) {
-    case LcYield::run: return "run";
-    case LcYield::close: return "close";
-    case LcYield::cap: return "cap";
-  }
-  return "unknown";
-}
-
 Status LeasePolicyRegistry::add(const std::string& name, LeasePolicyFactory factory) {
   if (name.empty()) return Status::invalid_argument("a lease policy needs a name");
   if (contains(name)) return Status::already_exists("a lease policy named '" + name + "' is already registered");

@@ -84,7 +84,7 @@ void put(int fd, const Record& r) {
 // since a process descheduled between that moment and its notice is not a launch released late.
 std::pair<uint64_t, ipc::Priority> start_launch(ipc::TenantClient& c, const ipc::LaunchNotice& n, int64_t* admitted_ns = nullptr) {
   ipc::LeaseTerms terms = c.lease();
-  if (terms.gate == ipc::Gate::per_launch) {
+  if (terms.gate == LeaseGate::per_launch) {
     Result<uint64_t> seq = c.notice(n);
     if (!seq.is_ok() || *seq == 0) return {0, ipc::Priority::normal};
     Result<ipc::Decision> d = c.wait_release(*seq);
@@ -419,8 +419,8 @@ TEST_F(DaemonTest, SgdrcCapsBeInFlightWhileLcWorkIsInFlight) {
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_EQ(b.yield_mask, uint64_t{1} << l.lc_slot);
-  EXPECT_EQ(b.on_lc, ipc::OnLc::cap);
-  EXPECT_EQ(b.lc_max_in_flight, 3u);
+  EXPECT_EQ(b.on_lc, LcYield::cap);
+  EXPECT_EQ(b.be_in_flight_cap, 3u);
   EXPECT_EQ(b.priority, ipc::Priority::normal);
   (*svc)->raise_lc(l.lc_slot);
   const ipc::Admission a = ipc::admission(b, (*batch)->lc_active());
@@ -754,7 +754,7 @@ TEST_F(DaemonTest, LeasedTenantsNeverWaitAndStayInTheBooks) {
   auto client = ipc::TenantClient::connect(co);
   ASSERT_TRUE(client.is_ok());
   ipc::TenantClient& c = **client;
-  EXPECT_EQ(c.lease().gate, ipc::Gate::open);
+  EXPECT_EQ(c.lease().gate, LeaseGate::open);
   for (int i = 0; i < 50; ++i) launch_once(c);
   EXPECT_FALSE(c.pass_through());
   const std::string text = metrics_when(*daemon_, std::regex(R"(concord_tenant_completions_total\{[^}]*name="fast"[^}]*\} 50\n)"));
@@ -1659,30 +1659,30 @@ TEST(LeaseTerms, PolicyLeasesBecomePageTerms) {
   l.max_in_flight = 7;
   l.yield_to = {10, 11, 12};
   l.on_lc = LcYield::cap;
-  l.lc_max_in_flight = 2;
+  l.be_in_flight_cap = 2;
   const auto slot_of = [](uint64_t id) { return id == 10 ? 3u : id == 12 ? 63u : ipc::kNoLcSlot; };
   Result<ipc::LeaseTerms> t = lease_terms(l, 5, slot_of);
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-  EXPECT_EQ(t->gate, ipc::Gate::open);
+  EXPECT_EQ(t->gate, LeaseGate::open);
   EXPECT_EQ(t->priority, ipc::Priority::high);
   EXPECT_EQ(t->max_in_flight, 7u);
   EXPECT_EQ(t->yield_mask, (uint64_t{1} << 3) | (uint64_t{1} << 63));
-  EXPECT_EQ(t->on_lc, ipc::OnLc::cap);
-  EXPECT_EQ(t->lc_max_in_flight, 2u);
+  EXPECT_EQ(t->on_lc, LcYield::cap);
+  EXPECT_EQ(t->be_in_flight_cap, 2u);
   EXPECT_EQ(t->lc_slot, ipc::kNoLcSlot) << "no flag unless the lease raises one";
   l.signal_lc = true;
   EXPECT_EQ(lease_terms(l, 5, slot_of)->lc_slot, 5u);
-  l.lc_max_in_flight = 0;
+  l.be_in_flight_cap = 0;
   EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
-  l.lc_max_in_flight = 1;
+  l.be_in_flight_cap = 1;
   l.max_in_flight = -1;
   EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
   l.max_in_flight = 0;
-  l.lc_sms = 66;
-  l.lc_blocks_per_sm = 2;
-  EXPECT_EQ(lease_terms(l, 5, slot_of)->lc_sms, 66u);
-  EXPECT_EQ(lease_terms(l, 5, slot_of)->lc_blocks_per_sm, 2u);
-  l.lc_sms = -3;
+  l.be_sm_cap = 66;
+  l.be_blocks_per_sm_cap = 2;
+  EXPECT_EQ(lease_terms(l, 5, slot_of)->be_sm_cap, 66u);
+  EXPECT_EQ(lease_terms(l, 5, slot_of)->be_blocks_per_sm_cap, 2u);
+  l.be_sm_cap = -3;
   EXPECT_FALSE(lease_terms(l, 5, slot_of).is_ok());
 }
 
@@ -1766,7 +1766,7 @@ TEST_F(DaemonTest, AMicrosecondBudgetBecomesACapOnceTheBeIsMeasured) {
   auto batch = ipc::TenantClient::connect(client_options(be("batch")));
   ASSERT_TRUE(svc.is_ok() && batch.is_ok());
   ipc::TenantClient& b = **batch;
-  EXPECT_EQ(lease_when(b, 1).lc_max_in_flight, 2u) << "not measured yet: the count";
+  EXPECT_EQ(lease_when(b, 1).be_in_flight_cap, 2u) << "not measured yet: the count";
   for (int burst = 0; burst < 3; ++burst) {
     const uint64_t t0 = ipc::monotonic_ns();
     uint64_t seq = 0;
@@ -1774,11 +1774,11 @@ TEST_F(DaemonTest, AMicrosecondBudgetBecomesACapOnceTheBeIsMeasured) {
     ASSERT_TRUE(b.completed(seq, 1, true, t0 + 2'000'000).is_ok());
   }
   ipc::LeaseTerms t = b.lease();
-  for (int i = 0; i < 400 && t.lc_max_in_flight != 5; ++i) {
+  for (int i = 0; i < 400 && t.be_in_flight_cap != 5; ++i) {
     std::this_thread::sleep_for(5ms);
     t = b.lease();
   }
-  EXPECT_EQ(t.lc_max_in_flight, 5u);
+  EXPECT_EQ(t.be_in_flight_cap, 5u);
   (*svc)->close();
   b.close();
 }

@@ -33,8 +33,8 @@ using namespace std::chrono_literals;
 // The daemon's half: a registry that makes sealed rings and a lease page, a node board, a control
 // server on a thread that passes the four descriptors with each registration, and the daemon's
 // ends (up consumer, down producer, lease writer) for the test to drive.
-NodeBoard made_board() {
-  Result<NodeBoard> b = NodeBoard::create("/fake.board");
+LcBoard made_board() {
+  Result<LcBoard> b = LcBoard::create("/fake.board");
   EXPECT_TRUE(b.is_ok());
   return std::move(*b);
 }
@@ -89,7 +89,7 @@ class FakeDaemon {
   // What the next registrations get: their initial lease, their up ring's depth.
   void set_initial(const LeaseTerms& t) { initial_ = t; }
   void set_ring_slots(uint32_t n) { ring_slots_ = n; }
-  NodeBoard& board() { return board_; }
+  LcBoard& board() { return board_; }
   // Publishes a tenant's lease and wakes the waiters, as the daemon does.
   void publish(uint64_t tenant, const LeaseTerms& t) {
     {
@@ -145,7 +145,7 @@ class FakeDaemon {
   };
 
   std::string dir_;
-  NodeBoard board_;
+  LcBoard board_;
   KernelCredentials creds_;
   std::optional<TenantRegistry> registry_;
   std::optional<Handler> handler_;
@@ -185,7 +185,7 @@ LaunchNotice launch(uint64_t kernel) { return LaunchNotice{0, 1, kernel, {64, 1,
 
 LeaseTerms per_launch() {
   LeaseTerms t;
-  t.gate = Gate::per_launch;
+  t.gate = LeaseGate::per_launch;
   return t;
 }
 
@@ -211,7 +211,7 @@ TEST_F(TenantClientTest, NoticeDecisionAnnouncementCompletionAndRequests) {
   EXPECT_EQ(std::get<RequestBoundary>(*up).edge, RequestEdge::begin);
   EXPECT_EQ(std::get<RequestBoundary>(*up).last_seq, 0u);
   EXPECT_GT(std::get<RequestBoundary>(*up).at_ns, 0u);
-  EXPECT_EQ(c.lease().gate, Gate::per_launch);
+  EXPECT_EQ(c.lease().gate, LeaseGate::per_launch);
   up = daemon.next_up(t);
   ASSERT_TRUE(up.is_ok());
   EXPECT_EQ(std::get<LaunchNotice>(*up).kernel, 42u);
@@ -309,7 +309,7 @@ TEST_F(TenantClientTest, LaunchesUnderAnOpenLeaseNeverWaitEvenOnAFullRing) {
   auto client = TenantClient::connect(o);
   ASSERT_TRUE(client.is_ok()) << client.status().to_string();
   TenantClient& c = **client;
-  EXPECT_EQ(c.lease().gate, Gate::open);
+  EXPECT_EQ(c.lease().gate, LeaseGate::open);
   const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t i = 1; i <= 40; ++i) {
     LaunchNotice n = launch(i);
@@ -346,19 +346,19 @@ TEST_F(TenantClientTest, TheLeasePageIsTheDaemonsAlone) {
   auto reader = LeaseReader::from_fd(fd, "/t.lease");
   ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
   LeaseTerms t;
-  t.gate = Gate::closed;
+  t.gate = LeaseGate::closed;
   t.priority = Priority::high;
   t.max_in_flight = 3;
   t.yield_mask = 0x5;
-  t.on_lc = OnLc::cap;
-  t.lc_max_in_flight = 1;
+  t.on_lc = LcYield::cap;
+  t.be_in_flight_cap = 1;
   ASSERT_TRUE(page->publish(t).is_ok());
   EXPECT_EQ(*reader->read(), t);
-  t.on_lc = OnLc::cap;
-  t.lc_max_in_flight = 0;
+  t.on_lc = LcYield::cap;
+  t.be_in_flight_cap = 0;
   EXPECT_FALSE(page->publish(t).is_ok()) << "a cap of 0 is refused";
-  EXPECT_EQ(reader->read()->lc_max_in_flight, 1u) << "and changes nothing";
-  auto board = NodeBoard::create("/t.board");
+  EXPECT_EQ(reader->read()->be_in_flight_cap, 1u) << "and changes nothing";
+  auto board = LcBoard::create("/t.board");
   ASSERT_TRUE(board.is_ok());
   const int bfd = *board->tenant_fd(false);
   EXPECT_EQ(::mmap(nullptr, kBoardBytes, PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0), MAP_FAILED);
@@ -387,50 +387,50 @@ TEST_F(TenantClientTest, TheLeasePageIsTheDaemonsAlone) {
 TEST(LeaseAdmission, GatesCapsAndYielding) {
   LeaseTerms t;
   EXPECT_TRUE(admission(t, ~0ull).open) << "yields to nobody";
-  t.gate = Gate::closed;
+  t.gate = LeaseGate::closed;
   EXPECT_FALSE(admission(t, 0).open);
-  t.gate = Gate::per_launch;
+  t.gate = LeaseGate::per_launch;
   EXPECT_FALSE(admission(t, 0).open);
-  t.gate = Gate::open;
+  t.gate = LeaseGate::open;
   t.max_in_flight = 8;
   t.yield_mask = 0b10;
-  t.on_lc = OnLc::close;
+  t.on_lc = LcYield::close;
   EXPECT_EQ(admission(t, 0b01).cap, 8u) << "another LC's flag";
   EXPECT_FALSE(admission(t, 0b11).open);
-  t.on_lc = OnLc::cap;
-  t.lc_max_in_flight = 2;
+  t.on_lc = LcYield::cap;
+  t.be_in_flight_cap = 2;
   EXPECT_EQ(admission(t, 0b10).cap, 2u);
   EXPECT_TRUE(admission(t, 0b10).lc_yield);
   t.max_in_flight = 1;
   EXPECT_EQ(admission(t, 0b10).cap, 1u) << "the tighter of the two";
-  t.on_lc = OnLc::run;
+  t.on_lc = LcYield::run;
   EXPECT_TRUE(admission(t, 0b10).open);
   // Room: only while a flag it yields to is up, with run or cap.
-  t.lc_sms = 66;
-  t.lc_blocks_per_sm = 2;
+  t.be_sm_cap = 66;
+  t.be_blocks_per_sm_cap = 2;
   EXPECT_EQ(admission(t, 0b10).sms, 66u);
   EXPECT_EQ(admission(t, 0b10).blocks_per_sm, 2u);
   EXPECT_EQ(admission(t, 0b01).sms, 0u) << "another LC's flag: the whole GPU";
   EXPECT_EQ(admission(t, 0b01).blocks_per_sm, 0u);
-  t.on_lc = OnLc::cap;
+  t.on_lc = LcYield::cap;
   EXPECT_EQ(admission(t, 0b10).sms, 66u);
   EXPECT_EQ(admission(t, 0b10).cap, 1u);
   EXPECT_TRUE(check_terms(t).is_ok());
-  t.on_lc = OnLc::close;
+  t.on_lc = LcYield::close;
   EXPECT_FALSE(check_terms(t).is_ok()) << "room with a closed gate means nothing";
-  t.on_lc = OnLc::run;
-  t.lc_sms = kMaxRoomSms + 1;
-  EXPECT_NE(check_terms(t).message().find("lc_sms"), std::string::npos);
-  t.lc_sms = 0;
-  t.lc_blocks_per_sm = kMaxRoomBlocksPerSm + 1;
-  EXPECT_NE(check_terms(t).message().find("lc_blocks_per_sm"), std::string::npos);
+  t.on_lc = LcYield::run;
+  t.be_sm_cap = kMaxRoomSms + 1;
+  EXPECT_NE(check_terms(t).message().find("be_sm_cap"), std::string::npos);
+  t.be_sm_cap = 0;
+  t.be_blocks_per_sm_cap = kMaxRoomBlocksPerSm + 1;
+  EXPECT_NE(check_terms(t).message().find("be_blocks_per_sm_cap"), std::string::npos);
 }
 
 TEST(LeasePage, RoomTermsTravelThroughThePage) {
   LeaseTerms t;
   t.yield_mask = 1;
-  t.lc_sms = 34;
-  t.lc_blocks_per_sm = 3;
+  t.be_sm_cap = 34;
+  t.be_blocks_per_sm_cap = 3;
   Result<LeasePage> page = LeasePage::create("room-test", t);
   ASSERT_TRUE(page.is_ok()) << page.status().to_string();
   Result<int> fd = page->reader_fd();
@@ -440,10 +440,10 @@ TEST(LeasePage, RoomTermsTravelThroughThePage) {
   Result<LeaseTerms> read = reader->read();
   ASSERT_TRUE(read.is_ok()) << read.status().to_string();
   EXPECT_EQ(*read, t);
-  t.lc_sms = 0;
+  t.be_sm_cap = 0;
   ASSERT_TRUE(page->publish(t).is_ok());
-  EXPECT_EQ(reader->read()->lc_sms, 0u);
-  EXPECT_EQ(reader->read()->lc_blocks_per_sm, 3u);
+  EXPECT_EQ(reader->read()->be_sm_cap, 0u);
+  EXPECT_EQ(reader->read()->be_blocks_per_sm_cap, 3u);
 }
 
 // A BE tenant blocked on a closed gate (its lease closed while the LC flag it yields to is up)
@@ -453,7 +453,7 @@ TEST_F(TenantClientTest, ABlockedBeWakesWithin100usOfItsGateOpening) {
   FakeDaemon daemon(dir_.string());
   LeaseTerms yielding;
   yielding.yield_mask = 0b1;  // the first LC tenant's slot
-  yielding.on_lc = OnLc::close;
+  yielding.on_lc = LcYield::close;
   daemon.set_initial(yielding);
   auto lc_client = TenantClient::connect(options(daemon.socket()));
   ASSERT_TRUE(lc_client.is_ok()) << lc_client.status().to_string();

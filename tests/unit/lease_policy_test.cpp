@@ -74,7 +74,7 @@ TEST(LeasePolicy, SgdrcCapsBeInFlightBesideGpuBoundLcWork) {
   for (int i = 1; i < 3; ++i) {
     EXPECT_EQ(l[i].yield_to, std::vector<uint64_t>{1});
     EXPECT_EQ(l[i].on_lc, LcYield::cap);
-    EXPECT_EQ(l[i].lc_max_in_flight, 3);
+    EXPECT_EQ(l[i].be_in_flight_cap, 3);
     EXPECT_EQ(l[i].gate, LeaseGate::open);
   }
 }
@@ -84,17 +84,17 @@ TEST(LeasePolicy, WithRoomOrionAndSgdrcConfineBeInsteadOfHoldingIt) {
   const auto o = decide("orion:be_sms=66;be_blocks_per_sm=2", ts);
   EXPECT_EQ(o[1].yield_to, std::vector<uint64_t>{1});
   EXPECT_EQ(o[1].on_lc, LcYield::run) << "the gate stays open";
-  EXPECT_EQ(o[1].lc_sms, 66);
-  EXPECT_EQ(o[1].lc_blocks_per_sm, 2);
-  EXPECT_EQ(o[0].lc_sms, 0) << "an LC lease is never confined";
+  EXPECT_EQ(o[1].be_sm_cap, 66);
+  EXPECT_EQ(o[1].be_blocks_per_sm_cap, 2);
+  EXPECT_EQ(o[0].be_sm_cap, 0) << "an LC lease is never confined";
   const auto held = decide("orion", ts);
   EXPECT_EQ(held[1].on_lc, LcYield::close);
-  EXPECT_EQ(held[1].lc_sms, 0);
+  EXPECT_EQ(held[1].be_sm_cap, 0);
   const auto s = decide("sgdrc:be_in_flight=4;be_blocks_per_sm=1", ts);
   EXPECT_EQ(s[1].on_lc, LcYield::cap);
-  EXPECT_EQ(s[1].lc_max_in_flight, 4);
-  EXPECT_EQ(s[1].lc_blocks_per_sm, 1);
-  EXPECT_EQ(s[1].lc_sms, 0);
+  EXPECT_EQ(s[1].be_in_flight_cap, 4);
+  EXPECT_EQ(s[1].be_blocks_per_sm_cap, 1);
+  EXPECT_EQ(s[1].be_sm_cap, 0);
   // Beside a launch-bound LC tenant nothing is confined.
   const auto free = decide("orion:be_sms=66", {tenant(1, LC, 0.05), tenant(2, BE)});
   EXPECT_TRUE(free[1].yield_to.empty());
@@ -110,9 +110,9 @@ TEST(LeasePolicy, BudgetsInMicrosecondsBecomeLaunchCountsOnceMeasured) {
   be.launch_us = 100.0;
   slow.launch_us = 4000.0;
   const auto s = decide("sgdrc:be_in_flight=2;be_in_flight_us=500", {lc, be, slow, tenant(4, BE)});
-  EXPECT_EQ(s[1].lc_max_in_flight, 5) << "500 us of 100 us launches";
-  EXPECT_EQ(s[2].lc_max_in_flight, 1) << "at least one launch";
-  EXPECT_EQ(s[3].lc_max_in_flight, 2) << "not measured yet: the count";
+  EXPECT_EQ(s[1].be_in_flight_cap, 5) << "500 us of 100 us launches";
+  EXPECT_EQ(s[2].be_in_flight_cap, 1) << "at least one launch";
+  EXPECT_EQ(s[3].be_in_flight_cap, 2) << "not measured yet: the count";
   const auto o = decide("orion:be_depth=8;be_depth_us=1000", {lc, be, tenant(4, BE)});
   EXPECT_EQ(o[1].max_in_flight, 10);
   EXPECT_EQ(o[2].max_in_flight, 8);
@@ -131,18 +131,18 @@ TEST(LeasePolicy, ConcordHoldsBesideGpuBoundLcAndYieldsRoomBesideLaunchBoundLc) 
     EXPECT_EQ(l[0].priority, 1);
     EXPECT_EQ(l[1].yield_to, (std::vector<uint64_t>{1}));
     EXPECT_EQ(l[1].on_lc, LcYield::close);
-    EXPECT_EQ(l[1].lc_sms, 0);
+    EXPECT_EQ(l[1].be_sm_cap, 0);
   }
   // A launch-bound one (share 0.1): BE runs on, on 0.75 of the H100's 132 SMs while its work runs.
   auto l = decide("concord", {tenant(1, LC, 0.1), tenant(2, BE), tenant(3, BE)});
   for (size_t i : {1u, 2u}) {
     EXPECT_EQ(l[i].yield_to, (std::vector<uint64_t>{1}));
     EXPECT_EQ(l[i].on_lc, LcYield::run);
-    EXPECT_EQ(l[i].lc_sms, 99);
-    EXPECT_EQ(l[i].lc_blocks_per_sm, 0);
+    EXPECT_EQ(l[i].be_sm_cap, 99);
+    EXPECT_EQ(l[i].be_blocks_per_sm_cap, 0);
   }
   l = decide("concord:room_share=0.5", {tenant(1, LC, 0.1), tenant(2, BE)});
-  EXPECT_EQ(l[1].lc_sms, 66);
+  EXPECT_EQ(l[1].be_sm_cap, 66);
   // Both kinds: the gate, for the GPU-bound one.
   l = decide("concord", {tenant(1, LC, 0.1), tenant(4, LC, 0.95), tenant(2, BE)});
   EXPECT_EQ(l[2].yield_to, (std::vector<uint64_t>{4}));

@@ -33,7 +33,7 @@ std::vector<Lease> ConcordLease::decide(const LeaseView& view) {
       } else if (!launch_bound.empty() && sm_count > 0 && room_sms < sm_count) {
         l.yield_to = launch_bound;
         l.on_lc = LcYield::run;
-        l.lc_sms = room_sms;
+        l.be_sm_cap = room_sms;
       }
     }
     out.push_back(std::move(l));

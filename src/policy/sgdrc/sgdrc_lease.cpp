@@ -14,13 +14,13 @@ std::vector<Lease> SgdrcLease::decide(const LeaseView& view) {
       [this](Lease& l, std::vector<uint64_t> lc) {
         l.yield_to = std::move(lc);
         l.on_lc = LcYield::cap;
-        l.lc_max_in_flight = o_.be_in_flight;
+        l.be_in_flight_cap = o_.be_in_flight;
         apply_room(l, o_.room);
       });
   if (o_.be_in_flight_us > 0) {
     for (size_t i = 0; i < leases.size(); ++i) {
       if (leases[i].on_lc != LcYield::cap) continue;
-      leases[i].lc_max_in_flight = launches_for_us(view.tenants[i].launch_us, o_.be_in_flight_us, o_.be_in_flight);
+      leases[i].be_in_flight_cap = launches_for_us(view.tenants[i].launch_us, o_.be_in_flight_us, o_.be_in_flight);
     }
   }
   return leases;
