@@ -8,11 +8,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "intercept/config.h"
 #include "intercept/kernel_id.h"
 #include "intercept/residency.h"
 #include "intercept/symbols.h"
+#include "intercept/thread_cache.h"
 
 namespace concord::intercept {
 namespace {
@@ -233,6 +235,35 @@ TEST(InterceptKernelId, IsFnv1aOfTheName) {
   EXPECT_EQ(kernel_id_of("a"), 0xaf63dc4c8601ec8cull);  // the published FNV-1a 64 of "a"
   EXPECT_NE(kernel_id_of("_Z6kernelPf"), kernel_id_of("_Z6kernelPi"));
   EXPECT_NE(handle_id_of(0x1000), handle_id_of(0x1010));
+}
+
+// The launch path's per-thread copies: a kept value is found again on its thread only, until an
+// invalidation anywhere makes every copy stale; another cache of the same types keeps its own.
+TEST(InterceptThreadCache, KeptValuesStayOnTheirThreadUntilInvalidated) {
+  ThreadCache<int, int, struct TestTagA> cache;
+  EXPECT_FALSE(cache.find(1).has_value()) << "empty at first";
+  cache.keep(1, 10);
+  ASSERT_TRUE(cache.find(1).has_value());
+  EXPECT_EQ(*cache.find(1), 10);
+  EXPECT_FALSE(cache.find(2).has_value());
+  std::optional<int> elsewhere = 0;
+  std::thread([&] { elsewhere = cache.find(1); }).join();
+  EXPECT_FALSE(elsewhere.has_value()) << "another thread has no copy of this thread's value";
+  cache.invalidate();
+  EXPECT_FALSE(cache.find(1).has_value()) << "stale after an invalidation";
+  cache.keep(1, 11);
+  EXPECT_EQ(cache.find(1).value_or(0), 11);
+}
+
+TEST(InterceptThreadCache, TwoCachesOfOneTypeKeepSeparateCopies) {
+  ThreadCache<int, int, struct TestTagB> a, b;
+  EXPECT_FALSE(a.find(1).has_value());
+  a.keep(1, 1);
+  EXPECT_FALSE(b.find(1).has_value()) << "b starts its copy";
+  b.keep(1, 2);
+  EXPECT_EQ(b.find(1).value_or(0), 2);
+  // The thread's one copy now belongs to b: a finds nothing (a miss, never b's value).
+  EXPECT_FALSE(a.find(1).has_value());
 }
 
 }  // namespace
