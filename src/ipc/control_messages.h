@@ -45,7 +45,7 @@ struct RegisterTenant {
   template <typename F, typename M>
   static void fields(F& f, M& m) {
     f(m.cls, "class");
-    f(m.latency_target_ns, "latency_target_ns", Range{0, limits::kMaxLatencyTargetNs, "is over an hour"});
+    f(m.latency_target_ns, "latency_target_ns", kTarget);
     f(m.weight, "weight", kWeight);
     f(m.pid, "pid", kPid);
     f(m.name, "name", Text::name);
@@ -153,7 +153,7 @@ struct TenantEntry {
     f(m.uid, "tenants.uid");
     f(m.pid, "tenants.pid", kPid);
     f(m.cls, "tenants.class");
-    f(m.latency_target_ns, "tenants.latency_target_ns", Range{0, limits::kMaxLatencyTargetNs, "is over an hour"});
+    f(m.latency_target_ns, "tenants.latency_target_ns", kTarget);
     f(m.weight, "tenants.weight", kWeight);
     f(m.launches, "tenants.launches");
     f(m.completions, "tenants.completions");
@@ -162,8 +162,8 @@ struct TenantEntry {
     f(m.lease.yield, "tenants.lease.yield");
     f(m.lease.yielding, "tenants.lease.yielding");
     f(m.lease.in_flight_cap, "tenants.lease.in_flight_cap");
-    f(m.lease.room_sms, "tenants.lease.room_sms", Range{0, limits::kMaxSms});
-    f(m.lease.room_blocks_per_sm, "tenants.lease.room_blocks_per_sm", Range{0, limits::kMaxRoomBlocksPerSm});
+    f(m.lease.room_sms, "tenants.lease.room_sms", at_most(limits::kMaxSms));
+    f(m.lease.room_blocks_per_sm, "tenants.lease.room_blocks_per_sm", at_most(limits::kMaxRoomBlocksPerSm));
     f(m.name, "tenants.name", Text::name);
     f(m.device, "tenants.device", Text::device);
   }

@@ -41,17 +41,20 @@ struct Dim3 {
   auto operator<=>(const Dim3&) const = default;
 };
 
-// What a number may hold: lo..hi; outside, the reason is `why` after the value when given, else
-// "is outside lo..hi".
+// What a number may hold: lo..hi. Outside, the reason is `why` formatted with the value, hi and lo
+// ({0}, {1}, {2}); by default "{0} is outside {2}..{1}".
 struct Range {
   uint64_t lo = 0;
   uint64_t hi = std::numeric_limits<uint64_t>::max();
-  const char* why = nullptr;
+  const char* why = "{0} is outside {2}..{1}";
 };
 inline constexpr Range kAny{};
-inline constexpr Range kSeq{1, std::numeric_limits<uint64_t>::max(), "is not a sequence number (they start at 1)"};
-inline constexpr Range kPid{1, static_cast<uint64_t>(std::numeric_limits<int32_t>::max()), "is not a process id"};
+inline constexpr Range kSeq{1, std::numeric_limits<uint64_t>::max(), "is {0} (sequences start at 1)"};
+inline constexpr Range kPid{1, static_cast<uint64_t>(std::numeric_limits<int32_t>::max()), "{0} is not a process id"};
 inline constexpr Range kWeight{1, limits::kMaxWeight};
+inline constexpr Range kTarget{0, limits::kMaxLatencyTargetNs, "{0} is over an hour"};
+// An upper bound alone: "{0} is over {1}".
+constexpr Range at_most(uint64_t hi) { return Range{0, hi, "{0} is over {1}"}; }
 
 // What a string may hold (all on the wire: a u16 length, then the bytes).
 enum class Text : uint8_t {
@@ -71,11 +74,13 @@ constexpr size_t max_bytes(Text t) {
 }
 
 // A list: its count's width on the wire, the most entries, and the fewest bytes an entry takes
-// (a count the frame cannot hold is refused before anything is allocated for it).
+// (a count the frame cannot hold is refused before anything is allocated for it); over the most,
+// the reason is `why` formatted with the count and the most ({0}, {1}).
 struct Count {
   uint8_t width_bytes = 1;  // 1 or 2
   size_t most = 0;
   size_t min_entry_bytes = 1;
+  const char* why = "{0} entries, over {1}";
 };
 
 // An enum field's values on the wire (one byte): lo..hi, and how an error names them.

@@ -129,7 +129,7 @@ struct Read {
     }
     if (!status.is_ok()) return;
     if (n > c.most) {
-      status = r.fail(field, fmt::format("{} entries, over {}", n, c.most));
+      status = r.fail(field, fmt::format(fmt::runtime(c.why), n, c.most));
       return;
     }
     if (n * c.min_entry_bytes > r.left()) {
@@ -157,7 +157,7 @@ struct Check {
     const bool below = std::is_signed_v<T> ? static_cast<int64_t>(v) < static_cast<int64_t>(range.lo) : static_cast<uint64_t>(v) < range.lo;
     const bool above = std::is_signed_v<T> ? v > 0 && static_cast<uint64_t>(v) > range.hi : static_cast<uint64_t>(v) > range.hi;
     if (!below && !above) return;
-    fail(field, range.why ? fmt::format("{} {}", v, range.why) : fmt::format("{} is outside {}..{}", v, range.lo, range.hi));
+    fail(field, fmt::format(fmt::runtime(range.why), v, range.hi, range.lo));
   }
   void operator()(const bool&, const char*) {}
   template <Enum E>
@@ -177,7 +177,7 @@ struct Check {
   }
   template <typename T>
   void operator()(const std::vector<T>& v, const char* field, Count c) {
-    if (v.size() > c.most) return fail(field, fmt::format("{} entries, over {}", v.size(), c.most));
+    if (v.size() > c.most) return fail(field, fmt::format(fmt::runtime(c.why), v.size(), c.most));
     for (const T& e : v) {
       if constexpr (HasFields<T>) message(e);
       else (*this)(e, field);

@@ -29,7 +29,7 @@ struct LaunchNotice {
     f(m.kernel, "kernel");
     f(m.grid, "grid");
     f(m.block, "block");
-    f(m.shared_mem, "shared_mem", Range{0, limits::kMaxSharedMemBytes});
+    f(m.shared_mem, "shared_mem", Range{0, limits::kMaxSharedMemBytes, "{0} bytes, over {1}"});
     f(m.graph, "graph");
     f(m.at_ns, "at_ns");
   }
@@ -129,8 +129,8 @@ struct SmSetAnnounce {
 
   template <typename F, typename M>
   static void fields(F& f, M& m) {
-    f(m.handle, "handle", Range{1, UINT32_MAX, "is not a handle (0 is the whole GPU, which needs no announcement)"});
-    f(m.words, "words", Count{1, limits::kMaxSms / 64, 8});
+    f(m.handle, "handle", Range{1, UINT32_MAX, "is {0} (the whole GPU needs no announcement)"});
+    f(m.words, "words", Count{1, limits::kMaxSms / 64, 8, "{0} words, over {1} (1024 SMs)"});
   }
   template <typename Bad>
   static Status check(const SmSetAnnounce& a, Bad bad) {

@@ -224,6 +224,34 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
   EXPECT_NE(refusal(bad).find("field tenants.lease.room_sms"), std::string::npos);
 }
 
+// The reasons read as they did before the fields were declared once (a log or a client may quote
+// them): each field's own wording, on decode and on encode alike.
+TEST(IpcProtocol, RefusalsKeepTheirWording) {
+  const auto encoded = [](const Message& m) {
+    Result<std::vector<uint8_t>> f = encode(m);
+    return f.is_ok() ? std::string("accepted") : f.status().message();
+  };
+  EXPECT_EQ(encoded(LaunchNotice{0, 1, 2, {1, 1, 1}, {32, 1, 1}, 0, false}),
+            "launch notice message: field seq: is 0 (sequences start at 1)");
+  EXPECT_EQ(encoded(LaunchNotice{1, 1, 2, {1, 1, 1}, {32, 1, 1}, 300000, false}),
+            "launch notice message: field shared_mem: 300000 bytes, over 262144");
+  EXPECT_EQ(encoded(SmSetAnnounce{0, {1}}), "sm set message: field handle: is 0 (the whole GPU needs no announcement)");
+  EXPECT_EQ(encoded(SmSetAnnounce{1, std::vector<uint64_t>(17, 1)}), "sm set message: field words: 17 words, over 16 (1024 SMs)");
+  EXPECT_EQ(encoded(RegisterTenant{TenantClass::best_effort, 0, 1, -4, "be", ""}), "register message: field pid: -4 is not a process id");
+  EXPECT_EQ(encoded(RegisterTenant{TenantClass::latency_critical, 4'000'000'000'000, 1, 1, "lc", ""}),
+            "register message: field latency_target_ns: 4000000000000 is over an hour");
+  EXPECT_EQ(encoded(RegisterTenant{TenantClass::best_effort, 0, 0, 1, "be", ""}), "register message: field weight: 0 is outside 1..1000000");
+  TenantEntry e;
+  e.pid = 1;
+  e.name = "t";
+  e.lease.room_sms = 2000;
+  EXPECT_EQ(encoded(TenantList{{e}}), "tenant list message: field tenants.lease.room_sms: 2000 is over 1024");
+  // Decoding says the same of the same bytes (a frame made with the check bypassed: patched).
+  std::vector<uint8_t> f = frame_of(LaunchNotice{7, 1, 2, {1, 1, 1}, {32, 1, 1}, 0, false});
+  for (int i = 0; i < 8; ++i) f[kHeaderBytes + i] = 0;
+  EXPECT_EQ(refusal(f), "launch notice message: field seq: is 0 (sequences start at 1)");
+}
+
 TEST(IpcProtocol, EncodeRefusesWhatDecodeWould) {
   Result<std::vector<uint8_t>> f = encode(RegisterTenant{TenantClass::best_effort, 5, 1, 1, "be", ""});
   ASSERT_FALSE(f.is_ok());

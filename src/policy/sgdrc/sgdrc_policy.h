@@ -49,8 +49,6 @@ class SgdrcPolicy final : public Policy {
  public:
   explicit SgdrcPolicy(SgdrcOptions options) : o_(options) {}
   std::string name() const override { return "sgdrc"; }
-  // A tenant's launches get its current SM mask until the LC's demand moves it.
-  bool repeats_decisions() const override { return true; }
   Status on_start(SchedContext& ctx) override;
   Status on_complete(SchedContext& ctx, const Completion& completion) override;
   // The TPCs an LC kernel variant needs (kernel_min_tpcs), computed once per kernel and variant.
