@@ -1,7 +1,10 @@
 #include "intercept/green_sets.h"
 
+#include <span>
 #include <string>
+#include <utility>
 
+#include "intercept/green_context.h"
 #include "intercept/probe_ptx.h"
 
 namespace concord::intercept {
@@ -28,13 +31,10 @@ Result<std::unique_ptr<GreenSets>> GreenSets::create(const RealDriver& driver, C
   CUkernel kernel = nullptr;
   CONCORD_INTERCEPT_CU(driver.library_get_kernel(&kernel, library.get(), kSmProbeKernel));
   for (size_t g = 0; g < groups.size(); ++g) {
-    CUdevResourceDesc desc{};
-    CONCORD_INTERCEPT_CU(driver.dev_resource_generate_desc(&desc, &sets->resources_[g], 1));
-    CUgreenCtx raw_ctx = nullptr;
-    CONCORD_INTERCEPT_CU(driver.green_ctx_create(&raw_ctx, desc, device, CU_GREEN_CTX_DEFAULT_STREAM));
-    OwnedGreenCtx ctx(&driver, raw_ctx);
+    Result<OwnedGreenCtx> ctx = make_green_context(driver, device, std::span(&sets->resources_[g], 1));
+    if (!ctx) return ctx.status();
     CUstream raw_stream = nullptr;
-    CONCORD_INTERCEPT_CU(driver.green_ctx_stream_create(&raw_stream, ctx.get(), CU_STREAM_NON_BLOCKING, 0));
+    CONCORD_INTERCEPT_CU(driver.green_ctx_stream_create(&raw_stream, ctx->get(), CU_STREAM_NON_BLOCKING, 0));
     OwnedStream stream(&driver, raw_stream);
     auto seen = sets->probe(stream.get(), kernel);
     if (!seen) return seen.status();
@@ -105,11 +105,9 @@ Status GreenSets::prepare(uint32_t handle, const SmSet& sms) {
     for (size_t g = 0; g < group_sms_.size(); ++g) {
       if (group_sms_[g].is_subset_of(c)) parts.push_back(resources_[g]);
     }
-    CUdevResourceDesc desc{};
-    CONCORD_INTERCEPT_CU(driver_.dev_resource_generate_desc(&desc, parts.data(), static_cast<unsigned>(parts.size())));
-    CUgreenCtx raw = nullptr;
-    CONCORD_INTERCEPT_CU(driver_.green_ctx_create(&raw, desc, device_, CU_GREEN_CTX_DEFAULT_STREAM));
-    it = contexts_.emplace(c.words(), std::make_shared<OwnedGreenCtx>(&driver_, raw)).first;
+    Result<OwnedGreenCtx> made = make_green_context(driver_, device_, parts);
+    if (!made) return made.status();
+    it = contexts_.emplace(c.words(), std::make_shared<OwnedGreenCtx>(std::move(*made))).first;
   }
   handles_[handle] = Prepared{c, it->second};
   return Status::ok();

@@ -1,7 +1,11 @@
 #include "intercept/room.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
+#include <utility>
+
+#include "intercept/green_context.h"
 
 namespace concord::intercept {
 
@@ -61,11 +65,9 @@ Status Room::make_context(int count) {
                                                                 CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING,
                                                                 static_cast<unsigned>(count)));
     if (groups != 1) return Status::device_error("room: the device split into " + std::to_string(groups) + " groups of " + std::to_string(count) + " SMs, not one");
-    CUdevResourceDesc desc{};
-    CONCORD_INTERCEPT_CU(driver_.dev_resource_generate_desc(&desc, &group, 1));
-    CUgreenCtx raw = nullptr;
-    CONCORD_INTERCEPT_CU(driver_.green_ctx_create(&raw, desc, device_handle_, CU_GREEN_CTX_DEFAULT_STREAM));
-    contexts_.emplace(count, OwnedGreenCtx(&driver_, raw));
+    Result<OwnedGreenCtx> made = make_green_context(driver_, device_handle_, std::span(&group, 1));
+    if (!made) return made.status();
+    contexts_.emplace(count, std::move(*made));
   }
   return Status::ok();
 }

@@ -81,10 +81,9 @@ Result<std::unique_ptr<GreenContextPool>> GreenContextPool::create(int device) {
   pool->resources_ = groups;
   // Probe each group alone.
   for (size_t g = 0; g < groups.size(); ++g) {
-    CUdevResourceDesc desc;
-    CONCORD_CU(cu.dev_resource_generate_desc(&desc, &pool->resources_[g], 1));
-    CUgreenCtx ctx;
-    CONCORD_CU(cu.green_ctx_create(&ctx, desc, pool->device_, CU_GREEN_CTX_DEFAULT_STREAM));
+    Result<CUgreenCtx> made = pool->make_context({pool->resources_[g]});
+    if (!made) return made.status();
+    const CUgreenCtx ctx = *made;
     CUstream stream;
     Status st = driver_status(cu.green_ctx_stream_create(&stream, ctx, CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate",
                               __FILE__, __LINE__);
@@ -116,12 +115,18 @@ Result<CUgreenCtx> GreenContextPool::context_for(const SmSet& cover_set) {
   for (size_t g = 0; g < group_sms_.size(); ++g) {
     if (group_sms_[g].is_subset_of(cover_set)) parts.push_back(resources_[g]);
   }
+  Result<CUgreenCtx> ctx = make_context(std::move(parts));
+  if (!ctx) return ctx.status();
+  contexts_[key] = *ctx;
+  return *ctx;
+}
+
+Result<CUgreenCtx> GreenContextPool::make_context(std::vector<CUdevResource> parts) const {
   if (parts.empty()) return Status::invalid_argument("green context: empty SM set");
   CUdevResourceDesc desc;
   CONCORD_CU(api_->dev_resource_generate_desc(&desc, parts.data(), static_cast<unsigned>(parts.size())));
   CUgreenCtx ctx;
   CONCORD_CU(api_->green_ctx_create(&ctx, desc, device_, CU_GREEN_CTX_DEFAULT_STREAM));
-  contexts_[key] = ctx;
   return ctx;
 }
 

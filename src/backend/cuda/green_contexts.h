@@ -50,6 +50,10 @@ class GreenContextPool {
  private:
   GreenContextPool() = default;
   Result<CUgreenCtx> context_for(const SmSet& cover);
+  // The one place the backend makes a green context: over `parts` (groups of resources_), with its
+  // own default stream; the caller destroys it. The interception library makes its own
+  // (src/intercept/green_context.h): it must not link this layer or the CUDA runtime.
+  Result<CUgreenCtx> make_context(std::vector<CUdevResource> parts) const;
 
   const DriverApi* api_ = nullptr;
   CUdevice device_ = 0;
