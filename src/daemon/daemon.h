@@ -1,7 +1,8 @@
 // concordd's body, for the binary and for tests: the control socket on a thread of its own (the
-// registry of tenants), each GPU's tenants' books on another (a lane: a LeaseRunner under a policy
-// with a lease form; else the engine, LiveSource + RemoteBackend + the policy, deciding every BE
-// launch; one policy instance per GPU), and the metrics endpoint on a third. stop() ends that run; the tenants are told goodbye (they go on
+// registry of tenants, registration.h), each GPU's tenants' books on another (a lane, lane.h: a
+// LeaseRunner under a policy with a lease form; else the engine, LiveSource + RemoteBackend + the
+// policy, deciding every BE launch; one policy instance per GPU), and the metrics endpoint on a
+// third (metrics_server.h). stop() ends that run; the tenants are told goodbye (they go on
 // pass-through) and the socket file is removed.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "concord/status.h"
 #include "daemon/device_lanes.h"
 #include "daemon/prometheus.h"
+#include "daemon/registration.h"  // lc_access: DaemonOptions::lc_access from --lc-users and --lc-groups
 #include "ipc/control_socket.h"
 #include "ipc/ring.h"
 #include "ipc/tenant_registry.h"
@@ -69,10 +71,6 @@ struct DaemonOptions {
   const ipc::CredentialSource* credentials = nullptr;
   double abort_grace = 1.0;  // at shutdown, how long running launches get to report their end
 };
-
-// concordd's --lc-users and --lc-groups: comma lists of names or numeric ids ("none": no group);
-// empty `groups` is the daemon's group (`socket_gid`, else its own). Errors name the flag and entry.
-Result<ipc::LcAccess> lc_access(const std::string& users, const std::string& groups, std::optional<uint32_t> socket_gid);
 
 class Daemon {
  public:

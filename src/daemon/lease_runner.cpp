@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "daemon/log.h"
+#include "daemon/registration.h"
 
 namespace concord::daemon {
 namespace {
@@ -12,19 +13,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void nap(std::chrono::microseconds d) { ipc::sleep_ns(static_cast<uint64_t>(d.count()) * 1000); }
-
-TenantInfo info_of(const TenantConn& conn) {
-  const ipc::RegisterTenant& r = conn.record.info;
-  TenantInfo info;
-  info.name = r.name;
-  info.cls = r.cls;
-  info.latency_target = static_cast<double>(r.latency_target_ns) / 1e9;
-  info.labels = {{"weight", std::to_string(r.weight)},
-                 {"uid", std::to_string(conn.record.owner.uid)},
-                 {"pid", std::to_string(r.pid)},
-                 {"daemon_tenant", std::to_string(conn.id)}};
-  return info;
-}
 
 bool is_lc(const TenantConn& conn) { return conn.record.info.cls == TenantClass::latency_critical; }
 
@@ -206,7 +194,7 @@ Status LeaseRunner::decide() {
     const Track& t = tracks_[id];
     LeaseTenant v;
     v.id = id;
-    v.info = info_of(*conn);
+    v.info = tenant_info(conn->id, conn->record.owner, conn->record.info);
     v.lc_in_flight = conn->lc_slot < ipc::kLcSlots && (board_seen_ >> conn->lc_slot) & 1u;
     v.gpu_bound_share = t.share;
     v.launch_us = t.launch_us;

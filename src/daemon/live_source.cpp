@@ -6,6 +6,7 @@
 
 #include "concord/occupancy.h"
 #include "daemon/log.h"
+#include "daemon/registration.h"
 
 namespace concord::daemon {
 
@@ -74,15 +75,7 @@ std::string LiveSource::unrunnable(const ipc::LaunchNotice& n) const {
 Status LiveSource::join_new(TenantSink& sink) {
   for (TenantConn* conn : hub_.sync_registry()) {
     const ipc::RegisterTenant& r = conn->record.info;
-    TenantInfo info;
-    info.name = r.name;
-    info.cls = r.cls;
-    info.latency_target = static_cast<double>(r.latency_target_ns) / 1e9;
-    info.labels = {{"weight", std::to_string(r.weight)},
-                   {"uid", std::to_string(conn->record.owner.uid)},
-                   {"pid", std::to_string(r.pid)},
-                   {"daemon_tenant", std::to_string(conn->id)}};
-    Result<TenantId> id = sink.join(info, std::nullopt, {});
+    Result<TenantId> id = sink.join(tenant_info(conn->id, conn->record.owner, r), std::nullopt, {});
     if (!id.is_ok()) return id.status();
     hub_.bind(*conn, *id);
     log_event(spdlog::level::info, "tenant_joined",
