@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +51,19 @@ constexpr uint32_t kLayoutVersion = 2;  // 2: room terms (be_sm_cap, be_blocks_p
 
 long futex(const void* addr, int op, uint32_t val, const timespec* timeout) {
   return ::syscall(SYS_futex, addr, op, val, timeout, nullptr, 0);
+}
+
+// A publish is a few stores long: a reader spins past one. A sequence still odd (or moving) after
+// kSpinTries tries is a daemon thread preempted in the middle of a publish (a loaded node: for as
+// long as a scheduler's time slice) or a daemon killed there: the reader yields its CPU, and only
+// a publish unfinished for kUnfinishedPublishNs is taken for a dead daemon's.
+constexpr int kSpinTries = 1000;
+constexpr uint64_t kUnfinishedPublishNs = 100'000'000;
+
+uint64_t clock_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -169,9 +183,17 @@ Result<LeaseTerms> LeaseReader::read() const {
   if (page_ == nullptr) return Status::failed_precondition("lease page: not mapped");
   LeaseTerms t;
   uint32_t gate = 0, priority = 0, on_lc = 0;
+  uint64_t give_up_at = 0;
   for (int tries = 0;; ++tries) {
-    // A publish is a few stores long; a sequence that stays odd is a daemon killed mid-publish.
-    if (tries == 100'000) return Status::deadline_exceeded("lease page: the daemon left a publish unfinished");
+    if (tries >= kSpinTries) {
+      const uint64_t now = clock_ns();
+      if (give_up_at == 0) {
+        give_up_at = now + kUnfinishedPublishNs;
+      } else if (now > give_up_at) {
+        return Status::deadline_exceeded("lease page: the daemon left a publish unfinished");
+      }
+      ::sched_yield();
+    }
     const uint32_t s1 = page_->seq.load(std::memory_order_acquire);
     if (s1 & 1u) continue;
     gate = page_->gate.load(std::memory_order_relaxed);

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -424,6 +426,128 @@ TEST(LeaseAdmission, GatesCapsAndYielding) {
   t.be_sm_cap = 0;
   t.be_blocks_per_sm_cap = kMaxRoomBlocksPerSm + 1;
   EXPECT_NE(check_terms(t).message().find("be_blocks_per_sm_cap"), std::string::npos);
+  // An LC tenant's slot is a bit of the board's one word: 0..63, or none.
+  t.be_blocks_per_sm_cap = 0;
+  t.lc_slot = kLcSlots - 1;
+  EXPECT_TRUE(check_terms(t).is_ok());
+  t.lc_slot = kNoLcSlot;
+  EXPECT_TRUE(check_terms(t).is_ok());
+  t.lc_slot = kLcSlots;
+  EXPECT_NE(check_terms(t).message().find("lc_slot"), std::string::npos);
+}
+
+// A publish left unfinished (the daemon killed between its first store and its last) is an error
+// after a bounded wait, never the terms half-written. The test poses as that daemon: the page's
+// sequence is the first word of its second cache line (checked against the reader's before).
+TEST(LeasePage, APublishLeftUnfinishedIsAnErrorNotTermsHalfWritten) {
+  LeaseTerms t;
+  t.yield_mask = 1;
+  Result<LeasePage> page = LeasePage::create("unfinished-test", t);
+  ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+  Result<int> fd = page->reader_fd();
+  ASSERT_TRUE(fd.is_ok());
+  Result<LeaseReader> reader = LeaseReader::from_fd(*fd, "unfinished-test");
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  auto* seq = reinterpret_cast<std::atomic<uint32_t>*>(page->memory().data() + 64);
+  ASSERT_EQ(seq->load(), reader->sequence());
+  t.gate = LeaseGate::closed;
+  ASSERT_TRUE(page->publish(t).is_ok());
+  ASSERT_EQ(seq->load(), reader->sequence()) << "not the page's sequence";
+  ASSERT_EQ(reader->sequence() % 2, 0u);
+  seq->fetch_add(1);  // a publish begun and never finished
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<LeaseTerms> read = reader->read();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(read.is_ok()) << "terms read while a publish was in progress";
+  EXPECT_EQ(read.status().code(), StatusCode::deadline_exceeded) << read.status().to_string();
+  EXPECT_LT(waited, 1s);
+  seq->fetch_add(1);  // finished after all
+  read = reader->read();
+  ASSERT_TRUE(read.is_ok()) << read.status().to_string();
+  EXPECT_EQ(*read, t);
+}
+
+// A reader racing the daemon's publishes gets the terms of one publish or of the other, never a
+// mix of the two (the page is a seqlock): two sets of terms that differ in every field, published
+// in turn by one thread while this one reads.
+TEST(LeasePage, AReaderRacingPublishesGetsOneWholePublishOrTheOther) {
+  LeaseTerms a;
+  a.max_in_flight = 1;
+  a.yield_mask = 0x1;
+  a.be_sm_cap = 10;
+  a.be_blocks_per_sm_cap = 1;
+  a.lc_slot = 1;
+  LeaseTerms b;
+  b.gate = LeaseGate::closed;
+  b.priority = Priority::high;
+  b.max_in_flight = 2;
+  b.yield_mask = 0x2;
+  b.on_lc = LcYield::cap;
+  b.be_in_flight_cap = 3;
+  b.be_sm_cap = 20;
+  b.be_blocks_per_sm_cap = 2;
+  b.lc_slot = 2;
+  Result<LeasePage> page = LeasePage::create("race-test", a);
+  ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+  Result<int> fd = page->reader_fd();
+  ASSERT_TRUE(fd.is_ok());
+  Result<LeaseReader> reader = LeaseReader::from_fd(*fd, "race-test");
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  // The writer and the reader on two different CPUs where the process may use two (a scheduler
+  // would otherwise often run them in turns on one, and they would seldom overlap).
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    }
+  }
+  const auto pin = [&](size_t which) {
+    if (cpus.size() < 2) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[which], &one);
+    (void)::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+  };
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> publishes{0};
+  std::thread writer([&] {
+    pin(0);
+    for (uint64_t i = 0; !done.load(std::memory_order_relaxed); ++i) {
+      (void)page->publish(i % 2 ? b : a);
+      publishes.fetch_add(1, std::memory_order_relaxed);
+      // A pause between publishes (about a microsecond), so that reads also fall between them.
+      const auto until = std::chrono::steady_clock::now() + 1us;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+  });
+  cpu_set_t before;
+  const bool had = ::pthread_getaffinity_np(::pthread_self(), sizeof before, &before) == 0;
+  pin(1);
+  uint64_t reads = 0, mixed = 0, failed = 0;
+  std::string first_refusal;
+  const auto until = std::chrono::steady_clock::now() + 1s;
+  while (std::chrono::steady_clock::now() < until) {
+    for (int k = 0; k < 1000; ++k, ++reads) {
+      Result<LeaseTerms> t = reader->read();
+      if (!t.is_ok()) {
+        if (failed++ == 0) first_refusal = t.status().to_string();
+      } else if (!(*t == a) && !(*t == b)) {
+        ++mixed;
+      }
+    }
+  }
+  done = true;
+  writer.join();
+  if (had) (void)::pthread_setaffinity_np(::pthread_self(), sizeof before, &before);
+  std::printf("[ measured ] %llu reads beside %llu publishes\n", static_cast<unsigned long long>(reads),
+              static_cast<unsigned long long>(publishes.load()));
+  EXPECT_EQ(mixed, 0u) << "reads that mixed two publishes' terms";
+  EXPECT_EQ(failed, 0u) << "reads refused (a mix whose terms are out of range, or a publish never seen finished), the first: "
+                        << first_refusal;
+  EXPECT_GT(publishes.load(), 1000u);
 }
 
 TEST(LeasePage, RoomTermsTravelThroughThePage) {
