@@ -240,6 +240,28 @@ TEST(StandinGate, ABeLaunchWaitsWhileTheLcHasWorkInFlightAndGoesSoonAfter) {
   d.stop();
 }
 
+// An LC request whose host work comes between its kernels (each synchronised, then 10 ms on the
+// host) holds the BE gate closed from its begin to its end, not only while its kernels run.
+TEST(StandinGate, TheGateStaysClosedThroughAnLcRequestsHostWorkBetweenItsKernels) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0");
+  ASSERT_TRUE(d.up());
+  App be(scratch, "be", {"be", "ms=1500", "ns=500000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(d, "be"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  App lc(scratch, "lc", {"lc", "requests=5", "kernels=4", "ns=2000000", "host_us=10000", "gap_us=60000", "settle_ms=100"},
+         tenant(d, "lc"), true);
+  const AppRun l = lc.wait();
+  const AppRun b = be.wait();
+  ASSERT_TRUE(l.exit.ok()) << l.exit.out << l.exit.err;
+  ASSERT_TRUE(b.exit.ok()) << b.exit.out << b.exit.err;
+  const std::vector<Window> windows = request_windows(l.record.kernels());
+  ASSERT_EQ(windows.size(), 5u);
+  const std::vector<uint64_t> be_queued = queued_times(b.record.kernels());
+  EXPECT_EQ(queued_inside(windows, be_queued), 0u) << "BE launches queued during an LC request's host work";
+  EXPECT_GT(be_queued.size(), 50u) << "the BE ran between the requests";
+  d.stop();
+}
+
 // An LC tenant killed in the middle of a request leaves its flag on the board: the daemon lowers
 // it when the tenant's connection goes, and the BE goes again.
 TEST(StandinGate, AnLcKilledMidRequestDoesNotStarveTheBe) {
@@ -404,6 +426,52 @@ TEST(StandinRoom, AFunctionOfThePrimaryContextIsPaddedOnTheProgramsStream) {
   d.stop();
 }
 
+// Either cap alone: an SM count puts BE kernels on a green context of that many SMs (an odd count
+// rounded up to whole pairs, never fewer than leased) and leaves their shared memory alone; a
+// residency cap pads them on the program's stream.
+TEST(StandinRoom, EachCapAloneIsAppliedAlone) {
+  Scratch scratch;
+  {
+    Daemon d(scratch, "orion:bound_share=0;be_sms=15");
+    ASSERT_TRUE(d.up());
+    auto lc = lc_in_flight(d);
+    ASSERT_TRUE(lc);
+    const AppRun r = run_app(scratch, "be-sms", {"room", "launches=4"}, tenant(d, "be"), true);
+    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+    const std::vector<json> ks = residency_kernels(r);
+    ASSERT_EQ(ks.size(), 4u);
+    for (const json& k : ks) {
+      EXPECT_TRUE(k.at("green").get<bool>()) << k.dump();
+      EXPECT_EQ(k.at("context_sms"), 16) << "15 SMs leased: a green context of 8 pairs " << k.dump();
+      EXPECT_EQ(k.at("dynamic_smem"), 0) << k.dump();
+      EXPECT_EQ(k.at("peak_blocks_per_sm"), 32) << k.dump();
+    }
+    EXPECT_EQ(r.stats.at("room_sms"), 4) << r.stats.dump();
+    EXPECT_EQ(r.stats.at("room_padded"), 0) << r.stats.dump();
+    lc->close();
+    d.stop();
+  }
+  {
+    Daemon d(scratch, "orion:bound_share=0;be_blocks_per_sm=2");
+    ASSERT_TRUE(d.up());
+    auto lc = lc_in_flight(d);
+    ASSERT_TRUE(lc);
+    const AppRun r = run_app(scratch, "be-blocks", {"room", "launches=4"}, tenant(d, "be"), true);
+    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+    const std::vector<json> ks = residency_kernels(r);
+    ASSERT_EQ(ks.size(), 4u);
+    for (const json& k : ks) {
+      EXPECT_FALSE(k.at("green").get<bool>()) << k.dump();
+      EXPECT_GT(k.at("dynamic_smem").get<int>(), 0) << k.dump();
+      EXPECT_LE(k.at("peak_blocks_per_sm").get<int>(), 2) << k.dump();
+    }
+    EXPECT_EQ(r.stats.at("room_padded"), 4) << r.stats.dump();
+    EXPECT_EQ(r.stats.at("room_sms"), 0) << r.stats.dump();
+    lc->close();
+    d.stop();
+  }
+}
+
 TEST(StandinRoom, WithoutLcWorkInFlightBeKernelsAreUntouched) {
   Scratch scratch;
   Daemon d(scratch, "orion:bound_share=0;be_sms=16;be_blocks_per_sm=2");
@@ -543,6 +611,36 @@ TEST(StandinPerLaunch, RoundRobinKeepsItsTurnsUnderTheDaemon) {
   d.stop();
 }
 
+// Under a lease the library holds the cap itself: orion's be_depth puts an in-flight cap in a BE
+// tenant's lease, and its kernels queued and not yet ended never exceed it.
+TEST(StandinLeases, ABeLeasesInFlightCapBoundsItsKernelsQueuedAndNotEnded) {
+  Scratch scratch;
+  Daemon d(scratch, "orion:be_depth=2");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "be", {"be", "launches=40", "ns=2000000", "sync_every=0"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  ASSERT_EQ(r.record.kernels().size(), 40u);
+  const size_t most = most_in_flight(r.record.kernels());
+  std::printf("[ measured ] BE kernels queued and not ended at most %zu under a lease capping them at 2\n", most);
+  EXPECT_LE(most, 2u);
+  EXPECT_EQ(r.stats.at("leased"), 40) << r.stats.dump();
+  EXPECT_GT(r.stats.at("cap_waits").get<int>(), 0) << r.stats.dump();
+  d.stop();
+}
+
+// A synchronisation that returns is the completion of every launch it covered: a BE tenant that
+// synchronises after each launch has each completion reported without a marker behind it.
+TEST(StandinLeases, ASynchronisationIsTheCompletionOfTheLaunchesItCovered) {
+  Scratch scratch;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "be", {"be", "launches=30", "ns=100000", "sync_every=1"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_GE(r.stats.at("completions").get<int>(), 30) << "each synchronisation reported: " << r.stats.dump();
+  EXPECT_LT(r.stats.at("markers").get<int>(), 10) << "markers where synchronisations said it all: " << r.stats.dump();
+  d.stop();
+}
+
 // ---- capture ---------------------------------------------------------------------------------
 
 class StandinCapture : public ::testing::TestWithParam<const char*> {};
@@ -553,7 +651,10 @@ TEST_P(StandinCapture, CapturedLaunchesAreUntouchedAndEachGraphLaunchCountsOnce)
   Scratch scratch;
   Daemon d(scratch, "orion");
   ASSERT_TRUE(d.up());
-  const AppRun r = run_app(scratch, "lc", {"capture", std::string("mode=") + GetParam(), "graph_launches=3"}, tenant(d, "lc"), true);
+  // One launch on the stream just before its capture: the completion thread owes it a tail marker
+  // while the capture runs, and must not record it there (it would join the graph).
+  const AppRun r = run_app(scratch, "lc", {"capture", std::string("mode=") + GetParam(), "graph_launches=3", "before=1"},
+                           tenant(d, "lc"), true);
   ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err << dump_errors(r.record);
   const std::vector<json> graphs = r.record.of("graph");
   ASSERT_EQ(graphs.size(), 1u);
@@ -563,7 +664,7 @@ TEST_P(StandinCapture, CapturedLaunchesAreUntouchedAndEachGraphLaunchCountsOnce)
   EXPECT_EQ(r.stats.at("captured"), 5) << r.stats.dump();
   EXPECT_EQ(r.stats.at("graphs"), 3) << r.stats.dump();
   const int side = r.exit.line.at("side_launches");
-  EXPECT_EQ(r.stats.at("leased"), side + 3) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("leased"), side + 3 + 1) << r.stats.dump();
   size_t graph_kernels = 0;
   for (const json& k : r.record.kernels()) graph_kernels += k.at("graph").get<int>() != 0 ? 1 : 0;
   EXPECT_EQ(graph_kernels, 15u);
@@ -571,6 +672,27 @@ TEST_P(StandinCapture, CapturedLaunchesAreUntouchedAndEachGraphLaunchCountsOnce)
   d.stop();
 }
 INSTANTIATE_TEST_SUITE_P(Modes, StandinCapture, ::testing::Values("global", "thread_local", "relaxed"));
+
+// A launch on the legacy stream while a blocking stream captures would join the capture: the
+// library cannot even ask the legacy stream whether it captures (the driver refuses the question)
+// and leaves the launch to the real call, which refuses it as it does without the library.
+TEST(StandinCaptureLegacy, ALaunchThatWouldJoinACaptureIsLeftToTheDriver) {
+  Scratch scratch;
+  const AppRun plain = run_app(scratch, "plain", {"capture_legacy"}, {}, false);
+  ASSERT_TRUE(plain.exit.ok()) << plain.exit.out << plain.exit.err;
+  Daemon d(scratch, "orion");
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "lc", {"capture_legacy"}, tenant(d, "lc"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_EQ(r.exit.line.at("legacy_result"), plain.exit.line.at("legacy_result"));
+  EXPECT_EQ(r.exit.line.at("end_result"), plain.exit.line.at("end_result"));
+  EXPECT_EQ(r.stats.at("captured"), 2) << "the captured launch and the refused one: " << r.stats.dump();
+  EXPECT_EQ(r.stats.at("leased"), 0) << "nothing noticed, marked or moved: " << r.stats.dump();
+  for (const json& e : r.record.errors()) {
+    EXPECT_NE(e.at("call"), "cuEventRecord") << "a marker recorded on the legacy stream: " << e.dump();
+  }
+  d.stop();
+}
 
 // ---- streams and lookups ---------------------------------------------------------------------
 
@@ -627,12 +749,18 @@ TEST(StandinStreams, StreamsAndEventsMadeAndDestroyedAgainAndAgainLeaveNoStaleHa
   Daemon d(scratch, "orion");
   ASSERT_TRUE(d.up());
   for (const std::string cls : {"lc", "be"}) {
-    SCOPED_TRACE(cls);
-    const AppRun r = run_app(scratch, cls, {"churn", "rounds=40"}, tenant(d, cls), true);
-    ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
-    EXPECT_EQ(r.record.kernels().size(), 80u);
-    // The stand-in hands destroyed handles out again; a call on one the library kept would show.
-    EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+    for (const std::string drain : {"0", "1"}) {
+      SCOPED_TRACE(cls + ", drain=" + drain);
+      const AppRun r = run_app(scratch, cls + "-" + drain, {"churn", "rounds=40", "drain=" + drain}, tenant(d, cls), true);
+      ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+      EXPECT_EQ(r.record.kernels().size(), 80u);
+      // The stand-in hands destroyed handles out again; a call on one the library kept would show.
+      EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+      // And so would a priority kept from the stream that had the handle before (the program makes
+      // them at 0 and -5 in turn; drained, each handle goes to the very next stream): every kernel
+      // runs at its lease's priority.
+      for (const json& k : r.record.kernels()) EXPECT_EQ(k.at("priority"), cls == "lc" ? kGreatest : 0) << k.dump();
+    }
   }
   d.stop();
 }
@@ -724,6 +852,33 @@ TEST(StandinUsers, AnLcTenantTheDaemonDoesNotGrantRunsAsBeOrPassThroughAsConfigu
     EXPECT_EQ(r.stats.at("lc_raises"), 0) << r.stats.dump();
     EXPECT_EQ(r.stats.at("mode"), refused == "be" ? "active" : "pass_through") << r.stats.dump();
   }
+  d.stop();
+}
+
+// An LC registration the daemon does not grant runs as BE in every respect: beside a granted LC
+// tenant with work in flight its launches wait at the BE gate until that work is gone.
+TEST(StandinUsers, AnLcTenantRunAsBeWaitsAtTheBeGate) {
+  const std::optional<uid_t> nobody = another_user();
+  if (!nobody) GTEST_SKIP() << "needs root and a user nobody (runs a tenant as nobody)";
+  Scratch scratch;
+  Daemon d(scratch, "orion:bound_share=0", {"--socket-mode", "0666"});
+  ASSERT_TRUE(d.up());
+  auto lc = lc_in_flight(d);  // root's: granted
+  ASSERT_TRUE(lc);
+  Env env = tenant(d, "lc", "refused");
+  env.emplace_back("CONCORD_LC_REFUSED", "be");
+  App refused(scratch, "refused", {"be", "launches=10", "ns=100000", "sync_every=1"}, env, true, *nobody);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // registered, its first launch at the gate
+  const uint64_t lowered_at = now_ns();
+  lc->close();
+  const AppRun r = refused.wait();
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_NE(r.exit.err.find("refused"), std::string::npos) << r.exit.err;
+  ASSERT_EQ(r.record.kernels().size(), 10u);
+  for (const json& k : r.record.kernels()) {
+    EXPECT_GT(k.at("queued_ns").get<uint64_t>(), lowered_at) << "launched beside the granted LC's work: " << k.dump();
+  }
+  EXPECT_GT(r.stats.at("gate_waits").get<int>(), 0) << r.stats.dump();
   d.stop();
 }
 

@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -22,6 +23,7 @@ struct FakeGpu {
   std::map<CUstream, size_t> reached;
   uintptr_t next_event = 0x1000;
   uint64_t queries = 0;
+  std::function<void()> during_query;  // run once, from inside the next event query (another thread's launches)
 };
 FakeGpu* gpu = nullptr;
 
@@ -35,6 +37,11 @@ CUresult fake_record(CUevent e, CUstream s) {
 }
 CUresult fake_query(CUevent e) {
   ++gpu->queries;
+  if (gpu->during_query) {
+    const std::function<void()> f = std::move(gpu->during_query);
+    gpu->during_query = nullptr;
+    f();
+  }
   const auto [stream, place] = gpu->recorded.at(e);
   return place < gpu->reached[stream] ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -112,6 +119,24 @@ TEST_F(CompletionBookTest, MarkersRecordedWhileAPollRunsAreKeptInOrderAndEventsA
   ASSERT_EQ(reports_.size(), 4u);
   EXPECT_EQ(std::get<0>(reports_[3]), 16u);
   EXPECT_EQ(book.in_flight(), 0u);
+}
+
+// A marker recorded while a poll is under way (another thread launching as the completion thread
+// queries) is polled from then on, behind the markers the poll found unreached.
+TEST_F(CompletionBookTest, AMarkerRecordedDuringAPollIsPolledFromThenOn) {
+  CompletionBook book(driver_, report_);
+  launch(book, 0x100, 4, 4);                                      // A's marker, seq 4
+  fake_.during_query = [&] { launch(book, 0x200, 4, 4); };        // B's, seq 8, recorded mid-poll
+  book.poll();
+  EXPECT_TRUE(reports_.empty());
+  EXPECT_EQ(book.markers(), 2u);
+  fake_.reached[stream(0x100)] = 1;
+  fake_.reached[stream(0x200)] = 1;
+  book.poll();
+  ASSERT_EQ(reports_.size(), 2u) << "the marker recorded during the first poll was lost";
+  EXPECT_EQ(std::get<0>(reports_[1]), 8u);
+  EXPECT_EQ(book.in_flight(), 0u);
+  EXPECT_FALSE(book.markers_pending());
 }
 
 TEST_F(CompletionBookTest, AStreamThatEndsUnreachedDoesNotHoldAnotherBack) {

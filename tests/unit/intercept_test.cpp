@@ -40,6 +40,25 @@ TEST(InterceptConfig, DefaultsAreABestEffortTenantNamedAfterTheProgram) {
   EXPECT_EQ(c->poll_us, 50u);
   EXPECT_EQ(c->be_poll_us, 200u);
   EXPECT_FALSE(c->green_contexts);
+  EXPECT_EQ(c->marker_every, 64u);
+}
+
+// The ends of each range are accepted: the largest weight, a name of the protocol's full length,
+// a marker after every launch and after every 65536.
+TEST(InterceptConfig, TheEndsOfEachRangeAreAccepted) {
+  auto heavy = parse({{"CONCORD_WEIGHT", std::to_string(ipc::limits::kMaxWeight)}});
+  ASSERT_TRUE(heavy.is_ok()) << heavy.status().to_string();
+  EXPECT_EQ(heavy->tenant.weight, ipc::limits::kMaxWeight);
+  const std::string longest(ipc::limits::kNameBytes, 'n');
+  auto named = parse({{"CONCORD_NAME", longest}});
+  ASSERT_TRUE(named.is_ok()) << named.status().to_string();
+  EXPECT_EQ(named->tenant.name, longest);
+  for (const char* every : {"1", "65536"}) {
+    auto c = parse({{"CONCORD_MARKER_EVERY", every}});
+    ASSERT_TRUE(c.is_ok()) << every << ": " << c.status().to_string();
+    EXPECT_EQ(c->marker_every, std::stoul(every));
+  }
+  for (const char* poll : {"1", "100000"}) EXPECT_TRUE(parse({{"CONCORD_POLL_US", poll}}).is_ok()) << poll;
 }
 
 TEST(InterceptConfig, ReadsAnLcTenant) {
@@ -54,6 +73,7 @@ TEST(InterceptConfig, ReadsAnLcTenant) {
   EXPECT_EQ(c->socket_path, "/tmp/s.sock");
   EXPECT_EQ(c->stats_path, "/tmp/stats.json");
   EXPECT_EQ(c->poll_us, 20u);
+  EXPECT_FALSE(c->disabled) << "CONCORD_DISABLE=0";
   EXPECT_EQ(parse({{"CONCORD_BE_POLL_US", "500"}})->be_poll_us, 500u);
   EXPECT_TRUE(parse({{"CONCORD_DISABLE", "1"}})->disabled);
   EXPECT_TRUE(parse({{"CONCORD_GREEN_CONTEXTS", "1"}})->green_contexts);
@@ -83,6 +103,9 @@ TEST(InterceptConfig, BadValuesAreNamed) {
       {{{"CONCORD_DISABLE", "yes"}}, "CONCORD_DISABLE='yes'"},
       {{{"CONCORD_POLL_US", "0"}}, "CONCORD_POLL_US='0'"},
       {{{"CONCORD_BE_POLL_US", "100001"}}, "CONCORD_BE_POLL_US='100001'"},
+      {{{"CONCORD_MARKER_EVERY", "0"}}, "CONCORD_MARKER_EVERY='0'"},
+      {{{"CONCORD_MARKER_EVERY", "65537"}}, "CONCORD_MARKER_EVERY='65537'"},
+      {{{"CONCORD_MARKER_EVERY", "8x"}}, "CONCORD_MARKER_EVERY='8x'"},
       {{{"CONCORD_INTERCEPT_LOG", "on"}}, "CONCORD_INTERCEPT_LOG='on'"},
       {{{"CONCORD_GREEN_CONTEXTS", "yes"}}, "CONCORD_GREEN_CONTEXTS='yes'"},
       {{{"CONCORD_ROOM", "off"}}, "CONCORD_ROOM='off'"},
@@ -187,6 +210,8 @@ TEST(InterceptResidency, BlocksPerSmFollowThreadsRegistersAndSharedMemory) {
   EXPECT_EQ(resident_blocks(kH100, {33, 0}, 128, 0), 12) << "33 registers round up to 40 per thread (256 per warp): 65536 / 5120";
   EXPECT_EQ(resident_blocks(kH100, {32, 49152}, 128, 0), 4) << "48 KiB static plus 1 KiB reserved, 4 fit";
   EXPECT_EQ(resident_blocks(kH100, {32, 0}, 128, 100000), 2);
+  // A partial warp takes a whole warp's registers and threads: 48 threads are two warps.
+  EXPECT_EQ(resident_blocks(kH100, {64, 0}, 48, 0), 16) << "registers: 64 x 32 per warp, two warps a block";
 }
 
 TEST(InterceptResidency, PaddingHoldsAKernelAtTheCapAndNeverBelowItsOwnSize) {

@@ -10,17 +10,24 @@
 //               event; a thread on its per-thread default stream; a captured graph launched
 //               three times; a cooperative launch. Results checked against the CPU.
 //   lc          an LC service: requests of `kernels` kernels on one stream, each marked with
-//               concord_request_begin/end (when the library is there), synchronised at its end
+//               concord_request_begin/end (when the library is there), synchronised at its end;
+//               with host_us, each kernel but the last synchronised and followed by that much host
+//               work (a request whose host steps come between its kernels)
 //   be          a BE loop of `launches` kernels (or for `seconds`), synchronising every `sync_every`
 //   room        launches of a kernel that notes its blocks' residency per SM; the sum it computes
 //   capture     a stream captured (mode=global|relaxed|thread_local) while a side thread
-//               launches on another stream; the graph launched `graph_launches` times
+//               launches on another stream; the graph launched `graph_launches` times; with
+//               before=N, N launches on the stream just before its capture begins
 //   ptsz        threads launching on their per-thread default streams, both ways
 //   procaddress cuGetProcAddress (both ABIs) and dlsym lookups; a launch through each pointer
 //   accumulate  `launches` launches of x += 1 on one stream (each must run exactly once)
 //   eager       `hz` small launches a second for `seconds`, synchronising every tenth
 //   devices     launches on device 0, then on device 1
-//   churn       streams and events made, used and destroyed again and again
+//   churn       streams and events made, used and destroyed again and again (at priorities 0 and
+//               -5 in turn); with drain=1 each stream synchronised before it is destroyed, so that
+//               its handle comes back for the very next stream
+//   capture_legacy  a blocking stream captured while the program launches on the legacy stream,
+//               which would join the capture: the launch is refused and the capture invalidated
 //   vmm         a kernel over memory from cuMemCreate/cuMemMap, and over pool allocations
 //
 // Prints one JSON line; exits 0 when every check passed, 1 when one failed, 2 on a CUDA error.
@@ -330,6 +337,7 @@ int run_lc(const Args& a) {
   const uint64_t ns = static_cast<uint64_t>(a.get("ns", 200000));
   const unsigned grid = static_cast<unsigned>(a.get("grid", 132));
   const long gap_us = a.get("gap_us", 2000);
+  const long host_us = a.get("host_us", 0);
   const bool mark = a.get("mark", 1) != 0;
   const std::string ready = a.str("ready", "");
   Gpu g = open_gpu(0);
@@ -340,7 +348,13 @@ int run_lc(const Args& a) {
   for (long r = 0; requests == 0 || r < requests; ++r) {
     const uint64_t t0 = now_ns();
     if (mark) request_mark(true);
-    for (int k = 0; k < kernels; ++k) CU(spin(cuLaunchKernel, g.spin, s, static_cast<uint32_t>((r << 16) | k), ns, grid));
+    for (int k = 0; k < kernels; ++k) {
+      CU(spin(cuLaunchKernel, g.spin, s, static_cast<uint32_t>((r << 16) | k), ns, grid));
+      if (host_us > 0 && k + 1 < kernels) {
+        CU(cuStreamSynchronize(s));
+        std::this_thread::sleep_for(std::chrono::microseconds(host_us));
+      }
+    }
     if (r == 0) touch(ready);
     CU(cuStreamSynchronize(s));
     if (mark) request_mark(false);
@@ -466,6 +480,7 @@ int run_capture(const Args& a) {
   const int graph_launches = static_cast<int>(a.get("graph_launches", 3));
   const uint64_t ns = static_cast<uint64_t>(a.get("ns", 50000));
   const bool on_legacy = a.str("graph_stream", "created") == "legacy";
+  const int before = static_cast<int>(a.get("before", 0));
   const uint32_t n = 1024;
   Gpu g = open_gpu(0);
   CUstream cap = nullptr, side = nullptr, run = nullptr;
@@ -491,6 +506,11 @@ int run_capture(const Args& a) {
       std::this_thread::sleep_for(std::chrono::microseconds(300));
     }
   });
+  // Launches on the stream just before its capture (no marker behind them yet when it begins).
+  for (int i = 0; i < before; ++i) {
+    CU(affine(cuLaunchKernel, g.affine, cap, gx, n, 7, static_cast<uint32_t>(i), 0x2000u + static_cast<uint32_t>(i), ns));
+    for (uint32_t k = 0; k < n; ++k) gref[k] = affine_ref(gref[k], 7, static_cast<uint32_t>(i));
+  }
   CU(cuStreamBeginCapture(cap, mode));
   capturing = true;
   for (int step = 0; step < steps; ++step) {
@@ -504,6 +524,7 @@ int run_capture(const Args& a) {
   done = true;
   side_thread.join();
   if (ended != CUDA_SUCCESS) die("cuStreamEndCapture", ended, __LINE__);
+  CU(cuStreamSynchronize(cap));  // what ran on it before its capture, ahead of the graph's launches
   size_t nodes = 0;
   CU(cuGraphGetNodes(graph, nullptr, &nodes));
   CUgraphExec exec = nullptr;
@@ -520,8 +541,8 @@ int run_capture(const Args& a) {
     for (uint32_t k = 0; k < n; ++k) sref[k] = affine_ref(sref[k], 5, static_cast<uint32_t>(i));
   }
   const bool ok = download(gx, n) == gref && download(sx, n) == sref && nodes == static_cast<size_t>(steps);
-  std::printf("{\"ok\": %s, \"graph_nodes\": %zu, \"graph_launches\": %d, \"captured\": %d, \"side_launches\": %d}\n",
-              ok ? "true" : "false", nodes, graph_launches, steps, side_launches);
+  std::printf("{\"ok\": %s, \"graph_nodes\": %zu, \"graph_launches\": %d, \"captured\": %d, \"side_launches\": %d, \"before\": %d}\n",
+              ok ? "true" : "false", nodes, graph_launches, steps, side_launches, before);
   CU(cuGraphExecDestroy(exec));
   CU(cuGraphDestroy(graph));
   return ok ? 0 : 1;
@@ -665,6 +686,7 @@ int run_devices(const Args& a) {
 
 int run_churn(const Args& a) {
   const int rounds = static_cast<int>(a.get("rounds", 40));
+  const bool drain = a.get("drain", 0) != 0;
   Gpu g = open_gpu(0);
   const uint32_t n = 256;
   std::vector<uint32_t> ref(n, 1);
@@ -678,7 +700,9 @@ int run_churn(const Args& a) {
     CU(cuEventRecord(e, s));
     CU(affine(cuLaunchKernel, g.affine, s, x, n, 5, 1, static_cast<uint32_t>(r), 20000, 2));
     CU(cuEventSynchronize(e));
-    // Destroyed with a launch perhaps still in flight: its handle comes back for the next stream.
+    if (drain) CU(cuStreamSynchronize(s));
+    // Destroyed with a launch perhaps still in flight: its handle comes back for a later stream
+    // (for the next one when drained).
     CU(cuStreamDestroy(s));
     CU(cuEventDestroy(e));
     for (uint32_t k = 0; k < n; ++k) ref[k] = affine_ref(affine_ref(ref[k], 3, static_cast<uint32_t>(r)), 5, 1);
@@ -686,6 +710,30 @@ int run_churn(const Args& a) {
   CU(cuCtxSynchronize());
   const bool ok = download(x, n) == ref;
   std::printf("{\"ok\": %s, \"launches_made\": %d}\n", ok ? "true" : "false", 2 * rounds);
+  return ok ? 0 : 1;
+}
+
+int run_capture_legacy(const Args& a) {
+  const uint64_t ns = static_cast<uint64_t>(a.get("ns", 50000));
+  const uint32_t n = 1024;
+  Gpu g = open_gpu(0);
+  CUstream cap = nullptr;
+  CU(cuStreamCreate(&cap, CU_STREAM_DEFAULT));  // blocking: the legacy stream joins its work
+  const CUdeviceptr x = upload(std::vector<uint32_t>(n, 1));
+  CU(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU(affine(cuLaunchKernel, g.affine, cap, x, n, 3, 1, 0x100, ns));
+  const CUresult legacy = affine(cuLaunchKernel, g.affine, nullptr, x, n, 5, 1, 0x101, ns);
+  CUgraph graph = nullptr;
+  const CUresult ended = cuStreamEndCapture(cap, &graph);
+  if (graph) CU(cuGraphDestroy(graph));
+  CU(cuCtxSynchronize());
+  // Nothing ran: the captured launch is in no graph, the legacy one was refused.
+  const std::vector<uint32_t> got = download(x, n);
+  const bool untouched = std::all_of(got.begin(), got.end(), [](uint32_t v) { return v == 1; });
+  const bool ok = legacy != CUDA_SUCCESS && ended != CUDA_SUCCESS && untouched;
+  std::printf("{\"ok\": %s, \"legacy_result\": %d, \"end_result\": %d, \"untouched\": %s}\n", ok ? "true" : "false",
+              static_cast<int>(legacy), static_cast<int>(ended), untouched ? "true" : "false");
+  CU(cuStreamDestroy(cap));
   return ok ? 0 : 1;
 }
 
@@ -768,6 +816,7 @@ int main(int argc, char** argv) {
   if (mode == "accumulate") return run_accumulate(a);
   if (mode == "devices") return run_devices(a);
   if (mode == "churn") return run_churn(a);
+  if (mode == "capture_legacy") return run_capture_legacy(a);
   if (mode == "vmm") return run_vmm(a);
   std::fprintf(stderr, "concord_standin_app: unknown mode '%s'\n", mode.c_str());
   return 2;
