@@ -43,7 +43,7 @@ Result<ipc::LeaseTerms> lease_terms(const Lease& lease, uint32_t own_slot, const
 
 LeaseRunner::LeaseRunner(TenantHub& hub, LeasePolicy& policy, DeviceSpec device, LeaseRunnerOptions options)
     : hub_(hub), policy_(policy), device_(std::move(device)), options_(std::move(options)) {
-  hub_.completions_in_inbox(true);
+  hub_.lease_form(true);
 }
 
 void LeaseRunner::request_ended(TenantConn& conn, uint64_t start_ns, uint64_t end_ns) {
@@ -53,19 +53,20 @@ void LeaseRunner::request_ended(TenantConn& conn, uint64_t start_ns, uint64_t en
 
 void LeaseRunner::on_notice(TenantConn& conn, Track& t, const ipc::LaunchNotice& n) {
   ++conn.stats.releases;  // under a lease every launch is its own release
-  if (t.open.empty()) {
+  if (t.in_flight == 0) {
     t.burst_first = n.at_ns;
     t.burst_launches = 0;
   }
   ++t.burst_launches;
   t.burst_last = n.at_ns;
-  t.open.insert(n.seq);
+  ++t.in_flight;
   if (!is_lc(conn)) return;
   if (t.in_request) {
     t.request_has_launch = true;
     t.request_last = n.seq;
+    t.request_last_open = true;
   } else {
-    t.waiting.emplace_back(n.seq, n.at_ns);  // a launch outside request marks is a request of its own
+    t.waiting.push_back(Waiting{n.seq, n.at_ns});  // a launch outside request marks is a request of its own
   }
 }
 
@@ -76,10 +77,10 @@ void LeaseRunner::on_boundary(TenantConn& conn, Track& t, const BoundaryEvent& b
   if (t.in_request) {
     if (!t.request_has_launch) {
       request_ended(conn, t.begin_at, at);
-    } else if (t.open.count(t.request_last) == 0) {
+    } else if (!t.request_last_open) {
       request_ended(conn, t.begin_at, t.last_end_at);  // its last launch ended already
     } else {
-      t.waiting.emplace_back(t.request_last, t.begin_at);
+      t.waiting.push_back(Waiting{t.request_last, t.begin_at});
     }
   }
   t.in_request = b.boundary.edge == ipc::RequestEdge::begin;
@@ -88,17 +89,29 @@ void LeaseRunner::on_boundary(TenantConn& conn, Track& t, const BoundaryEvent& b
 }
 
 bool LeaseRunner::on_completion(TenantConn& conn, Track& t, const CompletionEvent& c) {
-  for (uint64_t seq : c.ended) t.open.erase(seq);
+  t.in_flight -= std::min<uint64_t>(t.in_flight, c.ended.size());
+  // Both ascending: the waiting requests whose last launch ended now, by one merge.
+  auto w = std::lower_bound(t.waiting.begin(), t.waiting.end(), c.ended.front(), [](const Waiting& x, uint64_t seq) { return x.last < seq; });
+  for (auto e = c.ended.begin(); e != c.ended.end() && w != t.waiting.end();) {
+    if (w->last < *e) {
+      ++w;
+    } else if (*e < w->last) {
+      ++e;
+    } else {
+      (w++)->ended = true;
+    }
+  }
+  if (t.request_last_open && std::binary_search(c.ended.begin(), c.ended.end(), t.request_last)) t.request_last_open = false;
   t.last_end_at = c.at_ns;
   // Requests end in the order they began (one looked at per completion, however many wait: a
   // request whose last launch ended on another stream before an older one's waits for it).
-  while (!t.waiting.empty() && t.open.count(t.waiting.front().first) == 0) {
-    request_ended(conn, t.waiting.front().second, c.at_ns);
+  while (!t.waiting.empty() && t.waiting.front().ended) {
+    request_ended(conn, t.waiting.front().start, c.at_ns);
     t.waiting.pop_front();
   }
   // The burst ends with the completion that leaves nothing in flight (every completion event ends
   // at least one launch).
-  if (!t.open.empty()) return false;
+  if (t.in_flight > 0) return false;
   // The times are the tenant's: nothing is assumed of them but what is checked here.
   if (c.at_ns < t.burst_last || t.burst_last < t.burst_first || c.at_ns - t.burst_first < options_.min_burst_ns) return false;
   if (t.burst_launches > 0) {
@@ -154,7 +167,7 @@ bool LeaseRunner::watch_board() {
     if (conn->state != ConnState::live || conn->lc_slot >= ipc::kLcSlots) continue;
     Track& t = tracks_[id];
     const uint64_t bit = uint64_t{1} << conn->lc_slot;
-    if ((bits & bit) == 0 || !t.open.empty() || t.in_request) {
+    if ((bits & bit) == 0 || t.in_flight > 0 || t.in_request) {
       t.flag_idle_since = 0;
     } else if (t.flag_idle_since == 0) {
       t.flag_idle_since = now;
@@ -242,13 +255,13 @@ void LeaseRunner::settle_gone() {
   std::vector<uint64_t> finished;
   for (auto& [id, conn] : hub_.conns()) {
     if (conn->state == ConnState::live) continue;
-    const bool dropped = conn->state == ConnState::gone || conn->ledger.outstanding() > 0;
+    const bool dropped = conn->state == ConnState::gone || conn->launches.outstanding() > 0;
     const Track& t = tracks_[id];
     nlohmann::json fields = {{"tenant", conn->id},     {"name", conn->record.info.name},   {"why", conn->why},
                              {"launches", conn->stats.launches}, {"requests", conn->stats.requests}, {"bursts", t.bursts}};
     if (t.share) fields["gpu_bound_share"] = *t.share;
     if (dropped) {
-      fields["outstanding"] = conn->ledger.outstanding();
+      fields["outstanding"] = conn->launches.outstanding();
       log_event(spdlog::level::warn, "tenant_dropped", fields);
     } else {
       log_event(spdlog::level::info, "tenant_left", fields);

@@ -63,15 +63,21 @@ class LeaseRunner {
   uint64_t flags_cleared() const { return flags_cleared_; }
 
  private:
-  // One tenant's books. `open` follows the ring's order (the hub's ledger has read the whole poll
-  // already), which a burst's edges need.
+  // One tenant's books, in the ring's order (the hub's launch book has read the whole poll
+  // already, which a burst's edges cannot use).
+  struct Waiting {
+    uint64_t last = 0;   // the request's last launch
+    uint64_t start = 0;  // when it began
+    bool ended = false;  // its last launch ended (on another stream than an older request's)
+  };
   struct Track {
-    std::set<uint64_t> open;  // launches noticed and not ended
+    uint64_t in_flight = 0;   // launches noticed and not ended
     bool in_request = false;  // between an LC request's begin and end marks
     uint64_t begin_at = 0;
     bool request_has_launch = false;
     uint64_t request_last = 0;
-    std::deque<std::pair<uint64_t, uint64_t>> waiting;  // (last launch, start) of requests not ended
+    bool request_last_open = false;  // request_last has not ended
+    std::deque<Waiting> waiting;     // requests not ended, by their last launch, ascending
     uint64_t last_end_at = 0;  // when the latest completion came
     uint64_t burst_first = 0, burst_last = 0;  // the current burst's first and last launch
     uint64_t burst_launches = 0;               // launches in the current burst

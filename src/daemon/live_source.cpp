@@ -78,6 +78,7 @@ Status LiveSource::join_new(TenantSink& sink) {
     Result<TenantId> id = sink.join(tenant_info(conn->id, conn->record.owner, r), std::nullopt, {});
     if (!id.is_ok()) return id.status();
     hub_.bind(*conn, *id);
+    joined_.emplace(conn->id, Joined{});
     log_event(spdlog::level::info, "tenant_joined",
               {{"tenant", conn->id}, {"name", r.name}, {"class", r.cls == TenantClass::latency_critical ? "lc" : "be"},
                {"target_ms", static_cast<double>(r.latency_target_ns) / 1e6}, {"weight", r.weight}, {"pid", r.pid},
@@ -88,7 +89,7 @@ Status LiveSource::join_new(TenantSink& sink) {
 
 Status LiveSource::open(TenantSink& sink) { return join_new(sink); }
 
-Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn) {
+Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn, Joined& j) {
   const bool lc = conn.record.info.cls == TenantClass::latency_critical;
   while (!conn.inbox.empty()) {
     const UpEvent ev = conn.inbox.front();
@@ -106,14 +107,14 @@ Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn) {
       const KernelSpec* kernel = kernel_for(n->notice);
       LaunchSubmission s;
       s.kernel = kernel;
-      if (conn.in_boundary) {
-        if (conn.open_request < 0) {
-          const Seconds at = std::clamp(hub_.seconds(conn.begin_at), 0.0, sink.now());
+      if (j.in_boundary) {
+        if (j.open_request < 0) {
+          const Seconds at = std::clamp(hub_.seconds(j.begin_at), 0.0, sink.now());
           Result<int64_t> req = sink.arrive(conn.engine, at);
           if (!req.is_ok()) return req.status();
-          conn.open_request = *req;
+          j.open_request = *req;
         }
-        s.request = conn.open_request;
+        s.request = j.open_request;
         s.last_of_request = false;
       } else {
         Result<int64_t> req = sink.arrive(conn.engine, sink.now());
@@ -122,51 +123,46 @@ Status LiveSource::take_inbox(TenantSink& sink, TenantConn& conn) {
         s.last_of_request = true;
       }
       CONCORD_RETURN_IF_ERROR(sink.submit(conn.engine, s));
-      conn.submitted.push_back(n->notice.seq);
-      conn.undecided.insert(n->notice.seq);
+      CONCORD_RETURN_IF_ERROR(conn.launches.queue(n->notice.seq));
     } else if (const auto* b = std::get_if<BoundaryEvent>(&ev)) {
       if (!lc) continue;  // a BE tenant's launches are each their own request
       // An end closes the request that has launches; a begin inside an open request closes it too.
-      if (conn.open_request >= 0) CONCORD_RETURN_IF_ERROR(sink.end_request(conn.engine));
-      conn.open_request = -1;
-      conn.in_boundary = b->boundary.edge == ipc::RequestEdge::begin;
-      if (conn.in_boundary) conn.begin_at = b->at;
+      if (j.open_request >= 0) CONCORD_RETURN_IF_ERROR(sink.end_request(conn.engine));
+      j.open_request = -1;
+      j.in_boundary = b->boundary.edge == ipc::RequestEdge::begin;
+      if (j.in_boundary) j.begin_at = b->at;
     }
   }
   return Status::ok();
 }
 
-Status LiveSource::settle(TenantSink& sink, TenantConn& conn) {
-  if (conn.left_engine) return Status::ok();
-  if (conn.state == ConnState::leaving && conn.ledger.outstanding() == 0) {
+Status LiveSource::settle(TenantSink& sink, TenantConn& conn, Joined& j) {
+  if (j.left) return Status::ok();
+  if (conn.state == ConnState::leaving && conn.launches.outstanding() == 0) {
     // Launches that ran ahead of the engine (follow-on releases, free run) and have ended are
     // still in its queue: the tenant leaves once the engine has dispatched them (each ends at
     // once), or the engine would dispatch launches of a tenant the backend no longer knows.
-    if (!conn.submitted.empty()) return Status::ok();
-    if (conn.open_request >= 0) CONCORD_RETURN_IF_ERROR(sink.end_request(conn.engine));
-    conn.open_request = -1;
+    if (conn.launches.queued() > 0) return Status::ok();
+    if (j.open_request >= 0) CONCORD_RETURN_IF_ERROR(sink.end_request(conn.engine));
+    j.open_request = -1;
     CONCORD_RETURN_IF_ERROR(sink.leave(conn.engine));
-    conn.left_engine = true;
+    j.left = true;
     log_event(spdlog::level::info, "tenant_left", {{"tenant", conn.id}, {"name", conn.record.info.name}, {"why", conn.why}});
     return Status::ok();
   }
   if (conn.state == ConnState::live) return Status::ok();
   std::string why = conn.why;
   if (conn.state == ConnState::leaving) {
-    why = fmt::format("{} with {} launches outstanding", conn.why, conn.ledger.outstanding());
+    why = fmt::format("{} with {} launches outstanding", conn.why, conn.launches.outstanding());
     conn.why = why;
   }
   CONCORD_RETURN_IF_ERROR(sink.drop(conn.engine, fmt::format("tenant '{}' (daemon tenant {}) {}", conn.record.info.name, conn.id, why)));
-  conn.left_engine = true;
-  conn.dropped_in_engine = true;
+  j.left = true;
+  conn.launches.drop();  // the engine dropped what it had not dispatched; what runs fails
   log_event(spdlog::level::warn, "tenant_dropped",
-            {{"tenant", conn.id}, {"name", conn.record.info.name}, {"why", why}, {"running", conn.running.size()}});
+            {{"tenant", conn.id}, {"name", conn.record.info.name}, {"why", why}, {"running", conn.launches.running()}});
   conn.inbox.clear();
-  conn.submitted.clear();  // the engine dropped what it had not dispatched
-  conn.undecided.clear();
-  conn.held.clear();
-  conn.followed.clear();
-  conn.open_request = -1;
+  j.open_request = -1;
   return Status::ok();
 }
 
@@ -174,12 +170,17 @@ Result<Seconds> LiveSource::pump(TenantSink& sink) {
   CONCORD_RETURN_IF_ERROR(join_new(sink));
   std::vector<uint64_t> finished;
   for (auto& [id, conn] : hub_.conns()) {
-    if (!conn->engine.valid()) continue;
-    if (!conn->left_engine && conn->state != ConnState::gone) CONCORD_RETURN_IF_ERROR(take_inbox(sink, *conn));
-    CONCORD_RETURN_IF_ERROR(settle(sink, *conn));
-    if (conn->left_engine && conn->running.empty()) finished.push_back(id);
+    const auto it = joined_.find(id);
+    if (!conn->engine.valid() || it == joined_.end()) continue;
+    Joined& j = it->second;
+    if (!j.left && conn->state != ConnState::gone) CONCORD_RETURN_IF_ERROR(take_inbox(sink, *conn, j));
+    CONCORD_RETURN_IF_ERROR(settle(sink, *conn, j));
+    if (j.left && conn->launches.running() == 0) finished.push_back(id);
   }
-  for (uint64_t id : finished) hub_.remove(id);
+  for (uint64_t id : finished) {
+    hub_.remove(id);
+    joined_.erase(id);
+  }
   return sink.now() + std::chrono::duration<double>(poll_).count();
 }
 

@@ -50,8 +50,15 @@ class LiveSource final : public TenantSource {
   // Why the device cannot run a noticed launch (empty: it can).
   std::string unrunnable(const ipc::LaunchNotice& notice) const;
   Status join_new(TenantSink& sink);
-  Status take_inbox(TenantSink& sink, TenantConn& conn);
-  Status settle(TenantSink& sink, TenantConn& conn);
+  // What the source keeps of a tenant it joined to the engine.
+  struct Joined {
+    bool left = false;          // leave() or drop() called
+    int64_t open_request = -1;  // the engine's open request of this tenant (-1: none)
+    bool in_boundary = false;   // between a request begin and its end
+    std::chrono::steady_clock::time_point begin_at;
+  };
+  Status take_inbox(TenantSink& sink, TenantConn& conn, Joined& j);
+  Status settle(TenantSink& sink, TenantConn& conn, Joined& j);
 
   TenantHub& hub_;
   DeviceSpec device_;
@@ -59,6 +66,7 @@ class LiveSource final : public TenantSource {
   using KernelKey = std::tuple<uint64_t, ipc::Dim3, ipc::Dim3, uint32_t, bool>;
   std::map<KernelKey, std::unique_ptr<KernelSpec>> kernels_;  // outlive every run they were in
   std::unique_ptr<KernelSpec> overflow_;
+  std::map<uint64_t, Joined> joined_;  // by the hub's id
 };
 
 }  // namespace concord::daemon

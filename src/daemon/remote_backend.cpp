@@ -38,11 +38,12 @@ uint32_t RemoteBackend::handle_of(const SmSet& sms) {
 }
 
 void RemoteBackend::announce(TenantConn& conn, uint32_t handle) {
-  if (handle == 0 || conn.announced.count(handle)) return;
+  std::set<uint32_t>& announced = peer(conn).announced;
+  if (handle == 0 || announced.count(handle)) return;
   Result<std::vector<uint64_t>> words = ipc::sm_words(sets_.at(handle).ids());
   if (!words.is_ok()) return;  // SmSet holds at most 256 SMs: always within the protocol's 1024
   hub_.send(conn, ipc::SmSetAnnounce{handle, *words});
-  conn.announced.insert(handle);
+  announced.insert(handle);
 }
 
 Status RemoteBackend::prepare_sm_set(const SmSet& sms, TenantId tenant) {
@@ -57,16 +58,17 @@ Status RemoteBackend::start_clock() {
   return Status::ok();
 }
 
-void RemoteBackend::decide(TenantConn& conn, const ipc::Decision& d) {
+void RemoteBackend::decide(TenantConn& conn, const ipc::Decision& d, bool follow_on) {
   // A free-run tenant's launches went out under its lease when it noticed them: no decision is sent.
   if (!conn.free_run) {
-    (void)conn.ledger.decision(d);
+    const Result<std::chrono::steady_clock::duration> held = conn.launches.decide(d.seq, d.verdict, std::chrono::steady_clock::now(), follow_on);
+    if (held.is_ok()) conn.stats.held_seconds += std::chrono::duration<double>(*held).count();
     hub_.send(conn, d);
     ++decisions_;
   }
   if (d.verdict == ipc::Verdict::release) {
     ++conn.stats.releases;
-    conn.last_release = d;
+    peer(conn).last_release = d;
   } else {
     ++conn.stats.holds;
   }
@@ -76,28 +78,24 @@ Status RemoteBackend::dispatch(const DispatchRequest& request) {
   if (request.parts.size() != 1) return Status::unsupported("remote backend: fused dispatches are not possible for opaque launches");
   const DispatchPart& part = request.parts[0];
   TenantConn* conn = hub_.by_engine(part.tenant);
-  if (conn == nullptr || conn->submitted.empty()) {
+  // A tenant's launches are dispatched in its stream's order: the oldest queued is this one.
+  const auto next = conn == nullptr ? std::nullopt : conn->launches.dispatch_next(request.id);
+  if (!next) {
     return Status::internal(fmt::format("remote backend: dispatch {} of engine tenant {}, which has no launch waiting", request.id.value,
                                         part.tenant.value));
   }
-  // A tenant's launches are dispatched in its stream's order: the oldest submitted is this one.
-  const uint64_t seq = conn->submitted.front();
-  conn->submitted.pop_front();
-  if (conn->followed.erase(seq) == 0) {
+  const auto [seq, record] = *next;
+  if (!record->followed) {
     const uint32_t handle = handle_of(request.placement.sms);
     announce(*conn, handle);
     const auto prio = request.placement.priority > 0 ? ipc::Priority::high : ipc::Priority::normal;
     decide(*conn, ipc::Decision{seq, ipc::Verdict::release, prio, handle});
   }
-  conn->undecided.erase(seq);
-  if (const auto h = conn->held.find(seq); h != conn->held.end()) {
-    conn->stats.held_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - h->second).count();
-    conn->held.erase(h);
-  }
-  conn->running[seq] = request.id;
+  const bool ended = record->told == Told::ended;
   dispatches_[request.id] = Running{conn->id, seq, request.after, now(), part.range.size(), part.kernel};
-  if (conn->done_early.erase(seq) > 0) finish(request.id, Status::ok());
-  if (conn->dropped_in_engine) finish(request.id, Status::device_error(who(*conn) + " is gone: " + conn->why));
+  // Free-run or followed: it may have ended before the engine dispatched it; it ends now.
+  if (ended) finish(request.id, Status::ok());
+  if (conn->launches.dropped()) finish(request.id, Status::device_error(who(*conn) + " is gone: " + conn->why));
   return Status::ok();
 }
 
@@ -125,7 +123,7 @@ Result<std::vector<int64_t>> RemoteBackend::progress(DispatchId dispatch) const 
 void RemoteBackend::finish(DispatchId id, Status error) {
   const auto it = dispatches_.find(id);
   if (it == dispatches_.end()) return;
-  if (TenantConn* conn = hub_.find(it->second.tenant)) conn->running.erase(it->second.seq);
+  if (TenantConn* conn = hub_.find(it->second.tenant)) conn->launches.finish(it->second.seq);
   Completion c;
   c.dispatch = id;
   c.start = it->second.start;
@@ -162,54 +160,39 @@ void RemoteBackend::take_completions(std::vector<Completion>& out) {
 bool RemoteBackend::lc_active() const {
   for (const auto& [id, conn] : hub_.conns()) {
     if (conn->state == ConnState::gone || conn->record.info.cls != TenantClass::latency_critical) continue;
-    if (conn->in_boundary || !conn->running.empty() || !conn->submitted.empty() || !conn->followed.empty()) return true;
+    const LaunchBook& b = conn->launches;
+    if (b.in_request() || b.running() > 0 || b.queued() > 0) return true;
   }
   return false;
 }
 
-size_t RemoteBackend::in_flight(const TenantConn& conn) {
-  size_t n = conn.running.size();
-  for (uint64_t seq : conn.followed) n += conn.done_early.count(seq) == 0 ? 1 : 0;
-  return n;
-}
-
 void RemoteBackend::send_holds() {
-  const auto now_tp = std::chrono::steady_clock::now();
   std::optional<bool> lc;  // lc_active(), asked once, before this call's releases
-  const auto may_follow = [&](const TenantConn& conn, uint64_t seq) {
-    if (!options_.follow_on || conn.last_release.seq == 0 || seq != conn.last_release.seq + 1) return false;
+  const auto may_follow = [&](TenantConn& conn, uint64_t seq) {
+    const ipc::Decision& last = peer(conn).last_release;
+    if (!options_.follow_on || last.seq == 0 || seq != last.seq + 1) return false;
     if (conn.record.info.cls == TenantClass::latency_critical) return true;
     if (lc ? *lc : *(lc = lc_active())) return false;
-    return options_.be_depth <= 0 || in_flight(conn) < static_cast<size_t>(options_.be_depth);
+    return options_.be_depth <= 0 || conn.launches.in_flight() < static_cast<size_t>(options_.be_depth);
   };
   const auto follow = [&](TenantConn& conn, uint64_t seq) {
-    ipc::Decision d = conn.last_release;
+    ipc::Decision d = peer(conn).last_release;
     d.seq = seq;
-    decide(conn, d);
-    conn.followed.insert(seq);
+    decide(conn, d, true);
     ++followed_;
   };
   for (auto& [id, conn] : hub_.conns()) {
+    if (conn->free_run) continue;  // went out under its lease: nothing to decide, never held
     // Launches held while the BE depth was reached (or LC work was active) follow on, oldest
     // first, once they qualify again.
-    while (!conn->free_run && !conn->held.empty() && may_follow(*conn, conn->held.begin()->first)) {
-      const auto h = conn->held.begin();
-      conn->stats.held_seconds += std::chrono::duration<double>(now_tp - h->second).count();
-      const uint64_t seq = h->first;
-      conn->held.erase(h);
-      follow(*conn, seq);
-    }
-    if (conn->undecided.empty()) continue;
-    for (uint64_t seq : conn->undecided) {  // ascending: the tenant's order
-      if (conn->free_run) continue;  // went out under its lease: nothing to decide, never held
+    for (auto h = conn->launches.oldest_held(); h && may_follow(*conn, *h); h = conn->launches.oldest_held()) follow(*conn, *h);
+    for (uint64_t seq : conn->launches.undecided()) {  // ascending: the tenant's order
       if (may_follow(*conn, seq)) {
         follow(*conn, seq);
         continue;
       }
       decide(*conn, ipc::Decision{seq, ipc::Verdict::hold, ipc::Priority::normal, 0});
-      conn->held.emplace(seq, now_tp);
     }
-    conn->undecided.clear();
   }
 }
 
@@ -220,21 +203,15 @@ bool RemoteBackend::poll_once() {
     TenantConn* conn = hub_.find(e.tenant);
     if (conn == nullptr) continue;
     last_completion_[e.tenant] = now();
-    const auto r = conn->running.find(e.seq);
-    if (r == conn->running.end()) {
-      // Free-run or followed: the launch ran before the engine dispatched it; it ends when dispatched.
-      if (conn->free_run || conn->followed.count(e.seq)) conn->done_early.insert(e.seq);
-      continue;
-    }
-    // A failed one made its tenant gone (TenantHub::poll): the source drops it, then its
-    // dispatches fail.
-    if (e.ok) finish(r->second, Status::ok());
+    // Free-run or followed launches may end before the engine dispatched them; they end when
+    // dispatched. A failed one made its tenant gone (TenantHub::poll): the source drops it, then
+    // its dispatches fail.
+    if (const auto d = conn->launches.running_as(e.seq); d && e.ok) finish(*d, Status::ok());
   }
   // Dropped tenants: what they still run ends now, failed, naming them.
   for (auto& [id, conn] : hub_.conns()) {
-    if (!conn->dropped_in_engine || conn->running.empty()) continue;
-    const std::vector<std::pair<uint64_t, DispatchId>> left(conn->running.begin(), conn->running.end());
-    for (const auto& [seq, d] : left) finish(d, Status::device_error(who(*conn) + " is gone: " + conn->why));
+    if (!conn->launches.dropped() || conn->launches.running() == 0) continue;
+    for (const auto& [seq, d] : conn->launches.running_dispatches()) finish(d, Status::device_error(who(*conn) + " is gone: " + conn->why));
     any = true;
   }
   return any;
@@ -246,7 +223,7 @@ void RemoteBackend::expire_silent() {
   for (const auto& [id, r] : dispatches_) {
     if (ended.count(r.tenant)) continue;
     TenantConn* conn = hub_.find(r.tenant);
-    if (conn == nullptr || conn->state == ConnState::gone || conn->running.count(r.seq) == 0) continue;
+    if (conn == nullptr || conn->state == ConnState::gone || !conn->launches.running_as(r.seq)) continue;
     const auto last = last_completion_.find(r.tenant);
     const Seconds since = std::max(r.start, last == last_completion_.end() ? r.start : last->second);
     const auto longest = r.kernel != nullptr ? longest_.find(r.kernel) : longest_.end();
@@ -261,6 +238,9 @@ void RemoteBackend::expire_silent() {
   }
   for (auto it = last_completion_.begin(); it != last_completion_.end();) {
     it = hub_.find(it->first) == nullptr ? last_completion_.erase(it) : std::next(it);
+  }
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    it = hub_.find(it->first) == nullptr ? peers_.erase(it) : std::next(it);
   }
 }
 
@@ -300,11 +280,10 @@ Result<std::vector<Completion>> RemoteBackend::advance(Seconds until) {
 Status RemoteBackend::abort_all(Seconds grace) {
   // Nothing opaque can be stopped from here: release what is held, so every tenant goes on.
   for (auto& [id, conn] : hub_.conns()) {
-    std::vector<uint64_t> waiting(conn->submitted.begin(), conn->submitted.end());
-    for (uint64_t seq : waiting) decide(*conn, ipc::Decision{seq, ipc::Verdict::release, ipc::Priority::normal, 0});
-    conn->submitted.clear();
-    conn->undecided.clear();
-    conn->held.clear();
+    for (uint64_t seq : conn->launches.queued_seqs()) {
+      if (conn->launches.told(seq) != Told::released) decide(*conn, ipc::Decision{seq, ipc::Verdict::release, ipc::Priority::normal, 0});
+    }
+    conn->launches.forget_queued();
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
   while (!dispatches_.empty() && std::chrono::steady_clock::now() < deadline) {

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,9 +104,14 @@ class RemoteBackend final : public Backend {
   void send_holds();
   // Whether a latency-critical tenant has an open request or launches the daemon knows of.
   bool lc_active() const;
-  // Launches of `conn` released and not yet ended.
-  static size_t in_flight(const TenantConn& conn);
-  void decide(TenantConn& conn, const ipc::Decision& d);
+  // What the backend keeps of a tenant: the last release it sent (follow-on copies it) and the SM
+  // sets it has announced.
+  struct Peer {
+    ipc::Decision last_release{0, ipc::Verdict::hold, ipc::Priority::normal, 0};
+    std::set<uint32_t> announced;
+  };
+  Peer& peer(const TenantConn& conn) { return peers_[conn.id]; }
+  void decide(TenantConn& conn, const ipc::Decision& d, bool follow_on = false);
   // Moves what ended into `ready_` (completions whose stream predecessor has ended).
   void finish(DispatchId id, Status error);
   void take_completions(std::vector<Completion>& out);
@@ -117,6 +123,7 @@ class RemoteBackend final : public Backend {
   std::map<SmSet, uint32_t, bool (*)(const SmSet&, const SmSet&)> handles_;
   std::map<uint32_t, SmSet> sets_;
   std::map<DispatchId, Running> dispatches_;
+  std::map<uint64_t, Peer> peers_;  // by the hub's id
   std::vector<Completion> ended_;  // ended, waiting for their predecessor or for advance()
   uint64_t decisions_ = 0;
   uint64_t followed_ = 0;

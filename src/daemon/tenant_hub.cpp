@@ -60,6 +60,7 @@ std::vector<TenantConn*> TenantHub::sync_registry() {
     conn->lease = std::move(it->second.lease);
     conn->lc_slot = it->second.lc_slot;
     conn->free_run = free_run_(conn->record);
+    conn->launches = LaunchBook(ipc::kMaxOutstandingLaunches, !lease_form_);
     fresh.push_back(conn.get());
     conns_.emplace(it->first, std::move(conn));
     it = books_.made.erase(it);
@@ -117,21 +118,21 @@ bool TenantHub::poll(std::vector<Ended>& done) {
       }
       any = true;
       if (const auto* l = std::get_if<ipc::LaunchNotice>(&*m)) {
-        if (Status s = conn.ledger.notice(l->seq, l->stream, conn.free_run); !s.is_ok()) {
+        if (Status s = conn.launches.notice(l->seq, l->stream, conn.free_run); !s.is_ok()) {
           reject(conn, s.message());
           break;
         }
         ++conn.stats.launches;
         conn.inbox.push_back(NoticeEvent{*l});
       } else if (const auto* c = std::get_if<ipc::CompletionNotice>(&*m)) {
-        Result<std::vector<uint64_t>> ended = conn.ledger.completion(c->seq, c->stream);
+        Result<std::vector<uint64_t>> ended = conn.launches.end(c->seq, c->stream);
         if (!ended.is_ok()) {
           reject(conn, ended.status().message());
           break;
         }
         conn.stats.completions += ended->size();
         for (uint64_t seq : *ended) done.push_back(Ended{id, seq, c->ok, c->at_ns});
-        if (completions_in_inbox_ && !ended->empty()) conn.inbox.push_back(CompletionEvent{*ended, c->ok, c->at_ns});
+        if (lease_form_ && !ended->empty()) conn.inbox.push_back(CompletionEvent{*ended, c->ok, c->at_ns});
         if (!c->ok) {
           ++conn.stats.failed;
           mark_gone(conn, fmt::format("reported launch {} failed on the device", c->seq), false);
@@ -139,11 +140,12 @@ bool TenantHub::poll(std::vector<Ended>& done) {
           break;
         }
       } else if (const auto* b = std::get_if<ipc::RequestBoundary>(&*m)) {
-        if (b->last_seq != conn.ledger.last_noticed()) {
+        if (b->last_seq != conn.launches.last_noticed()) {
           reject(conn, fmt::format("request boundary: field last_seq: {}, but the last notice was {}", b->last_seq,
-                                   conn.ledger.last_noticed()));
+                                   conn.launches.last_noticed()));
           break;
         }
+        conn.launches.request_edge(b->edge == ipc::RequestEdge::begin);
         conn.inbox.push_back(BoundaryEvent{*b, std::chrono::steady_clock::now()});
       } else if (std::holds_alternative<ipc::Bye>(*m)) {
         if (conn.state == ConnState::live) {

@@ -1,8 +1,9 @@
-// The daemon's side of its tenants: one connection per registered tenant (its rings, the order
-// of its launches, what it noticed and what was decided), shared by the LiveSource (which turns
-// notices into the engine's tenants, requests and launches) and the RemoteBackend (which turns
-// dispatches into decisions and completions back into the engine's). Both run on the engine's
-// thread; only the registry (the control socket's, on its own thread) is behind a mutex.
+// The daemon's side of its tenants: one connection per registered tenant (its rings, lease page
+// and liveness, what came up its ring, and its launches' records in a LaunchBook), which the
+// LiveSource (notices into the engine's tenants, requests and launches), the RemoteBackend
+// (dispatches into decisions, completions back into the engine's) or the LeaseRunner read. Each
+// keeps what else it needs of a tenant itself. They run on the lane's thread; only the registry
+// (the control socket's, on its own thread) is behind a mutex.
 #pragma once
 
 #include <atomic>
@@ -22,9 +23,9 @@
 #include "concord/ids.h"
 #include "concord/kernel.h"
 #include "concord/status.h"
+#include "daemon/launch_book.h"
 #include "daemon/prometheus.h"
 #include "ipc/lease_page.h"
-#include "ipc/launch_ledger.h"
 #include "ipc/protocol.h"
 #include "ipc/ring.h"
 #include "ipc/tenant_registry.h"
@@ -93,6 +94,9 @@ enum class ConnState : uint8_t {
   gone,     // its process died, its connection closed, or it broke the protocol
 };
 
+// One registered tenant as the hub keeps it: its transport (rings, lease page, board slot), its
+// liveness, what came up its ring for the engine's side, and its launches' records. The source and
+// the backend keep what else they need of it themselves.
 struct TenantConn {
   uint64_t id = 0;  // the registry's
   ipc::TenantRecord record;
@@ -100,34 +104,14 @@ struct TenantConn {
   ipc::LeasePage lease;
   uint32_t lc_slot = ipc::kNoLcSlot;  // its flag's slot on its GPU's board
   bool unlinked = false;  // ring names removed once the tenant attached
-  ipc::LaunchLedger ledger{ipc::kMaxOutstandingLaunches};
   ConnState state = ConnState::live;
   std::string why;        // why it left or went
   bool died = false;      // counted as dropped
   // Its launches go out under an open lease: released when noticed, no decision follows.
   bool free_run = false;
-
-  // Source side.
-  TenantId engine;                   // valid once joined
-  std::deque<UpEvent> inbox;
-  std::deque<uint64_t> submitted;    // seqs submitted to the engine and not yet dispatched, in order
-  bool left_engine = false;          // leave() or drop() called
-  bool dropped_in_engine = false;    // drop() called: failed completions may now come out
-  int64_t open_request = -1;         // the engine's open request of this tenant (-1: none)
-  bool in_boundary = false;          // between a request begin and its end
-  std::chrono::steady_clock::time_point begin_at;
-
-  // Backend side.
-  std::set<uint64_t> undecided;      // noticed, submitted, neither released nor told to hold
-  std::map<uint64_t, std::chrono::steady_clock::time_point> held;  // told to hold, since
-  std::set<uint64_t> done_early;     // free-run or followed: completed before the engine dispatched it
-  // Follow-on releases (RemoteBackendOptions::follow_on): the last release sent (seq 0: none yet);
-  // the seqs released that way, which the engine has not dispatched yet.
-  ipc::Decision last_release{0, ipc::Verdict::hold, ipc::Priority::normal, 0};
-  std::set<uint64_t> followed;
-  std::set<uint32_t> announced;      // SM-set handles sent down
-  std::map<uint64_t, DispatchId> running;  // released seq -> its dispatch
-
+  TenantId engine;                   // its id in the engine, valid once joined
+  std::deque<UpEvent> inbox;         // notices and boundaries (and completions, lease form), in ring order
+  LaunchBook launches;
   TenantStats stats;
 };
 
@@ -172,8 +156,9 @@ class TenantHub {
   const HubCounters& counters() const { return counters_; }
   SharedRegistry& shared() { return shared_; }
   DeviceBooks& books() { return books_; }  // under shared().mu, but for the board
-  // Completions go into the inboxes too, in ring order (the lease runner's books).
-  void completions_in_inbox(bool on) { completions_in_inbox_ = on; }
+  // The lease form: no engine takes the launches (a record goes at its end), and completions go
+  // into the inboxes too, in ring order (the lease runner's books).
+  void lease_form(bool on) { lease_form_ = on; }
   // Ends a tenant (the source drops it at its next pump): `died` counts it as dropped.
   void mark_gone(TenantConn& conn, std::string why, bool died);
 
@@ -191,7 +176,7 @@ class TenantHub {
   uint64_t seen_generation_ = ~uint64_t{0};  // the registry's generation at the last sync
   ipc::WaitPolicy liveness_;
   FreeRun free_run_;
-  bool completions_in_inbox_ = false;
+  bool lease_form_ = false;
   std::map<uint64_t, std::unique_ptr<TenantConn>> conns_;
   std::map<int64_t, uint64_t> by_engine_;
   HubCounters counters_;
