@@ -9,31 +9,51 @@
 
 namespace concord::intercept {
 
-std::pair<bool, uint64_t> CompletionBook::book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every,
-                                               bool force, uint64_t now_ns) {
+CompletionBook::Track& CompletionBook::track(uint64_t key) {
+  if (const std::optional<Track*> t = track_cache_.find(key)) return **t;
   std::lock_guard<std::mutex> lock(tracks_mu_);
   Track& t = tracks_[key];
-  t.handle = app;
-  t.foreign_ok = foreign_ok;
-  t.last_seq = std::max(t.last_seq, seq);  // threads sharing a stream may book out of seq order
-  ++t.count;
-  t.last_launch_ns = now_ns;
-  if (!force && t.count - t.marked < every) return {false, 0};
-  t.marked = t.count;
-  return {true, t.count};
+  track_cache_.keep(key, &t);
+  return t;
+}
+
+bool CompletionBook::mark(Track& t, uint64_t count) {
+  uint64_t m = t.marked.load(std::memory_order_acquire);
+  while (m < count) {
+    if (t.marked.compare_exchange_weak(m, count, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+  }
+  return false;
+}
+
+CompletionBook::Booked CompletionBook::book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every, bool force,
+                                            uint64_t now_ns) {
+  Track& t = track(key);
+  t.handle.store(app, std::memory_order_relaxed);
+  t.foreign_ok.store(foreign_ok, std::memory_order_relaxed);
+  // Threads sharing a stream may book out of seq order: the stream's latest is the greatest.
+  uint64_t last = t.last_seq.load(std::memory_order_relaxed);
+  while (last < seq && !t.last_seq.compare_exchange_weak(last, seq, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+  }
+  const uint64_t count = t.count.fetch_add(1, std::memory_order_acq_rel) + 1;
+  t.last_launch_ns.store(now_ns, std::memory_order_relaxed);
+  const uint64_t marked = t.marked.load(std::memory_order_acquire);
+  if (marked >= count || (!force && count - marked < every)) return {};
+  if (!mark(t, count)) return {};
+  return {true, count, t.last_seq.load(std::memory_order_acquire)};
+}
+
+void CompletionBook::give_back(CUevent event) {
+  if (free_events_.push(event)) return;
+  std::lock_guard<std::mutex> lock(events_mu_);
+  free_spill_.push_back(event);
+  spilled_.store(true, std::memory_order_release);
 }
 
 void CompletionBook::record_marker(CUstream stream, uint64_t key, uint64_t seq, uint64_t count) {
   CUevent event = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    if (!free_events_.empty()) {
-      event = free_events_.back();
-      free_events_.pop_back();
-    }
-  }
   CUresult r = CUDA_SUCCESS;
-  if (!event) {
+  if (!free_events_.pop(event)) {
+    // Until the pool is warm (or while more markers are out than it holds): a new event.
     r = driver_.event_create(&event, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS) {
       std::lock_guard<std::mutex> lock(events_mu_);
@@ -46,41 +66,33 @@ void CompletionBook::record_marker(CUstream stream, uint64_t key, uint64_t seq, 
   if (r != CUDA_SUCCESS) {
     std::fprintf(stderr, "concord-intercept: completion of launch %llu not tracked: %s\n", static_cast<unsigned long long>(seq),
                  driver_status(r, "cuEventRecord", __FILE__, __LINE__).message().c_str());
-    if (event) {
-      std::lock_guard<std::mutex> lock(events_mu_);
-      free_events_.push_back(event);
-    }
+    if (event) give_back(event);
     ended(key, seq, count, true, ipc::monotonic_ns());
     return;
   }
   markers_.fetch_add(1, std::memory_order_relaxed);
+  markers_out_.fetch_add(1, std::memory_order_acq_rel);
+  const Marker m{seq, key, count, event};
+  if (recorded_.push(m)) return;
   std::lock_guard<std::mutex> lock(events_mu_);
-  pending_.push_back(Marker{seq, key, count, event});
+  recorded_spill_.push_back(m);
+  spilled_.store(true, std::memory_order_release);
 }
 
 bool CompletionBook::mark_uncovered(uint64_t key, CUstream app) {
-  uint64_t seq = 0, count = 0;
-  {
-    std::lock_guard<std::mutex> lock(tracks_mu_);
-    Track& t = tracks_[key];
-    if (t.count == t.marked) return false;
-    seq = t.last_seq;
-    count = t.marked = t.count;
-  }
-  record_marker(app, key, seq, count);
+  Track& t = track(key);
+  const uint64_t count = t.count.load(std::memory_order_acquire);
+  if (!mark(t, count)) return false;
+  record_marker(app, key, t.last_seq.load(std::memory_order_acquire), count);
   return true;
 }
 
 void CompletionBook::ended(uint64_t key, uint64_t seq, uint64_t count, bool ok, uint64_t at_ns) {
-  uint64_t newly = 0;
-  {
-    std::lock_guard<std::mutex> lock(tracks_mu_);
-    Track& t = tracks_[key];
-    if (count > t.ended) {
-      newly = count - t.ended;
-      t.ended = count;
-    }
+  Track& t = track(key);
+  uint64_t before = t.ended.load(std::memory_order_acquire);
+  while (before < count && !t.ended.compare_exchange_weak(before, count, std::memory_order_acq_rel, std::memory_order_acquire)) {
   }
+  const uint64_t newly = count > before ? count - before : 0;
   if (newly == 0 && ok) return;  // covered before (a synchronisation overtook the marker)
   ended_.fetch_add(newly, std::memory_order_acq_rel);
   report_(seq, key, ok, at_ns);
@@ -89,12 +101,21 @@ void CompletionBook::ended(uint64_t key, uint64_t seq, uint64_t count, bool ok, 
 
 void CompletionBook::poll() {
   std::lock_guard<std::mutex> poll(poll_mu_);
-  {
-    std::lock_guard<std::mutex> lock(events_mu_);
-    polling_.swap(pending_);
-  }
+  // The markers still pending from the last poll, then those recorded since, in that order.
+  polling_.swap(still_);
   still_.clear();
-  done_.clear();
+  Marker fresh;
+  while (recorded_.pop(fresh)) polling_.push_back(fresh);
+  if (spilled_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    polling_.insert(polling_.end(), recorded_spill_.begin(), recorded_spill_.end());
+    recorded_spill_.clear();
+    for (CUevent e : free_spill_) {
+      if (!free_events_.push(e)) break;
+    }
+    free_spill_.erase(free_spill_.begin(), free_spill_.begin() + static_cast<std::ptrdiff_t>(std::min(free_spill_.size(), kQueueSlots)));
+    spilled_.store(!free_spill_.empty(), std::memory_order_release);
+  }
   behind_.clear();
   for (const Marker& m : polling_) {
     // A stream runs in order: behind a marker it has not reached, its later markers are not
@@ -113,19 +134,11 @@ void CompletionBook::poll() {
       continue;
     }
     ended(m.key, m.seq, m.count, r == CUDA_SUCCESS, ipc::monotonic_ns());
-    done_.push_back(m.event);
+    give_back(m.event);
+    markers_out_.fetch_sub(1, std::memory_order_acq_rel);
   }
+  // What is still pending waits in still_, ahead of what is recorded meanwhile.
   polling_.clear();
-  std::lock_guard<std::mutex> lock(events_mu_);
-  // Markers recorded meanwhile stay behind the older ones.
-  still_.insert(still_.end(), pending_.begin(), pending_.end());
-  pending_.swap(still_);
-  free_events_.insert(free_events_.end(), done_.begin(), done_.end());
-}
-
-bool CompletionBook::markers_pending() const {
-  std::lock_guard<std::mutex> lock(events_mu_);
-  return !pending_.empty();
 }
 
 int CompletionBook::tail_markers(uint64_t quiet_ns) {
@@ -137,9 +150,10 @@ int CompletionBook::tail_markers(uint64_t quiet_ns) {
   {
     std::lock_guard<std::mutex> lock(tracks_mu_);
     for (auto& [key, t] : tracks_) {
-      if (t.count == t.marked || !t.foreign_ok || now - t.last_launch_ns < quiet_ns) continue;
-      t.marked = t.count;
-      due.emplace_back(t.handle, key, t.last_seq, t.count);
+      if (!t.foreign_ok.load(std::memory_order_acquire) || now - t.last_launch_ns.load(std::memory_order_relaxed) < quiet_ns) continue;
+      const uint64_t count = t.count.load(std::memory_order_acquire);
+      if (!mark(t, count)) continue;
+      due.emplace_back(t.handle.load(std::memory_order_relaxed), key, t.last_seq.load(std::memory_order_acquire), count);
     }
   }
   for (const auto& [stream, key, seq, count] : due) record_marker(stream, key, seq, count);
@@ -148,24 +162,22 @@ int CompletionBook::tail_markers(uint64_t quiet_ns) {
 
 std::vector<std::array<uint64_t, 3>> CompletionBook::before_sync(uint64_t key, bool whole_context) {
   std::vector<std::array<uint64_t, 3>> covered;
+  const auto cover = [&](uint64_t k, const Track& t) {
+    const uint64_t count = t.count.load(std::memory_order_acquire);
+    if (count > t.ended.load(std::memory_order_acquire)) covered.push_back({k, t.last_seq.load(std::memory_order_acquire), count});
+  };
   std::lock_guard<std::mutex> lock(tracks_mu_);
   if (whole_context) {
-    for (const auto& [k, t] : tracks_) {
-      if (t.count > t.ended) covered.push_back({k, t.last_seq, t.count});
-    }
-  } else if (const auto it = tracks_.find(key); it != tracks_.end() && it->second.count > it->second.ended) {
-    covered.push_back({key, it->second.last_seq, it->second.count});
+    for (const auto& [k, t] : tracks_) cover(k, t);
+  } else if (const auto it = tracks_.find(key); it != tracks_.end()) {
+    cover(key, it->second);
   }
   return covered;
 }
 
 void CompletionBook::after_sync(const std::vector<std::array<uint64_t, 3>>& covered, uint64_t at_ns) {
   for (const auto& [key, seq, count] : covered) {
-    {
-      std::lock_guard<std::mutex> lock(tracks_mu_);
-      Track& t = tracks_[key];
-      t.marked = std::max(t.marked, count);
-    }
+    (void)mark(track(key), count);
     ended(key, seq, count, true, at_ns);
   }
 }
@@ -173,7 +185,7 @@ void CompletionBook::after_sync(const std::vector<std::array<uint64_t, 3>>& cove
 void CompletionBook::stream_gone(uint64_t key) {
   std::lock_guard<std::mutex> handles(handles_mu_);
   std::lock_guard<std::mutex> lock(tracks_mu_);
-  if (const auto it = tracks_.find(key); it != tracks_.end()) it->second.foreign_ok = false;
+  if (const auto it = tracks_.find(key); it != tracks_.end()) it->second.foreign_ok.store(false, std::memory_order_release);
 }
 
 }  // namespace concord::intercept

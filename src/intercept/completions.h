@@ -17,8 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "intercept/bounded_queue.h"
 #include "intercept/cu_handles.h"
 #include "intercept/real_driver.h"
+#include "intercept/thread_cache.h"
 
 namespace concord::intercept {
 
@@ -35,10 +37,16 @@ class CompletionBook {
   uint64_t in_flight() const { return launched_.load() - ended_.load(); }
 
   // Books launch `seq` on stream `key`, made at `now_ns` (`app`: the handle to record on;
-  // `foreign_ok`: another thread may name it). Whether a marker should follow it, and the stream's
-  // count it covers: when `every` launches went by since the last one, or `force`.
-  std::pair<bool, uint64_t> book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every, bool force,
-                                 uint64_t now_ns);
+  // `foreign_ok`: another thread may name it), without a lock. Whether a marker should follow it
+  // (when `every` launches went by since the last one, or `force`), the stream's count it covers
+  // and the latest launch of the stream it covers (another thread's, perhaps, launched on the same
+  // stream before this one was counted).
+  struct Booked {
+    bool marker = false;
+    uint64_t count = 0;
+    uint64_t seq = 0;
+  };
+  Booked book(uint64_t key, CUstream app, bool foreign_ok, uint64_t seq, uint64_t every, bool force, uint64_t now_ns);
   // Records a marker on `stream` behind launch `seq`, the `count`-th of stream `key`. Without an
   // event (the driver refused one) the launches are said to have ended now rather than never.
   void record_marker(CUstream stream, uint64_t key, uint64_t seq, uint64_t count);
@@ -47,7 +55,7 @@ class CompletionBook {
   bool mark_uncovered(uint64_t key, CUstream app);
   // Queries the pending markers (one caller at a time) and reports those that completed.
   void poll();
-  bool markers_pending() const;
+  bool markers_pending() const { return markers_out_.load(std::memory_order_acquire) > 0; }
   // Markers from the completion thread behind streams quiet for `quiet_ns` whose last launches no
   // marker covers (not while a capture is in progress: the caller checks). How many.
   int tail_markers(uint64_t quiet_ns);
@@ -66,15 +74,18 @@ class CompletionBook {
   uint64_t queries() const { return queries_.load(std::memory_order_relaxed); }
 
  private:
-  // One application stream's launches.
+  // One application stream's launches. Booking is lock-free: a launch raises last_seq, then counts
+  // itself, so whoever reads count and then last_seq covers at least the launches it counted.
+  // tracks_mu_ guards the map (a stream's first booking on a thread inserts), never a Track's
+  // fields; tracks are never removed, so a thread keeps its pointer (track_cache_).
   struct Track {
-    CUstream handle = nullptr;  // what another thread records a marker on (null: the legacy stream)
-    bool foreign_ok = true;     // false for a thread's per-thread default stream, or a destroyed stream
-    uint64_t last_seq = 0;      // the last launch noticed on it
-    uint64_t count = 0;         // launches on it
-    uint64_t marked = 0;        // launches a marker (pending or done) or a synchronisation covers
-    uint64_t ended = 0;         // launches known to have ended
-    uint64_t last_launch_ns = 0;
+    std::atomic<CUstream> handle{nullptr};  // what another thread records a marker on (null: the legacy stream)
+    std::atomic<bool> foreign_ok{true};     // false for a thread's per-thread default stream, or a destroyed stream
+    std::atomic<uint64_t> last_seq{0};      // the last launch noticed on it
+    std::atomic<uint64_t> count{0};         // launches on it
+    std::atomic<uint64_t> marked{0};        // launches a marker (pending or done) or a synchronisation covers
+    std::atomic<uint64_t> ended{0};         // launches known to have ended
+    std::atomic<uint64_t> last_launch_ns{0};
   };
   struct Marker {
     uint64_t seq = 0;
@@ -82,23 +93,36 @@ class CompletionBook {
     uint64_t count = 0;
     CUevent event = nullptr;
   };
+  struct TrackTag {};
+  Track& track(uint64_t key);
+  // Raises `marked` to `count` when it is below: whether this call did.
+  static bool mark(Track& t, uint64_t count);
   void ended(uint64_t key, uint64_t seq, uint64_t count, bool ok, uint64_t at_ns);
+  void give_back(CUevent event);
 
   const RealDriver& driver_;
   Report report_;
   std::mutex handles_mu_;  // the application's stream handles, while another thread records on them
   std::mutex tracks_mu_;
   std::unordered_map<uint64_t, Track> tracks_;
+  ThreadCache<uint64_t, Track*, TrackTag> track_cache_;
   std::atomic<uint64_t> launched_{0};
   std::atomic<uint64_t> ended_{0};
-  mutable std::mutex events_mu_;
-  std::vector<OwnedEvent> events_;  // every marker event made
-  std::vector<CUevent> free_events_;
-  std::vector<Marker> pending_;     // recorded and not yet seen complete
+  // Markers recorded and events free, handed between the launching threads and the completion
+  // thread without a lock; past their bound (more markers pending than kQueueSlots) they spill to
+  // lists behind events_mu_.
+  static constexpr size_t kQueueSlots = 4096;
+  BoundedQueue<Marker> recorded_{kQueueSlots};
+  BoundedQueue<CUevent> free_events_{kQueueSlots};
+  std::atomic<bool> spilled_{false};
+  std::atomic<uint64_t> markers_out_{0};  // recorded and not yet seen complete
+  std::mutex events_mu_;
+  std::vector<OwnedEvent> events_;        // every marker event made
+  std::vector<Marker> recorded_spill_;
+  std::vector<CUevent> free_spill_;
   std::mutex poll_mu_;
   // poll()'s working lists (poll_mu_), kept so that a poll allocates nothing once warm.
   std::vector<Marker> polling_, still_;
-  std::vector<CUevent> done_;
   std::vector<uint64_t> behind_;  // streams with a marker not yet reached in this poll
   std::atomic<uint64_t> queries_{0};
   std::atomic<uint64_t> markers_{0};

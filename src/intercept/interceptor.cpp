@@ -350,6 +350,8 @@ void Interceptor::completion_loop() {
   const auto period = std::chrono::microseconds(lc() ? config_.poll_us : config_.be_poll_us);
   auto last_announcements = std::chrono::steady_clock::time_point{};
   while (!stop_.load(std::memory_order_acquire)) {
+    // Read before this round's looks: a wake-up after them ends the sleep below at once.
+    const uint32_t seen = wake_.read();
     // SM-set announcements (per-launch decisions only) every 10 ms: no launch waits for them.
     if (const auto now = std::chrono::steady_clock::now(); now - last_announcements >= std::chrono::milliseconds(10)) {
       last_announcements = now;
@@ -371,18 +373,15 @@ void Interceptor::completion_loop() {
     const auto busy = [this] {
       return book_->markers_pending() || flag_up_.load(std::memory_order_acquire) || (lc() && book_->in_flight() > 0);
     };
-    std::unique_lock<std::mutex> lock(wake_mu_);
     if (busy()) {
-      wake_.wait_for(lock, period, [this] { return kick_.exchange(false) || stop_.load(std::memory_order_acquire); });
+      if (!stop_.load(std::memory_order_acquire)) wake_.wait(seen, period);
       continue;
     }
     // Idle: sleep until a launch wakes it, or 10 ms. The flag is set before the last look, so a
-    // launch in between either is seen or wakes it.
-    poller_idle_.store(true, std::memory_order_release);
-    if (!busy()) {
-      wake_.wait_for(lock, std::chrono::milliseconds(10),
-                     [this] { return kick_.exchange(false) || stop_.load(std::memory_order_acquire); });
-    }
+    // launch in between either is seen or wakes it (the word moved since `seen`).
+    poller_idle_.store(true, std::memory_order_seq_cst);
+    const uint32_t idle_seen = wake_.read();
+    if (!busy() && !stop_.load(std::memory_order_acquire)) wake_.wait(idle_seen, std::chrono::milliseconds(10));
     poller_idle_.store(false, std::memory_order_release);
   }
   book_->poll();
@@ -393,11 +392,7 @@ void Interceptor::shutdown() {
   std::call_once(shut_, [this] {
     if (completion_thread_.joinable()) {
       stop_.store(true, std::memory_order_release);
-      {
-        std::lock_guard<std::mutex> lock(wake_mu_);
-        kick_.store(true, std::memory_order_release);
-      }
-      wake_.notify_one();
+      wake_.wake();
       completion_thread_.join();
     }
     // Whether the daemon went away while the process ran (closing turns the client pass-through,

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -32,6 +31,7 @@
 #include "intercept/launch_route.h"
 #include "intercept/real_driver.h"
 #include "intercept/thread_cache.h"
+#include "intercept/wake_word.h"
 #include "ipc/tenant_client.h"
 
 namespace concord::intercept::impl {
@@ -165,9 +165,7 @@ class Interceptor {
   std::mutex allocations_mu_;
   std::unordered_map<CUdeviceptr, size_t> allocations_;
 
-  std::mutex wake_mu_;
-  std::condition_variable wake_;
-  std::atomic<bool> kick_{false};         // set with wake_mu_ held before notifying: no wake-up is lost
+  WakeWord wake_;                         // the completion thread sleeps on it
   std::atomic<bool> poller_idle_{false};  // the completion thread sleeps long: a launch wakes it
   pid_t owner_pid_ = 0;                   // the process that connected (0: none did)
   std::atomic<bool> stop_{false};

@@ -291,9 +291,9 @@ bool Interceptor::wait_below(uint32_t cap, CUstream app, uint64_t key) {
 
 bool Interceptor::book(uint64_t key, CUstream app, uint64_t seq, uint64_t every, bool force, uint64_t now_ns) {
   const bool foreign_ok = (key & 0xff) != kPerThreadKeyTag;
-  const auto [marker, count] = book_->book(key, app, foreign_ok, seq, every, force, now_ns);
-  if (marker) book_->record_marker(app, key, seq, count);
-  return marker;
+  const CompletionBook::Booked b = book_->book(key, app, foreign_ok, seq, every, force, now_ns);
+  if (b.marker) book_->record_marker(app, key, b.seq, b.count);
+  return b.marker;
 }
 
 void Interceptor::raise_flag(uint32_t slot) {
@@ -320,13 +320,7 @@ void Interceptor::maybe_lower_flag() {
 }
 
 void Interceptor::wake_poller() {
-  if (poller_idle_.load(std::memory_order_relaxed) && poller_idle_.exchange(false, std::memory_order_acq_rel)) {
-    {
-      std::lock_guard<std::mutex> lock(wake_mu_);
-      kick_.store(true, std::memory_order_release);
-    }
-    wake_.notify_one();
-  }
+  if (poller_idle_.load(std::memory_order_relaxed) && poller_idle_.exchange(false, std::memory_order_acq_rel)) wake_.wake();
 }
 
 }  // namespace concord::intercept::impl

@@ -13,19 +13,21 @@
 
 namespace concord::ipc {
 
-// The order of one tenant's launches through their life: noticed (seq 1, 2, ... with no gap, each
-// on a stream), held, released, completed. The daemon checks the notices and completions it takes;
-// the library checks the decisions it takes. A message out of order is refused by name and
-// changes nothing.
+// The library's books of its launches that wait for a decision: noticed (ascending seqs, each on a
+// stream; the launches between them went out under a lease and are not booked), held, released,
+// completed. The library checks the decisions that come down against it, and that a completion it
+// sends covers no launch still waiting. A message out of order is refused by name and changes
+// nothing. (The daemon's books, one record per launch of every kind, are its LaunchBook.)
 class LaunchLedger {
  public:
   explicit LaunchLedger(size_t max_outstanding = 4096) : max_outstanding_(max_outstanding) {}
   // `released`: launched already (under a lease), so no decision follows.
   Status notice(uint64_t seq, uint64_t stream, bool released = false);
   Status decision(const Decision& decision);
-  // The launch `seq` of `stream` ended, and with it every earlier launch of that stream: the seqs
-  // that ended now, ascending (none when they had ended before). An error when seq was never
-  // noticed, was noticed on another stream, or an earlier launch of the stream was not released.
+  // The launch `seq` of `stream` ended, and with it every earlier launch of that stream: the
+  // booked seqs that ended now, ascending (none when they had ended before, or none was booked).
+  // An error when seq was booked on another stream, or an earlier booked launch of the stream was
+  // not released.
   Result<std::vector<uint64_t>> completion(uint64_t seq, uint64_t stream);
   uint64_t last_noticed() const { return last_noticed_; }
   size_t outstanding() const { return states_.size(); }

@@ -182,6 +182,100 @@ Result<bool> SpscRing::try_push(std::span<const uint8_t> message) {
   return true;
 }
 
+Result<RingWriters> RingWriters::over(SpscRing& ring, uint64_t numbered) {
+  if (ring.header_ == nullptr) return Status::failed_precondition("ring writers: the ring is not formatted or attached");
+  if (ring.geometry_.capacity > (uint32_t{1} << (kTicketBits - 1))) {
+    return Status::invalid_argument(fmt::format("ring writers: field capacity: {} slots, over the {} many writers can share",
+                                                ring.geometry_.capacity, uint32_t{1} << (kTicketBits - 1)));
+  }
+  if (numbered > (kNumberMask >> kTicketBits)) return Status::invalid_argument("ring writers: the last number is out of range");
+  RingWriters w;
+  w.ring_ = &ring;
+  const uint64_t tail = ring.header_->tail.load(std::memory_order_acquire);
+  w.word_ = std::make_unique<std::atomic<uint64_t>>((numbered << kTicketBits) | (tail & kTicketMask));
+  w.published_ = std::make_unique<std::atomic<uint64_t>>(tail);
+  w.ready_ = std::make_unique<std::atomic<uint32_t>[]>(ring.geometry_.capacity);
+  for (uint32_t i = 0; i < ring.geometry_.capacity; ++i) w.ready_[i].store(0, std::memory_order_relaxed);
+  return w;
+}
+
+RingWriters::Claim RingWriters::claim_at(uint64_t word_after, uint64_t ticket) {
+  const RingGeometry& g = ring_->geometry_;
+  std::byte* slot = ring_->slots_ + (ticket & (g.capacity - 1)) * g.slot_size;
+  return Claim{ticket, (word_after & kNumberMask) >> kTicketBits,
+               std::span<uint8_t>(reinterpret_cast<uint8_t*>(slot) + sizeof(uint32_t), ring_->max_message())};
+}
+
+Result<std::optional<RingWriters::Claim>> RingWriters::try_claim(uint64_t& w, bool numbered, bool ignore_queueing) {
+  const uint64_t capacity = ring_->geometry_.capacity;
+  for (;;) {
+    if ((w & kQueueing) != 0 && !ignore_queueing) return std::optional<Claim>{};
+    const uint64_t ticket = w & kTicketMask;
+    // The slots claimed and not yet freed by the consumer (fewer than 2^20: exact mod 2^20).
+    const uint64_t used = (ticket - ring_->header_->head.load(std::memory_order_acquire)) & kTicketMask;
+    if (used > capacity) return ring_->corrupt("claim");
+    if (used == capacity) return std::optional<Claim>{};
+    uint64_t next = (w & ~kTicketMask) | ((ticket + 1) & kTicketMask);
+    if (numbered) next += uint64_t{1} << kTicketBits;
+    if (word_->compare_exchange_weak(w, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      return std::optional<Claim>{claim_at(next, ticket)};
+    }
+  }
+}
+
+Result<std::variant<RingWriters::Claim, RingWriters::Refusal>> RingWriters::claim(bool numbered) {
+  if (ring_ == nullptr) return Status::failed_precondition("ring writers: over no ring");
+  uint64_t w = word_->load(std::memory_order_acquire);
+  Result<std::optional<Claim>> c = try_claim(w, numbered, false);
+  if (!c.is_ok()) return c.status();
+  if (*c) return std::variant<Claim, Refusal>{**c};
+  return std::variant<Claim, Refusal>{(w & kQueueing) != 0 ? Refusal::queueing : Refusal::full};
+}
+
+Status RingWriters::publish(const Claim& claim, size_t bytes) {
+  if (bytes == 0 || bytes > ring_->max_message()) {
+    return Status::invalid_argument(fmt::format("ring: commit of {} bytes: a message is 1..{}", bytes, ring_->max_message()));
+  }
+  const auto length = static_cast<uint32_t>(bytes);
+  std::memcpy(claim.bytes.data() - sizeof(uint32_t), &length, sizeof length);
+  // Sequentially consistent with advance()'s loads: of a writer marking its slot and another
+  // moving the tail up to it, at least one sees the other (a store-buffer pattern), so the tail
+  // never stops short of a published slot.
+  ready_[claim.ticket & (ring_->geometry_.capacity - 1)].store(kReady | static_cast<uint32_t>(claim.ticket));
+  advance();
+  return Status::ok();
+}
+
+void RingWriters::advance() {
+  const uint64_t mask = ring_->geometry_.capacity - 1;
+  uint64_t p = published_->load();
+  for (;;) {
+    if (ready_[p & mask].load() != (kReady | static_cast<uint32_t>(p & kTicketMask))) return;
+    if (!published_->compare_exchange_strong(p, p + 1)) continue;  // another writer moved it: p is its value now
+    ++p;
+    // The tail only grows: a writer that moved `published` before this one may store after it.
+    uint64_t tail = ring_->header_->tail.load(std::memory_order_relaxed);
+    while (tail < p && !ring_->header_->tail.compare_exchange_weak(tail, p, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+}
+
+uint64_t RingWriters::queue_number(bool numbered) {
+  uint64_t w = word_->load(std::memory_order_acquire);
+  uint64_t next = 0;
+  do {
+    next = (w | kQueueing) + (numbered ? uint64_t{1} << kTicketBits : 0);
+  } while (!word_->compare_exchange_weak(w, next, std::memory_order_acq_rel, std::memory_order_acquire));
+  return (next & kNumberMask) >> kTicketBits;
+}
+
+Result<std::optional<RingWriters::Claim>> RingWriters::claim_queued() {
+  uint64_t w = word_->load(std::memory_order_acquire);
+  return try_claim(w, false, true);
+}
+
+void RingWriters::stop_queueing() { word_->fetch_and(~kQueueing, std::memory_order_acq_rel); }
+
 Result<size_t> SpscRing::try_pop(std::span<uint8_t> out) {
   if (header_ == nullptr) return Status::failed_precondition("ring: not formatted or attached");
   const uint64_t tail = header_->tail.load(std::memory_order_acquire);

@@ -23,9 +23,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "concord/status.h"
@@ -113,6 +115,7 @@ class SpscRing {
   PeerStatus peer(RingSide side, uint64_t now_ns, uint64_t stale_after_ns) const;
 
  private:
+  friend class RingWriters;
   SpscRing(detail::RingHeader* header, std::byte* slots, const RingGeometry& geometry);
   Status corrupt(const std::string& what) const;
   detail::RingHeader* header_ = nullptr;
@@ -121,6 +124,60 @@ class SpscRing {
   uint64_t head_ = 0;  // consumer's own copy: the shared one is only published
   uint64_t tail_ = 0;  // producer's own copy
   bool reserved_ = false;
+};
+
+// The producer end of a ring written by many threads of one process, without a lock. A thread
+// claims the next slot and, for a launch notice, the next launch number in the same atomic step,
+// writes the slot and publishes it; the ring's tail moves over published slots in the order they
+// were claimed, so the consumer sees the slots (and the numbers) in claim order and never a slot
+// half written. The shared layout is the SpscRing's: the consumer cannot tell.
+//
+// When the ring is full, the caller queues in its own memory: it claims a number without a slot
+// and marks the writers `queueing`, and from then on claims fail until it has moved what queued
+// into the ring (claim_queued) and cleared the mark, so nothing claimed later overtakes it. Those
+// three calls are one caller's at a time (the caller's lock); claim() and publish() are any
+// thread's. A thread stopped between claim and publish holds back the slots claimed after it.
+class RingWriters {
+ public:
+  struct Claim {
+    uint64_t ticket = 0;       // the slot's place in the ring (mod 2^20)
+    uint64_t number = 0;       // with a number: this one; without: the last claimed
+    std::span<uint8_t> bytes;  // the message's bytes (max_message() of them)
+  };
+  enum class Refusal : uint8_t { full, queueing };
+
+  RingWriters() = default;
+  // Over `ring`'s producer end (its capacity at most 2^19 slots), whose last number was `numbered`.
+  static Result<RingWriters> over(SpscRing& ring, uint64_t numbered = 0);
+
+  // A slot, with the next number when `numbered`; the refusal when the ring is full or queueing.
+  Result<std::variant<Claim, Refusal>> claim(bool numbered);
+  // Publishes `bytes` of a claimed slot (1..max_message()).
+  Status publish(const Claim& claim, size_t bytes);
+
+  // The caller's queue (one caller at a time): the next number (when `numbered`) or the last, the
+  // mark set; a slot for what queued, mark or not; the mark cleared.
+  uint64_t queue_number(bool numbered);
+  Result<std::optional<Claim>> claim_queued();
+  void stop_queueing();
+  bool queueing() const { return (word_->load(std::memory_order_acquire) & kQueueing) != 0; }
+  uint64_t last_number() const { return (word_->load(std::memory_order_acquire) & kNumberMask) >> kTicketBits; }
+
+ private:
+  static constexpr unsigned kTicketBits = 20;
+  static constexpr uint64_t kTicketMask = (uint64_t{1} << kTicketBits) - 1;
+  static constexpr uint64_t kQueueing = uint64_t{1} << 63;
+  static constexpr uint64_t kNumberMask = ~kQueueing & ~kTicketMask;
+  static constexpr uint32_t kReady = 0x80000000u;
+  Result<std::optional<Claim>> try_claim(uint64_t& word, bool numbered, bool ignore_queueing);
+  Claim claim_at(uint64_t word_after, uint64_t ticket);
+  void advance();
+
+  SpscRing* ring_ = nullptr;
+  // queueing bit | last number | next ticket (mod 2^20), one word so that one step claims both.
+  std::unique_ptr<std::atomic<uint64_t>> word_;
+  std::unique_ptr<std::atomic<uint64_t>> published_;     // slots published into the tail (full count)
+  std::unique_ptr<std::atomic<uint32_t>[]> ready_;       // per slot: kReady | the ticket written there
 };
 
 // A ring in its own shared-memory object: the creator formats it, the other end opens it.

@@ -39,6 +39,11 @@ class Client final : public TenantClient {
         lc_refused_(std::move(lc_refused)) {
     const uint64_t now = monotonic_ns();
     channel_.up().claim(RingSide::producer, options_.info.pid, 1, now);
+    if (Result<RingWriters> w = RingWriters::over(channel_.up()); w.is_ok()) {
+      writers_ = std::move(*w);
+    } else {
+      go_pass_through("up ring: " + w.status().message());
+    }
     channel_.down().claim(RingSide::consumer, options_.info.pid, 1, now);
     heartbeat_ = std::thread([this] { beat_loop(); });
   }
@@ -86,17 +91,25 @@ class Client final : public TenantClient {
 
   Result<uint64_t> notice(LaunchNotice notice, bool launched) override {
     if (pass_through()) return uint64_t{0};
-    std::unique_lock lock(mu_);
-    notice.seq = next_seq_ + 1;
     if (notice.at_ns == 0) notice.at_ns = monotonic_ns();
-    CONCORD_RETURN_IF_ERROR(ledger_.notice(notice.seq, notice.stream, launched));
-    next_seq_ = notice.seq;
+    Message m = notice;
     if (launched) {
-      if (!post(lock, notice)) return uint64_t{0};
-    } else if (!push_up(lock, notice)) {
-      return uint64_t{0};
+      // Under a lease: one claim of a slot and a number, no lock, no map (RingWriters). The
+      // process's queue, behind its lock, only while the ring is full.
+      const int r = try_push(m);
+      if (r < 0) return uint64_t{0};
+      if (r == 0) {
+        std::unique_lock lock(mu_);
+        if (!post(lock, m)) return uint64_t{0};
+      }
+      return std::get<LaunchNotice>(m).seq;
     }
-    return notice.seq;
+    std::unique_lock lock(mu_);
+    if (!push_up(lock, m)) return uint64_t{0};
+    // Booked before the lock goes: the decision for it is read under the same lock.
+    const uint64_t seq = std::get<LaunchNotice>(m).seq;
+    CONCORD_RETURN_IF_ERROR(ledger_.notice(seq, notice.stream));
+    return seq;
   }
 
   Result<Decision> wait_release(uint64_t seq) override {
@@ -137,11 +150,18 @@ class Client final : public TenantClient {
 
   Status completed(uint64_t seq, uint64_t stream, bool ok, uint64_t at_ns) override {
     if (seq == 0 || pass_through()) return Status::ok();
+    if (seq > writers_.last_number()) {
+      return Status::failed_precondition(fmt::format("completion: field seq: {} was never noticed (last notice {})", seq, writers_.last_number()));
+    }
     std::unique_lock lock(mu_);
-    Result<std::vector<uint64_t>> ended = ledger_.completion(seq, stream);
-    if (!ended.is_ok()) return ended.status();
-    if (ended->empty() && ok) return Status::ok();  // told before (a marker behind a synchronisation)
-    post(lock, CompletionNotice{seq, stream, ok, at_ns != 0 ? at_ns : monotonic_ns()});
+    // Launches that waited for a decision must have had their release; those made under a lease
+    // are not in the ledger.
+    CONCORD_RETURN_IF_ERROR(ledger_.completion(seq, stream).status());
+    uint64_t& told = ended_[stream];
+    if (seq <= told && ok) return Status::ok();  // told before (a marker behind a synchronisation)
+    told = std::max(told, seq);
+    Message m = CompletionNotice{seq, stream, ok, at_ns != 0 ? at_ns : monotonic_ns()};
+    post(lock, m);
     return Status::ok();
   }
 
@@ -173,7 +193,8 @@ class Client final : public TenantClient {
     if (!pass_.exchange(true)) {
       std::unique_lock lock(mu_);
       (void)drain_overflow();
-      push_up(lock, Bye{ByeReason::exit}, /*final=*/true);
+      Message bye = Bye{ByeReason::exit};
+      push_up(lock, bye, /*final=*/true);
       (void)control_.call(Bye{ByeReason::exit}, std::chrono::milliseconds(200));
     }
     channel_.up().close(RingSide::producer);
@@ -190,14 +211,22 @@ class Client final : public TenantClient {
   Status boundary(RequestEdge edge) {
     if (pass_through()) return Status::ok();
     std::unique_lock lock(mu_);
-    post(lock, RequestBoundary{edge, next_seq_, monotonic_ns()});
+    Message m = RequestBoundary{edge, 0, monotonic_ns()};  // its last_seq: the last number claimed before it
+    post(lock, m);
     return Status::ok();
   }
 
+  // The number a message takes from its claim: a notice the next (its seq), a boundary the last
+  // (the last launch noticed before it, in the ring's order).
+  static void number(Message& m, uint64_t n) {
+    if (auto* l = std::get_if<LaunchNotice>(&m)) l->seq = n;
+    if (auto* b = std::get_if<RequestBoundary>(&m)) b->last_seq = n;
+  }
+
   // Posts one message up without ever waiting (mu_ held): behind what queued before it, into the
-  // ring while it has room, else into the process's queue. False when the client turned
-  // pass-through instead.
-  bool post(std::unique_lock<std::mutex>& lock, const Message& m) {
+  // ring while it has room, else into the process's queue with its number. False when the client
+  // turned pass-through instead.
+  bool post(std::unique_lock<std::mutex>& lock, Message& m) {
     (void)lock;
     if (pass_through() || !drain_overflow()) return false;
     if (overflow_.empty()) {
@@ -208,44 +237,58 @@ class Client final : public TenantClient {
       go_pass_through(fmt::format("the daemon read nothing while {} messages queued", kMaxOverflow));
       return false;
     }
+    number(m, writers_.queue_number(std::holds_alternative<LaunchNotice>(m)));
     overflow_.push_back(m);
     return true;
   }
 
-  // One message into the up ring: 1 posted, 0 the ring is full, -1 pass-through now.
-  int try_push(const Message& m) {
-    Result<std::span<uint8_t>> slot = channel_.up().reserve();
-    if (!slot.is_ok()) {
-      go_pass_through("up ring: " + slot.status().message());
+  // One message into the up ring, from any thread: 1 posted, 0 the ring is full (or a queue
+  // waits), -1 pass-through now.
+  int try_push(Message& m) {
+    Result<std::variant<RingWriters::Claim, RingWriters::Refusal>> c = writers_.claim(std::holds_alternative<LaunchNotice>(m));
+    if (!c.is_ok()) {
+      go_pass_through("up ring: " + c.status().message());
       return -1;
     }
-    if (slot->empty()) return 0;
-    Result<size_t> n = encode_into(m, *slot);
+    const auto* claim = std::get_if<RingWriters::Claim>(&*c);
+    if (claim == nullptr) return 0;
+    number(m, claim->number);
+    return write(m, *claim);
+  }
+
+  int write(const Message& m, const RingWriters::Claim& claim) {
+    Result<size_t> n = encode_into(m, claim.bytes);
     if (!n.is_ok()) {
       go_pass_through("encode: " + n.status().message());
       return -1;
     }
-    if (Status s = channel_.up().commit(*n); !s.is_ok()) {
+    if (Status s = writers_.publish(claim, *n); !s.is_ok()) {
       go_pass_through("up ring: " + s.message());
       return -1;
     }
     return 1;
   }
 
-  // Moves what queued into the ring while it has room (mu_ held); false when the ring broke.
+  // Moves what queued into the ring while it has room (mu_ held), numbered as they were queued;
+  // false when the ring broke.
   bool drain_overflow() {
     while (!overflow_.empty()) {
-      const int r = try_push(overflow_.front());
-      if (r < 0) return false;
-      if (r == 0) return true;
+      Result<std::optional<RingWriters::Claim>> c = writers_.claim_queued();
+      if (!c.is_ok()) {
+        go_pass_through("up ring: " + c.status().message());
+        return false;
+      }
+      if (!*c) return true;
+      if (write(overflow_.front(), **c) < 0) return false;
       overflow_.pop_front();
     }
+    if (writers_.queueing()) writers_.stop_queueing();
     return true;
   }
 
   // Posts one message up (mu_ held), waiting out a full ring while the daemon lives (a launch that
   // waits for its decision anyway); false when the client turned pass-through instead.
-  bool push_up(std::unique_lock<std::mutex>& lock, const Message& m, bool final = false) {
+  bool push_up(std::unique_lock<std::mutex>& lock, Message& m, bool final = false) {
     for (int i = 0;; ++i) {
       if (!drain_overflow()) return false;
       if (overflow_.empty()) {
@@ -351,9 +394,10 @@ class Client final : public TenantClient {
   const uint64_t tenant_;
   const std::string lc_refused_;
 
-  std::mutex mu_;  // the rings' ends, the ledger, what came down and what queued up
+  RingWriters writers_;  // the up ring's producer end, any thread's
+  std::mutex mu_;  // the down ring's end, the ledger, what came down and what queued up
   LaunchLedger ledger_{kMaxOutstandingLaunches};
-  uint64_t next_seq_ = 0;
+  std::map<uint64_t, uint64_t> ended_;  // per stream: the latest launch whose end was posted
   std::map<uint64_t, Decision> released_;  // releases not yet waited for
   std::set<uint64_t> held_;
   std::vector<SmSetAnnouncement> announcements_;

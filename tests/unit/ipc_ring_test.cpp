@@ -7,7 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -83,6 +88,115 @@ TEST(IpcRing, FullEmptyAndWraparoundKeepOrder) {
     next_in = next_out;
   }
   EXPECT_GT(next_out, 150u);
+}
+
+// Many threads write one ring without a lock: the consumer sees every message once, whole, the
+// numbered ones numbered 1, 2, ... in the ring's order, and each unnumbered one carrying the number
+// before it. A small ring fills often, so the writers' queue (one thread at a time, behind a
+// mutex, as the tenant client does it) takes turns with the lock-free claims.
+TEST(IpcRingWriters, ManyThreadsKeepOneOrderThroughAFullRing) {
+  LocalRing r({64, 8});
+  Result<RingWriters> made = RingWriters::over(r.producer);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  RingWriters& w = *made;
+  constexpr int kThreads = 4;
+  constexpr uint64_t kEach = 20000;
+  std::mutex queue_mu;
+  std::deque<std::array<uint64_t, 3>> queue;  // (numbered, number, writer) waiting for room
+  const auto write = [&](const RingWriters::Claim& c, const std::array<uint64_t, 3>& m) {
+    std::memcpy(c.bytes.data(), m.data(), sizeof m);
+    ASSERT_TRUE(w.publish(c, sizeof m).is_ok());
+  };
+  const auto drain = [&] {  // queue_mu held
+    while (!queue.empty()) {
+      Result<std::optional<RingWriters::Claim>> c = w.claim_queued();
+      ASSERT_TRUE(c.is_ok());
+      if (!*c) return;
+      write(**c, queue.front());
+      queue.pop_front();
+    }
+    if (w.queueing()) w.stop_queueing();
+  };
+  std::atomic<uint64_t> queued{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (uint64_t i = 0; i < kEach; ++i) {
+        const bool numbered = i % 3 != 0;
+        Result<std::variant<RingWriters::Claim, RingWriters::Refusal>> c = w.claim(numbered);
+        ASSERT_TRUE(c.is_ok());
+        if (const auto* claim = std::get_if<RingWriters::Claim>(&*c)) {
+          write(*claim, {numbered, claim->number, uint64_t(t)});
+          continue;
+        }
+        std::lock_guard lock(queue_mu);
+        drain();
+        if (queue.empty()) {
+          Result<std::variant<RingWriters::Claim, RingWriters::Refusal>> again = w.claim(numbered);
+          ASSERT_TRUE(again.is_ok());
+          if (const auto* claim = std::get_if<RingWriters::Claim>(&*again)) {
+            write(*claim, {numbered, claim->number, uint64_t(t)});
+            continue;
+          }
+        }
+        queue.push_back({numbered, w.queue_number(numbered), uint64_t(t)});
+        queued.fetch_add(1);
+      }
+    });
+  }
+  std::atomic<bool> done{false};
+  std::thread flusher([&] {  // what the tenant client's heartbeat does: drains the queue now and then
+    while (!done.load()) {
+      {
+        std::lock_guard lock(queue_mu);
+        drain();
+      }
+      std::this_thread::yield();
+    }
+  });
+  uint64_t seen = 0, last_number = 0, numbered_seen = 0;
+  std::array<uint64_t, kThreads> per_writer{};
+  uint8_t out[64];
+  const uint64_t total = kThreads * kEach;
+  while (seen < total) {
+    Result<size_t> n = r.consumer.try_pop(out);
+    ASSERT_TRUE(n.is_ok()) << n.status().to_string();
+    if (*n == 0) {
+      cpu_pause();
+      continue;
+    }
+    ASSERT_EQ(*n, 24u);
+    std::array<uint64_t, 3> m;
+    std::memcpy(m.data(), out, sizeof m);
+    ASSERT_LT(m[2], uint64_t(kThreads));
+    if (m[0] == 1) {
+      ASSERT_EQ(m[1], last_number + 1) << "message " << seen << ": numbers in the ring's order";
+      last_number = m[1];
+      ++numbered_seen;
+    } else {
+      ASSERT_EQ(m[1], last_number) << "message " << seen << ": an unnumbered message carries the number before it";
+    }
+    ++per_writer[m[2]];
+    ++seen;
+  }
+  done = true;
+  for (auto& t : writers) t.join();
+  flusher.join();
+  EXPECT_EQ(*r.consumer.try_pop(out), 0u) << "nothing more than was written";
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(per_writer[t], kEach);
+  EXPECT_EQ(numbered_seen, w.last_number());
+  EXPECT_GT(queued.load(), 0u) << "the ring never filled: the queue was not exercised";
+}
+
+TEST(IpcRingWriters, AConsumerThatFreesMoreThanWasWrittenIsRefused) {
+  LocalRing r({64, 8});
+  Result<RingWriters> w = RingWriters::over(r.producer);
+  ASSERT_TRUE(w.is_ok());
+  auto* head = reinterpret_cast<std::atomic<uint64_t>*>(r.span.data() + 64);  // RingHeader::head, its own cache line
+  head->store(1000);
+  Result<std::variant<RingWriters::Claim, RingWriters::Refusal>> c = w->claim(true);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("outside the protocol"), std::string::npos) << c.status().message();
 }
 
 TEST(IpcRing, MessagesLargerThanASlotAreRefused) {
