@@ -21,6 +21,8 @@
 //   ptsz        threads launching on their per-thread default streams, both ways
 //   procaddress cuGetProcAddress (both ABIs) and dlsym lookups; a launch through each pointer
 //   accumulate  `launches` launches of x += 1 on one stream (each must run exactly once)
+//   crowd       `threads` threads each making `launches` launches of x += 1 on one stream they all
+//               share and as many on a stream of its own, with no synchronisation until the end
 //   eager       `hz` small launches a second for `seconds`, synchronising every tenth
 //   devices     launches on device 0, then on device 1
 //   churn       streams and events made, used and destroyed again and again (at priorities 0 and
@@ -668,6 +670,40 @@ int run_accumulate(const Args& a) {
   return ok ? 0 : 1;
 }
 
+int run_crowd(const Args& a) {
+  const int threads = static_cast<int>(a.get("threads", 4));
+  const long launches = a.get("launches", 500);
+  Gpu g = open_gpu(0);
+  CUstream shared = nullptr;
+  CU(cuStreamCreate(&shared, CU_STREAM_NON_BLOCKING));
+  const CUdeviceptr xs = upload(std::vector<uint32_t>(64, 0));
+  std::vector<CUstream> own(static_cast<size_t>(threads));
+  std::vector<CUdeviceptr> xo(static_cast<size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    CU(cuStreamCreate(&own[static_cast<size_t>(t)], CU_STREAM_NON_BLOCKING));
+    xo[static_cast<size_t>(t)] = upload(std::vector<uint32_t>(64, 0));
+  }
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      CU(cuCtxSetCurrent(g.ctx));
+      for (long i = 0; i < launches; ++i) {
+        const auto tag = (static_cast<uint32_t>(t) << 16) | static_cast<uint32_t>(i & 0xffff);
+        CU(affine(cuLaunchKernel, g.affine, shared, xs, 64, 1, 1, tag, 0, 1, 32));
+        CU(affine(cuLaunchKernel, g.affine, own[static_cast<size_t>(t)], xo[static_cast<size_t>(t)], 64, 1, 1, tag, 0, 1, 32));
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  CU(cuCtxSynchronize());
+  bool ok = download(xs, 64) == std::vector<uint32_t>(64, static_cast<uint32_t>(threads * launches));
+  for (int t = 0; t < threads; ++t) ok = ok && download(xo[static_cast<size_t>(t)], 64) == std::vector<uint32_t>(64, static_cast<uint32_t>(launches));
+  std::printf("{\"ok\": %s, \"launches_made\": %ld}\n", ok ? "true" : "false", 2 * threads * launches);
+  for (CUstream s : own) CU(cuStreamDestroy(s));
+  CU(cuStreamDestroy(shared));
+  return ok ? 0 : 1;
+}
+
 int run_devices(const Args& a) {
   const int per_device = static_cast<int>(a.get("launches", 10));
   Gpu g0 = open_gpu(0);
@@ -814,6 +850,7 @@ int main(int argc, char** argv) {
   if (mode == "ptsz") return run_ptsz(a);
   if (mode == "procaddress") return run_procaddress(a);
   if (mode == "accumulate") return run_accumulate(a);
+  if (mode == "crowd") return run_crowd(a);
   if (mode == "devices") return run_devices(a);
   if (mode == "churn") return run_churn(a);
   if (mode == "capture_legacy") return run_capture_legacy(a);
