@@ -67,17 +67,9 @@ std::vector<TenantConn*> TenantHub::sync_registry() {
   }
   for (auto& [id, conn] : conns_) {
     if (conn->state != ConnState::live) continue;
-    if (records.count(id) == 0) {
-      // The registry removed it: a goodbye on the socket, or its connection closed. A tenant that
-      // closed its ring first said goodbye there too (the socket's goodbye can overtake the ring's).
-      const ipc::PeerStatus peer = conn->channel.up().peer(ipc::RingSide::producer, ipc::monotonic_ns(), liveness_.stale_after_ns);
-      if (peer.state == ipc::PeerState::closed) {
-        conn->state = ConnState::leaving;
-        conn->why = "said goodbye";
-      } else {
-        mark_gone(*conn, "its control connection ended", true);
-      }
-    }
+    // The registry removed it: a goodbye on the socket, or its connection closed. A tenant says
+    // goodbye up its ring before the socket's, so the next poll that empties its ring tells.
+    if (records.count(id) == 0) conn->deregistered = true;
   }
   return fresh;
 }
@@ -104,13 +96,17 @@ bool TenantHub::poll(std::vector<Ended>& done) {
     ipc::SpscRing& up = conn.channel.up();
     // At most a ring's worth per tenant per poll: one that refills its ring as fast as the daemon
     // reads cannot keep the others (and the heartbeats) waiting.
+    bool drained = false;
     for (uint32_t taken = 0; taken < up.geometry().capacity; ++taken) {
       Result<size_t> n = up.try_pop(buf);
       if (!n.is_ok()) {
         reject(conn, "up ring: " + n.status().message());
         break;
       }
-      if (*n == 0) break;
+      if (*n == 0) {
+        drained = true;
+        break;
+      }
       Result<ipc::Message> m = ipc::decode_on({buf, *n}, ipc::Channel::up_ring);
       if (!m.is_ok()) {
         reject(conn, m.status().message());
@@ -155,6 +151,18 @@ bool TenantHub::poll(std::vector<Ended>& done) {
       }
     }
     if (conn.state == ConnState::gone) {
+      any = true;
+      continue;
+    }
+    if (conn.deregistered && drained && conn.state == ConnState::live) {
+      // Everything it sent before its connection ended is read, and no goodbye was among it.
+      const ipc::PeerStatus peer = up.peer(ipc::RingSide::producer, now, liveness_.stale_after_ns);
+      if (peer.state == ipc::PeerState::closed) {
+        conn.state = ConnState::leaving;
+        conn.why = "said goodbye";
+      } else {
+        mark_gone(conn, "its control connection ended", true);
+      }
       any = true;
       continue;
     }

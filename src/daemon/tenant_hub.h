@@ -104,6 +104,7 @@ struct TenantConn {
   ipc::LeasePage lease;
   uint32_t lc_slot = ipc::kNoLcSlot;  // its flag's slot on its GPU's board
   bool unlinked = false;  // ring names removed once the tenant attached
+  bool deregistered = false;  // the registry no longer has it (its socket said goodbye or closed)
   ConnState state = ConnState::live;
   std::string why;        // why it left or went
   bool died = false;      // counted as dropped

@@ -110,10 +110,9 @@ void CompletionBook::poll() {
     std::lock_guard<std::mutex> lock(events_mu_);
     polling_.insert(polling_.end(), recorded_spill_.begin(), recorded_spill_.end());
     recorded_spill_.clear();
-    for (CUevent e : free_spill_) {
-      if (!free_events_.push(e)) break;
-    }
-    free_spill_.erase(free_spill_.begin(), free_spill_.begin() + static_cast<std::ptrdiff_t>(std::min(free_spill_.size(), kQueueSlots)));
+    size_t moved = 0;
+    while (moved < free_spill_.size() && free_events_.push(free_spill_[moved])) ++moved;
+    free_spill_.erase(free_spill_.begin(), free_spill_.begin() + static_cast<std::ptrdiff_t>(moved));
     spilled_.store(!free_spill_.empty(), std::memory_order_release);
   }
   behind_.clear();

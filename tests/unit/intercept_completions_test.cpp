@@ -64,8 +64,11 @@ class CompletionBookTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       book.launching();
       const uint64_t seq = ++seq_;
-      const auto [marker, count] = book.book(key, stream(key), true, seq, every, false, 0);
-      if (marker) book.record_marker(stream(key), key, seq, count);
+      const CompletionBook::Booked b = book.book(key, stream(key), true, seq, every, false, 0);
+      if (b.marker) {
+        EXPECT_EQ(b.seq, seq) << "one thread: the stream's latest launch is this one";
+        book.record_marker(stream(key), key, b.seq, b.count);
+      }
     }
   }
   FakeGpu fake_;
@@ -119,6 +122,29 @@ TEST_F(CompletionBookTest, MarkersRecordedWhileAPollRunsAreKeptInOrderAndEventsA
   ASSERT_EQ(reports_.size(), 4u);
   EXPECT_EQ(std::get<0>(reports_[3]), 16u);
   EXPECT_EQ(book.in_flight(), 0u);
+}
+
+// Two threads on one stream book out of their seqs' order (the second launch's thread counted
+// first): the marker after the first one covers both, and reports the stream's latest launch, so
+// the daemon hears of both ends (reporting the marking thread's own seq would leave the other's
+// outstanding for good: nothing uncovered is left for a tail marker).
+TEST_F(CompletionBookTest, AMarkerReportsTheLatestLaunchOfItsStreamItCovers) {
+  CompletionBook book(driver_, report_);
+  book.launching();
+  book.launching();
+  const CompletionBook::Booked later = book.book(0x100, stream(0x100), true, 6, 2, false, 0);
+  EXPECT_FALSE(later.marker);
+  const CompletionBook::Booked earlier = book.book(0x100, stream(0x100), true, 5, 2, false, 0);
+  ASSERT_TRUE(earlier.marker);
+  EXPECT_EQ(earlier.count, 2u);
+  EXPECT_EQ(earlier.seq, 6u);
+  book.record_marker(stream(0x100), 0x100, earlier.seq, earlier.count);
+  fake_.reached[stream(0x100)] = 1;
+  book.poll();
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_EQ(reports_[0], std::make_tuple(uint64_t{6}, uint64_t{0x100}, true));
+  EXPECT_EQ(book.in_flight(), 0u);
+  EXPECT_EQ(book.tail_markers(0), 0) << "nothing left uncovered";
 }
 
 // A marker recorded while a poll is under way (another thread launching as the completion thread
