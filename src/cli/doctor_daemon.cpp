@@ -31,9 +31,10 @@ namespace fs = std::filesystem;
 
 std::string start_daemon(const std::string& socket) {
   const bool systemd = fs::exists("/run/systemd/system");
-  const std::string direct = socket == daemon::DaemonOptions{}.socket_path
-                                 ? std::string("concordd &")
-                                 : fmt::format("concordd --socket {} &", shell_quote(socket));
+  // concordd makes no folder: systemd makes the unit's RuntimeDirectory.
+  const std::string folder = fs::path(socket).parent_path().string();
+  const std::string direct = fmt::format("mkdir -p {} && concordd{} &", shell_quote(folder.empty() ? "." : folder),
+                                         socket == daemon::DaemonOptions{}.socket_path ? "" : " --socket " + shell_quote(socket));
   return systemd ? fmt::format("systemctl start concordd (without systemd: {})", direct)
                  : fmt::format("{} (as root; where systemd runs: systemctl start concordd)", direct);
 }

@@ -222,7 +222,7 @@ class Doctor(unittest.TestCase):
         n.fake_mps()
         r, found = n.doctor()  # never started: no socket file
         self.assertProblem(r, found, "socket", "no socket at", "systemctl start concordd")
-        self.assertIn("concordd --socket", found["socket"][2])
+        self.assertIn(f"mkdir -p {n.dir} && concordd --socket {n.socket} &", found["socket"][2])
         d = n.start_daemon()
         d.kill()  # dies without removing its socket file
         d.wait()
