@@ -54,7 +54,7 @@ int library_cuda_version();
 std::string cuda_version_text(int version);
 // The user running doctor, by name where it has one ("alice", else "uid 1000").
 std::string caller_name();
-// `command` with `argument` quoted for a shell where it needs it.
+// `argument` quoted for a shell where it needs it.
 std::string shell_quote(const std::string& argument);
 
 Finding check_driver(Node& node);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -39,11 +40,13 @@ std::string start_daemon(const std::string& socket) {
                  : fmt::format("{} (as root; where systemd runs: systemctl start concordd)", direct);
 }
 
-// Why the caller may not connect to a socket of this mode and group, and what lets it.
-Finding refused(const std::string& what, mode_t mode, gid_t gid) {
+// Why the caller may not connect through a file of group `gid` (the socket, or a folder on its way),
+// and what lets it: the socket's mode where it leaves its group out, the group where the caller is
+// not in it.
+Finding refused(const std::string& what, bool group_may, gid_t gid) {
   const std::string me = caller_name(), group = group_name(gid);
   std::vector<std::string> fixes;
-  if ((mode & 0020) == 0) {
+  if (!group_may) {
     fixes.push_back("restart concordd with --socket-mode 0660 (CONCORDD_ARGS in /etc/default/concordd, then systemctl restart concordd)");
   }
   std::string why;
@@ -154,7 +157,7 @@ Finding check_socket(Node& node) {
       ::stat(dir.c_str(), &ds);
       return refused(fmt::format("{} may not reach {}: the folder {} is closed to it (owner {}, group {}, mode {:04o})", caller_name(),
                                  path, dir, user_name(ds.st_uid), group_name(ds.st_gid), ds.st_mode & 07777),
-                     ds.st_mode | 0020, ds.st_gid);
+                     true, ds.st_gid);
     }
     return problem(fmt::format("no socket at {}: concordd is not running (or serves another --socket)", path), start_daemon(path));
   }
@@ -163,7 +166,7 @@ Finding check_socket(Node& node) {
   }
   const std::string mode = fmt::format("mode {:04o}, owner {}, group {}", st.st_mode & 07777, user_name(st.st_uid), group_name(st.st_gid));
   if (::access(path.c_str(), W_OK) != 0) {
-    return refused(fmt::format("{} may not connect to {} ({})", caller_name(), path, mode), st.st_mode, st.st_gid);
+    return refused(fmt::format("{} may not connect to {} ({})", caller_name(), path, mode), (st.st_mode & 0020) != 0, st.st_gid);
   }
   sockaddr_un addr{};
   if (path.size() >= sizeof addr.sun_path) return problem(path + ": the path is too long for a Unix socket", "give concordd a shorter --socket");
@@ -179,7 +182,9 @@ Finding check_socket(Node& node) {
   }
   if (fd >= 0) ::close(fd);
   if (rc != 0) {
-    if (err == EACCES || err == EPERM) return refused(fmt::format("{} may not connect to {} ({})", caller_name(), path, mode), st.st_mode, st.st_gid);
+    if (err == EACCES || err == EPERM) {
+      return refused(fmt::format("{} may not connect to {} ({})", caller_name(), path, mode), (st.st_mode & 0020) != 0, st.st_gid);
+    }
     if (err == ECONNREFUSED) {
       return problem(fmt::format("nothing answers on {}: concordd is not running (the socket file is left from one that ended)", path),
                      start_daemon(path));
@@ -216,7 +221,13 @@ Finding check_daemon(Node& node) {
   std::set<std::string> managed;
   bool takes_every_tenant = false;
   if (!metrics.empty()) {
+    // A daemon just started publishes its first snapshot within about 200 ms: until then its
+    // metrics name no GPU (every daemon has one at least).
     Result<std::string> text = scrape(metrics);
+    for (int i = 0; i < 10 && text.is_ok() && text->find("\nconcord_device_info{") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      text = scrape(metrics);
+    }
     if (!text.is_ok() && !w.metrics_socket.empty()) {
       return problem(fmt::format("concordd's metrics: {}", text.status().message()),
                      "give --metrics-socket the daemon's (concordd --metrics-socket PATH), or leave it out");

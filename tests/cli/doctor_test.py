@@ -10,6 +10,7 @@ doctor looks for (a process whose argv[0] is nvidia-cuda-mps-control and a FIFO 
 in the pipe directory: no MPS runs in CI). Cases that run doctor as another user (nobody) skip
 unless run as root.
 """
+import grp
 import os
 import re
 import signal
@@ -216,6 +217,20 @@ class Doctor(unittest.TestCase):
         r, found = n.doctor(user=65534)
         self.assertProblem(r, found, "socket", "nobody is not in group daemon", "usermod -aG daemon nobody")
         self.assertNotIn("--socket-mode", found["socket"][2])
+
+    def test_the_sockets_folder_closed_to_the_user(self):
+        # As packaged: /run/concord is the unit's RuntimeDirectory, mode 0750, group concord.
+        if os.getuid() != 0:
+            self.skipTest("needs root (runs doctor as nobody)")
+        n = self.node
+        n.fake_mps()
+        run = n.mkdir("run")
+        n.socket = os.path.join(run, "concordd.sock")
+        n.start_daemon("--socket-mode", "0666")
+        os.chown(run, 0, grp.getgrnam("daemon").gr_gid)
+        os.chmod(run, 0o750)
+        r, found = n.doctor(user=65534)
+        self.assertProblem(r, found, "socket", f"the folder {run} is closed to it", "usermod -aG daemon nobody")
 
     def test_the_daemon_down(self):
         n = self.node
