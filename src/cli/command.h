@@ -51,6 +51,11 @@ Subcommand add_profile_command(CLI::App& parent);
 Subcommand add_plot_command(CLI::App& parent);
 Subcommand add_compare_command(CLI::App& parent);
 Subcommand add_top_command(CLI::App& parent);
+Subcommand add_doctor_command(CLI::App& parent);
+
+// concordd's control socket as the node's clients find it: $CONCORD_SOCKET, else the daemon's default
+// (/run/concord/concordd.sock).
+std::string default_socket_path();
 
 // A GPU index ("0", "1"): none when `text` is not a non-negative decimal integer.
 std::optional<int> parse_device_index(const std::string& text);

@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli/command.h"
@@ -24,6 +25,11 @@ Origin apply_setting(const CLI::App& app, const std::string& flag, const Config&
   if (s == nullptr) return {flag};
   target = s->value;
   return {s->origin};
+}
+
+std::string default_socket_path() {
+  const char* env = std::getenv("CONCORD_SOCKET");
+  return env != nullptr && *env != '\0' ? env : "/run/concord/concordd.sock";
 }
 
 std::optional<int> parse_device_index(const std::string& text) {

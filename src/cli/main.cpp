@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       concord::cli::add_policies_command(app), concord::cli::add_kernels_command(app),
       concord::cli::add_backends_command(app), concord::cli::add_profile_command(app),
       concord::cli::add_plot_command(app),      concord::cli::add_compare_command(app),
-      concord::cli::add_top_command(app),
+      concord::cli::add_top_command(app),      concord::cli::add_doctor_command(app),
   };
   fall_through(app);
   app.footer("Exit status: 0 success, 1 failure (message on stderr), 2 bad command line or configuration; a run "

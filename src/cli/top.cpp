@@ -3,7 +3,6 @@
 // --interval seconds until interrupted; --once prints one snapshot (for scripts and tests).
 // A client sees its own user's tenants (root sees all), as the daemon decides.
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -72,8 +71,7 @@ Subcommand add_top_command(CLI::App& parent) {
     double interval = 1.0;
   };
   auto args = std::make_shared<Args>();
-  const char* env = std::getenv("CONCORD_SOCKET");
-  args->socket = env != nullptr && *env != '\0' ? env : "/run/concord/concordd.sock";
+  args->socket = default_socket_path();
   app->add_option("--socket", args->socket, "The daemon's control socket (default: $CONCORD_SOCKET or /run/concord/concordd.sock)");
   app->add_flag("--once", args->once, "Print one snapshot and exit");
   app->add_option("--interval", args->interval, "Seconds between refreshes")->check(CLI::PositiveNumber);

@@ -2,6 +2,7 @@
 // and cuGetProcAddress.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "api.h"
@@ -120,7 +121,10 @@ STANDIN_PROC(cuInit, "cuInit", 2000, false);
 
 STANDIN_API CUresult cuDriverGetVersion(int* version) {
   if (!version) return fail("cuDriverGetVersion", CUDA_ERROR_INVALID_VALUE);
-  *version = 13000;
+  // CONCORD_STANDIN_DRIVER_VERSION: the CUDA version the stand-in says it supports (a driver older
+  // than the library's build, for `concord doctor`'s tests).
+  const char* v = std::getenv("CONCORD_STANDIN_DRIVER_VERSION");
+  *version = v != nullptr && *v != '\0' ? std::atoi(v) : 13000;
   return CUDA_SUCCESS;
 }
 STANDIN_PROC(cuDriverGetVersion, "cuDriverGetVersion", 2020, false);

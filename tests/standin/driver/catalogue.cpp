@@ -81,6 +81,10 @@ void smid_probe(const BlockCtx& c) {
 uint64_t probe_ns(const BlockCtx& c) { return static_cast<uint64_t>(std::max<int64_t>(c.param<int64_t>(1), 0) / 2); }
 uint32_t no_tag(const BlockCtx&) { return 0; }
 
+// concord_doctor_probe(uint32_t tag): `concord doctor`'s probe (src/cli/doctor_probe.cpp): an empty
+// kernel; each block holds its SM for 1 µs.
+uint64_t one_us(const BlockCtx&) { return 1000; }
+
 const std::vector<KernelSpec>& catalogue() {
   static const std::vector<KernelSpec> kernels = {
       {"standin_affine", {8, 4, 4, 4, 4, 8}, 32, 0, 1024, affine, ns_param<5>, tag_param<4>},
@@ -91,6 +95,7 @@ const std::vector<KernelSpec>& catalogue() {
       // Its registers and static shared memory hold it to 2 blocks of 256 threads per SM.
       {"standin_heavy", {4, 8}, 128, 64 * 1024, 1024, nullptr, ns_param<1>, tag_param<0>},
       {"concord_smid_probe", {8, 8}, 16, 0, 1024, smid_probe, probe_ns, no_tag},
+      {"concord_doctor_probe", {4}, 16, 0, 1024, nullptr, one_us, tag_param<0>},
   };
   return kernels;
 }
