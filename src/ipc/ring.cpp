@@ -208,12 +208,23 @@ RingWriters::Claim RingWriters::claim_at(uint64_t word_after, uint64_t ticket) {
 
 Result<std::optional<RingWriters::Claim>> RingWriters::try_claim(uint64_t& w, bool numbered, bool ignore_queueing) {
   const uint64_t capacity = ring_->geometry_.capacity;
-  for (;;) {
+  // The consumer's head and the claims are read one after the other while other threads claim and
+  // the consumer frees: a head read before a burst of claims looks too far behind them, one read
+  // after a stale word too far ahead. Either resolves on a fresh read of both; a head that stays
+  // out of reach is the consumer's doing.
+  constexpr int kStaleReads = 1000;
+  for (int stale = 0;;) {
+    const uint64_t head = ring_->header_->head.load(std::memory_order_acquire);
+    w = word_->load(std::memory_order_acquire);
     if ((w & kQueueing) != 0 && !ignore_queueing) return std::optional<Claim>{};
     const uint64_t ticket = w & kTicketMask;
     // The slots claimed and not yet freed by the consumer (fewer than 2^20: exact mod 2^20).
-    const uint64_t used = (ticket - ring_->header_->head.load(std::memory_order_acquire)) & kTicketMask;
-    if (used > capacity) return ring_->corrupt("claim");
+    const uint64_t used = (ticket - head) & kTicketMask;
+    if (used > capacity) {
+      if (++stale >= kStaleReads) return ring_->corrupt("claim");
+      cpu_pause();
+      continue;
+    }
     if (used == capacity) return std::optional<Claim>{};
     uint64_t next = (w & ~kTicketMask) | ((ticket + 1) & kTicketMask);
     if (numbered) next += uint64_t{1} << kTicketBits;
@@ -225,7 +236,7 @@ Result<std::optional<RingWriters::Claim>> RingWriters::try_claim(uint64_t& w, bo
 
 Result<std::variant<RingWriters::Claim, RingWriters::Refusal>> RingWriters::claim(bool numbered) {
   if (ring_ == nullptr) return Status::failed_precondition("ring writers: over no ring");
-  uint64_t w = word_->load(std::memory_order_acquire);
+  uint64_t w = 0;
   Result<std::optional<Claim>> c = try_claim(w, numbered, false);
   if (!c.is_ok()) return c.status();
   if (*c) return std::variant<Claim, Refusal>{**c};
@@ -270,7 +281,7 @@ uint64_t RingWriters::queue_number(bool numbered) {
 }
 
 Result<std::optional<RingWriters::Claim>> RingWriters::claim_queued() {
-  uint64_t w = word_->load(std::memory_order_acquire);
+  uint64_t w = 0;
   return try_claim(w, false, true);
 }
 
