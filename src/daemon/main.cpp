@@ -104,11 +104,13 @@ int main(int argc, char** argv) {
   app.add_option("--memory-total", memory_total,
                  "Each GPU's memory for the books of memory quotas: a size (80G, 81559M, bytes), or auto: the smallest total "
                  "its tenants report (docs/daemon.md, Memory). Set it below the device's size to leave room for CUDA contexts")
+      ->type_name("SIZE")
       ->capture_default_str();
   std::string be_share = "0.5";
   app.add_option("--be-memory-share", be_share,
                  "The share of what is left of a GPU's memory that a tenant without a reservation (BE, or LC without "
                  "CONCORD_MEMORY_RESERVE) gets as its limit when it registers: a fraction in (0, 1]")
+      ->type_name("FRACTION")
       ->capture_default_str();
   app.add_option("--log-level", level, "trace, debug, info, warn, error")->capture_default_str();
   app.footer("Exit status: 0 stopped by SIGTERM or SIGINT, 1 failure (message on stderr), 2 bad command line.");

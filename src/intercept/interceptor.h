@@ -1,5 +1,6 @@
 // The launch path of an intercepted process: every kernel (or CUDA graph) launch the hooks catch
-// comes here. Lazily, on the first launch (or stream creation, or request mark), the interceptor
+// comes here. Lazily, on the first launch (or stream creation, request mark, device allocation or
+// cuMemGetInfo: the memory quota holds from the first byte), the interceptor
 // reads its settings and registers the process with the node daemon (ipc::TenantClient); any
 // failure makes it pass every call through for the process's life, with one line on stderr.
 // While connected, a launch follows the tenant's lease (include/concord/lease.h), read from shared

@@ -849,7 +849,9 @@ TEST_P(StandinMemoryPath, TheQuotaHoldsEveryPathAndFreesGiveItBack) {
   }
   EXPECT_EQ(l.at("during").at("free"), 0) << l.dump();
   EXPECT_EQ(l.at("during").at("total"), 32 * MiB) << l.dump();
-  if (path == "pitch") EXPECT_EQ(l.at("pitch"), 4 * MiB) << "rows of 4 MiB - 100 bytes, pitched to 512";
+  if (path == "pitch") {
+    EXPECT_EQ(l.at("pitch"), 4 * MiB) << "rows of 4 MiB - 100 bytes, pitched to 512";
+  }
   EXPECT_EQ(r.stats.at("memory_limit"), 32 * MiB) << r.stats.dump();
   EXPECT_EQ(r.stats.at("memory_reserved"), 0) << r.stats.dump();
   EXPECT_EQ(r.stats.at("peak_bytes"), 32 * MiB) << r.stats.dump();
