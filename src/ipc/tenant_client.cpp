@@ -63,7 +63,8 @@ class Client final : public TenantClient {
   void memory_used(uint64_t live_bytes, uint64_t peak_bytes) override {
     if (pass_through()) return;
     std::unique_lock lock(mu_);
-    post(lock, MemoryUsage{live_bytes, peak_bytes});
+    Message m = MemoryUsage{live_bytes, peak_bytes};
+    post(lock, m);
   }
   uint64_t lc_active() const override { return pass_through() ? 0 : board_.lc_active(); }
   void raise_lc(uint32_t slot) override {
