@@ -17,7 +17,8 @@
 # compares the BE training alone as a plain MPS client and under the library, in turns; "node" runs
 # one concordd for every GPU (bench/apps/one_daemon.py; NODE_ARGS), the two-GPU measurement;
 # "verdicts" runs one part of bench/apps' LC/BE verdicts on one GPU (bench/apps/verdicts.sh:
-# VERDICTS_PART=selftest|1|2|3, VERDICTS_S its time limit) into OUT/verdicts.
+# VERDICTS_PART=selftest|1|2|3, VERDICTS_S its time limit) into OUT/verdicts; "memory" runs the
+# memory quotas under PyTorch (bench/memory/quota.sh, its own MPS server) into OUT/mem.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-results}
@@ -255,6 +256,12 @@ fi
 if has node; then
   step node 500 env CONCORDD="$PWD/$bin/concordd" INTERCEPT="$PWD/.gpu/lib/libconcord_intercept.so" \
     python3 bench/apps/one_daemon.py "$out/node" ${NODE_ARGS:-}
+fi
+# Memory quotas (docs/intercept.md, "Memory"): a BE job over its limit beside an LC service with a
+# reservation, with both PyTorch allocators, a baseline without Concord, and the cost of an
+# allocation, into OUT/mem (bench/memory/quota.sh; about 5 minutes).
+if has memory; then
+  step memory 360 bash bench/memory/quota.sh "$out/mem"
 fi
 # The Markdown tables of everything above.
 if has bench && command -v python3 >/dev/null 2>&1; then

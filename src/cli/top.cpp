@@ -1,5 +1,6 @@
 // `concord top`: the live tenants of a node daemon (concordd), from its control socket: who they
-// are, how many launches they made and finished, and LC request latency. Refreshes every
+// are, how many launches they made and finished, LC request latency, and GPU memory (in use, at its
+// peak, and the quota: an LC tenant's reservation or a BE tenant's limit). Refreshes every
 // --interval seconds until interrupted; --once prints one snapshot (for scripts and tests).
 // A client sees its own user's tenants (root sees all), as the daemon decides.
 #include <chrono>
@@ -32,6 +33,25 @@ std::string beside_lc(const ipc::TenantLease& l) {
   return l.yielding ? s + " (now)" : s;
 }
 
+// A memory size in a column: "0", "512K", "1.5G" (powers of 1024).
+std::string size(uint64_t bytes) {
+  static const char* const kUnits = "KMGTPE";
+  if (bytes < 1024) return std::to_string(bytes);
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return v < 10 ? fmt::format("{:.1f}{}", v, kUnits[u]) : fmt::format("{:.0f}{}", v, kUnits[u]);
+}
+
+// A tenant's quota: an LC tenant's reservation ("8.0G res"), a BE tenant's limit, "-" for none.
+std::string quota(const ipc::TenantEntry& t) {
+  if (t.memory.limit_bytes == kNoMemoryLimit) return "-";
+  return size(t.memory.limit_bytes) + (t.memory.reserved_bytes > 0 ? " res" : " lim");
+}
+
 Result<std::string> snapshot(const std::string& socket) {
   Result<ipc::ControlClient> client = ipc::ControlClient::connect(socket);
   if (!client.is_ok()) return client.status();
@@ -48,15 +68,17 @@ Result<std::string> snapshot(const std::string& socket) {
   if (s == nullptr || l == nullptr) return Status::parse_error("concordd answered with an unexpected message");
   std::string out = fmt::format("concordd {}: {} tenants, {} launches, {} rejected, {} dropped\n", socket, s->tenants,
                                 s->launches, s->rejected, s->dropped);
-  out += fmt::format("{:>6} {:>3} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", "ID", "GPU", "NAME", "CLASS", "UID",
-                     "PID", "WEIGHT", "LAUNCHES", "DONE", "TARGETms", "P50ms", "P99ms", "BESIDE LC");
+  out += fmt::format("{:>6} {:>3} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}  {}\n", "ID", "GPU",
+                     "NAME", "CLASS", "UID", "PID", "WEIGHT", "LAUNCHES", "DONE", "TARGETms", "P50ms", "P99ms", "MEM", "PEAK", "QUOTA",
+                     "BESIDE LC");
   const auto ms = [](uint64_t ns) { return ns == 0 ? std::string("-") : fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); };
   for (const ipc::TenantEntry& t : l->tenants) {
     const bool lc = t.cls == TenantClass::latency_critical;
-    out += fmt::format("{:>6} {:>3} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}  {}\n", t.id,
+    out += fmt::format("{:>6} {:>3} {:<24} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}  {}\n", t.id,
                        t.device.empty() ? "-" : t.device, t.name, lc ? "LC" : "BE",
                        t.uid, t.pid, t.weight, t.launches, t.completions, ms(t.latency_target_ns), lc ? ms(t.p50_ns) : "-",
-                       lc ? ms(t.p99_ns) : "-", lc ? "-" : beside_lc(t.lease));
+                       lc ? ms(t.p99_ns) : "-", size(t.memory.live_bytes), size(t.memory.peak_bytes), quota(t),
+                       lc ? "-" : beside_lc(t.lease));
   }
   return out;
 }

@@ -23,6 +23,7 @@ struct Daemon::Impl {
   bool leases = false;  // the lanes run on leases (LeaseLane), else per-launch decisions
   ipc::KernelCredentials kernel_credentials;
   SharedRegistry shared;
+  std::optional<MemoryBooks> memory;
   MetricsBoard board;
   std::vector<std::unique_ptr<Lane>> lanes;
   std::optional<LockedRegistry> handler;
@@ -54,6 +55,7 @@ Status Daemon::Impl::make_lanes(std::vector<DeviceLane> devices, const PolicySpe
   lo.per_launch.be_depth = options.be_depth;
   lo.per_launch.launch_timeout = options.launch_timeout;
   lo.abort_grace = options.abort_grace;
+  lo.memory = &*memory;
   const int pid = ::getpid();
   for (size_t i = 0; i < devices.size(); ++i) {
     DeviceBooks& books = shared.devices.emplace_back();
@@ -69,7 +71,7 @@ Status Daemon::Impl::make_lanes(std::vector<DeviceLane> devices, const PolicySpe
 }
 
 Status Daemon::Impl::listen_control() {
-  shared.registry.emplace(tenant_maker(shared, lanes, stop, options.shm_prefix),
+  shared.registry.emplace(tenant_maker(shared, lanes, *memory, stop, options.shm_prefix),
                           options.lc_access ? *options.lc_access : *lc_access("root", "", options.socket_gid));
   std::vector<std::string> labels;
   for (const auto& lane : lanes) labels.push_back(lane->device().label);
@@ -118,12 +120,14 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   std::vector<DeviceLane> devices = options.devices;
   if (devices.empty()) devices.push_back(DeviceLane{"0", "", options.device.name, options.device});
   for (const DeviceLane& dl : devices) CONCORD_RETURN_IF_ERROR(dl.spec.validate());
+  CONCORD_RETURN_IF_ERROR(check_memory_policy(options.memory));
   Result<PolicySpec> spec = parse_policy_spec(options.policy);
   if (!spec.is_ok()) return spec.status();
   auto impl = std::make_unique<Impl>();
   Impl& d = *impl;
   d.options = options;
   d.leases = !options.per_launch && builtin_lease_policies().contains(spec->name);
+  d.memory.emplace(options.memory);
   CONCORD_RETURN_IF_ERROR(d.make_lanes(devices, *spec));
   CONCORD_RETURN_IF_ERROR(d.listen_control());
   CONCORD_RETURN_IF_ERROR(d.listen_metrics());
@@ -135,7 +139,9 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const DaemonOptions& options) {
   }
   log_event(spdlog::level::info, "started",
             {{"socket", options.socket_path}, {"policy", options.policy}, {"devices", devs}, {"leases", d.leases},
-             {"metrics_socket", options.metrics_socket}, {"metrics_port", options.metrics_port}});
+             {"metrics_socket", options.metrics_socket}, {"metrics_port", options.metrics_port},
+             {"memory_total", options.memory.total ? nlohmann::json(*options.memory.total) : nlohmann::json("from tenants")},
+             {"be_memory_share", options.memory.be_share}});
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 

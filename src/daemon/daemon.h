@@ -19,6 +19,7 @@
 #include "concord/device.h"
 #include "concord/status.h"
 #include "daemon/device_lanes.h"
+#include "daemon/memory_books.h"
 #include "daemon/prometheus.h"
 #include "daemon/registration.h"  // lc_access: DaemonOptions::lc_access from --lc-users and --lc-groups
 #include "ipc/control_socket.h"
@@ -70,6 +71,9 @@ struct DaemonOptions {
   // Who is on the other end of a connection (tests inject their own); null: the kernel's word.
   const ipc::CredentialSource* credentials = nullptr;
   double abort_grace = 1.0;  // at shutdown, how long running launches get to report their end
+  // The memory books (memory_books.h): every GPU's size for them, and the share of what is left
+  // that a tenant without a reservation gets.
+  MemoryPolicy memory;
 };
 
 class Daemon {

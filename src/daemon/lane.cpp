@@ -119,7 +119,8 @@ Lane::Lane(size_t index, DeviceLane device, SharedRegistry& shared, DeviceBooks&
       device_(std::move(device)),
       hub_(shared, books, options.liveness, std::move(free_run)),
       metrics_(metrics),
-      policy_(options.policy) {}
+      policy_(options.policy),
+      memory_(options.memory) {}
 
 void Lane::start(std::atomic<bool>& stop, std::function<void()> ended) {
   thread_ = std::thread([this, &stop, ended = std::move(ended)] {
@@ -155,6 +156,13 @@ void Lane::publish() {
   snap.dropped = shared.registry->dropped();
   snap.lc_refused = shared.registry->lc_refused();
   snap.lc_flags_cleared = flags_cleared();
+  {
+    DeviceSnapshot& d = snap.devices.back();
+    const HeldMemory held = MemoryBooks::held(device_.label, shared.registry->tenants());
+    d.memory_total = memory_ != nullptr ? memory_->total(device_.label).value_or(0) : 0;
+    d.memory_granted = held.granted;
+    d.memory_reserved = held.reserved;
+  }
   for (auto& [id, conn] : hub_.conns()) {
     TenantStats& st = conn->stats;
     TenantSnapshot t;
@@ -166,6 +174,9 @@ void Lane::publish() {
     t.pid = conn->record.info.pid;
     const auto rec = shared.registry->tenants().find(id);
     t.weight = rec != shared.registry->tenants().end() ? rec->second.info.weight : conn->record.info.weight;
+    t.memory = rec != shared.registry->tenants().end() ? rec->second.memory : conn->record.memory;
+    t.memory_live = st.memory_live;
+    t.memory_peak = st.memory_peak;
     t.launches = st.launches;
     t.completions = st.completions;
     t.failed = st.failed;
@@ -186,6 +197,7 @@ void Lane::publish() {
     t.lease = ipc::lease_summary(conn->lease.terms(), books.board.lc_active());
     (void)shared.registry->note_progress(id, st.launches, st.completions, static_cast<uint64_t>(t.p50 * 1e9),
                                          static_cast<uint64_t>(t.p99 * 1e9), t.lease);
+    (void)shared.registry->note_memory(id, st.memory_live, st.memory_peak);
     snap.tenants.push_back(std::move(t));
   }
   std::erase_if(last_completions_, [&](const auto& e) { return hub_.find(e.first) == nullptr; });

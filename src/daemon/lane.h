@@ -25,6 +25,7 @@
 #include "concord/tenant_source.h"
 #include "daemon/device_lanes.h"
 #include "daemon/lease_runner.h"
+#include "daemon/memory_books.h"
 #include "daemon/prometheus.h"
 #include "daemon/remote_backend.h"
 #include "daemon/tenant_hub.h"
@@ -41,6 +42,7 @@ struct LaneOptions {
   LeaseRunnerOptions leases;         // LeaseLane
   RemoteBackendOptions per_launch;   // PerLaunchLane (follow_on only where the policy repeats its decisions)
   double abort_grace = 1.0;          // PerLaunchLane: at shutdown, how long running launches get to end
+  const MemoryBooks* memory = nullptr;  // the daemon's memory books, for the metrics (read under the registry's mutex)
 };
 
 class Lane {
@@ -88,6 +90,7 @@ class Lane {
   TenantHub hub_;
   MetricsBoard& metrics_;
   std::string policy_;
+  const MemoryBooks* memory_;
   std::thread thread_;
   Status status_;
   // Throughput: each tenant's completions at the previous publish, and when.

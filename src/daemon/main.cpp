@@ -16,6 +16,7 @@
 
 #include "concord/cli_parse.h"
 #include "concord/lease.h"
+#include "concord/memory_quota.h"
 #include "concord/policy.h"
 #include "concord/suggest.h"
 #include "daemon/daemon.h"
@@ -99,6 +100,18 @@ int main(int argc, char** argv) {
   app.add_option("--stale-after", stale_s, "Seconds without a tenant's heartbeat before it counts as dead")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 86400.0) & concord::finite_number());
+  std::string memory_total = "auto";
+  app.add_option("--memory-total", memory_total,
+                 "Each GPU's memory for the books of memory quotas: a size (80G, 81559M, bytes), or auto: the smallest total "
+                 "its tenants report (docs/daemon.md, Memory). Set it below the device's size to leave room for CUDA contexts")
+      ->type_name("SIZE")
+      ->capture_default_str();
+  std::string be_share = "0.5";
+  app.add_option("--be-memory-share", be_share,
+                 "The share of what is left of a GPU's memory that a tenant without a reservation (BE, or LC without "
+                 "CONCORD_MEMORY_RESERVE) gets as its limit when it registers: a fraction in (0, 1]")
+      ->type_name("FRACTION")
+      ->capture_default_str();
   app.add_option("--log-level", level, "trace, debug, info, warn, error")->capture_default_str();
   app.footer("Exit status: 0 stopped by SIGTERM or SIGINT, 1 failure (message on stderr), 2 bad command line.");
   // Exit codes as `concord`'s: 2 for a bad command line (CLI11's own codes are 100 and up).
@@ -182,6 +195,27 @@ int main(int argc, char** argv) {
     if (!access.is_ok()) return fail(access.status(), kExitUsage);
     o.lc_access = *access;
   }
+  if (memory_total != "auto") {
+    Result<uint64_t> bytes = parse_bytes(memory_total);
+    if (!bytes.is_ok()) {
+      return fail(Status::invalid_argument("--memory-total '" + memory_total + "' " + bytes.status().message()), kExitUsage);
+    }
+    o.memory.total = *bytes;
+  }
+  {
+    size_t used = 0;
+    double share = 0;
+    try {
+      share = std::stod(be_share, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != be_share.size()) {
+      return fail(Status::invalid_argument("--be-memory-share '" + be_share + "': not a number (a fraction in (0, 1])"), kExitUsage);
+    }
+    o.memory.be_share = share;
+  }
+  if (Status st = daemon::check_memory_policy(o.memory); !st) return fail(st, kExitUsage);
   o.stale_after_ns = static_cast<uint64_t>(stale_s * 1e9);
   o.limits.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_s * 1e3));
   o.limits.frame_timeout = std::chrono::milliseconds(static_cast<int64_t>(frame_s * 1e3));

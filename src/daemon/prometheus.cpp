@@ -119,6 +119,19 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
   for (const DeviceSnapshot& d : all.devices) {
     out += fmt::format("concord_device_decisions_total{{device=\"{}\"}} {}\n", escape(d.label), d.decisions);
   }
+  family(out, "concord_device_memory_total_bytes", "gauge",
+         "A GPU's memory as the daemon's books take it (--memory-total, else the smallest total its tenants reported); absent while not known.");
+  for (const DeviceSnapshot& d : all.devices) {
+    if (d.memory_total > 0) out += fmt::format("concord_device_memory_total_bytes{{device=\"{}\"}} {}\n", escape(d.label), d.memory_total);
+  }
+  family(out, "concord_device_memory_granted_bytes", "gauge", "The memory quotas the tenants registered on a GPU hold, in all.");
+  for (const DeviceSnapshot& d : all.devices) {
+    out += fmt::format("concord_device_memory_granted_bytes{{device=\"{}\"}} {}\n", escape(d.label), d.memory_granted);
+  }
+  family(out, "concord_device_memory_reserved_bytes", "gauge", "Of the quotas on a GPU, the LC tenants' reservations.");
+  for (const DeviceSnapshot& d : all.devices) {
+    out += fmt::format("concord_device_memory_reserved_bytes{{device=\"{}\"}} {}\n", escape(d.label), d.memory_reserved);
+  }
   // Per class, over every tenant (no names): what any reader may see.
   struct ClassTotal {
     size_t tenants = 0;
@@ -182,6 +195,17 @@ std::string prometheus_text(const DaemonSnapshot& all, const MetricsView& view) 
   for (const Counter& c : counters) {
     family(out, c.name, c.type, c.help);
     for (const TenantSnapshot& t : s.tenants) out += fmt::format("{}{{{}}} {}\n", c.name, labels(t), c.get(t));
+  }
+  family(out, "concord_tenant_memory_bytes", "gauge", "GPU memory the tenant has allocated now, as its library counts it.");
+  for (const TenantSnapshot& t : s.tenants) out += fmt::format("concord_tenant_memory_bytes{{{}}} {}\n", labels(t), t.memory_live);
+  family(out, "concord_tenant_memory_peak_bytes", "gauge", "The most GPU memory the tenant has had allocated at once.");
+  for (const TenantSnapshot& t : s.tenants) out += fmt::format("concord_tenant_memory_peak_bytes{{{}}} {}\n", labels(t), t.memory_peak);
+  family(out, "concord_tenant_memory_quota_bytes", "gauge",
+         "The tenant's memory quota: an LC tenant's reservation, a BE tenant's limit; absent for a tenant without one.");
+  for (const TenantSnapshot& t : s.tenants) {
+    if (!t.memory.limited()) continue;
+    out += fmt::format("concord_tenant_memory_quota_bytes{{{},kind=\"{}\"}} {}\n", labels(t),
+                       t.memory.reserved_bytes > 0 ? "reservation" : "limit", t.memory.limit_bytes);
   }
   family(out, "concord_tenant_lc_in_flight", "gauge", "An LC tenant's work-in-flight flag on its GPU's board (1: up).");
   for (const TenantSnapshot& t : s.tenants) {

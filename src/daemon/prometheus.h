@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "concord/memory_quota.h"
 #include "concord/tenant_source.h"
 #include "ipc/protocol.h"
 
@@ -44,6 +45,9 @@ struct TenantStats {
   // Under leases (LeaseRunner): an LC tenant's flag, and its GPU-bound share (-1: not measured).
   bool lc_in_flight = false;
   double gpu_bound_share = -1;
+  // Its GPU memory as its library last reported it (MemoryUsage): in use now, and at most.
+  uint64_t memory_live = 0;
+  uint64_t memory_peak = 0;
 };
 
 // One tenant as the metrics endpoint and `concord top` show it.
@@ -64,6 +68,8 @@ struct TenantSnapshot {
   bool lc_in_flight = false;
   double gpu_bound_share = -1;      // -1: not measured
   ipc::TenantLease lease;           // what its lease does beside LC work
+  MemoryQuota memory;               // its quota (the daemon's books)
+  uint64_t memory_live = 0, memory_peak = 0;  // as its library reported them
 };
 
 // One GPU the daemon manages (a lane: its engine and policy instance).
@@ -72,6 +78,9 @@ struct DeviceSnapshot {
   std::string bus_id;  // empty: the node lists no GPU
   std::string spec;    // the spec the lane's policy plans for (its name: "H200", a device file's)
   uint64_t decisions = 0;
+  // The memory books of the GPU: its size as they take it (0: not known yet), the quotas its
+  // tenants hold, and of them the LC reservations.
+  uint64_t memory_total = 0, memory_granted = 0, memory_reserved = 0;
 };
 
 struct DaemonSnapshot {

@@ -31,17 +31,20 @@ TenantInfo tenant_info(uint64_t tenant, const ipc::PeerCredentials& owner, const
 }
 
 ipc::TenantRegistry::ChannelMaker tenant_maker(SharedRegistry& shared, const std::vector<std::unique_ptr<Lane>>& lanes,
-                                               const std::atomic<bool>& stopping, std::string prefix) {
+                                               MemoryBooks& memory, const std::atomic<bool>& stopping, std::string prefix) {
   std::vector<DeviceLane> devices;  // each lane's device, in lane order (lane_for's input)
   for (const auto& lane : lanes) devices.push_back(lane->device());
   const int pid = ::getpid();
-  return [&shared, &lanes, &stopping, prefix = std::move(prefix), pid, devices = std::move(devices)](
-             uint64_t tenant, const ipc::PeerCredentials& owner, const ipc::RegisterTenant& info) -> Result<std::string> {
+  return [&shared, &lanes, &memory, &stopping, prefix = std::move(prefix), pid, devices = std::move(devices)](
+             uint64_t tenant, const ipc::PeerCredentials& owner, const ipc::RegisterTenant& info) -> Result<ipc::TenantRegistry::Made> {
     if (stopping.load()) return Status::failed_precondition("the daemon is stopping");
     Result<size_t> at = lane_for(devices, info.device);
     if (!at.is_ok()) return at.status();
     const Lane& lane = *lanes[*at];
     DeviceBooks& books = shared.devices[*at];
+    // The quota first: a reservation that does not fit refuses the registration before anything is made.
+    Result<MemoryQuota> quota = memory.grant(lane.device().label, info, shared.registry->tenants());
+    if (!quota.is_ok()) return quota.status();
     MadeTenant made;
     if (lane.raises_lc_flags() && info.cls == TenantClass::latency_critical) {
       made.lc_slot = books.take_slot();
@@ -59,7 +62,8 @@ ipc::TenantRegistry::ChannelMaker tenant_maker(SharedRegistry& shared, const std
       give_back();
       return c.status();
     }
-    Result<ipc::LeasePage> page = ipc::LeasePage::create(base + ".lease", lane.initial_terms(tenant_info(tenant, owner, info), made.lc_slot));
+    Result<ipc::LeasePage> page =
+        ipc::LeasePage::create(base + ".lease", lane.initial_terms(tenant_info(tenant, owner, info), made.lc_slot), *quota);
     if (!page.is_ok()) {
       give_back();
       return page.status();
@@ -70,7 +74,7 @@ ipc::TenantRegistry::ChannelMaker tenant_maker(SharedRegistry& shared, const std
     made.channel = std::move(*c);
     made.lease = std::move(*page);
     books.made.emplace(tenant, std::move(made));
-    return base;
+    return ipc::TenantRegistry::Made{base, lane.device().label, *quota};
   };
 }
 
@@ -94,14 +98,17 @@ ipc::Message LockedRegistry::handle(const ipc::PeerCredentials& peer, const ipc:
       passed_.push_back(lease.is_ok() ? *lease : -1);
       passed_.push_back(board.is_ok() ? *board : -1);
     }
-    (void)shared_.registry->set_device(r->tenant, device);
+    MemoryQuota quota;
+    if (const auto rec = shared_.registry->tenants().find(r->tenant); rec != shared_.registry->tenants().end()) quota = rec->second.memory;
     if (!r->lc_refused.empty()) {
       log_event(spdlog::level::warn, "lc_refused",
                 {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"why", r->lc_refused}, {"runs_as", "be"}});
     }
     log_event(spdlog::level::info, "tenant_registered",
               {{"tenant", r->tenant}, {"uid", peer.uid}, {"pid", peer.pid}, {"channel", r->channel}, {"device", device},
-               {"class", lc ? "lc" : "be"}, {"bus_id", info != nullptr ? info->device : std::string()}});
+               {"class", lc ? "lc" : "be"}, {"bus_id", info != nullptr ? info->device : std::string()},
+               {"memory_limit", quota.limited() ? nlohmann::json(quota.limit_bytes) : nlohmann::json(nullptr)},
+               {"memory_reserved", quota.reserved_bytes}, {"memory_asked", info != nullptr ? info->memory_bytes : 0}});
   } else if (const auto* g = std::get_if<ipc::GrantLc>(&request); g != nullptr && std::holds_alternative<ipc::Ack>(reply)) {
     log_event(spdlog::level::info, "lc_granted", {{"uid", g->uid}, {"label", g->label}, {"by_pid", peer.pid}});
   } else if (const auto* e = std::get_if<ipc::ErrorReply>(&reply)) {

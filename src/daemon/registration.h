@@ -2,8 +2,8 @@
 // becomes.
 //   - tenant_info: the one place a registration becomes the TenantInfo the policies see (both lane
 //     forms' books, and a lease policy's first lease);
-//   - tenant_maker: the registry's maker of a new tenant's rings, lease page and board slot, in the
-//     lane of the GPU it names;
+//   - tenant_maker: the registry's maker of a new tenant's rings, lease page (with the memory quota
+//     the books grant it) and board slot, in the lane of the GPU it names;
 //   - LockedRegistry: the registry behind the shared mutex as the control server's handler, passing
 //     the made descriptors with the reply and logging what was registered or refused;
 //   - lc_access: who may register latency-critical tenants (--lc-users, --lc-groups).
@@ -18,6 +18,7 @@
 
 #include "concord/status.h"
 #include "concord/tenant_source.h"
+#include "daemon/memory_books.h"
 #include "ipc/control_socket.h"
 #include "ipc/tenant_registry.h"
 
@@ -35,10 +36,11 @@ TenantInfo tenant_info(uint64_t tenant, const ipc::PeerCredentials& owner, const
 // the lane's initial terms, passed with the reply (no names, nothing left behind by a crash, and
 // the tenant cannot resize them under the daemon), and where its lane raises LC flags and it is
 // LC, a slot on that lane's board. They wait in the lane's books until its thread takes them.
-// Refused while `stopping` (a lane that has ended would never serve it) and when the board's slots
-// are all held. `prefix` labels the rings: "<prefix>.<daemon pid>.<tenant>".
+// The page carries the memory quota `memory` grants (memory_books.h). Refused while `stopping` (a
+// lane that has ended would never serve it), when the board's slots are all held, and when an LC
+// reservation does not fit. `prefix` labels the rings: "<prefix>.<daemon pid>.<tenant>".
 ipc::TenantRegistry::ChannelMaker tenant_maker(SharedRegistry& shared, const std::vector<std::unique_ptr<Lane>>& lanes,
-                                               const std::atomic<bool>& stopping, std::string prefix);
+                                               MemoryBooks& memory, const std::atomic<bool>& stopping, std::string prefix);
 
 // The registry behind the shared mutex, as the control server's handler. A Registered reply takes
 // copies of the tenant's descriptors (up and down ring, lease page, board), so the lane's thread

@@ -143,6 +143,9 @@ bool TenantHub::poll(std::vector<Ended>& done) {
         }
         conn.launches.request_edge(b->edge == ipc::RequestEdge::begin);
         conn.inbox.push_back(BoundaryEvent{*b, std::chrono::steady_clock::now()});
+      } else if (const auto* u = std::get_if<ipc::MemoryUsage>(&*m)) {
+        conn.stats.memory_live = u->live_bytes;
+        conn.stats.memory_peak = u->peak_bytes;
       } else if (std::holds_alternative<ipc::Bye>(*m)) {
         if (conn.state == ConnState::live) {
           conn.state = ConnState::leaving;

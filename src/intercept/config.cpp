@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "concord/memory_quota.h"
+
 namespace concord::intercept {
 namespace {
 
@@ -64,6 +66,19 @@ Result<InterceptConfig> parse_config(const std::function<const char*(const char*
     if (config.tenant.latency_target_ns == 0) return bad("CONCORD_TARGET_MS", target, "is below one nanosecond");
   } else if (!target.empty()) {
     return bad("CONCORD_TARGET_MS", target, "is for lc tenants only (CONCORD_CLASS=lc)");
+  }
+  // GPU memory: an LC tenant's reservation, a BE tenant's own limit (the daemon's books decide).
+  for (const auto& [var, lc_only] : {std::pair{"CONCORD_MEMORY_RESERVE", true}, std::pair{"CONCORD_MEMORY_LIMIT", false}}) {
+    const std::string v = get(var);
+    if (v.empty()) continue;
+    const bool is_lc = config.tenant.cls == TenantClass::latency_critical;
+    if (lc_only && !is_lc) return bad(var, v, "is for lc tenants only (CONCORD_CLASS=lc; a BE tenant's own limit is CONCORD_MEMORY_LIMIT)");
+    if (!lc_only && is_lc) return bad(var, v, "is for be tenants only (an LC tenant reserves its memory: CONCORD_MEMORY_RESERVE)");
+    Result<uint64_t> bytes = parse_bytes(v);
+    if (!bytes.is_ok()) return bad(var, v, bytes.status().message());
+    if (*bytes == 0) return bad(var, v, "is 0 (leave it unset to ask for none)");
+    if (*bytes > ipc::limits::kMaxMemoryBytes) return bad(var, v, "is over " + format_bytes(ipc::limits::kMaxMemoryBytes));
+    config.tenant.memory_bytes = *bytes;
   }
   if (const std::string v = get("CONCORD_WEIGHT"); !v.empty()) {
     char* end = nullptr;

@@ -15,7 +15,9 @@ struct InterceptConfig {
   bool disabled = false;                                 // CONCORD_DISABLE=1: pass-through, no daemon
   std::string socket_path = "/run/concord/concordd.sock";  // CONCORD_SOCKET
   // CONCORD_CLASS, _TARGET_MS, _WEIGHT, _NAME; CONCORD_LC_REFUSED (an LC tenant the daemon does
-  // not grant LC: `be`, the default, runs it as a BE tenant; `pass-through` unscheduled).
+  // not grant LC: `be`, the default, runs it as a BE tenant; `pass-through` unscheduled);
+  // CONCORD_MEMORY_RESERVE (an LC tenant's GPU memory reservation) or CONCORD_MEMORY_LIMIT (a BE
+  // tenant's own limit), as tenant.memory_bytes.
   ipc::RegisterTenant tenant;
   std::string stats_path;                                // CONCORD_INTERCEPT_STATS: counters as JSON at exit
   bool log = false;                                      // CONCORD_INTERCEPT_LOG=1: one line per event worth it

@@ -6,7 +6,7 @@
 namespace concord::intercept {
 
 Status write_counters(const std::string& path, const char* mode, bool daemon_gone, const Counters& c, uint64_t markers,
-                      uint64_t completions, uint64_t marker_queries) {
+                      uint64_t completions, uint64_t marker_queries, const MemoryCounts& memory) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return Status::io_error("cannot write CONCORD_INTERCEPT_STATS file " + path);
   const std::pair<const char*, const std::atomic<uint64_t>*> fields[] = {
@@ -39,13 +39,19 @@ Status write_counters(const std::string& path, const char* mode, bool daemon_gon
       {"requests_ended", &c.requests_ended},
       {"allocations", &c.allocations},
       {"frees", &c.frees},
-      {"live_bytes", &c.live_bytes},
-      {"peak_bytes", &c.peak_bytes},
   };
   std::fprintf(f, "{\"mode\": \"%s\", \"daemon_gone\": %s", mode, daemon_gone ? "true" : "false");
   for (const auto& [name, value] : fields) std::fprintf(f, ", \"%s\": %llu", name, static_cast<unsigned long long>(value->load()));
-  std::fprintf(f, ", \"markers\": %llu, \"completions\": %llu, \"marker_queries\": %llu}\n", static_cast<unsigned long long>(markers),
+  std::fprintf(f, ", \"markers\": %llu, \"completions\": %llu, \"marker_queries\": %llu", static_cast<unsigned long long>(markers),
                static_cast<unsigned long long>(completions), static_cast<unsigned long long>(marker_queries));
+  const auto ull = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::fprintf(f, ", \"live_bytes\": %llu, \"peak_bytes\": %llu, \"memory_reserved\": %llu, \"memory_refused\": %llu", ull(memory.live),
+               ull(memory.peak), ull(memory.reserved), ull(memory.refused));
+  if (memory.limit == kNoMemoryLimit) {
+    std::fprintf(f, ", \"memory_limit\": null}\n");
+  } else {
+    std::fprintf(f, ", \"memory_limit\": %llu}\n", ull(memory.limit));
+  }
   std::fclose(f);
   return Status::ok();
 }

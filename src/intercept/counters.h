@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "concord/memory_quota.h"
 #include "concord/status.h"
 
 namespace concord::intercept {
@@ -39,15 +40,22 @@ struct Counters {
   std::atomic<uint64_t> sm_sets_prepared{0};
   std::atomic<uint64_t> requests_begun{0};
   std::atomic<uint64_t> requests_ended{0};
-  std::atomic<uint64_t> allocations{0};
-  std::atomic<uint64_t> frees{0};
-  std::atomic<uint64_t> live_bytes{0};
-  std::atomic<uint64_t> peak_bytes{0};
+  std::atomic<uint64_t> allocations{0};         // device allocations the library counted (VMM cuMemCreate included)
+  std::atomic<uint64_t> frees{0};               // of which freed (VMM: the physical memory freed)
+};
+
+// The tenant's GPU memory at exit (intercept/memory_book.h).
+struct MemoryCounts {
+  uint64_t live = 0, peak = 0;
+  uint64_t limit = kNoMemoryLimit, reserved = 0;  // the quota (kNoMemoryLimit: none)
+  uint64_t refused = 0;                           // allocations refused for it
 };
 
 // Writes the counters to `path` as one JSON object, with the library's mode, whether the daemon
-// went away, the completion markers recorded, completions reported and the event queries polls made.
+// went away, the completion markers recorded, completions reported and the event queries polls
+// made, and the memory: live_bytes, peak_bytes, memory_limit (null: none), memory_reserved and
+// memory_refused.
 Status write_counters(const std::string& path, const char* mode, bool daemon_gone, const Counters& c, uint64_t markers,
-                      uint64_t completions, uint64_t marker_queries);
+                      uint64_t completions, uint64_t marker_queries, const MemoryCounts& memory);
 
 }  // namespace concord::intercept

@@ -16,7 +16,10 @@
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
+#include <limits>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -32,6 +35,8 @@
 #undef cuStreamBeginCapture
 #undef cuMemAlloc
 #undef cuMemFree
+#undef cuMemAllocPitch
+#undef cuMemGetInfo
 
 #define CONCORD_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -425,63 +430,243 @@ CONCORD_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph)
   return capture_ended(fn(stream, graph));
 }
 
-// ---- memory (accounting only) ----------------------------------------------------------------
+// ---- memory (docs/intercept.md, "Memory") ----------------------------------------------------
+
+namespace concord::intercept {
+namespace {
+
+// The book's calls are noexcept but for what grows its maps: a failure of the library's own loses
+// an entry (its bytes stay counted), never the application's call.
+template <typename Fn>
+void quietly(Fn fn) noexcept {
+  try {
+    fn();
+  } catch (...) {
+  }
+}
+
+// A device allocation of `bytes`: reserved against the quota before the real call `real`, counted
+// at `*ptr` when it succeeds, the reservation given back when not.
+template <typename Real>
+CUresult counted_alloc(const char* call, CUdeviceptr* ptr, uint64_t bytes, Real real) {
+  MemoryBook* book = memory_book();
+  if (!book) return real();
+  if (!book->reserve(bytes)) {
+    note_memory_refused(call, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUresult r = real();
+  const bool ok = r == CUDA_SUCCESS && ptr != nullptr;
+  if (ok) {
+    quietly([&] { book->allocated(*ptr, bytes); });
+  } else {
+    book->cancel(bytes);
+  }
+  note_memory_changed(ok, false);
+  return r;
+}
+
+// A free of `ptr` by `real`: out of the book before the call (the driver may give the address out
+// again as soon as it returns), back in if it fails.
+template <typename Real>
+CUresult counted_free(CUdeviceptr ptr, Real real) {
+  MemoryBook* book = memory_book();
+  if (!book) return real();
+  MemoryBook::Taken taken;
+  quietly([&] { taken = book->take(ptr); });
+  const CUresult r = real();
+  quietly([&] { book->freed(taken, r == CUDA_SUCCESS); });
+  if (taken.bytes > 0) note_memory_changed(false, r == CUDA_SUCCESS);
+  return r;
+}
+
+// A VMM call that changes a handle's state, under the book's VMM mutex: `note` books it after it
+// succeeded and returns the bytes it freed.
+template <typename Real, typename Note>
+CUresult vmm_call(Real real, Note note) {
+  MemoryBook* book = memory_book();
+  if (!book) return real();
+  std::unique_lock<std::mutex> lock(book->vmm_mutex());
+  const CUresult r = real();
+  if (r != CUDA_SUCCESS) return r;
+  uint64_t freed = 0;
+  quietly([&] { freed = note(*book); });
+  lock.unlock();
+  if (freed > 0) note_memory_changed(false, true);
+  return r;
+}
+
+// What cuMemGetInfo answers the tenant: its quota for the total, what is left of it (at most what
+// the device has free) for the free memory.
+template <typename Size, typename Real>
+CUresult memory_info(Size* free_bytes, Size* total_bytes, Real real) {
+  Size f = 0, t = 0;
+  const CUresult r = real(free_bytes ? &f : nullptr, total_bytes ? &t : nullptr);
+  if (r != CUDA_SUCCESS) return r;
+  MemoryBook* book = memory_book();
+  if (book && book->quota().limited()) {
+    const auto [left, limit] = book->info(f, t);
+    constexpr uint64_t most = std::numeric_limits<Size>::max();
+    f = static_cast<Size>(std::min<uint64_t>(left, most));
+    t = static_cast<Size>(std::min<uint64_t>(limit, most));
+  }
+  if (free_bytes) *free_bytes = f;
+  if (total_bytes) *total_bytes = t;
+  return r;
+}
+
+using MemGetInfoV1 = CUresult (*)(unsigned int*, unsigned int*);
+
+}  // namespace
+}  // namespace concord::intercept
+
+using concord::intercept::counted_alloc;
+using concord::intercept::counted_free;
+using concord::intercept::MemoryBook;
+using concord::intercept::vmm_call;
 
 CONCORD_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
   auto fn = real<PFN_cuMemAlloc_v3020>(Entry::MemAlloc_v2);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr, bytes);
-  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
+  return counted_alloc("cuMemAlloc_v2", ptr, bytes, [&] { return fn(ptr, bytes); });
+}
+// The pitch is the driver's choice: the rows' bytes are reserved first, and what the pitch adds
+// after the call (the allocation is freed again when that does not fit).
+CONCORD_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height, unsigned element) {
+  auto fn = real<PFN_cuMemAllocPitch_v3020>(Entry::MemAllocPitch_v2);
+  auto free_fn = real<PFN_cuMemFree_v3020>(Entry::MemFree_v2);
+  if (!fn) return concord::intercept::kNoDriver;
+  uint64_t rows = 0;
+  MemoryBook* book = concord::intercept::memory_book();
+  if (!book || __builtin_mul_overflow(uint64_t{width}, uint64_t{height}, &rows)) return fn(ptr, pitch, width, height, element);
+  if (!book->reserve(rows)) {
+    concord::intercept::note_memory_refused("cuMemAllocPitch_v2", rows);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUresult r = fn(ptr, pitch, width, height, element);
+  if (r != CUDA_SUCCESS || !ptr || !pitch) {
+    book->cancel(rows);
+    concord::intercept::note_memory_changed(false, false);
+    return r;
+  }
+  const uint64_t bytes = uint64_t{*pitch} * height;
+  if (bytes > rows && !book->reserve(bytes - rows)) {
+    if (free_fn) (void)free_fn(*ptr);
+    book->cancel(rows);
+    concord::intercept::note_memory_refused("cuMemAllocPitch_v2", bytes);
+    concord::intercept::note_memory_changed(false, false);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  concord::intercept::quietly([&] { book->allocated(*ptr, std::max(bytes, rows)); });
+  concord::intercept::note_memory_changed(true, false);
   return r;
+}
+// Managed memory is counted whole from its allocation, wherever its pages are.
+CONCORD_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t bytes, unsigned flags) {
+  auto fn = real<PFN_cuMemAllocManaged_v6000>(Entry::MemAllocManaged);
+  if (!fn) return concord::intercept::kNoDriver;
+  return counted_alloc("cuMemAllocManaged", ptr, bytes, [&] { return fn(ptr, bytes, flags); });
 }
 CONCORD_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   auto fn = real<PFN_cuMemFree_v3020>(Entry::MemFree_v2);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr);
-  if (r == CUDA_SUCCESS) concord::intercept::note_freed(ptr);
-  return r;
+  return counted_free(ptr, [&] { return fn(ptr); });
 }
+// Stream-ordered allocations count from the call to the free's call: the pool's memory reserved
+// and not allocated is not counted (docs/intercept.md, "Memory").
 CONCORD_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
   auto fn = real<PFN_cuMemAllocAsync_v11020>(Entry::MemAllocAsync);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr, bytes, stream);
-  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
-  return r;
+  return counted_alloc("cuMemAllocAsync", ptr, bytes, [&] { return fn(ptr, bytes, stream); });
 }
 CONCORD_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* ptr, size_t bytes, CUstream stream) {
   auto fn = real<PFN_cuMemAllocAsync_v11020_ptsz>(Entry::MemAllocAsync_ptsz);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr, bytes, stream);
-  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
-  return r;
+  return counted_alloc("cuMemAllocAsync_ptsz", ptr, bytes, [&] { return fn(ptr, bytes, stream); });
 }
 CONCORD_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* ptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
   auto fn = real<PFN_cuMemAllocFromPoolAsync_v11020>(Entry::MemAllocFromPoolAsync);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr, bytes, pool, stream);
-  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
-  return r;
+  return counted_alloc("cuMemAllocFromPoolAsync", ptr, bytes, [&] { return fn(ptr, bytes, pool, stream); });
 }
 CONCORD_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* ptr, size_t bytes, CUmemoryPool pool, CUstream stream) {
   auto fn = real<PFN_cuMemAllocFromPoolAsync_v11020_ptsz>(Entry::MemAllocFromPoolAsync_ptsz);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr, bytes, pool, stream);
-  if (r == CUDA_SUCCESS && ptr) concord::intercept::note_allocated(*ptr, bytes);
-  return r;
+  return counted_alloc("cuMemAllocFromPoolAsync_ptsz", ptr, bytes, [&] { return fn(ptr, bytes, pool, stream); });
 }
 CONCORD_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
   auto fn = real<PFN_cuMemFreeAsync_v11020>(Entry::MemFreeAsync);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr, stream);
-  if (r == CUDA_SUCCESS) concord::intercept::note_freed(ptr);
-  return r;
+  return counted_free(ptr, [&] { return fn(ptr, stream); });
 }
 CONCORD_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
   auto fn = real<PFN_cuMemFreeAsync_v11020_ptsz>(Entry::MemFreeAsync_ptsz);
   if (!fn) return concord::intercept::kNoDriver;
-  const CUresult r = fn(ptr, stream);
-  if (r == CUDA_SUCCESS) concord::intercept::note_freed(ptr);
+  return counted_free(ptr, [&] { return fn(ptr, stream); });
+}
+
+// VMM: physical memory counts at cuMemCreate (device memory only), once however often it is
+// mapped, until the driver frees it (every reference released, every mapping unmapped).
+CONCORD_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                    unsigned long long flags) {
+  auto fn = real<PFN_cuMemCreate_v10020>(Entry::MemCreate);
+  if (!fn) return concord::intercept::kNoDriver;
+  MemoryBook* book = concord::intercept::memory_book();
+  if (!book || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return fn(handle, size, prop, flags);
+  if (!book->reserve(size)) {
+    concord::intercept::note_memory_refused("cuMemCreate", size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  std::unique_lock<std::mutex> lock(book->vmm_mutex());
+  const CUresult r = fn(handle, size, prop, flags);
+  const bool ok = r == CUDA_SUCCESS && handle != nullptr;
+  if (ok) {
+    concord::intercept::quietly([&] { book->created(*handle, size); });
+  } else {
+    book->cancel(size);
+  }
+  lock.unlock();
+  concord::intercept::note_memory_changed(ok, false);
   return r;
+}
+CONCORD_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  auto fn = real<PFN_cuMemRetainAllocationHandle_v11000>(Entry::MemRetainAllocationHandle);
+  if (!fn) return concord::intercept::kNoDriver;
+  return vmm_call([&] { return fn(handle, addr); }, [&](MemoryBook& b) {
+    if (handle) b.retained(*handle);
+    return uint64_t{0};
+  });
+}
+CONCORD_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                                 unsigned long long flags) {
+  auto fn = real<PFN_cuMemMap_v10020>(Entry::MemMap);
+  if (!fn) return concord::intercept::kNoDriver;
+  return vmm_call([&] { return fn(ptr, size, offset, handle, flags); }, [&](MemoryBook& b) {
+    b.mapped(ptr, handle);
+    return uint64_t{0};
+  });
+}
+CONCORD_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  auto fn = real<PFN_cuMemUnmap_v10020>(Entry::MemUnmap);
+  if (!fn) return concord::intercept::kNoDriver;
+  return vmm_call([&] { return fn(ptr, size); }, [&](MemoryBook& b) { return b.unmapped(ptr, size); });
+}
+CONCORD_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  auto fn = real<PFN_cuMemRelease_v10020>(Entry::MemRelease);
+  if (!fn) return concord::intercept::kNoDriver;
+  return vmm_call([&] { return fn(handle); }, [&](MemoryBook& b) { return b.released(handle); });
+}
+
+// The tenant's view of the GPU's memory: its quota.
+CONCORD_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  auto fn = real<PFN_cuMemGetInfo_v3020>(Entry::MemGetInfo_v2);
+  if (!fn) return concord::intercept::kNoDriver;
+  return concord::intercept::memory_info(free_bytes, total_bytes, fn);
+}
+CONCORD_EXPORT CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) {
+  auto fn = real<concord::intercept::MemGetInfoV1>(Entry::MemGetInfo);
+  if (!fn) return concord::intercept::kNoDriver;
+  return concord::intercept::memory_info(free_bytes, total_bytes, fn);
 }
 
 // ---- lookups ---------------------------------------------------------------------------------

@@ -143,10 +143,12 @@ Status Interceptor::connect() {
   options.info = config_.tenant;
   options.info.pid = static_cast<int32_t>(getpid());
   options.info.device = device_bus_id();
+  options.info.device_memory_bytes = device_memory();
   bus_id_ = options.info.device;
   auto client = ipc::TenantClient::connect(options);
   if (!client) {
-    if (client.status().code() == StatusCode::permission_denied) {
+    // The daemon's refusals (LC not granted, a reservation that does not fit, no GPU of its own).
+    if (client.status().code() == StatusCode::permission_denied || client.status().code() == StatusCode::failed_precondition) {
       return Status(client.status().code(), "the daemon at " + config_.socket_path + " refused the tenant: " + client.status().message());
     }
     return Status(client.status().code(), "no daemon at " + config_.socket_path + ": " + client.status().message());
@@ -156,6 +158,16 @@ Status Interceptor::connect() {
     // LC asked and refused (CONCORD_LC_REFUSED=be): a BE tenant from here on.
     log("registered as a BE tenant: latency-critical refused: " + client_->lc_refused());
     config_.tenant.cls = client_->granted_class();
+  }
+  // The quota holds for the process's life, also if the daemon goes: the other tenants' quotas
+  // were granted beside it.
+  const MemoryQuota quota = client_->memory_quota();
+  memory_.set_quota(quota);
+  if (quota.limited() && quota.limit_bytes < config_.tenant.memory_bytes) {
+    log("GPU memory limit " + format_bytes(quota.limit_bytes) + ", under the " + format_bytes(config_.tenant.memory_bytes) +
+        " asked: the most concordd gives a tenant without a reservation now");
+  } else if (config_.log && quota.limited()) {
+    log(std::string("GPU memory ") + (quota.reserved_bytes > 0 ? "reservation " : "limit ") + format_bytes(quota.limit_bytes));
   }
   return Status::ok();
 }
@@ -258,21 +270,49 @@ void Interceptor::sync_end(const SyncMark& mark, CUresult r) {
   maybe_lower_flag();
 }
 
-void Interceptor::allocated(CUdeviceptr ptr, size_t bytes) {
-  counters_.allocations.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(allocations_mu_);
-  allocations_[ptr] = bytes;
-  const uint64_t live = counters_.live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  if (live > counters_.peak_bytes.load(std::memory_order_relaxed)) counters_.peak_bytes.store(live, std::memory_order_relaxed);
+MemoryBook* Interceptor::memory() {
+  const Mode mode = started_mode();
+  return mode == Mode::pass_through && config_.disabled ? nullptr : &memory_;
 }
 
-void Interceptor::freed(CUdeviceptr ptr) {
-  std::lock_guard<std::mutex> lock(allocations_mu_);
-  auto it = allocations_.find(ptr);
-  if (it == allocations_.end()) return;  // not ours to count (allocated before the library saw it)
-  counters_.frees.fetch_add(1, std::memory_order_relaxed);
-  counters_.live_bytes.fetch_sub(it->second, std::memory_order_relaxed);
-  allocations_.erase(it);
+void Interceptor::memory_refused(const char* call, uint64_t bytes) {
+  uint64_t since = 0;
+  if (!memory_.refused(ipc::monotonic_ns(), kMemoryRefusalLogNs, &since)) return;
+  const MemoryQuota q = memory_.quota();
+  log(std::string(call) + " of " + format_bytes(bytes) + " refused (CUDA_ERROR_OUT_OF_MEMORY): this tenant's GPU memory " +
+      (q.reserved_bytes > 0 ? "reservation" : "limit") + " is " + format_bytes(q.limit_bytes) + " (set by concordd), " +
+      format_bytes(memory_.live()) + " of it in use" +
+      (since > 1 ? "; " + std::to_string(since - 1) + " more refused since the last line" : std::string()));
+}
+
+void Interceptor::memory_changed(bool allocated, bool freed) {
+  if (allocated) counters_.allocations.fetch_add(1, std::memory_order_relaxed);
+  if (freed) counters_.frees.fetch_add(1, std::memory_order_relaxed);
+  report_memory();
+}
+
+void Interceptor::report_memory() {
+  const Mode mode = mode_.load(std::memory_order_acquire);
+  if (mode != Mode::connected && mode != Mode::active) return;
+  const uint64_t version = memory_.version();
+  if (version == memory_reported_.load(std::memory_order_acquire)) return;
+  const uint64_t now = ipc::monotonic_ns();
+  uint64_t last = memory_report_ns_.load(std::memory_order_acquire);
+  // Before the first launch there is no completion thread to tell a change held back: each goes.
+  if (mode == Mode::active && now - last < kMemoryReportNs) return;
+  if (!memory_report_ns_.compare_exchange_strong(last, now, std::memory_order_acq_rel)) return;  // another thread reports
+  memory_reported_.store(version, std::memory_order_release);
+  client_->memory_used(memory_.live(), memory_.peak());
+}
+
+uint64_t Interceptor::device_memory() const {
+  if (!driver_->device_total_mem || !driver_->device_get) return 0;
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  const bool in_context = driver_->ctx_get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr && driver_->ctx_get_device(&dev) == CUDA_SUCCESS;
+  if (!in_context && driver_->device_get(&dev, 0) != CUDA_SUCCESS) return 0;
+  size_t bytes = 0;
+  return driver_->device_total_mem(&bytes, dev) == CUDA_SUCCESS ? bytes : 0;
 }
 
 int Interceptor::request(bool begin) {
@@ -366,6 +406,7 @@ void Interceptor::completion_loop() {
       counters_.tail_markers.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
     maybe_lower_flag();
+    report_memory();
     client_->flush();
     // Polled often while markers are pending, or while an LC tenant's flag is up or its launches
     // are in flight (its burst's end lowers the flag); a BE tenant's uncovered launches wait for a
@@ -413,8 +454,10 @@ void Interceptor::write_stats(bool daemon_gone) const {
                      : m == Mode::connected   ? "connected"
                      : m == Mode::pass_through ? "pass_through"
                                                : "unstarted";
+  const MemoryQuota quota = memory_.quota();
+  const MemoryCounts memory{memory_.live(), memory_.peak(), quota.limit_bytes, quota.reserved_bytes, memory_.refusals()};
   if (Status st = write_counters(config_.stats_path, mode, daemon_gone, counters_,
-                                 book_ ? book_->markers() : 0, book_ ? book_->reported() : 0, book_ ? book_->queries() : 0);
+                                 book_ ? book_->markers() : 0, book_ ? book_->reported() : 0, book_ ? book_->queries() : 0, memory);
       !st) {
     log(st.message());
   }
@@ -517,16 +560,24 @@ void note_sync_end(const SyncMark& mark, CUresult r) noexcept {
   }
 }
 
-void note_allocated(CUdeviceptr ptr, size_t bytes) noexcept {
+MemoryBook* memory_book() noexcept {
   try {
-    instance().allocated(ptr, bytes);
+    return instance().memory();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void note_memory_refused(const char* call, uint64_t bytes) noexcept {
+  try {
+    instance().memory_refused(call, bytes);
   } catch (...) {
   }
 }
 
-void note_freed(CUdeviceptr ptr) noexcept {
+void note_memory_changed(bool allocated, bool freed) noexcept {
   try {
-    instance().freed(ptr);
+    instance().memory_changed(allocated, freed);
   } catch (...) {
   }
 }

@@ -1,5 +1,6 @@
 // The launch path of an intercepted process: every kernel (or CUDA graph) launch the hooks catch
-// comes here. Lazily, on the first launch (or stream creation, or request mark), the interceptor
+// comes here. Lazily, on the first launch (or stream creation, request mark, device allocation or
+// cuMemGetInfo: the memory quota holds from the first byte), the interceptor
 // reads its settings and registers the process with the node daemon (ipc::TenantClient); any
 // failure makes it pass every call through for the process's life, with one line on stderr.
 // While connected, a launch follows the tenant's lease (include/concord/lease.h), read from shared
@@ -29,6 +30,7 @@
 #include <optional>
 #include <vector>
 
+#include "intercept/memory_book.h"
 #include "ipc/protocol.h"
 
 namespace concord::intercept {
@@ -76,8 +78,15 @@ void note_capture_ended() noexcept;
 // flavour), or of the whole context; its end, when it returned `r`.
 SyncMark note_sync_begin(CUstream stream, bool per_thread, bool whole_context) noexcept;
 void note_sync_end(const SyncMark& mark, CUresult r) noexcept;
-void note_allocated(CUdeviceptr ptr, size_t bytes) noexcept;
-void note_freed(CUdeviceptr ptr) noexcept;
+// Memory (docs/intercept.md, "Memory"): the process's book, the process registered with the daemon
+// first (an allocation is often a program's first GPU call); null when the library is disabled or
+// its own bookkeeping failed. The hooks reserve against it before each real allocation.
+MemoryBook* memory_book() noexcept;
+// `call` of `bytes` refused for the quota (the hook answers CUDA_ERROR_OUT_OF_MEMORY): one line on
+// stderr now and then, naming the quota.
+void note_memory_refused(const char* call, uint64_t bytes) noexcept;
+// The book changed (an allocation counted, memory freed): counters, and the daemon told.
+void note_memory_changed(bool allocated, bool freed) noexcept;
 // An LC request's boundaries as the application marks them (include/concord/intercept.h).
 int note_request(bool begin) noexcept;
 

@@ -28,6 +28,7 @@
 #include "intercept/green_sets.h"
 #include "intercept/room.h"
 #include "intercept/kernel_id.h"
+#include "intercept/memory_book.h"
 #include "intercept/launch_route.h"
 #include "intercept/real_driver.h"
 #include "intercept/thread_cache.h"
@@ -47,6 +48,10 @@ inline constexpr uint64_t kBeTailNs = 1'000'000;
 // A launch waiting at its lease's in-flight cap goes anyway after this long without progress (the
 // launches it waits for may be on a stream no marker can reach).
 inline constexpr uint64_t kCapWaitBoundNs = 50'000'000;
+// The tenant's memory in use goes to the daemon at most this often once the completion thread runs.
+inline constexpr uint64_t kMemoryReportNs = 100'000'000;
+// An allocation refused for the quota is said on stderr at most once this often (with a count).
+inline constexpr uint64_t kMemoryRefusalLogNs = 10'000'000'000;
 
 struct FunctionInfo {
   uint64_t id = 0;
@@ -80,8 +85,13 @@ class Interceptor {
   void give_up(const std::string& why) noexcept;
   SyncMark sync_begin(CUstream stream, bool per_thread, bool whole_context);
   void sync_end(const SyncMark& mark, CUresult r);
-  void allocated(CUdeviceptr ptr, size_t bytes);
-  void freed(CUdeviceptr ptr);
+  // The tenant's memory book (the process registered first, as at its first launch); null when the
+  // library is disabled.
+  MemoryBook* memory();
+  // An allocation refused for the quota: one line on stderr now and then.
+  void memory_refused(const char* call, uint64_t bytes);
+  // The book changed: counted, and told to the daemon at most every kMemoryReportNs.
+  void memory_changed(bool allocated, bool freed);
   int request(bool begin);
   void shutdown();
 
@@ -123,6 +133,12 @@ class Interceptor {
   void completion_loop();
   void take_announcements();
   void write_stats(bool daemon_gone) const;
+  // Posts the book's live and peak bytes to the daemon if they changed: at every change until the
+  // first launch, then when the last report is kMemoryReportNs old (from whichever thread gets
+  // there: an allocation's, or the completion thread, which tells the last change).
+  void report_memory();
+  // The GPU's total memory as the driver reports it (0: unknown), for the registration.
+  uint64_t device_memory() const;
 
   std::atomic<Mode> mode_{Mode::unstarted};
   std::atomic<bool> gave_up_{false};
@@ -162,8 +178,9 @@ class Interceptor {
   std::unique_ptr<GreenSets> green_owner_;
   bool green_failed_ = false;  // the split or probe failed: SM sets are not honoured
 
-  std::mutex allocations_mu_;
-  std::unordered_map<CUdeviceptr, size_t> allocations_;
+  MemoryBook memory_;
+  std::atomic<uint64_t> memory_reported_{~uint64_t{0}};  // the book's version last told to the daemon
+  std::atomic<uint64_t> memory_report_ns_{0};            // and when
 
   WakeWord wake_;                         // the completion thread sleeps on it
   std::atomic<bool> poller_idle_{false};  // the completion thread sleeps long: a launch wakes it

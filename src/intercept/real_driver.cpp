@@ -36,6 +36,7 @@ const RealDriver* load() {
   bind(d->ctx_get_device, "cuCtxGetDevice");
   bind(d->device_get, "cuDeviceGet");
   bind(d->device_get_pci_bus_id, "cuDeviceGetPCIBusId");
+  bind(d->device_total_mem, "cuDeviceTotalMem_v2");
   bind(d->thread_exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
   bind(d->func_get_name, "cuFuncGetName");
   bind(d->kernel_get_name, "cuKernelGetName");

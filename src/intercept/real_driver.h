@@ -41,6 +41,7 @@ struct RealDriver {
   // The tenant's GPU as the node daemon knows it (its PCI bus id; null: the tenant names none).
   PFN_cuDeviceGet_v2000 device_get = nullptr;
   PFN_cuDeviceGetPCIBusId_v4010 device_get_pci_bus_id = nullptr;
+  PFN_cuDeviceTotalMem_v3020 device_total_mem = nullptr;  // its memory, for the daemon's books (null: not reported)
   PFN_cuThreadExchangeStreamCaptureMode_v10010 thread_exchange_capture_mode = nullptr;
   PFN_cuFuncGetName_v12030 func_get_name = nullptr;
   PFN_cuKernelGetName_v12030 kernel_get_name = nullptr;

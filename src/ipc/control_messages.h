@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "concord/memory_quota.h"
 #include "ipc/message_fields.h"
 
 namespace concord::ipc {
@@ -40,6 +41,12 @@ struct RegisterTenant {
   // this one's engine.
   std::string device;
   LcRefusal on_lc_refused = LcRefusal::refuse;  // with cls LC
+  // The GPU memory the tenant asks for (CONCORD_MEMORY_RESERVE for an LC tenant: its reservation;
+  // CONCORD_MEMORY_LIMIT for a BE tenant: its own limit), 0 when it asks for none; the daemon's
+  // books decide what it gets (docs/daemon.md, "Memory").
+  uint64_t memory_bytes = 0;
+  // The GPU's total memory as the tenant's driver reports it (cuDeviceTotalMem), 0 when unknown.
+  uint64_t device_memory_bytes = 0;
   bool operator==(const RegisterTenant&) const = default;
 
   template <typename F, typename M>
@@ -51,6 +58,8 @@ struct RegisterTenant {
     f(m.name, "name", Text::name);
     f(m.device, "device", Text::device);
     f(m.on_lc_refused, "on_lc_refused");
+    f(m.memory_bytes, "memory_bytes", at_most(limits::kMaxMemoryBytes));
+    f(m.device_memory_bytes, "device_memory_bytes", at_most(limits::kMaxMemoryBytes));
   }
   template <typename Bad>
   static Status check(const RegisterTenant& r, Bad bad) {
@@ -131,6 +140,16 @@ struct TenantLease {
   bool operator==(const TenantLease&) const = default;
 };
 
+// A tenant's GPU memory as the daemon's books have it: its quota (kNoMemoryLimit: none; of it, an
+// LC reservation) and what its library last reported in use and at its peak.
+struct TenantMemory {
+  uint64_t limit_bytes = kNoMemoryLimit;
+  uint64_t reserved_bytes = 0;
+  uint64_t live_bytes = 0;
+  uint64_t peak_bytes = 0;
+  bool operator==(const TenantMemory&) const = default;
+};
+
 struct TenantEntry {
   uint64_t id = 0;
   uint32_t uid = 0;
@@ -143,6 +162,7 @@ struct TenantEntry {
   uint64_t p50_ns = 0;  // LC request latency over the daemon's recent window (0: none yet)
   uint64_t p99_ns = 0;
   TenantLease lease;
+  TenantMemory memory;
   std::string name;
   std::string device;  // the daemon's label of the tenant's GPU ("0", "1", ...; empty: not placed yet)
   bool operator==(const TenantEntry&) const = default;
@@ -164,6 +184,10 @@ struct TenantEntry {
     f(m.lease.in_flight_cap, "tenants.lease.in_flight_cap");
     f(m.lease.room_sms, "tenants.lease.room_sms", at_most(limits::kMaxSms));
     f(m.lease.room_blocks_per_sm, "tenants.lease.room_blocks_per_sm", at_most(limits::kMaxRoomBlocksPerSm));
+    f(m.memory.limit_bytes, "tenants.memory.limit_bytes");
+    f(m.memory.reserved_bytes, "tenants.memory.reserved_bytes");
+    f(m.memory.live_bytes, "tenants.memory.live_bytes");
+    f(m.memory.peak_bytes, "tenants.memory.peak_bytes");
     f(m.name, "tenants.name", Text::name);
     f(m.device, "tenants.device", Text::device);
   }
@@ -174,7 +198,7 @@ struct TenantEntry {
 };
 // A tenant list entry's fewest bytes on the wire (a one-byte name, no device) and most (a full name
 // and device): the list's limit keeps one frame enough (protocol.cpp).
-inline constexpr size_t kMinTenantEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 2 + 1 + 2;
+inline constexpr size_t kMinTenantEntryBytes = 8 + 4 + 4 + 1 + 8 + 4 + 8 + 8 + 8 + 8 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 8 + 8 + 2 + 1 + 2;
 inline constexpr size_t kMaxTenantEntryBytes =
     kMinTenantEntryBytes - 1 + limits::kNameBytes + limits::kDeviceBytes;
 struct TenantList {

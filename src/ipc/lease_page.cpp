@@ -29,6 +29,11 @@ struct LeaseLayout {
   std::atomic<uint64_t> yield_mask;
   std::atomic<uint32_t> be_sm_cap;
   std::atomic<uint32_t> be_blocks_per_sm_cap;
+  // The tenant's memory quota: a section of its own, outside the seqlock, written once when the
+  // page is made (before its descriptor is handed out) and never after, so publishes of terms do
+  // not carry it.
+  alignas(64) std::atomic<uint64_t> memory_limit;
+  std::atomic<uint64_t> memory_reserved;
 };
 
 struct BoardLayout {
@@ -47,7 +52,7 @@ namespace {
 
 constexpr uint32_t kLeaseMagic = 0x4553454c;  // "LESE"
 constexpr uint32_t kBoardMagic = 0x44524f42;  // "BORD"
-constexpr uint32_t kLayoutVersion = 2;  // 2: room terms (be_sm_cap, be_blocks_per_sm_cap)
+constexpr uint32_t kLayoutVersion = 3;  // 2: room terms (be_sm_cap, be_blocks_per_sm_cap); 3: the memory quota
 
 long futex(const void* addr, int op, uint32_t val, const timespec* timeout) {
   return ::syscall(SYS_futex, addr, op, val, timeout, nullptr, 0);
@@ -124,8 +129,17 @@ TenantLease lease_summary(const LeaseTerms& terms, uint64_t lc_active) {
   return s;
 }
 
-Result<LeasePage> LeasePage::create(const std::string& label, const LeaseTerms& initial) {
+Status check_quota(const MemoryQuota& q) {
+  if (q.limited() && q.reserved_bytes > q.limit_bytes) {
+    return Status::invalid_argument(fmt::format("lease: field memory_reserved: {} is over the limit {}", q.reserved_bytes, q.limit_bytes));
+  }
+  if (!q.limited() && q.reserved_bytes != 0) return Status::invalid_argument("lease: field memory_reserved: set without a limit");
+  return Status::ok();
+}
+
+Result<LeasePage> LeasePage::create(const std::string& label, const LeaseTerms& initial, const MemoryQuota& memory) {
   CONCORD_RETURN_IF_ERROR(check_terms(initial));
+  CONCORD_RETURN_IF_ERROR(check_quota(memory));
   // Sealed against writes by anyone but this mapping: the tenant's page is the daemon's alone.
   Result<SharedMemory> m = SharedMemory::create_sealed(label, kLeasePageBytes, /*peers_write=*/false);
   if (!m.is_ok()) return m.status();
@@ -135,6 +149,8 @@ Result<LeasePage> LeasePage::create(const std::string& label, const LeaseTerms& 
   p.page_->magic = kLeaseMagic;
   p.page_->version = kLayoutVersion;
   p.page_->seq.store(LeaseReader::kCreatedSequence - 2, std::memory_order_relaxed);
+  p.page_->memory_limit.store(memory.limit_bytes, std::memory_order_relaxed);
+  p.page_->memory_reserved.store(memory.reserved_bytes, std::memory_order_relaxed);
   CONCORD_RETURN_IF_ERROR(p.publish(initial));
   return p;
 }
@@ -175,6 +191,13 @@ Result<LeaseReader> LeaseReader::from_fd(int fd, const std::string& label) {
   r.memory_ = std::move(*m);
   r.page_ = page;
   return r;
+}
+
+Result<MemoryQuota> LeaseReader::memory_quota() const {
+  if (page_ == nullptr) return Status::failed_precondition("lease page: not mapped");
+  const MemoryQuota q{page_->memory_limit.load(std::memory_order_acquire), page_->memory_reserved.load(std::memory_order_acquire)};
+  if (Status st = check_quota(q); !st) return Status::parse_error(st.message());
+  return q;
 }
 
 uint32_t LeaseReader::sequence() const { return page_ ? page_->seq.load(std::memory_order_acquire) : 0; }

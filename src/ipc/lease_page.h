@@ -9,7 +9,9 @@
 // every value is valid, and clears flags whose slot no live LC tenant holds.
 //
 // Lease page: a seqlock (the daemon makes the sequence odd, writes the terms, makes it even; a
-// reader retries until it reads one even sequence on both sides of the terms) and the terms.
+// reader retries until it reads one even sequence on both sides of the terms) and the terms; and,
+// outside the seqlock, the tenant's memory quota (concord/memory_quota.h), written once when the
+// page is made: the terms' publishes never carry it, and the tenant cannot raise it.
 // Board: `lc_active` (bit s: the LC tenant in slot s has work in flight) and `wake`, a futex word
 // bumped and woken whenever a gate may have opened (an LC flag lowered, a lease published). A
 // waiting launch reads `wake`, checks its gate, and sleeps on `wake` only if the gate is still
@@ -21,6 +23,7 @@
 #include <string>
 
 #include "concord/lease_terms.h"
+#include "concord/memory_quota.h"
 #include "concord/status.h"
 #include "ipc/protocol.h"
 #include "ipc/shared_memory.h"
@@ -53,6 +56,8 @@ struct LeaseTerms {
 };
 // An error naming the field that is out of range (the page's reader and writer both check).
 Status check_terms(const LeaseTerms& terms);
+// Likewise for a quota: a reservation never over the limit, none without one.
+Status check_quota(const MemoryQuota& quota);
 
 // What a launch may do now under `terms` with the board's flags `lc_active`.
 struct Admission {
@@ -77,9 +82,10 @@ struct BoardLayout;
 // The daemon's end of a tenant's lease page.
 class LeasePage {
  public:
-  static Result<LeasePage> create(const std::string& label, const LeaseTerms& initial);
+  // A page holding `initial` terms and the tenant's memory quota (none by default).
+  static Result<LeasePage> create(const std::string& label, const LeaseTerms& initial, const MemoryQuota& memory = {});
   LeasePage() = default;
-  // Writes new terms (invalid ones are refused and change nothing).
+  // Writes new terms (invalid ones are refused and change nothing); the quota stays.
   Status publish(const LeaseTerms& terms);
   const LeaseTerms& terms() const { return terms_; }
   // A read-only descriptor of the page for the tenant (the caller owns it).
@@ -102,6 +108,8 @@ class LeaseReader {
   // The terms now; terms out of range (which only a daemon bug could write) are an error naming
   // the field.
   Result<LeaseTerms> read() const;
+  // The memory quota the daemon wrote when it made the page (it never changes).
+  Result<MemoryQuota> memory_quota() const;
   // Changes whenever the daemon publishes (even values only once a publish is complete); a page
   // holding only the terms it was created with reads kCreatedSequence.
   uint32_t sequence() const;

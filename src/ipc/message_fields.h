@@ -24,7 +24,7 @@ inline constexpr size_t kNameBytes = 64;         // tenant name: printable ASCII
 inline constexpr size_t kDeviceBytes = 32;       // a GPU's PCI bus id, or the daemon's device label: printable ASCII
 inline constexpr size_t kChannelBytes = 200;     // shared-memory name: '/' then [A-Za-z0-9._-]
 inline constexpr size_t kErrorBytes = 1024;      // an error reply's message
-inline constexpr size_t kTenantsPerList = 360;  // at the largest entry, one frame holds them (protocol.cpp)
+inline constexpr size_t kTenantsPerList = 300;  // at the largest entry, one frame holds them (protocol.cpp)
 inline constexpr uint32_t kMaxWeight = 1'000'000;
 inline constexpr uint64_t kMaxLatencyTargetNs = 3'600'000'000'000;  // one hour
 inline constexpr uint32_t kMaxGridX = 0x7fffffff;
@@ -34,6 +34,7 @@ inline constexpr uint32_t kMaxBlockZ = 64;
 inline constexpr uint32_t kMaxSharedMemBytes = 256 * 1024;
 inline constexpr size_t kMaxSms = 1024;          // an SM-set announcement's bitmap: 16 words
 inline constexpr uint32_t kMaxRoomBlocksPerSm = 64;  // a lease's residency cap (the hardware's most is 32)
+inline constexpr uint64_t kMaxMemoryBytes = uint64_t{1} << 50;  // a GPU memory size: 1 PiB
 }  // namespace limits
 
 struct Dim3 {

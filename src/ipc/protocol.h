@@ -35,7 +35,9 @@ inline constexpr uint32_t kMagic = 0x44434e43;  // "CNCD" as little-endian bytes
 // 5: a registration names the tenant's GPU (its PCI bus id) and a list entry the daemon's device.
 // 6: LC is granted, not claimed: a registration says what to do when LC is refused, the reply
 // names the class granted and why LC was not; GrantLc (a Slurm step's grant, from root).
-inline constexpr uint16_t kVersion = 6;
+// 7: memory quotas: a registration asks for GPU memory and reports the GPU's total, the tenant
+// reports its use up the ring (MemoryUsage), a tenant list entry carries its memory.
+inline constexpr uint16_t kVersion = 7;
 inline constexpr size_t kHeaderBytes = 12;
 // The largest frame either side accepts (a tenant list of many tenants is the largest).
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
@@ -61,6 +63,7 @@ inline constexpr uint8_t kUp = channel_bit(Channel::up_ring), kDown = channel_bi
   X(bye, 6, Bye, "bye", kUp | kDown | kRequest)                                          \
   X(sm_set, 7, SmSetAnnounce, "sm set", kDown)                                           \
   X(request, 9, RequestBoundary, "request boundary", kUp)                                \
+  X(memory_usage, 10, MemoryUsage, "memory usage", kUp)                                  \
   X(list_tenants, 16, ListTenants, "list tenants", kRequest)                             \
   X(get_stats, 17, GetStats, "get stats", kRequest)                                      \
   X(set_weight, 18, SetWeight, "set weight", kRequest)                                   \

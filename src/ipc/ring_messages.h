@@ -168,6 +168,26 @@ struct RequestBoundary {
   }
 };
 
+// The tenant's GPU memory as its library counts it (docs/intercept.md, "Memory"): allocated now
+// and at most so far, posted when it changed, at most every 100 ms. For the daemon's metrics and
+// `concord top`; its books of quotas never read it (a tenant's word on its own use decides nothing).
+struct MemoryUsage {
+  uint64_t live_bytes = 0;
+  uint64_t peak_bytes = 0;
+  bool operator==(const MemoryUsage&) const = default;
+
+  template <typename F, typename M>
+  static void fields(F& f, M& m) {
+    f(m.live_bytes, "live_bytes", at_most(limits::kMaxMemoryBytes));
+    f(m.peak_bytes, "peak_bytes", at_most(limits::kMaxMemoryBytes));
+  }
+  template <typename Bad>
+  static Status check(const MemoryUsage& u, Bad bad) {
+    if (u.peak_bytes < u.live_bytes) return bad("peak_bytes", "is below live_bytes");
+    return Status::ok();
+  }
+};
+
 template <typename Bad>
 Status LaunchNotice::check(const LaunchNotice& l, Bad bad) {
   if (l.graph) {

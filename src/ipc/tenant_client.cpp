@@ -61,6 +61,16 @@ class Client final : public TenantClient {
     Result<LeaseTerms> t = lease_.read();
     return t.is_ok() ? *t : LeaseTerms{};
   }
+  MemoryQuota memory_quota() const override {
+    Result<MemoryQuota> q = lease_.memory_quota();
+    return q.is_ok() ? *q : MemoryQuota{};
+  }
+  void memory_used(uint64_t live_bytes, uint64_t peak_bytes) override {
+    if (pass_through()) return;
+    std::unique_lock lock(mu_);
+    Message m = MemoryUsage{live_bytes, peak_bytes};
+    post(lock, m);
+  }
   uint64_t lc_active() const override { return pass_through() ? 0 : board_.lc_active(); }
   void raise_lc(uint32_t slot) override {
     if (!pass_through() && board_writable()) board_.raise(slot);

@@ -76,6 +76,10 @@ class TenantClient {
   virtual bool pass_through() const = 0;
   // The lease now (pass-through: an open one at normal priority with no caps).
   virtual LeaseTerms lease() const = 0;
+  // The memory quota the daemon wrote into the lease page at registration (it never changes).
+  virtual MemoryQuota memory_quota() const = 0;
+  // Posts the tenant's GPU memory in use and its peak up the ring (never blocks; not in pass-through).
+  virtual void memory_used(uint64_t live_bytes, uint64_t peak_bytes) = 0;
   // The GPU's board's LC flags now (0 in pass-through).
   virtual uint64_t lc_active() const = 0;
   // An LC tenant raises and lowers its flag (the slot its lease names; no-ops without one or in

@@ -107,10 +107,10 @@ Message TenantRegistry::register_tenant(const PeerCredentials& peer, const Regis
     }
   }
   const uint64_t id = next_id_;
-  Result<std::string> channel = make_channel_(id, peer, request);
-  if (!channel.is_ok()) {
+  Result<Made> made = make_channel_(id, peer, request);
+  if (!made.is_ok()) {
     ++rejected_;
-    return ErrorReply{channel.status().code(), fmt::format("register: {}", channel.status().message())};
+    return ErrorReply{made.status().code(), fmt::format("register: {}", made.status().message())};
   }
   ++next_id_;
   // Owned by the caller's uid, also when root registers on behalf of another process.
@@ -118,9 +118,11 @@ Message TenantRegistry::register_tenant(const PeerCredentials& peer, const Regis
   record.id = id;
   record.owner = peer;
   record.info = request;
-  record.channel = *channel;
+  record.channel = made->channel;
+  record.device = made->device;
+  record.memory = made->memory;
   tenants_.emplace(id, std::move(record));
-  return Registered{id, *channel, request.cls, lc_refused};
+  return Registered{id, made->channel, request.cls, lc_refused};
 }
 
 Message TenantRegistry::list(const PeerCredentials& peer) const {
@@ -129,7 +131,8 @@ Message TenantRegistry::list(const PeerCredentials& peer) const {
     if (!may_see(peer, t)) continue;
     if (out.tenants.size() == limits::kTenantsPerList) break;
     out.tenants.push_back(TenantEntry{id, t.owner.uid, t.info.pid, t.info.cls, t.info.latency_target_ns, t.info.weight,
-                                      t.launches, t.completions, t.p50_ns, t.p99_ns, t.lease, t.info.name, t.device});
+                                      t.launches, t.completions, t.p50_ns, t.p99_ns, t.lease,
+                                      TenantMemory{t.memory.limit_bytes, t.memory.reserved_bytes, t.memory_live, t.memory_peak}, t.info.name, t.device});
   }
   return out;
 }
@@ -201,10 +204,11 @@ Status TenantRegistry::note_progress(uint64_t tenant, uint64_t launches, uint64_
   return Status::ok();
 }
 
-Status TenantRegistry::set_device(uint64_t tenant, std::string label) {
+Status TenantRegistry::note_memory(uint64_t tenant, uint64_t live, uint64_t peak) {
   const auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return Status::not_found(fmt::format("tenant {}: not registered", tenant));
-  it->second.device = std::move(label);
+  it->second.memory_live = live;
+  it->second.memory_peak = peak;
   return Status::ok();
 }
 

@@ -29,7 +29,12 @@ struct TenantRecord {
   PeerCredentials owner;  // as the kernel reported it at registration
   RegisterTenant info;
   std::string channel;    // base name of its rings
-  std::string device;     // the daemon's label of its GPU (set_device), shown by list
+  std::string device;     // the daemon's label of the GPU it was placed on, shown by list
+  // Its memory quota, granted with its registration: the daemon's books are these (a tenant that
+  // leaves, or whose connection ends, takes its quota with it at once).
+  MemoryQuota memory;
+  uint64_t memory_live = 0;  // what its library last reported (note_memory)
+  uint64_t memory_peak = 0;
   uint64_t launches = 0;
   uint64_t completions = 0;
   uint64_t p50_ns = 0;  // LC request latency (the daemon's window)
@@ -57,10 +62,15 @@ bool descends_from(int32_t pid, int32_t ancestor);
 
 class TenantRegistry final : public ControlHandler {
  public:
-  // Makes a new tenant's rings (and lease page) and returns their base name; an error refuses the
-  // registration.
-  using ChannelMaker =
-      std::function<Result<std::string>(uint64_t tenant, const PeerCredentials& owner, const RegisterTenant& info)>;
+  // What the maker made of a registration: the base name of the tenant's rings, the label of the
+  // GPU it was placed on and the memory quota written into its lease page.
+  struct Made {
+    std::string channel;
+    std::string device;
+    MemoryQuota memory;
+  };
+  // Makes a new tenant's rings (and lease page); an error refuses the registration.
+  using ChannelMaker = std::function<Result<Made>(uint64_t tenant, const PeerCredentials& owner, const RegisterTenant& info)>;
   TenantRegistry(ChannelMaker make_channel, LcAccess lc) : make_channel_(std::move(make_channel)), lc_(std::move(lc)) {}
 
   Message handle(const PeerCredentials& peer, const Message& request) override;
@@ -73,8 +83,8 @@ class TenantRegistry final : public ControlHandler {
   // What the daemon's engine counted for the tenant (shown by list).
   Status note_progress(uint64_t tenant, uint64_t launches, uint64_t completions, uint64_t p50_ns, uint64_t p99_ns,
                        const TenantLease& lease = {});
-  // The daemon's label of the GPU a tenant was placed on (shown by list).
-  Status set_device(uint64_t tenant, std::string label);
+  // What a tenant's library last reported of its memory (shown by list).
+  Status note_memory(uint64_t tenant, uint64_t live, uint64_t peak);
   // Removes a tenant whose process died (counted as dropped) or said goodbye.
   Status drop(uint64_t tenant, bool died);
 

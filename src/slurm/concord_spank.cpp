@@ -1,7 +1,7 @@
 // concord_spank.so: the Slurm SPANK plugin that makes a job step a Concord tenant (docs/cluster.md).
 //
-// It adds --concord-class=lc|be, --concord-target-ms=MS and --concord-weight=N to sbatch, srun and
-// salloc. A job that gives none of them is untouched. For one that does, the values are checked
+// It adds --concord-class=lc|be, --concord-target-ms=MS, --concord-weight=N and --concord-memory=SIZE
+// (the GPU memory an lc job reserves, or a be job's own limit) to sbatch, srun and salloc. A job that gives none of them is untouched. For one that does, the values are checked
 // at submission by the interception library's own parser (intercept::parse_config, so what Slurm
 // accepts is exactly what the library accepts) and a bad one refuses the submission, naming the
 // option; on the node, each step's tasks get LD_PRELOAD with the interception library and the
@@ -54,8 +54,8 @@ namespace {
 
 // The options a job gave (each at most once; the latest wins, as Slurm's own options).
 struct JobOptions {
-  std::optional<std::string> cls, target_ms, weight;
-  bool any() const { return cls || target_ms || weight; }
+  std::optional<std::string> cls, target_ms, weight, memory;
+  bool any() const { return cls || target_ms || weight || memory; }
 };
 JobOptions given;
 std::string socket_path = "/run/concord/concordd.sock";
@@ -106,6 +106,10 @@ int take_weight(int, const char* arg, int) {
   given.weight = arg ? arg : "";
   return 0;
 }
+int take_memory(int, const char* arg, int) {
+  given.memory = arg ? arg : "";
+  return 0;
+}
 
 spank_option options[] = {
     {const_cast<char*>("concord-class"), const_cast<char*>("lc|be"),
@@ -116,6 +120,10 @@ spank_option options[] = {
      const_cast<char*>("Concord: an lc job's request latency target in milliseconds"), 1, 0, take_target},
     {const_cast<char*>("concord-weight"), const_cast<char*>("N"),
      const_cast<char*>("Concord: the tenant's weight among best-effort tenants (an integer, 1 by default)"), 1, 0, take_weight},
+    {const_cast<char*>("concord-memory"), const_cast<char*>("SIZE"),
+     const_cast<char*>("Concord: GPU memory (8G, 512M): what an lc job reserves on its GPU (refused when it does not fit), or a be "
+                       "job's own limit (the daemon may give less)"),
+     1, 0, take_memory},
 };
 
 // The CONCORD_* variables of the job's options (and `name`, `socket`).
@@ -124,6 +132,8 @@ std::map<std::string, std::string> variables(const std::string& name) {
   env["CONCORD_CLASS"] = given.cls.value_or("be");
   if (given.target_ms) env["CONCORD_TARGET_MS"] = *given.target_ms;
   if (given.weight) env["CONCORD_WEIGHT"] = *given.weight;
+  // An lc job reserves its memory, a be job limits itself.
+  if (given.memory) env[given.cls == std::optional<std::string>("lc") ? "CONCORD_MEMORY_RESERVE" : "CONCORD_MEMORY_LIMIT"] = *given.memory;
   env["CONCORD_NAME"] = name;
   env["CONCORD_SOCKET"] = socket_path;
   return env;
@@ -141,7 +151,8 @@ std::optional<std::string> refusal(const std::string& name) {
   if (parsed.is_ok()) return std::nullopt;
   std::string why = parsed.status().message();
   for (const auto& [var, option] : {std::pair{"CONCORD_CLASS", "--concord-class"}, std::pair{"CONCORD_TARGET_MS", "--concord-target-ms"},
-                                    std::pair{"CONCORD_WEIGHT", "--concord-weight"}}) {
+                                    std::pair{"CONCORD_WEIGHT", "--concord-weight"}, std::pair{"CONCORD_MEMORY_RESERVE", "--concord-memory"},
+                                    std::pair{"CONCORD_MEMORY_LIMIT", "--concord-memory"}}) {
     for (size_t at = why.find(var); at != std::string::npos; at = why.find(var, at + std::strlen(option))) {
       why.replace(at, std::strlen(var), option);
     }

@@ -1997,3 +1997,263 @@ TEST(DaemonMetrics, TheMetricsSocketHasItsModeWhateverTheUmask) {
 
 }  // namespace
 }  // namespace concord::daemon
+
+// ---- memory quotas (docs/daemon.md, "Memory") ------------------------------------------------
+
+namespace concord::daemon {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+ipc::RegisterTenant asking(ipc::RegisterTenant info, uint64_t memory, uint64_t device_memory = 0) {
+  info.memory_bytes = memory;
+  info.device_memory_bytes = device_memory;
+  return info;
+}
+
+ipc::TenantRecord holding(const std::string& device, uint64_t limit, uint64_t reserved) {
+  ipc::TenantRecord r;
+  r.device = device;
+  r.memory = MemoryQuota{limit, reserved};
+  return r;
+}
+
+TEST(MemoryBooks, ReservationsFitOrAreRefusedAndLimitsAreAShareOfWhatIsLeft) {
+  MemoryBooks books(MemoryPolicy{100 * MiB, 0.5});
+  std::map<uint64_t, ipc::TenantRecord> registered;
+  // An LC reservation: exactly what it asked.
+  Result<MemoryQuota> a = books.grant("0", asking(lc("a"), 60 * MiB), registered);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(*a, (MemoryQuota{60 * MiB, 60 * MiB}));
+  registered[1] = holding("0", 60 * MiB, 60 * MiB);
+  // One that does not fit: refused with the numbers.
+  Result<MemoryQuota> b = books.grant("0", asking(lc("b"), 60 * MiB), registered);
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_EQ(b.status().code(), StatusCode::failed_precondition);
+  EXPECT_EQ(b.status().message(),
+            "memory reservation 60.0 MiB does not fit GPU 0: 1 tenants hold 60.0 MiB of its 100.0 MiB (60.0 MiB of it reserved by "
+            "LC tenants), 40.0 MiB left");
+  // One over the GPU (a forged value): refused.
+  Result<MemoryQuota> huge = books.grant("0", asking(lc("huge"), 1ull << 40), {});
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_NE(huge.status().message().find("is more than GPU 0 has (100.0 MiB)"), std::string::npos);
+  // A BE tenant: half of what is left; one asking for less gets it, one asking for more is clamped.
+  EXPECT_EQ(*books.grant("0", be("c"), registered), (MemoryQuota{20 * MiB, 0}));
+  EXPECT_EQ(*books.grant("0", asking(be("d"), 5 * MiB), registered), (MemoryQuota{5 * MiB, 0}));
+  EXPECT_EQ(*books.grant("0", asking(be("e"), 90 * MiB), registered), (MemoryQuota{20 * MiB, 0}));
+  // An LC tenant without a reservation is limited as a BE tenant is.
+  EXPECT_EQ(*books.grant("0", lc("f"), registered), (MemoryQuota{20 * MiB, 0}));
+  // Another GPU's books are its own.
+  EXPECT_EQ(*books.grant("1", asking(lc("g"), 100 * MiB), registered), (MemoryQuota{100 * MiB, 100 * MiB}));
+  // Held out of the registry's records alone.
+  registered[2] = holding("0", 20 * MiB, 0);
+  registered[3] = holding("1", 30 * MiB, 0);
+  registered[4] = holding("0", kNoMemoryLimit, 0);
+  const HeldMemory held = MemoryBooks::held("0", registered);
+  EXPECT_EQ(held.granted, 80 * MiB);
+  EXPECT_EQ(held.reserved, 60 * MiB);
+  EXPECT_EQ(held.tenants, 2u);
+}
+
+TEST(MemoryBooks, AGpusSizeIsTheSmallestItsTenantsReportUnlessGiven) {
+  MemoryBooks books(MemoryPolicy{std::nullopt, 0.5});
+  EXPECT_FALSE(books.total("0").has_value());
+  // Not known: no quota, and a reservation cannot be kept.
+  EXPECT_FALSE(books.grant("0", be("a"), {})->limited());
+  Result<MemoryQuota> r = books.grant("0", asking(lc("b"), 8 * MiB), {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("GPU 0's memory size is not known"), std::string::npos) << r.status().message();
+  // The first report sets it; a larger one (forged) does not enlarge it, a smaller one shrinks it.
+  EXPECT_EQ(*books.grant("0", asking(be("c"), 0, 80 * MiB), {}), (MemoryQuota{40 * MiB, 0}));
+  EXPECT_EQ(*books.grant("0", asking(be("d"), 0, 800 * MiB), {}), (MemoryQuota{40 * MiB, 0}));
+  EXPECT_EQ(books.total("0"), 80 * MiB);
+  (void)books.grant("0", asking(be("e"), 0, 60 * MiB), {});
+  EXPECT_EQ(books.total("0"), 60 * MiB);
+  EXPECT_FALSE(books.total("1").has_value());
+  // --memory-total wins over every report.
+  MemoryBooks given(MemoryPolicy{10 * MiB, 1.0});
+  EXPECT_EQ(*given.grant("0", asking(be("f"), 0, 80 * MiB), {}), (MemoryQuota{10 * MiB, 0}));
+  EXPECT_EQ(given.total("0"), 10 * MiB);
+}
+
+TEST(MemoryBooks, AbsurdSettingsAreNamed) {
+  EXPECT_TRUE(check_memory_policy(MemoryPolicy{}).is_ok());
+  EXPECT_TRUE(check_memory_policy(MemoryPolicy{80ull << 30, 1.0}).is_ok());
+  for (double share : {0.0, -0.5, 1.5, std::nan("")}) {
+    const Status st = check_memory_policy(MemoryPolicy{std::nullopt, share});
+    ASSERT_FALSE(st.is_ok()) << share;
+    EXPECT_EQ(st.message().rfind("--be-memory-share: ", 0), 0u) << st.message();
+  }
+  for (uint64_t total : {uint64_t{0}, uint64_t{1} << 60}) {
+    const Status st = check_memory_policy(MemoryPolicy{total, 0.5});
+    ASSERT_FALSE(st.is_ok()) << total;
+    EXPECT_EQ(st.message().rfind("--memory-total: ", 0), 0u) << st.message();
+  }
+  DaemonOptions o;
+  o.device = h100_sxm_spec();
+  o.memory.be_share = 1.5;
+  const Result<std::unique_ptr<Daemon>> d = Daemon::start(o);
+  ASSERT_FALSE(d.is_ok());
+  EXPECT_NE(d.status().message().find("--be-memory-share"), std::string::npos) << d.status().to_string();
+}
+
+// The tenant list's memory entries (ListTenants), by name.
+std::map<std::string, ipc::TenantMemory> listed_memory(const std::string& socket) {
+  std::map<std::string, ipc::TenantMemory> out;
+  Result<ipc::ControlClient> c = ipc::ControlClient::connect(socket);
+  if (!c.is_ok()) return out;
+  Result<ipc::Message> list = c->call(ipc::ListTenants{}, 2s);
+  if (!list.is_ok() || !std::holds_alternative<ipc::TenantList>(*list)) return out;
+  for (const ipc::TenantEntry& t : std::get<ipc::TenantList>(*list).tenants) out[t.name] = t.memory;
+  return out;
+}
+
+// Registration refuses an LC reservation that does not fit, with the numbers, and hands BE tenants
+// their share of what is left; the quotas reach the lease pages, the tenant list and the metrics.
+TEST_F(DaemonTest, AnLcReservationThatDoesNotFitIsRefusedAndBeTenantsGetAShareOfTheRest) {
+  DaemonOptions o = options("orion");
+  o.memory = MemoryPolicy{100 * MiB, 0.5};
+  start(o);
+  auto svc = ipc::TenantClient::connect(client_options(asking(lc("svc"), 60 * MiB)));
+  ASSERT_TRUE(svc.is_ok()) << svc.status().to_string();
+  EXPECT_EQ((*svc)->memory_quota(), (MemoryQuota{60 * MiB, 60 * MiB}));
+  auto second = ipc::TenantClient::connect(client_options(asking(lc("second"), 60 * MiB)));
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_NE(second.status().message().find("memory reservation 60.0 MiB does not fit GPU 0"), std::string::npos)
+      << second.status().message();
+  auto train = ipc::TenantClient::connect(client_options(be("train")));
+  ASSERT_TRUE(train.is_ok());
+  EXPECT_EQ((*train)->memory_quota(), (MemoryQuota{20 * MiB, 0}));
+  // A BE asking for more than the policy gives is clamped to it.
+  auto greedy = ipc::TenantClient::connect(client_options(asking(be("greedy"), 90 * MiB)));
+  ASSERT_TRUE(greedy.is_ok());
+  EXPECT_EQ((*greedy)->memory_quota(), (MemoryQuota{10 * MiB, 0}));
+  std::map<std::string, ipc::TenantMemory> listed = listed_memory(socket());
+  EXPECT_EQ(listed["svc"].limit_bytes, 60 * MiB);
+  EXPECT_EQ(listed["svc"].reserved_bytes, 60 * MiB);
+  EXPECT_EQ(listed["train"].limit_bytes, 20 * MiB);
+  EXPECT_EQ(listed["greedy"].limit_bytes, 10 * MiB);
+  std::string text;
+  for (int i = 0; i < 100 && text.find("concord_device_memory_granted_bytes{device=\"0\"} 94371840") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(20ms);
+    text = daemon_->metrics_text();
+  }
+  EXPECT_NE(text.find("concord_device_memory_total_bytes{device=\"0\"} 104857600"), std::string::npos) << text;
+  EXPECT_NE(text.find("concord_device_memory_granted_bytes{device=\"0\"} 94371840"), std::string::npos) << text;
+  EXPECT_NE(text.find("concord_device_memory_reserved_bytes{device=\"0\"} 62914560"), std::string::npos) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_memory_quota_bytes\{[^}]*name="svc"[^}]*kind="reservation"\} 62914560)")))
+      << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_memory_quota_bytes\{[^}]*name="train"[^}]*kind="limit"\} 20971520)")))
+      << text;
+  // The service leaves: its reservation is free again at once.
+  (*svc)->close();
+  std::optional<Result<std::unique_ptr<ipc::TenantClient>>> again;
+  for (int i = 0; i < 100; ++i) {
+    again.emplace(ipc::TenantClient::connect(client_options(asking(lc("again"), 60 * MiB))));
+    if (again->is_ok()) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(again->is_ok()) << again->status().to_string();
+  (**again)->close();
+  (*train)->close();
+  (*greedy)->close();
+}
+
+// A tenant killed holding a reservation gives it back at once: its connection ends, the registry
+// drops it, and the books are the registry's records.
+TEST_F(DaemonTest, AKilledTenantsMemoryReturnsToTheBooksAtOnce) {
+  Script holder{asking(lc("holder"), 60 * MiB), 5};
+  holder.hang_on_first = true;
+  ForkedTenant& h = add(holder);
+  DaemonOptions o = options("orion");
+  o.memory = MemoryPolicy{100 * MiB, 0.5};
+  start(o);
+  h.go();
+  const auto t0 = std::chrono::steady_clock::now();
+  while (h.launches().empty() && std::chrono::steady_clock::now() - t0 < 5s) (void)h.finish(10ms);
+  ASSERT_EQ(h.launches().size(), 1u);
+  auto refused = ipc::TenantClient::connect(client_options(asking(lc("next"), 60 * MiB)));
+  ASSERT_FALSE(refused.is_ok()) << "the holder's 60 MiB are taken";
+  const auto killed = std::chrono::steady_clock::now();
+  h.kill();
+  std::optional<Result<std::unique_ptr<ipc::TenantClient>>> next;
+  for (int i = 0; i < 200; ++i) {
+    next.emplace(ipc::TenantClient::connect(client_options(asking(lc("next"), 60 * MiB))));
+    if (next->is_ok()) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(next->is_ok()) << next->status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 500ms);
+  EXPECT_EQ((**next)->memory_quota(), (MemoryQuota{60 * MiB, 60 * MiB}));
+  (**next)->close();
+}
+
+// Registrations racing for the last bytes: the books hand out each byte once. Eight LC tenants
+// ask for 30 MiB of 100 at once: three get it, the others are refused; eight BE tenants then
+// share what is left, never more than it.
+TEST_F(DaemonTest, TenantsRacingForTheLastBytesNeverTakeTheBooksOver) {
+  DaemonOptions o = options("streams");
+  o.memory = MemoryPolicy{100 * MiB, 0.5};
+  start(o);
+  std::vector<std::unique_ptr<ipc::TenantClient>> reserved;  // kept through the BE round
+  for (const bool reserve : {true, false}) {
+    SCOPED_TRACE(reserve ? "LC reservations" : "BE limits");
+    std::vector<std::unique_ptr<ipc::TenantClient>> admitted(8);
+    std::vector<std::thread> racers;
+    for (size_t i = 0; i < admitted.size(); ++i) {
+      racers.emplace_back([&, i] {
+        const std::string name = (reserve ? "lc" : "be") + std::to_string(i);
+        auto c = ipc::TenantClient::connect(client_options(reserve ? asking(lc(name), 30 * MiB) : be(name)));
+        if (c.is_ok()) admitted[i] = std::move(*c);
+      });
+    }
+    for (std::thread& t : racers) t.join();
+    uint64_t granted = 0;
+    size_t tenants = 0;
+    for (const auto& c : admitted) {
+      if (!c) continue;
+      ++tenants;
+      granted += c->memory_quota().limit_bytes;
+    }
+    if (reserve) {
+      EXPECT_EQ(tenants, 3u);
+      EXPECT_EQ(granted, 90 * MiB);
+    } else {
+      EXPECT_EQ(tenants, 8u) << "BE tenants are limited, not refused";
+      EXPECT_LE(granted, 10 * MiB) << "what the reservations left";
+      EXPECT_GT(granted, 9 * MiB);
+    }
+    for (auto& c : admitted) {
+      if (c) reserved.push_back(std::move(c));
+    }
+  }
+  for (const auto& c : reserved) c->close();
+}
+
+// What the library reports of its memory reaches the tenant list and the metrics.
+TEST_F(DaemonTest, ATenantsMemoryInUseReachesTheListAndTheMetrics) {
+  DaemonOptions o = options("orion");
+  o.memory = MemoryPolicy{100 * MiB, 0.5};
+  start(o);
+  auto c = ipc::TenantClient::connect(client_options(be("reporter")));
+  ASSERT_TRUE(c.is_ok());
+  (*c)->memory_used(5 * MiB, 7 * MiB);
+  ipc::TenantMemory m;
+  for (int i = 0; i < 100 && m.live_bytes != 5 * MiB; ++i) {
+    std::this_thread::sleep_for(20ms);
+    m = listed_memory(socket())["reporter"];
+  }
+  EXPECT_EQ(m.live_bytes, 5 * MiB);
+  EXPECT_EQ(m.peak_bytes, 7 * MiB);
+  EXPECT_EQ(m.limit_bytes, 50 * MiB);
+  const std::string text = daemon_->metrics_text();
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_memory_bytes\{[^}]*name="reporter"[^}]*\} 5242880)"))) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(concord_tenant_memory_peak_bytes\{[^}]*name="reporter"[^}]*\} 7340032)"))) << text;
+  const auto [rc, top] = top_once(socket());
+  EXPECT_EQ(rc, 0) << top;
+  EXPECT_TRUE(std::regex_search(top, std::regex(R"(reporter\s+BE.*\s5\.0M\s+7\.0M\s+50M lim)"))) << top;
+  (*c)->close();
+}
+
+}  // namespace
+}  // namespace concord::daemon

@@ -7,7 +7,9 @@
 #     weight, name (slurm-<job>.<step>) and uid (one job submitted by another user);
 #   - a job without the options registers nothing;
 #   - scancel of a running job removes its tenant within one second;
-#   - a bad --concord-class or --concord-target-ms is refused at submission, naming the option;
+#   - a bad --concord-class, --concord-target-ms or --concord-memory is refused at submission,
+#     naming the option; --concord-memory reaches a step as CONCORD_MEMORY_LIMIT (be) or
+#     CONCORD_MEMORY_RESERVE (lc);
 #   - LC by the cluster's policy: another user's lc job in a partition plugstack.conf lists
 #     (lc_partitions) is an LC tenant; one in another partition is refused LC by the daemon;
 #   - everything is torn down at the end (also on failure).
@@ -211,6 +213,17 @@ check "lc without --concord-target-ms is refused, naming it" bash -c "[ $rc -ne 
 check "be with a target is refused" bash -c "! timeout 30 srun --concord-class=be --concord-target-ms=5 true >/dev/null 2>&1"
 check "the two batch jobs and the srun step with options joined, and no other job did" \
   test "$(grep -c '"event":"tenant_joined"' "$D/log/concordd.log")" -eq "$tenants_before" -a "$tenants_before" -eq 3
+# --concord-memory: a bad size is refused at submission, naming the option; a be step gets it as
+# its own limit, an lc step as its reservation.
+out=$(timeout 30 sbatch --concord-class=lc --concord-target-ms=5 --concord-memory=abc --wrap true 2>&1)
+rc=$?
+echo "sbatch --concord-memory=abc: exit $rc: $out"
+check "a bad --concord-memory is refused at submission, naming it" \
+  bash -c "[ $rc -ne 0 ] && grep -q -- \"--concord-memory='abc': is not a size\" <<<\"\$1\"" _ "$out"
+check "a be step's --concord-memory is its CONCORD_MEMORY_LIMIT" \
+  bash -c "timeout 30 srun --concord-class=be --concord-memory=512M -n1 printenv CONCORD_MEMORY_LIMIT | grep -qx 512M"
+check "an lc step's --concord-memory is its CONCORD_MEMORY_RESERVE" \
+  bash -c "timeout 30 srun --concord-class=lc --concord-target-ms=5 --concord-memory=2G -n1 printenv CONCORD_MEMORY_RESERVE | grep -qx 2G"
 
 # LC by the cluster's policy: nobody may not register LC by the daemon's own list (root and its
 # group), but its lc job in partition ci (lc_partitions=ci) gets the step's grant; in partition

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <sstream>
 
+#include "ipc/control_socket.h"
 #include "ipc/tenant_client.h"
 #include "standin_support.h"
 
@@ -91,6 +93,7 @@ TEST_P(StandinBadSetting, IsNamedOnceAndTheProgramRunsPassThrough) {
   const BadSetting b = GetParam();
   Env env = {{"CONCORD_SOCKET", scratch.path("none.sock")}, {b.var, b.value}};
   if (std::string(b.var) == "CONCORD_TARGET_MS") env.emplace_back("CONCORD_CLASS", "lc");
+  if (std::string(b.var) == "CONCORD_MEMORY_RESERVE") env.insert(env.end(), {{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "50"}});
   const AppRun pre = run_app(scratch, "pre", {"accumulate", "launches=10"}, env, true);
   ASSERT_TRUE(pre.exit.ok()) << pre.exit.out << pre.exit.err;
   const std::string named = std::string(b.var) + "='" + b.value + "'";
@@ -103,7 +106,8 @@ TEST_P(StandinBadSetting, IsNamedOnceAndTheProgramRunsPassThrough) {
 INSTANTIATE_TEST_SUITE_P(Settings, StandinBadSetting,
                          ::testing::Values(BadSetting{"CONCORD_CLASS", "realtime"}, BadSetting{"CONCORD_TARGET_MS", "soon"},
                                            BadSetting{"CONCORD_POLL_US", "0"}, BadSetting{"CONCORD_MARKER_EVERY", "-3"},
-                                           BadSetting{"CONCORD_DISABLE", "yes"}, BadSetting{"CONCORD_WEIGHT", "0"}),
+                                           BadSetting{"CONCORD_DISABLE", "yes"}, BadSetting{"CONCORD_WEIGHT", "0"},
+                                           BadSetting{"CONCORD_MEMORY_RESERVE", "abc"}, BadSetting{"CONCORD_MEMORY_LIMIT", "-1"}),
                          [](const auto& info) { return std::string(info.param.var).substr(8); });
 
 // ---- under leases ----------------------------------------------------------------------------
@@ -818,6 +822,176 @@ TEST(StandinMemory, VirtualMemoryAndPoolAllocationsWorkUnderTheLibrary) {
   EXPECT_GE(r.stats.at("allocations").get<int>(), 1) << r.stats.dump();
   EXPECT_EQ(r.stats.at("live_bytes"), 0) << r.stats.dump();
   EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  d.stop();
+}
+
+// ---- memory quotas (docs/intercept.md, "Memory") --------------------------------------------
+
+constexpr uint64_t MiB = 1 << 20;
+constexpr int kCudaOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+
+// Lines of stderr holding `needle`.
+size_t lines_with(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) n += l.find(needle) != std::string::npos;
+  return n;
+}
+
+// The daemon's tenant list: each tenant's memory by name.
+std::map<std::string, ipc::TenantMemory> listed_memory(const Daemon& d) {
+  std::map<std::string, ipc::TenantMemory> out;
+  Result<ipc::ControlClient> c = ipc::ControlClient::connect(d.socket());
+  if (!c.is_ok()) return out;
+  Result<ipc::Message> list = c->call(ipc::ListTenants{}, std::chrono::seconds(2));
+  if (!list.is_ok() || !std::holds_alternative<ipc::TenantList>(*list)) return out;
+  for (const ipc::TenantEntry& t : std::get<ipc::TenantList>(*list).tenants) out[t.name] = t.memory;
+  return out;
+}
+
+// Every allocation path under a BE tenant's limit (half of concordd's --memory-total 64M): eight
+// chunks of 4 MiB fit, the ninth is refused by the library before the driver sees it, with one
+// line naming the limit; cuMemGetInfo (both versions) answers the limit as the total and what is
+// left of it as free; the frees give every byte back.
+class StandinMemoryPath : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(StandinMemoryPath, TheQuotaHoldsEveryPathAndFreesGiveItBack) {
+  Scratch scratch;
+  Daemon d(scratch, "orion", {"--memory-total", "64M"});
+  ASSERT_TRUE(d.up());
+  const std::string path = GetParam();
+  const AppRun r = run_app(scratch, "be", {"memory", "path=" + path, "chunk=" + std::to_string(4 * MiB), "count=12"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  const json& l = r.exit.line;
+  EXPECT_EQ(l.at("granted"), 8) << l.dump();
+  EXPECT_EQ(l.at("refusals").at(0), kCudaOutOfMemory) << l.dump();
+  for (const char* when : {"before", "after"}) {
+    EXPECT_EQ(l.at(when).at("total"), 32 * MiB) << when << ": " << l.dump();
+    EXPECT_EQ(l.at(when).at("free"), 32 * MiB) << when << ": " << l.dump();
+    EXPECT_EQ(l.at(when).at("total_v1"), 32 * MiB) << when << ": " << l.dump();
+    EXPECT_EQ(l.at(when).at("free_v1"), 32 * MiB) << when << ": " << l.dump();
+  }
+  EXPECT_EQ(l.at("during").at("free"), 0) << l.dump();
+  EXPECT_EQ(l.at("during").at("total"), 32 * MiB) << l.dump();
+  if (path == "pitch") {
+    EXPECT_EQ(l.at("pitch"), 4 * MiB) << "rows of 4 MiB - 100 bytes, pitched to 512";
+  }
+  EXPECT_EQ(r.stats.at("memory_limit"), 32 * MiB) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("memory_reserved"), 0) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("peak_bytes"), 32 * MiB) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("live_bytes"), 0) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("allocations"), 8) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("frees"), 8) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("memory_refused"), 1) << r.stats.dump();
+  EXPECT_EQ(lines_with(r.exit.err, "refused (CUDA_ERROR_OUT_OF_MEMORY)"), 1u) << r.exit.err;
+  EXPECT_NE(r.exit.err.find("GPU memory limit is 32.0 MiB (set by concordd), 32.0 MiB of it in use"), std::string::npos) << r.exit.err;
+  // The driver refused nothing: the ninth chunk never reached it.
+  EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  d.stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, StandinMemoryPath,
+                         ::testing::Values("alloc", "pitch", "managed", "async", "async_ptsz", "pool", "pool_ptsz", "vmm"));
+
+// VMM memory mapped twice (and retained and released once more) counts once; released while still
+// mapped it stays counted until its last mapping goes, as the driver frees it.
+TEST(StandinMemory, VmmMemoryMappedTwiceCountsOnceAndGoesWithItsLastMapping) {
+  Scratch scratch;
+  Daemon d(scratch, "orion", {"--memory-total", "64M"});
+  ASSERT_TRUE(d.up());
+  const std::vector<std::string> args = {"memory", "path=vmm", "chunk=" + std::to_string(4 * MiB), "count=4", "maps=2"};
+  const AppRun r = run_app(scratch, "be", args, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_EQ(r.exit.line.at("granted"), 4);
+  EXPECT_EQ(r.exit.line.at("during").at("free"), 16 * MiB) << "4 x 4 MiB of a 32 MiB limit, each counted once: " << r.exit.line.dump();
+  EXPECT_EQ(r.exit.line.at("after").at("free"), 32 * MiB) << r.exit.line.dump();
+  EXPECT_EQ(r.stats.at("peak_bytes"), 16 * MiB) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("live_bytes"), 0) << r.stats.dump();
+  // The stand-in counts it once too (the tenant's view without the library is the device's).
+  const AppRun plain = run_app(scratch, "plain", args, {}, false);
+  ASSERT_TRUE(plain.exit.ok()) << plain.exit.out << plain.exit.err;
+  EXPECT_EQ(plain.exit.line.at("before").at("free").get<uint64_t>() - plain.exit.line.at("during").at("free").get<uint64_t>(), 16 * MiB);
+  EXPECT_EQ(plain.exit.line.at("after").at("free"), plain.exit.line.at("before").at("free"));
+  EXPECT_TRUE(unexpected_errors(r.record).empty()) << dump_errors(r.record);
+  d.stop();
+}
+
+// Without a daemon the library counts and refuses nothing: the view is the device's.
+TEST(StandinMemory, WithoutADaemonNothingIsRefused) {
+  Scratch scratch;
+  const AppRun r = run_app(scratch, "pre", {"memory", "chunk=" + std::to_string(4 * MiB), "count=12"},
+                           {{"CONCORD_SOCKET", scratch.path("none.sock")}}, true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_EQ(r.exit.line.at("granted"), 12);
+  EXPECT_EQ(r.exit.line.at("before").at("total"), uint64_t{81559} * MiB) << "the stand-in's device";
+  EXPECT_TRUE(r.stats.at("memory_limit").is_null()) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("peak_bytes"), 48 * MiB) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("live_bytes"), 0) << r.stats.dump();
+}
+
+// Threads racing for the last bytes of a limit: 32 chunks of 1 MiB go, in all, never more; every
+// thread ends on a refusal, and the frees give every byte back.
+TEST(StandinMemory, ThreadsRacingForTheLastBytesGetEachByteOnce) {
+  Scratch scratch;
+  Daemon d(scratch, "orion", {"--memory-total", "64M"});
+  ASSERT_TRUE(d.up());
+  const AppRun r = run_app(scratch, "be", {"memory", "chunk=" + std::to_string(MiB), "count=100", "threads=4"}, tenant(d, "be"), true);
+  ASSERT_TRUE(r.exit.ok()) << r.exit.out << r.exit.err;
+  EXPECT_EQ(r.exit.line.at("granted"), 32) << r.exit.line.dump();
+  for (const json& refusal : r.exit.line.at("refusals")) EXPECT_EQ(refusal, kCudaOutOfMemory);
+  EXPECT_EQ(r.stats.at("peak_bytes"), 32 * MiB) << r.stats.dump();
+  EXPECT_EQ(r.stats.at("live_bytes"), 0) << r.stats.dump();
+  EXPECT_EQ(r.exit.line.at("after").at("free"), 32 * MiB);
+  d.stop();
+}
+
+// LC reservations against the daemon's books: a tenant holding 40 of 64 MiB; a second asking as
+// much is refused at registration, the library saying why (and running pass-through); the holder
+// killed, a third gets the 40 MiB at once. Two asking at the same moment: one gets it.
+TEST(StandinMemory, AReservationThatDoesNotFitIsRefusedAndAKilledHoldersComesBackAtOnce) {
+  Scratch scratch;
+  Daemon d(scratch, "orion", {"--memory-total", "64M"});
+  ASSERT_TRUE(d.up());
+  const auto reserving = [&](const std::string& name) {
+    Env env = tenant(d, "lc", name);
+    env.emplace_back("CONCORD_MEMORY_RESERVE", "40M");
+    return env;
+  };
+  App holder(scratch, "holder", {"memory", "chunk=" + std::to_string(MiB), "count=8", "ready=" + scratch.path("holder.ready"), "hold_ms=60000"},
+             reserving("holder"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("holder.ready")));
+  // Its use reaches the daemon's books of what is in use (the list, `concord top`, the metrics).
+  std::map<std::string, ipc::TenantMemory> listed;
+  for (int i = 0; i < 100 && listed["holder"].live_bytes != 8 * MiB; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    listed = listed_memory(d);
+  }
+  EXPECT_EQ(listed["holder"].live_bytes, 8 * MiB);
+  EXPECT_EQ(listed["holder"].limit_bytes, 40 * MiB);
+  EXPECT_EQ(listed["holder"].reserved_bytes, 40 * MiB);
+  const AppRun refused = run_app(scratch, "refused", {"memory", "chunk=" + std::to_string(MiB), "count=2"}, reserving("refused"), true);
+  ASSERT_TRUE(refused.exit.ok()) << refused.exit.out << refused.exit.err;
+  EXPECT_NE(refused.exit.err.find("memory reservation 40.0 MiB does not fit GPU 0: 1 tenants hold 40.0 MiB of its 64.0 MiB"),
+            std::string::npos)
+      << refused.exit.err;
+  EXPECT_EQ(refused.stats.at("mode"), "pass_through") << refused.stats.dump();
+  const auto killed = std::chrono::steady_clock::now();
+  holder.child().signal(SIGKILL);
+  (void)holder.wait();
+  const AppRun next = run_app(scratch, "next", {"memory", "chunk=" + std::to_string(MiB), "count=2"}, reserving("next"), true);
+  ASSERT_TRUE(next.exit.ok()) << next.exit.out << next.exit.err;
+  EXPECT_EQ(next.stats.at("memory_limit"), 40 * MiB) << next.stats.dump() << next.exit.err;
+  EXPECT_EQ(next.stats.at("memory_reserved"), 40 * MiB) << next.stats.dump();
+  EXPECT_EQ(next.exit.line.at("before").at("total"), 40 * MiB) << "an LC tenant's view: its reservation";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(5));
+  // Two at once for the same 40 MiB: one registers, the other is refused.
+  App a(scratch, "a", {"memory", "chunk=" + std::to_string(MiB), "count=2", "ready=" + scratch.path("a.ready"), "hold_ms=500"}, reserving("a"), true);
+  App b(scratch, "b", {"memory", "chunk=" + std::to_string(MiB), "count=2", "ready=" + scratch.path("b.ready"), "hold_ms=500"}, reserving("b"), true);
+  const AppRun ra = a.wait(), rb = b.wait();
+  ASSERT_TRUE(ra.exit.ok() && rb.exit.ok()) << ra.exit.err << rb.exit.err;
+  const int reserved = (ra.stats.at("memory_reserved") == 40 * MiB) + (rb.stats.at("memory_reserved") == 40 * MiB);
+  EXPECT_EQ(reserved, 1) << ra.stats.dump() << "\n" << rb.stats.dump();
+  EXPECT_EQ(lines_with(ra.exit.err + rb.exit.err, "does not fit GPU 0"), 1u) << ra.exit.err << rb.exit.err;
   d.stop();
 }
 

@@ -35,8 +35,8 @@ const PeerCredentials kRoot{1, 0, 0};
 
 // Alice and Bob may register LC tenants; nobody else but root.
 TenantRegistry make_registry(LcAccess lc = LcAccess{{1000, 1001}, {}, "alice, bob"}) {
-  return TenantRegistry([](uint64_t id, const PeerCredentials& owner, const RegisterTenant&) -> Result<std::string> {
-    return fmt::format("/concord-{}-{}", owner.uid, id);
+  return TenantRegistry([](uint64_t id, const PeerCredentials& owner, const RegisterTenant&) -> Result<TenantRegistry::Made> {
+    return TenantRegistry::Made{fmt::format("/concord-{}-{}", owner.uid, id), "0", {}};
   }, std::move(lc));
 }
 
@@ -210,8 +210,29 @@ TEST(IpcControl, LcIsGrantedNotClaimed) {
   EXPECT_FALSE(descends_from(child, ::getpid())) << "a process that is gone descends from nobody";
 }
 
+// The registry keeps the quota the maker granted with the tenant's record (the daemon's books), shows
+// it and the use the daemon noted in the list, and drops it with the tenant when its connection ends.
+TEST(IpcControl, ATenantsQuotaLivesAndLeavesWithItsRecord) {
+  TenantRegistry reg([](uint64_t id, const PeerCredentials&, const RegisterTenant& r) -> Result<TenantRegistry::Made> {
+    return TenantRegistry::Made{fmt::format("/concord-{}", id), "0", MemoryQuota{r.memory_bytes, r.memory_bytes}};
+  }, LcAccess{{1000}, {}, "alice"});
+  RegisterTenant asked = lc(kAlice.pid, "a");
+  asked.memory_bytes = 8 << 20;
+  const Registered r = as<Registered>(reg.handle(kAlice, asked));
+  ASSERT_EQ(reg.tenants().size(), 1u);
+  EXPECT_EQ(reg.tenants().at(r.tenant).memory, (MemoryQuota{8 << 20, 8 << 20}));
+  EXPECT_EQ(reg.tenants().at(r.tenant).device, "0");
+  ASSERT_TRUE(reg.note_memory(r.tenant, 3 << 20, 5 << 20).is_ok());
+  EXPECT_FALSE(reg.note_memory(r.tenant + 1, 1, 1).is_ok());
+  const TenantList list = as<TenantList>(reg.handle(kAlice, ListTenants{}));
+  ASSERT_EQ(list.tenants.size(), 1u);
+  EXPECT_EQ(list.tenants[0].memory, (TenantMemory{8 << 20, 8 << 20, 3 << 20, 5 << 20}));
+  reg.disconnected(kAlice);
+  EXPECT_TRUE(reg.tenants().empty());
+}
+
 TEST(IpcControl, AFailedChannelRefusesTheRegistration) {
-  TenantRegistry reg([](uint64_t, const PeerCredentials&, const RegisterTenant&) -> Result<std::string> {
+  TenantRegistry reg([](uint64_t, const PeerCredentials&, const RegisterTenant&) -> Result<TenantRegistry::Made> {
     return Status::io_error("shared memory /x.up: shm_open: No space left on device");
   }, LcAccess{{1000}, {}, "alice"});
   const ErrorReply e = as<ErrorReply>(reg.handle(kAlice, lc(kAlice.pid, "a")));

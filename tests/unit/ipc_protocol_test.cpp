@@ -19,6 +19,7 @@ std::vector<Message> samples() {
       RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving", ""},
       RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer", ""},
       RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, 7, "svc", "0000:18:00.0", LcRefusal::best_effort},
+      RegisterTenant{TenantClass::latency_critical, 1'000'000, 1, 7, "svc", "0000:18:00.0", LcRefusal::refuse, 8ull << 30, 80ull << 30},
       LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 123456789},
       LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 0},
       Decision{7, Verdict::hold, Priority::high, 5},
@@ -32,8 +33,9 @@ std::vector<Message> samples() {
       Registered{5, "/concord-1000-5", TenantClass::latency_critical, ""},
       Registered{6, "/concord-1000-6", TenantClass::best_effort, "uid 1000 may not register latency-critical tenants"},
       GrantLc{1000, "slurm-42.0"},
-      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a", ""},
-                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, {LeaseYield::room, true, 2, 66, 2}, "b b", ""}}},
+      TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, {8 << 20, 8 << 20, 1 << 20, 2 << 20}, "a", ""},
+                  TenantEntry{2, 0, 56, TenantClass::best_effort, 0, 1, 0, 0, 0, 0, {LeaseYield::room, true, 2, 66, 2}, {}, "b b", ""}}},
+      MemoryUsage{4096, 8192},
       Stats{3, 100, 2, 1, 4},
       Ack{},
       ErrorReply{StatusCode::permission_denied, "no"},
@@ -205,7 +207,7 @@ TEST(IpcProtocol, BodyFieldsAreCheckedByName) {
   bad[8] -= 9;
   EXPECT_NE(refusal(bad).find("field last_seq"), std::string::npos);
 
-  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, {}, "a", ""}}});
+  auto list = frame_of(TenantList{{TenantEntry{1, 1000, 55, TenantClass::best_effort, 0, 2, 0, 0, 0, 0, {}, {}, "a", ""}}});
   bad = list;
   bad[h] = 0x2c;
   bad[h + 1] = 0x01;  // 300 entries in a frame that holds one
@@ -384,7 +386,8 @@ TEST(IpcProtocol, ACompletionEndsItsStreamsEarlierLaunches) {
 // the ring image attaches and yields a frame that decodes.
 std::vector<std::pair<std::string, Message>> corpus_frames() {
   return {
-      {"register_lc", RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving", "0000:18:00.0"}},
+      {"register_lc", RegisterTenant{TenantClass::latency_critical, 5'000'000, 3, 1234, "resnet-serving", "0000:18:00.0",
+                                     LcRefusal::refuse, 8ull << 30, 80ull << 30}},
       {"register_be", RegisterTenant{TenantClass::best_effort, 0, 1, 99, "trainer", ""}},
       {"launch", LaunchNotice{7, 0xdeadbeef, 0x1234567890abcdef, {128, 2, 1}, {256, 1, 1}, 4096, false, 1000}},
       {"launch_graph", LaunchNotice{8, 1, 42, {0, 0, 0}, {0, 0, 0}, 0, true, 2000}},
@@ -399,8 +402,8 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
       {"registered_as_be", Registered{5, "/concord-1000-5", TenantClass::best_effort, "uid 1000 may not register latency-critical tenants"}},
       {"register_lc_or_be", RegisterTenant{TenantClass::latency_critical, 5'000'000, 1, 1234, "svc", "", LcRefusal::best_effort}},
       {"grant_lc", GrantLc{1000, "slurm-42.0"}},
-      {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, "a", ""},
-                                  TenantEntry{2, 1000, 56, TenantClass::best_effort, 0, 1, 9, 9, 0, 0, {LeaseYield::cap, true, 2, 66, 2}, "b", "1"}}}},
+      {"tenant_list", TenantList{{TenantEntry{1, 1000, 55, TenantClass::latency_critical, 1000, 2, 17, 16, 900, 1500, {}, {8 << 20, 8 << 20, 1 << 20, 2 << 20}, "a", ""},
+                                  TenantEntry{2, 1000, 56, TenantClass::best_effort, 0, 1, 9, 9, 0, 0, {LeaseYield::cap, true, 2, 66, 2}, {}, "b", "1"}}}},
       {"stats", Stats{3, 100, 2, 1, 1}},
       {"ack", Ack{}},
       {"error", ErrorReply{StatusCode::permission_denied, "no"}},
@@ -408,6 +411,7 @@ std::vector<std::pair<std::string, Message>> corpus_frames() {
       {"sm_set_1024", SmSetAnnounce{1, std::vector<uint64_t>(16, ~0ULL)}},
       {"request_begin", RequestBoundary{RequestEdge::begin, 0, 4000}},
       {"request_end", RequestBoundary{RequestEdge::end, 42, 5000}},
+      {"memory_usage", MemoryUsage{1 << 20, 2 << 20}},
   };
 }
 

@@ -44,13 +44,13 @@ LcBoard made_board() {
 class FakeDaemon {
  public:
   explicit FakeDaemon(std::string dir) : dir_(std::move(dir)), board_(made_board()) {
-    registry_.emplace([this](uint64_t tenant, const PeerCredentials&, const RegisterTenant& info) -> Result<std::string> {
+    registry_.emplace([this](uint64_t tenant, const PeerCredentials&, const RegisterTenant& info) -> Result<TenantRegistry::Made> {
       const std::string base = fmt::format("/concord-test-{}-{}", ::getpid(), tenant);
       Result<TenantChannel> c = TenantChannel::create_sealed(base, {kRingSlotBytes, ring_slots_});
       if (!c.is_ok()) return c.status();
       LeaseTerms initial = initial_;
       if (info.cls == TenantClass::latency_critical) initial.lc_slot = next_slot_++;
-      Result<LeasePage> page = LeasePage::create(base + ".lease", initial);
+      Result<LeasePage> page = LeasePage::create(base + ".lease", initial, quota_);
       if (!page.is_ok()) return page.status();
       const uint64_t now = monotonic_ns();
       c->up().claim(RingSide::consumer, ::getpid(), 1, now);
@@ -62,7 +62,7 @@ class FakeDaemon {
       pending_fds_.push_back(*board_.tenant_fd(info.cls == TenantClass::latency_critical));
       channels_.emplace(tenant, std::move(*c));
       leases_.emplace(tenant, std::move(*page));
-      return base;
+      return TenantRegistry::Made{base, "0", quota_};
     }, LcAccess{{static_cast<uint32_t>(::getuid())}, {}, "this test's user"});
     handler_.emplace(*this);
     ControlServerOptions o;
@@ -91,6 +91,7 @@ class FakeDaemon {
   // What the next registrations get: their initial lease, their up ring's depth.
   void set_initial(const LeaseTerms& t) { initial_ = t; }
   void set_ring_slots(uint32_t n) { ring_slots_ = n; }
+  void set_quota(const MemoryQuota& q) { quota_ = q; }
   LcBoard& board() { return board_; }
   // Publishes a tenant's lease and wakes the waiters, as the daemon does.
   void publish(uint64_t tenant, const LeaseTerms& t) {
@@ -157,6 +158,7 @@ class FakeDaemon {
   std::map<uint64_t, LeasePage> leases_;
   std::vector<int> pending_fds_;
   LeaseTerms initial_;
+  MemoryQuota quota_;
   uint32_t ring_slots_ = 64;
   uint32_t next_slot_ = 0;
   std::atomic<bool> stop_{false};
@@ -195,6 +197,22 @@ TEST_F(TenantClientTest, NoDaemonIsAnErrorNamingTheSocket) {
   Result<std::unique_ptr<TenantClient>> c = TenantClient::connect(options((dir_ / "none.sock").string()));
   ASSERT_FALSE(c.is_ok());
   EXPECT_NE(c.status().message().find("none.sock"), std::string::npos);
+}
+
+// The client reads its memory quota from its lease page, and its use goes up the ring.
+TEST_F(TenantClientTest, TheQuotaComesFromTheLeasePageAndTheUseGoesUpTheRing) {
+  FakeDaemon d(dir_.string());
+  d.set_quota(MemoryQuota{6ull << 30, 6ull << 30});
+  auto c = TenantClient::connect(options(d.socket()));
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ((*c)->memory_quota(), (MemoryQuota{6ull << 30, 6ull << 30}));
+  (*c)->memory_used(1 << 20, 3 << 20);
+  Result<Message> up = d.next_up((*c)->tenant());
+  ASSERT_TRUE(up.is_ok()) << up.status().to_string();
+  ASSERT_TRUE(std::holds_alternative<MemoryUsage>(*up)) << to_string(type_of(*up));
+  EXPECT_EQ(std::get<MemoryUsage>(*up), (MemoryUsage{1 << 20, 3 << 20}));
+  (*c)->close();
+  (*c)->memory_used(5, 5);  // pass-through: nothing is posted
 }
 
 TEST_F(TenantClientTest, NoticeDecisionAnnouncementCompletionAndRequests) {
@@ -548,6 +566,30 @@ TEST(LeasePage, AReaderRacingPublishesGetsOneWholePublishOrTheOther) {
   EXPECT_EQ(failed, 0u) << "reads refused (a mix whose terms are out of range, or a publish never seen finished), the first: "
                         << first_refusal;
   EXPECT_GT(publishes.load(), 1000u);
+}
+
+// The memory quota is a section of the page of its own: written once when the page is made, read
+// by the tenant, untouched by publishes of terms; a reservation over the limit is refused.
+TEST(LeasePage, TheMemoryQuotaIsWrittenOnceAndPublishesLeaveIt) {
+  const MemoryQuota quota{8ull << 30, 8ull << 30};
+  Result<LeasePage> page = LeasePage::create("quota-test", LeaseTerms{}, quota);
+  ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+  Result<LeaseReader> reader = LeaseReader::from_fd(*page->reader_fd(), "quota-test");
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  EXPECT_EQ(*reader->memory_quota(), quota);
+  LeaseTerms t;
+  t.gate = LeaseGate::closed;
+  ASSERT_TRUE(page->publish(t).is_ok());
+  EXPECT_EQ(*reader->memory_quota(), quota) << "a publish of terms carries no quota and changes none";
+  EXPECT_EQ(reader->read()->gate, LeaseGate::closed);
+  Result<LeasePage> none = LeasePage::create("no-quota-test", LeaseTerms{});
+  ASSERT_TRUE(none.is_ok());
+  Result<LeaseReader> r2 = LeaseReader::from_fd(*none->reader_fd(), "no-quota-test");
+  ASSERT_TRUE(r2.is_ok());
+  EXPECT_FALSE(r2->memory_quota()->limited());
+  const Result<LeasePage> bad = LeasePage::create("bad-quota-test", LeaseTerms{}, MemoryQuota{1 << 20, 2 << 20});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("memory_reserved"), std::string::npos) << bad.status().message();
 }
 
 TEST(LeasePage, RoomTermsTravelThroughThePage) {

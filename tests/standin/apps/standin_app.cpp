@@ -31,6 +31,13 @@
 //   capture_legacy  a blocking stream captured while the program launches on the legacy stream,
 //               which would join the capture: the launch is refused and the capture invalidated
 //   vmm         a kernel over memory from cuMemCreate/cuMemMap, and over pool allocations
+//   memory      `count` allocations of `chunk` bytes (default 8 of 1 MiB) through `path` (alloc,
+//               pitch, managed, async, async_ptsz, pool, pool_ptsz, vmm), from `threads` threads
+//               at once (each making `count`), each going on until one is refused; cuMemGetInfo
+//               (v2 and v1) before, while they are held and after they are freed. With vmm, each
+//               handle is mapped `maps` times (default 1) and retained and released once more;
+//               with ready=FILE, FILE is made while they are held and they are kept for hold_ms
+//               (a test kills the program there)
 //
 // Prints one JSON line; exits 0 when every check passed, 1 when one failed, 2 on a CUDA error.
 #include <cuda.h>
@@ -46,6 +53,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -823,6 +831,163 @@ int run_vmm(const Args&) {
   return ok ? 0 : 1;
 }
 
+// ---- memory ---------------------------------------------------------------------------------
+
+struct MemInfo {
+  size_t free = 0, total = 0;
+  unsigned free_v1 = 0, total_v1 = 0;
+};
+MemInfo mem_info() {
+  MemInfo m;
+  CU(cuMemGetInfo_v2(&m.free, &m.total));
+  using V1 = CUresult (*)(unsigned*, unsigned*);
+  // The 32-bit version, found as a program built before CUDA 3.2 would (through the lookup).
+  void* fn = nullptr;
+  CU(cuGetProcAddress_v2("cuMemGetInfo", &fn, 2000, CU_GET_PROC_ADDRESS_DEFAULT, nullptr));
+  CU(reinterpret_cast<V1>(fn)(&m.free_v1, &m.total_v1));
+  return m;
+}
+std::string mem_json(const MemInfo& m) {
+  return "{\"free\": " + std::to_string(m.free) + ", \"total\": " + std::to_string(m.total) + ", \"free_v1\": " +
+         std::to_string(m.free_v1) + ", \"total_v1\": " + std::to_string(m.total_v1) + "}";
+}
+
+// The per-thread-default-stream flavour of `base`, as cuGetProcAddress gives it.
+template <typename Fn>
+Fn per_thread_flavour(const char* base) {
+  void* fn = nullptr;
+  CU(cuGetProcAddress_v2(base, &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr));
+  return reinterpret_cast<Fn>(fn);
+}
+using AllocAsyncFn = CUresult (*)(CUdeviceptr*, size_t, CUstream);
+using AllocFromPoolFn = CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+using FreeAsyncFn = CUresult (*)(CUdeviceptr, CUstream);
+
+// One allocation through `path`, freed by free_chunk; CUresult of the allocation.
+struct Chunk {
+  CUdeviceptr ptr = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  std::vector<CUdeviceptr> vas;  // vmm: its mappings
+  size_t bytes = 0;
+  size_t pitch = 0;
+};
+CUresult alloc_chunk(const std::string& path, size_t bytes, CUstream s, CUmemoryPool pool, int maps, Chunk& c) {
+  c.bytes = bytes;
+  if (path == "alloc") return cuMemAlloc_v2(&c.ptr, bytes);
+  if (path == "managed") return cuMemAllocManaged(&c.ptr, bytes, CU_MEM_ATTACH_GLOBAL);
+  // Rows of 100 bytes less than `bytes`: the driver's pitch makes up the difference.
+  if (path == "pitch") return cuMemAllocPitch_v2(&c.ptr, &c.pitch, bytes - 100, 1, 4);
+  if (path == "async") return cuMemAllocAsync(&c.ptr, bytes, s);
+  if (path == "async_ptsz") return per_thread_flavour<AllocAsyncFn>("cuMemAllocAsync")(&c.ptr, bytes, s);
+  if (path == "pool") return cuMemAllocFromPoolAsync(&c.ptr, bytes, pool, s);
+  if (path == "pool_ptsz") return per_thread_flavour<AllocFromPoolFn>("cuMemAllocFromPoolAsync")(&c.ptr, bytes, pool, s);
+  // vmm: physical memory, mapped `maps` times; one more reference retained and released.
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  if (const CUresult r = cuMemCreate(&c.handle, bytes, &prop, 0); r != CUDA_SUCCESS) return r;
+  for (int m = 0; m < maps; ++m) {
+    CUdeviceptr va = 0;
+    CU(cuMemAddressReserve(&va, bytes, 0, 0, 0));
+    CU(cuMemMap(va, bytes, 0, c.handle, 0));
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU(cuMemSetAccess(va, bytes, &access, 1));
+    c.vas.push_back(va);
+  }
+  if (!c.vas.empty()) {
+    CUmemGenericAllocationHandle again = 0;
+    CU(cuMemRetainAllocationHandle(&again, reinterpret_cast<void*>(c.vas[0])));
+    if (again != c.handle) die("cuMemRetainAllocationHandle gave another handle", CUDA_ERROR_UNKNOWN, __LINE__);
+    CU(cuMemRelease(again));
+  }
+  return CUDA_SUCCESS;
+}
+void free_chunk(const std::string& path, CUstream s, Chunk& c) {
+  if (path == "vmm") {
+    // As PyTorch's expandable segments and NCCL do: unmap, then release (or the other way round).
+    const bool release_first = c.vas.size() > 1;
+    if (release_first) CU(cuMemRelease(c.handle));
+    for (CUdeviceptr va : c.vas) {
+      CU(cuMemUnmap(va, c.bytes));
+      CU(cuMemAddressFree(va, c.bytes));
+    }
+    if (!release_first) CU(cuMemRelease(c.handle));
+    return;
+  }
+  if (path == "async" || path == "pool") {
+    CU(cuMemFreeAsync(c.ptr, s));
+  } else if (path == "async_ptsz" || path == "pool_ptsz") {
+    CU(per_thread_flavour<FreeAsyncFn>("cuMemFreeAsync")(c.ptr, s));
+  } else {
+    CU(cuMemFree_v2(c.ptr));
+  }
+}
+
+int run_memory(const Args& a) {
+  const std::string path = a.str("path", "alloc");
+  const size_t chunk = static_cast<size_t>(a.get("chunk", 1 << 20));
+  const long count = a.get("count", 8);
+  const int threads = static_cast<int>(a.get("threads", 1));
+  const int maps = static_cast<int>(a.get("maps", 1));
+  const std::set<std::string> paths = {"alloc", "pitch", "managed", "async", "async_ptsz", "pool", "pool_ptsz", "vmm"};
+  if (!paths.count(path)) {
+    std::fprintf(stderr, "concord_standin_app: memory: unknown path '%s'\n", path.c_str());
+    return 2;
+  }
+  Gpu g = open_gpu(0);
+  CUstream s = nullptr;
+  CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUmemoryPool pool = nullptr;
+  CU(cuDeviceGetDefaultMemPool(&pool, g.device));
+  const MemInfo before = mem_info();
+  std::vector<std::vector<Chunk>> held(static_cast<size_t>(threads));
+  std::vector<CUresult> refusal(static_cast<size_t>(threads), CUDA_SUCCESS);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      CU(cuCtxSetCurrent(g.ctx));
+      for (long i = 0; i < count; ++i) {
+        Chunk c;
+        const CUresult r = alloc_chunk(path, chunk, s, pool, maps, c);
+        if (r != CUDA_SUCCESS) {
+          refusal[static_cast<size_t>(t)] = r;
+          break;
+        }
+        held[static_cast<size_t>(t)].push_back(c);
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  CU(cuStreamSynchronize(s));
+  const MemInfo during = mem_info();
+  if (const std::string ready = a.str("ready", ""); !ready.empty()) {
+    touch(ready);
+    std::this_thread::sleep_for(std::chrono::milliseconds(a.get("hold_ms", 0)));
+  }
+  size_t granted = 0;
+  std::string per_thread, refusals;
+  for (int t = 0; t < threads; ++t) {
+    granted += held[static_cast<size_t>(t)].size();
+    per_thread += (t ? ", " : "") + std::to_string(held[static_cast<size_t>(t)].size());
+    refusals += (t ? ", " : "") + std::to_string(static_cast<int>(refusal[static_cast<size_t>(t)]));
+    for (Chunk& c : held[static_cast<size_t>(t)]) free_chunk(path, s, c);
+  }
+  CU(cuStreamSynchronize(s));
+  const MemInfo after = mem_info();
+  const size_t pitch = held[0].empty() ? 0 : held[0][0].pitch;
+  // Anything but success or out of memory is the program's (or the stand-in's) failure.
+  const bool ok = std::all_of(refusal.begin(), refusal.end(), [](CUresult r) { return r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY; });
+  std::printf("{\"ok\": %s, \"path\": \"%s\", \"granted\": %zu, \"per_thread\": [%s], \"refusals\": [%s], \"pitch\": %zu, "
+              "\"before\": %s, \"during\": %s, \"after\": %s}\n",
+              ok ? "true" : "false", path.c_str(), granted, per_thread.c_str(), refusals.c_str(), pitch, mem_json(before).c_str(),
+              mem_json(during).c_str(), mem_json(after).c_str());
+  CU(cuStreamDestroy(s));
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -855,6 +1020,7 @@ int main(int argc, char** argv) {
   if (mode == "churn") return run_churn(a);
   if (mode == "capture_legacy") return run_capture_legacy(a);
   if (mode == "vmm") return run_vmm(a);
+  if (mode == "memory") return run_memory(a);
   std::fprintf(stderr, "concord_standin_app: unknown mode '%s'\n", mode.c_str());
   return 2;
 }

@@ -1,10 +1,13 @@
 // The stand-in's memory: device memory is host memory (a device pointer is a host address, so the
 // catalogue's bodies read and write it), counted against the device's size, which cuMemGetInfo
-// reports; stream-ordered and pool allocations; virtual memory management over memfds mapped into
-// reserved address ranges; copies and sets, synchronous (on the legacy stream) and asynchronous.
+// reports (both versions); pitched and managed allocations; stream-ordered and pool allocations;
+// virtual memory management over memfds mapped into reserved address ranges, the physical memory
+// freed once every reference is released and every mapping unmapped; copies and sets, synchronous
+// (on the legacy stream) and asynchronous.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -14,6 +17,7 @@ namespace standin {
 namespace {
 
 constexpr size_t kGranularity = 2u << 20;
+constexpr size_t kPitchAlignment = 512;  // cuMemAllocPitch's rows start this aligned (a Hopper's texture pitch alignment)
 
 Device& device_now() {
   Context* c = current();
@@ -116,6 +120,43 @@ STANDIN_API CUresult cuMemFree_v2(CUdeviceptr ptr) {
   return release("cuMemFree_v2", ptr);
 }
 STANDIN_PROC(cuMemFree_v2, "cuMemFree", 3020, false);
+
+STANDIN_API CUresult cuMemAllocPitch_v2(CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height, unsigned element) {
+  Lock lock(driver().mu);
+  STANDIN_REQUIRE_INIT("cuMemAllocPitch_v2");
+  if (!pitch || width == 0 || height == 0 || (element != 4 && element != 8 && element != 16)) {
+    return fail("cuMemAllocPitch_v2", CUDA_ERROR_INVALID_VALUE);
+  }
+  if (unsafe_forbidden()) return fail("cuMemAllocPitch_v2", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "during a capture");
+  const size_t rows = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  const CUresult r = allocate("cuMemAllocPitch_v2", ptr, rows * height);
+  if (r == CUDA_SUCCESS) *pitch = rows;
+  return r;
+}
+STANDIN_PROC(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, false);
+
+// Managed memory lives on the device here (the stand-in has no host side to migrate to).
+STANDIN_API CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t bytes, unsigned flags) {
+  Lock lock(driver().mu);
+  STANDIN_REQUIRE_INIT("cuMemAllocManaged");
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return fail("cuMemAllocManaged", CUDA_ERROR_INVALID_VALUE, "flags");
+  if (unsafe_forbidden()) return fail("cuMemAllocManaged", CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "during a capture");
+  return allocate("cuMemAllocManaged", ptr, bytes);
+}
+STANDIN_PROC(cuMemAllocManaged, "cuMemAllocManaged", 6000, false);
+
+// The 32-bit version, for programs built before CUDA 3.2: sizes over 4 GiB are cut to 4 GiB - 1.
+STANDIN_API CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total) {
+  Lock lock(driver().mu);
+  STANDIN_REQUIRE_INIT("cuMemGetInfo");
+  if (!current()) return fail("cuMemGetInfo", CUDA_ERROR_INVALID_CONTEXT, "no current context");
+  const Device& d = device_now();
+  constexpr size_t most = 0xffffffffu;
+  if (free_bytes) *free_bytes = static_cast<unsigned int>(std::min(d.memory - d.used_memory, most));
+  if (total) *total = static_cast<unsigned int>(std::min(d.memory, most));
+  return CUDA_SUCCESS;
+}
+STANDIN_PROC(cuMemGetInfo, "cuMemGetInfo", 2000, false);
 
 STANDIN_API CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   Lock lock(driver().mu);
@@ -246,23 +287,35 @@ STANDIN_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t si
     return fail("cuMemCreate", CUDA_ERROR_OUT_OF_MEMORY, "memfd");
   }
   const CUmemGenericAllocationHandle h = d.next_physical++;
-  d.physical[h] = PhysicalMemory{fd, size, dev->ordinal};
+  d.physical[h] = PhysicalMemory{fd, size, dev->ordinal, 1, 0};
   dev->used_memory += size;
   *handle = h;
   return CUDA_SUCCESS;
 }
 STANDIN_PROC(cuMemCreate, "cuMemCreate", 10020, false);
 
+namespace standin {
+namespace {
+// Frees a handle's physical memory once nothing holds it (under driver().mu).
+void maybe_free_physical(std::map<CUmemGenericAllocationHandle, PhysicalMemory>::iterator it) {
+  Driver& d = driver();
+  if (it->second.references > 0 || it->second.mappings > 0) return;
+  ::close(it->second.fd);
+  d.devices[static_cast<size_t>(it->second.device)]->used_memory -= it->second.bytes;
+  d.physical.erase(it);
+}
+}  // namespace
+}  // namespace standin
+
 STANDIN_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   Lock lock(driver().mu);
   STANDIN_REQUIRE_INIT("cuMemRelease");
   Driver& d = driver();
   auto it = d.physical.find(handle);
-  if (it == d.physical.end()) return fail("cuMemRelease", CUDA_ERROR_INVALID_VALUE);
-  // Mappings keep the memory (the fd's pages) until they go; it no longer counts as allocated.
-  ::close(it->second.fd);
-  d.devices[static_cast<size_t>(it->second.device)]->used_memory -= it->second.bytes;
-  d.physical.erase(it);
+  if (it == d.physical.end() || it->second.references == 0) return fail("cuMemRelease", CUDA_ERROR_INVALID_VALUE);
+  // Mappings keep the memory until they go.
+  --it->second.references;
+  maybe_free_physical(it);
   return CUDA_SUCCESS;
 }
 STANDIN_PROC(cuMemRelease, "cuMemRelease", 10020, false);
@@ -306,16 +359,35 @@ STANDIN_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmem
   STANDIN_REQUIRE_INIT("cuMemMap");
   Driver& d = driver();
   auto h = d.physical.find(handle);
-  if (h == d.physical.end() || offset + size > h->second.bytes) return fail("cuMemMap", CUDA_ERROR_INVALID_VALUE, "handle");
+  if (h == d.physical.end() || h->second.references == 0 || offset + size > h->second.bytes) {
+    return fail("cuMemMap", CUDA_ERROR_INVALID_VALUE, "handle");
+  }
   bool reserved = false;
   for (const auto& [base, len] : d.reservations) reserved |= ptr >= base && ptr + size <= base + len;
   if (!reserved) return fail("cuMemMap", CUDA_ERROR_INVALID_VALUE, "not in a reserved range");
   void* p = ::mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->second.fd, static_cast<off_t>(offset));
   if (p == MAP_FAILED) return fail("cuMemMap", CUDA_ERROR_OUT_OF_MEMORY, "mmap");
   d.mappings[static_cast<uintptr_t>(ptr)] = {handle, size};
+  ++h->second.mappings;
   return CUDA_SUCCESS;
 }
 STANDIN_PROC(cuMemMap, "cuMemMap", 10020, false);
+
+// The handle of the memory mapped at `addr`, with one more reference to release.
+STANDIN_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  Lock lock(driver().mu);
+  STANDIN_REQUIRE_INIT("cuMemRetainAllocationHandle");
+  Driver& d = driver();
+  const auto p = reinterpret_cast<uintptr_t>(addr);
+  auto m = d.mappings.upper_bound(p);
+  if (!handle || m == d.mappings.begin()) return fail("cuMemRetainAllocationHandle", CUDA_ERROR_INVALID_VALUE, "not mapped");
+  --m;
+  if (p >= m->first + m->second.second) return fail("cuMemRetainAllocationHandle", CUDA_ERROR_INVALID_VALUE, "not mapped");
+  ++d.physical.at(m->second.first).references;
+  *handle = m->second.first;
+  return CUDA_SUCCESS;
+}
+STANDIN_PROC(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, false);
 
 STANDIN_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
   Lock lock(driver().mu);
@@ -341,7 +413,12 @@ STANDIN_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   if (it == d.mappings.end() || it->second.second != size) return fail("cuMemUnmap", CUDA_ERROR_INVALID_VALUE);
   // Back to a reserved, inaccessible range.
   ::mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  const CUmemGenericAllocationHandle handle = it->second.first;
   d.mappings.erase(it);
+  if (auto h = d.physical.find(handle); h != d.physical.end()) {
+    --h->second.mappings;
+    maybe_free_physical(h);
+  }
   return CUDA_SUCCESS;
 }
 STANDIN_PROC(cuMemUnmap, "cuMemUnmap", 10020, false);

@@ -274,10 +274,14 @@ struct Allocation {
   size_t bytes = 0;
   Device* device = nullptr;
 };
+// VMM physical memory, freed as the driver frees it: once every reference (cuMemCreate's and each
+// cuMemRetainAllocationHandle's) is released and every mapping unmapped.
 struct PhysicalMemory {
   int fd = -1;
   size_t bytes = 0;
   int device = 0;
+  int references = 1;
+  int mappings = 0;
 };
 
 // The process's driver. Never destroyed (threads of the process call into it until exit).
