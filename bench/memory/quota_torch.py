@@ -111,7 +111,7 @@ def run_lc(a):
             if large:
                 w = torch.empty(4 * GIB, dtype=torch.uint8, device=dev)
                 w.fill_(1)
-                s += float(w.sum(dtype=torch.int64))
+                s += float(w.view(torch.float16).amax())  # a reduction that needs no copy of w
                 del w
         return s
 
@@ -360,26 +360,40 @@ def scenario(a, name, alloc_conf, with_be, concord, total):
 
 
 def alloc_cost(a, total):
+    """The three configurations in turns (the order rotating), a.cost_rounds rounds of a.pairs pairs
+    each: per configuration the median of the rounds' medians, and per library configuration the
+    paired differences to the plain run of the same round (their median and range)."""
     work = os.path.join(a.out, "alloc-cost")
     os.makedirs(work, exist_ok=True)
     me = [sys.executable, os.path.abspath(__file__), "alloc-cost", "--pairs", str(a.pairs)]
-    rows = {}
+    configs = [("plain", {}), ("library_no_daemon", {"LD_PRELOAD": a.lib, "CONCORD_SOCKET": os.path.join(work, "none.sock")})]
+    runs = {}
     daemon = Daemon(a, work, total)
+    configs.append(("library_quota", {"LD_PRELOAD": a.lib, "CONCORD_SOCKET": daemon.socket, "CONCORD_CLASS": "be"}))
     try:
-        for label, extra in (("plain", {}), ("library_no_daemon", {"LD_PRELOAD": a.lib, "CONCORD_SOCKET": os.path.join(work, "none.sock")}),
-                             ("library_quota", {"LD_PRELOAD": a.lib, "CONCORD_SOCKET": daemon.socket, "CONCORD_CLASS": "be",
-                                                "CONCORD_INTERCEPT_STATS": os.path.join(work, "quota.stats.json")})):
-            out = os.path.join(work, label + ".json")
-            with open(os.path.join(work, label + ".log"), "w") as log:
-                r = subprocess.run(me + ["--out", out], env={**clean_env(), **extra}, stdout=log, stderr=subprocess.STDOUT, timeout=120)
-            rows[label] = json.load(open(out)) if r.returncode == 0 and os.path.exists(out) else {"error": f"rc {r.returncode}"}
+        for rnd in range(a.cost_rounds):
+            k = rnd % len(configs)
+            for label, extra in configs[k:] + configs[:k]:
+                out = os.path.join(work, f"{label}-{rnd}.json")
+                env = {**clean_env(), **extra}
+                if label == "library_quota":
+                    env["CONCORD_INTERCEPT_STATS"] = os.path.join(work, f"quota-{rnd}.stats.json")
+                with open(os.path.join(work, f"{label}-{rnd}.log"), "w") as log:
+                    r = subprocess.run(me + ["--out", out], env=env, stdout=log, stderr=subprocess.STDOUT, timeout=120)
+                runs.setdefault(label, []).append(json.load(open(out)) if r.returncode == 0 and os.path.exists(out) else None)
     finally:
         daemon.stop()
-    plain = rows.get("plain", {}).get("median_ns")
+    rows = {"rounds": a.cost_rounds, "pairs_per_round": a.pairs}
+    for label, rs in runs.items():
+        ok = [r for r in rs if r]
+        rows[label] = {"runs": len(ok), "median_ns": statistics.median(r["median_ns"] for r in ok) if ok else None,
+                       "round_medians_ns": [r["median_ns"] if r else None for r in rs],
+                       "preloaded": ok[0]["preloaded"] if ok else None, "launched_first": ok[0]["launched_first"] if ok else None}
     for label in ("library_no_daemon", "library_quota"):
-        m = rows.get(label, {}).get("median_ns")
-        if plain and m:
-            rows[label]["over_plain_ns"] = m - plain
+        diffs = [x["median_ns"] - p["median_ns"] for x, p in zip(runs.get(label, []), runs.get("plain", [])) if x and p]
+        if diffs:
+            rows[label]["over_plain_ns_paired_median"] = statistics.median(diffs)
+            rows[label]["over_plain_ns_paired_range"] = [min(diffs), max(diffs)]
     return rows
 
 
@@ -405,6 +419,9 @@ def verdicts(results):
             "lc_p99_beside_over_alone": p99_beside / p99_alone if p99_alone and p99_beside else None,
             "lc_p99_within_10pct_of_alone": bool(p99_alone and p99_beside and p99_beside <= 1.1 * p99_alone),
             "baseline_lc_failed": lc_base.get("failed"), "baseline_lc_requests": lc_base.get("requests"),
+            # The served requests' tail beside the same BE without Concord: what the BE's compute
+            # beside the LC costs it, memory apart.
+            "baseline_lc_p99_ms_served": lc_base.get("p99_ms"),
             "baseline_be_hoard_gib_most": be_base.get("hoard_gib_most"), "baseline_be_ooms": be_base.get("ooms"),
             "isolation_holds": bool(be_beside.get("ooms", 0) > 0 and lc_beside.get("failed") == 0 and lc_beside.get("requests")),
         }
@@ -414,10 +431,10 @@ def verdicts(results):
 def run_bench(a):
     os.makedirs(a.out, exist_ok=True)
     t_start = time.monotonic()
-    total_device = device_total()
+    total_device = int(a.device_total_gib * GIB) if a.device_total_gib else device_total()
     total = total_device - int(a.margin_gib * GIB)  # room for the CUDA contexts, which no quota counts
     results = []
-    for conf in ("", "expandable_segments:True"):
+    for conf in (() if a.only_cost else ("", "expandable_segments:True")):
         tag = "native" if not conf else "expandable"
         for name, with_be, concord in (("concord-lc-alone", False, True), ("concord-lc-be", True, True), ("baseline-lc-be", True, False)):
             print(f"[{time.monotonic() - t_start:6.1f} s] {name} ({tag})", flush=True)
@@ -447,7 +464,10 @@ def main():
     b.add_argument("--seconds", type=float, default=20)
     b.add_argument("--lc-reserve", default="12G")
     b.add_argument("--margin-gib", type=float, default=8)
-    b.add_argument("--pairs", type=int, default=20000)
+    b.add_argument("--pairs", type=int, default=5000)
+    b.add_argument("--cost-rounds", type=int, default=9)
+    b.add_argument("--only-cost", action="store_true", help="the cost of an allocation only, no scenario")
+    b.add_argument("--device-total-gib", type=float, help="the device's memory, instead of nvidia-smi's (the stand-in driver)")
     for role in ("lc", "be"):
         r = sub.add_parser(role)
         r.add_argument("--out", required=True)

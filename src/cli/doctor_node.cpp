@@ -202,8 +202,10 @@ Finding check_mps(Node& node) {
                    theirs.empty() ? "export CUDA_MPS_PIPE_DIRECTORY=<the daemon's> (its /proc/PID/environ), or restart it: " + start
                                   : "export CUDA_MPS_PIPE_DIRECTORY=" + shell_quote(theirs) + " for the tenants and doctor");
   }
-  if (!S_ISFIFO(st.st_mode)) {
-    return problem(fmt::format("{} is not a pipe: not MPS's", control), fmt::format("echo quit | {}nvidia-cuda-mps-control; rm -f {}; {}", env,
+  // A named pipe in older MPS releases; a Unix socket under the MPS of CUDA 13 (seen on an H200,
+  // driver 580.159.04).
+  if (!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) {
+    return problem(fmt::format("{} is neither a pipe nor a socket: not MPS's", control), fmt::format("echo quit | {}nvidia-cuda-mps-control; rm -f {}; {}", env,
                                                                                shell_quote(control), start));
   }
   if (::access(control.c_str(), W_OK) != 0) {
