@@ -129,29 +129,26 @@ void LaunchBook::finish(uint64_t seq) {
   erase_if_spent(it);
 }
 
-void LaunchBook::forget_queued() {
-  for (auto it = records_.lower_bound(next_dispatch_); it != records_.end();) {
-    auto next = std::next(it);
-    if (it->second.engine == EngineStep::queued) {
+void LaunchBook::let_go(uint64_t from, EngineStep step) {
+  for (auto it = records_.lower_bound(from); it != records_.end();) {
+    const auto next = std::next(it);
+    if (it->second.engine == step) {
       set_engine(it->second, EngineStep::done);
       erase_if_spent(it);
     }
     it = next;
   }
+}
+
+void LaunchBook::forget_queued() {
+  let_go(next_dispatch_, EngineStep::queued);
   next_dispatch_ = next_undecided_ = next_queue_;
 }
 
 void LaunchBook::drop() {
   dropped_ = true;
   forget_queued();
-  for (auto it = records_.lower_bound(next_queue_); it != records_.end();) {
-    auto next = std::next(it);
-    if (it->second.engine == EngineStep::inbox) {
-      set_engine(it->second, EngineStep::done);
-      erase_if_spent(it);
-    }
-    it = next;
-  }
+  let_go(next_queue_, EngineStep::inbox);
   next_queue_ = next_dispatch_ = next_undecided_ = last_noticed_ + 1;
 }
 

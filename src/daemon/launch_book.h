@@ -106,6 +106,8 @@ class LaunchBook {
     uint64_t first = 0, last = 0;  // its launches not ended, linked through next_on_stream
   };
   void set_engine(LaunchRecord& r, EngineStep step);
+  // The engine is done with the records from `from` on that are at `step`.
+  void let_go(uint64_t from, EngineStep step);
   void erase_if_spent(std::map<uint64_t, LaunchRecord>::iterator it);
 
   size_t max_outstanding_;
