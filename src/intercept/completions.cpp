@@ -71,7 +71,7 @@ void CompletionBook::record_marker(CUstream stream, uint64_t key, uint64_t seq, 
     return;
   }
   markers_.fetch_add(1, std::memory_order_relaxed);
-  markers_out_.fetch_add(1, std::memory_order_acq_rel);
+  markers_out_.fetch_add(1);  // sequentially consistent: see Interceptor::wake_poller
   const Marker m{seq, key, count, event};
   if (recorded_.push(m)) return;
   std::lock_guard<std::mutex> lock(events_mu_);

@@ -34,7 +34,11 @@ class CompletionBook {
   void launching() { launched_.fetch_add(1); }  // sequentially consistent: see maybe_lower_flag
   // A launch counted by launching() that nobody will track (the tenant went pass-through).
   void forget_one() { ended_.fetch_add(1, std::memory_order_acq_rel); }
-  uint64_t in_flight() const { return launched_.load() - ended_.load(); }
+  // Ended first: what ended was launched before, so the difference never wraps.
+  uint64_t in_flight() const {
+    const uint64_t ended = ended_.load();
+    return launched_.load() - ended;
+  }
 
   // Books launch `seq` on stream `key`, made at `now_ns` (`app`: the handle to record on;
   // `foreign_ok`: another thread may name it), without a lock. Whether a marker should follow it
@@ -55,7 +59,7 @@ class CompletionBook {
   bool mark_uncovered(uint64_t key, CUstream app);
   // Queries the pending markers (one caller at a time) and reports those that completed.
   void poll();
-  bool markers_pending() const { return markers_out_.load(std::memory_order_acquire) > 0; }
+  bool markers_pending() const { return markers_out_.load() > 0; }  // seq_cst: see wake_poller
   // Markers from the completion thread behind streams quiet for `quiet_ns` whose last launches no
   // marker covers (not while a capture is in progress: the caller checks). How many.
   int tail_markers(uint64_t quiet_ns);

@@ -320,7 +320,9 @@ void Interceptor::maybe_lower_flag() {
 }
 
 void Interceptor::wake_poller() {
-  if (poller_idle_.load(std::memory_order_relaxed) && poller_idle_.exchange(false, std::memory_order_acq_rel)) wake_.wake();
+  // Sequentially consistent with the work counted before it (a marker, a launch) and with the
+  // poller's store of poller_idle_ before its last look: of the two, at least one sees the other.
+  if (poller_idle_.load(std::memory_order_seq_cst) && poller_idle_.exchange(false, std::memory_order_acq_rel)) wake_.wake();
 }
 
 }  // namespace concord::intercept::impl

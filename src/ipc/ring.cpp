@@ -208,14 +208,15 @@ RingWriters::Claim RingWriters::claim_at(uint64_t word_after, uint64_t ticket) {
 
 Result<std::optional<RingWriters::Claim>> RingWriters::try_claim(uint64_t& w, bool numbered, bool ignore_queueing) {
   const uint64_t capacity = ring_->geometry_.capacity;
-  // The consumer's head and the claims are read one after the other while other threads claim and
-  // the consumer frees: a head read before a burst of claims looks too far behind them, one read
-  // after a stale word too far ahead. Either resolves on a fresh read of both; a head that stays
-  // out of reach is the consumer's doing.
+  // The claim word first, then the consumer's head: when the compare-exchange below succeeds the
+  // word did not change across the head's read, so the slots claimed and not freed are exactly
+  // ticket - head, in 0..capacity (a head read first could be stale by 2^20 claims and wrap to a
+  // small count over a full ring). A word gone stale meanwhile shows as a head beyond it, and a
+  // fresh read of both resolves it; a head that stays out of reach is the consumer's doing.
   constexpr int kStaleReads = 1000;
   for (int stale = 0;;) {
-    const uint64_t head = ring_->header_->head.load(std::memory_order_acquire);
     w = word_->load(std::memory_order_acquire);
+    const uint64_t head = ring_->header_->head.load(std::memory_order_acquire);
     if ((w & kQueueing) != 0 && !ignore_queueing) return std::optional<Claim>{};
     const uint64_t ticket = w & kTicketMask;
     // The slots claimed and not yet freed by the consumer (fewer than 2^20: exact mod 2^20).

@@ -167,6 +167,9 @@ class Client final : public TenantClient {
     // Launches that waited for a decision must have had their release; those made under a lease
     // are not in the ledger.
     CONCORD_RETURN_IF_ERROR(ledger_.completion(seq, stream).status());
+    // A dedupe only (the daemon takes a repeated end as nothing new): bounded for programs that
+    // make a stream per request.
+    if (ended_.size() >= kMaxEndedStreams && ended_.count(stream) == 0) ended_.clear();
     uint64_t& told = ended_[stream];
     if (seq <= told && ok) return Status::ok();  // told before (a marker behind a synchronisation)
     told = std::max(told, seq);
@@ -215,6 +218,7 @@ class Client final : public TenantClient {
   // What may queue in the process while the up ring is full, at most (then pass-through: a daemon
   // that reads nothing for this long is not serving the tenant).
   static constexpr size_t kMaxOverflow = 65536;
+  static constexpr size_t kMaxEndedStreams = 4096;
 
   bool board_writable() const { return options_.info.cls == TenantClass::latency_critical && board_.valid(); }
 
