@@ -13,20 +13,12 @@
 #include "concord/memory_quota.h"
 #include "intercept/config.h"
 #include "intercept/memory_book.h"
+#include "intercept_env.h"
 
 namespace concord::intercept {
 namespace {
 
 constexpr uint64_t MiB = 1 << 20;
-
-Result<InterceptConfig> parse(const std::map<std::string, std::string>& env) {
-  return parse_config(
-      [&](const char* var) -> const char* {
-        auto it = env.find(var);
-        return it == env.end() ? nullptr : it->second.c_str();
-      },
-      "my_app");
-}
 
 TEST(MemorySizes, AreBytesOrNumbersWithABinaryUnit) {
   EXPECT_EQ(*parse_bytes("4096"), 4096u);

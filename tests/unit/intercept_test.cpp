@@ -15,18 +15,10 @@
 #include "intercept/residency.h"
 #include "intercept/symbols.h"
 #include "intercept/thread_cache.h"
+#include "intercept_env.h"
 
 namespace concord::intercept {
 namespace {
-
-Result<InterceptConfig> parse(const std::map<std::string, std::string>& env) {
-  return parse_config(
-      [&](const char* var) -> const char* {
-        auto it = env.find(var);
-        return it == env.end() ? nullptr : it->second.c_str();
-      },
-      "my_app");
-}
 
 TEST(InterceptConfig, DefaultsAreABestEffortTenantNamedAfterTheProgram) {
   auto c = parse({});
