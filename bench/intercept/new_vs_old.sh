@@ -66,6 +66,18 @@ for round in $(seq "$rounds"); do
     done
   done
 done
+# A library the daemon refused (another protocol version, say) runs pass-through and would look
+# free: every library row must have leased its launches.
+python3 - "$out" <<'PY' || status=1
+import json, pathlib, sys
+bad = []
+for f in sorted(pathlib.Path(sys.argv[1]).glob("stats-lease-*.json")):
+    s = json.loads(f.read_text())
+    if s.get("mode") != "active" or not s.get("leased"):
+        bad.append(f"{f.name}: mode {s.get('mode')}, {s.get('leased')} leased")
+if bad:
+    sys.exit("new_vs_old.sh: rows not under the daemon (compare two libraries of one protocol):\n  " + "\n  ".join(bad))
+PY
 python3 - "$out" <<'PY' || status=1
 import json, statistics, sys, pathlib
 out = pathlib.Path(sys.argv[1])
