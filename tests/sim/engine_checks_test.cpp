@@ -407,5 +407,30 @@ TEST(EngineChecks, TimesComeFromTheDeviceWhenTheHostHearsLater) {
   }
 }
 
+// streams with ahead=task queues the rest of a request behind its first launch, and no more: a
+// request that arrived meanwhile is dispatched when its own first launch becomes ready (after the
+// earlier request's end), not queued behind the earlier one at once.
+TEST(EngineChecks, AheadTaskQueuesOneRequestNotTheNext) {
+  TenantSpec t = tenant("a", {step("vector_add", 1 << 20), step("stream_triad", 1 << 22), step("hotspot", 1024)}, 2);
+  t.arrival.kind = ArrivalProcess::Kind::timestamps;
+  t.arrival.timestamps = {0.0, 0.0};
+  const Workload w = workload({t});
+  auto policy = builtin_policies().make("streams", {{"ahead", "task"}});
+  ASSERT_TRUE(policy.is_ok());
+  sim::SimBackend backend(h200_spec());
+  auto run = run_workload(w, backend, **policy, EngineOptions{});
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  ASSERT_EQ(run->dispatches.size(), 6u);
+  const RequestRecord& first = run->tenants[0].requests[0];
+  for (const DispatchRecord& d : run->dispatches) {
+    const LaunchRecord& l = run->launches[static_cast<size_t>(d.launches[0].value)];
+    if (l.request == 0) {
+      EXPECT_DOUBLE_EQ(d.dispatched, 0.0) << "request 0's launches all queued at once";
+    } else {
+      EXPECT_GE(d.dispatched, first.end) << "request 1's launch " << l.index << " queued before request 0 ended";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace concord
