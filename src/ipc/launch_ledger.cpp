@@ -4,14 +4,14 @@
 
 namespace concord::ipc {
 
-Status LaunchLedger::notice(uint64_t seq, uint64_t stream, bool released) {
+Status LaunchLedger::notice(uint64_t seq, uint64_t stream) {
   if (seq <= last_noticed_) {
     return Status::failed_precondition(fmt::format("launch notice: field seq: {} after {} (numbers only grow)", seq, last_noticed_));
   }
   if (states_.size() >= max_outstanding_) {
     return Status::failed_precondition(fmt::format("launch notice: field seq: {} launches outstanding, the limit", states_.size()));
   }
-  states_.emplace(seq, Entry{released ? State::released : State::noticed, stream});
+  states_.emplace(seq, Entry{State::noticed, stream});
   by_stream_[stream].push_back(seq);
   last_noticed_ = seq;
   return Status::ok();

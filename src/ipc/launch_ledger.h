@@ -21,8 +21,7 @@ namespace concord::ipc {
 class LaunchLedger {
  public:
   explicit LaunchLedger(size_t max_outstanding = 4096) : max_outstanding_(max_outstanding) {}
-  // `released`: launched already (under a lease), so no decision follows.
-  Status notice(uint64_t seq, uint64_t stream, bool released = false);
+  Status notice(uint64_t seq, uint64_t stream);
   Status decision(const Decision& decision);
   // The launch `seq` of `stream` ended, and with it every earlier launch of that stream: the
   // booked seqs that ended now, ascending (none when they had ended before, or none was booked).

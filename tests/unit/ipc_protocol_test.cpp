@@ -357,11 +357,13 @@ TEST(IpcProtocol, LedgerKeepsLaunchOrder) {
   EXPECT_EQ(ledger.outstanding(), 3u);
 }
 
-// A completion ends its stream's launches up to it, not another stream's; launches made under a
-// lease are released when noticed.
+// A completion ends its stream's released launches up to it, not another stream's.
 TEST(IpcProtocol, ACompletionEndsItsStreamsEarlierLaunches) {
   LaunchLedger ledger(100);
-  for (uint64_t seq = 1; seq <= 6; ++seq) ASSERT_TRUE(ledger.notice(seq, seq % 2 == 0 ? 20 : 30, /*released=*/true).is_ok());
+  for (uint64_t seq = 1; seq <= 6; ++seq) {
+    ASSERT_TRUE(ledger.notice(seq, seq % 2 == 0 ? 20 : 30).is_ok());
+    ASSERT_TRUE(ledger.decision({seq, Verdict::release, Priority::normal, 0}).is_ok());
+  }
   Result<std::vector<uint64_t>> ended = ledger.completion(4, 20);
   ASSERT_TRUE(ended.is_ok()) << ended.status().to_string();
   EXPECT_EQ(*ended, (std::vector<uint64_t>{2, 4}));
@@ -375,7 +377,8 @@ TEST(IpcProtocol, ACompletionEndsItsStreamsEarlierLaunches) {
   EXPECT_EQ(ledger.outstanding(), 0u);
   // A held launch cannot end with its stream: the completion is refused and changes nothing.
   ASSERT_TRUE(ledger.notice(7, 20).is_ok());
-  ASSERT_TRUE(ledger.notice(8, 20, true).is_ok());
+  ASSERT_TRUE(ledger.notice(8, 20).is_ok());
+  ASSERT_TRUE(ledger.decision({8, Verdict::release, Priority::normal, 0}).is_ok());
   EXPECT_FALSE(ledger.completion(8, 20).is_ok());
   EXPECT_EQ(ledger.outstanding(), 2u);
 }
