@@ -154,7 +154,8 @@ def run_lc(a):
         n += 1
     out.update({"requests": n, "served": len(lat), "failed": len(failed), "first_failures": failed[:10], "errors": errors,
                 "p50_ms": 1e3 * percentile(lat, 0.5) if lat else None, "p99_ms": 1e3 * percentile(lat, 0.99) if lat else None,
-                "mean_ms": 1e3 * statistics.fmean(lat) if lat else None, "peak_allocated": torch.cuda.max_memory_allocated(),
+                "mean_ms": 1e3 * statistics.fmean(lat) if lat else None, "latencies_ms": [round(1e3 * x, 4) for x in lat],
+                "peak_allocated": torch.cuda.max_memory_allocated(),
                 "peak_reserved": torch.cuda.max_memory_reserved(), "view_at_end": memory_view(torch)})
     json.dump(out, open(a.out, "w"), indent=1)
 
