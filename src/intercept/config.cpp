@@ -113,6 +113,10 @@ Result<InterceptConfig> parse_config(const std::function<const char*(const char*
     if (v != "0" && v != "1") return bad("CONCORD_ROOM", v, "must be 0 or 1");
     config.room = v == "1";
   }
+  if (const std::string v = get("CONCORD_RECONNECT"); !v.empty()) {
+    if (v != "0" && v != "1") return bad("CONCORD_RECONNECT", v, "must be 0 or 1");
+    config.reconnect = v == "1";
+  }
   for (auto [name, field] : {std::pair{"CONCORD_POLL_US", &config.poll_us}, std::pair{"CONCORD_BE_POLL_US", &config.be_poll_us}}) {
     const std::string v = get(name);
     if (v.empty()) continue;

@@ -28,6 +28,9 @@ struct InterceptConfig {
   // CONCORD_ROOM=0: ignore a lease's room terms (SM-count and residency caps for BE launches while
   // LC work is in flight); on by default (the lease asks for them only when its policy does).
   bool room = true;
+  // CONCORD_RECONNECT=0: pass-through for good once the daemon goes; by default the library
+  // registers again when a daemon is back on the socket (a restart, a package upgrade).
+  bool reconnect = true;
   uint32_t poll_us = 50;                                 // CONCORD_POLL_US: the completion thread's poll period (LC)
   // CONCORD_BE_POLL_US: a BE tenant's poll period. Longer: a BE's markers are pending almost all
   // the time, and each poll's event queries take the driver's locks beside the launching thread.

@@ -39,6 +39,7 @@ Status write_counters(const std::string& path, const char* mode, bool daemon_gon
       {"requests_ended", &c.requests_ended},
       {"allocations", &c.allocations},
       {"frees", &c.frees},
+      {"reconnects", &c.reconnects},
   };
   std::fprintf(f, "{\"mode\": \"%s\", \"daemon_gone\": %s", mode, daemon_gone ? "true" : "false");
   for (const auto& [name, value] : fields) std::fprintf(f, ", \"%s\": %llu", name, static_cast<unsigned long long>(value->load()));

@@ -42,6 +42,7 @@ struct Counters {
   std::atomic<uint64_t> requests_ended{0};
   std::atomic<uint64_t> allocations{0};         // device allocations the library counted (VMM cuMemCreate included)
   std::atomic<uint64_t> frees{0};               // of which freed (VMM: the physical memory freed)
+  std::atomic<uint64_t> reconnects{0};          // registered again after the daemon went (set at exit)
 };
 
 // The tenant's GPU memory at exit (intercept/memory_book.h).

@@ -144,6 +144,10 @@ Status Interceptor::connect() {
   options.info.pid = static_cast<int32_t>(getpid());
   options.info.device = device_bus_id();
   options.info.device_memory_bytes = device_memory();
+  options.reconnect.enabled = config_.reconnect;
+  // The daemon going and coming back is said on stderr whatever CONCORD_INTERCEPT_LOG says: for
+  // that while the process runs unmanaged.
+  options.on_event = [this](const std::string& what) { log(what); };
   bus_id_ = options.info.device;
   auto client = ipc::TenantClient::connect(options);
   if (!client) {
@@ -264,7 +268,8 @@ SyncMark Interceptor::sync_begin(CUstream stream, bool per_thread, bool whole_co
 }
 
 void Interceptor::sync_end(const SyncMark& mark, CUresult r) {
-  if (mark.covered.empty() || r != CUDA_SUCCESS || client_->pass_through()) return;
+  // Also while the daemon is away: the books stay right for when it is back.
+  if (mark.covered.empty() || r != CUDA_SUCCESS) return;
   // Everything launched on those streams before the synchronisation began has ended.
   book_->after_sync(mark.covered, ipc::monotonic_ns());
   maybe_lower_flag();
@@ -319,7 +324,10 @@ int Interceptor::request(bool begin) {
   (begin ? counters_.requests_begun : counters_.requests_ended).fetch_add(1, std::memory_order_relaxed);
   // A request may be marked before the process's first launch: register then.
   const Mode mode = started_mode();
-  if ((mode != Mode::connected && mode != Mode::active) || client_->pass_through()) return 1;
+  if (mode != Mode::connected && mode != Mode::active) return 1;
+  // Counted also while the daemon is away (a client that reconnects tells a new daemon of a request
+  // open), but not told.
+  const bool told = !client_->pass_through();
   if (lc()) {
     if (begin) {
       in_request_.fetch_add(1);
@@ -346,7 +354,7 @@ int Interceptor::request(bool begin) {
     if (config_.log) log(std::string("request ") + (begin ? "begin" : "end") + " not told: " + st.message());
     return 1;
   }
-  return 0;
+  return told ? 0 : 1;
 }
 
 void Interceptor::take_announcements() {
@@ -440,6 +448,7 @@ void Interceptor::shutdown() {
     // and so does giving up after a failure of the library's own).
     const bool daemon_gone = client_ && client_->pass_through() && !gave_up_.load();
     if (client_) {
+      counters_.reconnects.store(client_->reconnections(), std::memory_order_relaxed);
       if (flag_up_.exchange(false)) client_->lower_lc(flag_slot_.load());
       client_->close();
     }

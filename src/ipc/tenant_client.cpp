@@ -36,7 +36,8 @@ class Client final : public TenantClient {
         lease_(std::move(lease)),
         board_(std::move(board)),
         tenant_(tenant),
-        lc_refused_(std::move(lc_refused)) {
+        lc_refused_(std::move(lc_refused)),
+        base_(options_.seq_base) {
     const uint64_t now = monotonic_ns();
     channel_.up().claim(RingSide::producer, options_.info.pid, 1, now);
     if (Result<RingWriters> w = RingWriters::over(channel_.up()); w.is_ok()) {
@@ -112,18 +113,34 @@ class Client final : public TenantClient {
         std::unique_lock lock(mu_);
         if (!post(lock, m)) return uint64_t{0};
       }
-      return std::get<LaunchNotice>(m).seq;
+      return base_ + std::get<LaunchNotice>(m).seq;
     }
     std::unique_lock lock(mu_);
     if (!push_up(lock, m)) return uint64_t{0};
     // Booked before the lock goes: the decision for it is read under the same lock.
     const uint64_t seq = std::get<LaunchNotice>(m).seq;
     CONCORD_RETURN_IF_ERROR(ledger_.notice(seq, notice.stream));
-    return seq;
+    return base_ + seq;
   }
 
-  Result<Decision> wait_release(uint64_t seq) override {
-    if (seq == 0 || pass_through()) return whole_gpu_release(seq);
+  // The daemon numbers this registration's launches from 1; the caller from seq_base + 1.
+  Result<Decision> wait_release(uint64_t global) override {
+    if (global <= base_ || pass_through()) return whole_gpu_release(global);
+    Result<Decision> d = wait_local(global - base_);
+    if (d.is_ok()) d->seq = global;
+    return d;
+  }
+
+  Status completed(uint64_t global, uint64_t stream, bool ok, uint64_t at_ns) override {
+    // A launch of an earlier registration: its daemon is gone, and this one never saw it.
+    if (global <= base_ || pass_through()) return Status::ok();
+    return completed_local(global - base_, stream, ok, at_ns);
+  }
+
+  uint64_t last_seq() const override { return base_ + writers_.last_number(); }
+
+ private:
+  Result<Decision> wait_local(uint64_t seq) {
     const WaitPolicy& w = options_.wait;
     const uint64_t start = monotonic_ns();
     uint64_t last_check = 0;
@@ -158,8 +175,7 @@ class Client final : public TenantClient {
     }
   }
 
-  Status completed(uint64_t seq, uint64_t stream, bool ok, uint64_t at_ns) override {
-    if (seq == 0 || pass_through()) return Status::ok();
+  Status completed_local(uint64_t seq, uint64_t stream, bool ok, uint64_t at_ns) {
     if (seq > writers_.last_number()) {
       return Status::failed_precondition(fmt::format("completion: field seq: {} was never noticed (last notice {})", seq, writers_.last_number()));
     }
@@ -178,6 +194,7 @@ class Client final : public TenantClient {
     return Status::ok();
   }
 
+ public:
   void flush() override {
     if (pass_through()) return;
     std::unique_lock lock(mu_);
@@ -407,6 +424,7 @@ class Client final : public TenantClient {
   LcBoard board_;
   const uint64_t tenant_;
   const std::string lc_refused_;
+  const uint64_t base_;  // seq_base: what the caller's numbers are ahead of the daemon's
 
   RingWriters writers_;  // the up ring's producer end, any thread's
   std::mutex mu_;  // the down ring's end, the ledger, what came down and what queued up
@@ -431,7 +449,7 @@ class Client final : public TenantClient {
 
 }  // namespace
 
-Result<std::unique_ptr<TenantClient>> TenantClient::connect(const TenantClientOptions& options) {
+Result<std::unique_ptr<TenantClient>> connect_once(const TenantClientOptions& options) {
   TenantClientOptions o = options;
   if (o.info.pid == 0) o.info.pid = static_cast<int32_t>(::getpid());
   Result<ControlClient> control = ControlClient::connect(o.socket_path);

@@ -19,13 +19,19 @@
 // reason, or, with `info.on_lc_refused = LcRefusal::best_effort`, connects as a BE tenant:
 // granted_class() is then best_effort and lc_refused() says why.
 //
-// When the daemon goes away (its heartbeat stops, its pid is gone, the socket closes, or a wait
-// outlasts its bound) the client turns to pass-through for good: every later wait answers
-// `release` at once and nothing more is posted, so the application finishes without the daemon.
+// When the daemon goes away (its heartbeat stops, its pid is gone, the socket closes, it says
+// goodbye, or a wait outlasts its bound) the client turns to pass-through: every later wait answers
+// `release` at once and nothing more is posted, so the application goes on without the daemon.
+// Without `reconnect` that is for good. With it (what the interception library asks for), the
+// client watches the socket and registers again when a daemon is back, with the same name, class,
+// target, weight and memory asked; it is pass-through in between. The launches of a new
+// registration are numbered on from the last one, so the end of a launch made under the daemon
+// that went is never told to the new one (ipc/reconnecting_client.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +58,20 @@ struct TenantClientOptions {
   // (made with the other tenants in view) before connect() returns; 0: not at all.
   std::chrono::milliseconds first_lease_timeout{500};
   std::chrono::milliseconds heartbeat_period{100};
+  // Registering again after the daemon went away: off by default (pass-through for good). Tries at
+  // `first_retry`, twice as long after each failure, up to `most_retry`.
+  struct Reconnect {
+    bool enabled = false;
+    std::chrono::milliseconds first_retry{50};
+    std::chrono::milliseconds most_retry{1000};
+  };
+  Reconnect reconnect;
+  // Told, from the client's own thread, when the daemon goes, when the tenant is registered again,
+  // and why a new registration failed (once per reason); null: nothing told.
+  std::function<void(const std::string&)> on_event;
+  // The launch numbers this registration goes on from (notice() gives seq_base + 1 first); a
+  // completion or wait for a number at or below it answers at once and posts nothing.
+  uint64_t seq_base = 0;
 };
 
 // An SM set the daemon named by a handle before using it in a decision (0: the whole GPU).
@@ -83,7 +103,9 @@ class TenantClient {
   // The GPU's board's LC flags now (0 in pass-through).
   virtual uint64_t lc_active() const = 0;
   // An LC tenant raises and lowers its flag (the slot its lease names; no-ops without one or in
-  // pass-through). lower() wakes the launches waiting for gates.
+  // pass-through). lower() wakes the launches waiting for gates. A reconnecting client raises its
+  // current registration's own slot, whatever `slot` says (a new daemon may give another), and
+  // raises it again on the next registration while it is up.
   virtual void raise_lc(uint32_t slot) = 0;
   virtual void lower_lc(uint32_t slot) = 0;
   // Waits until the lease's gate lets a launch go (admission().open) or `timeout_ns` passed, and
@@ -91,9 +113,10 @@ class TenantClient {
   // `recheck_ns` at a time, so a wake-up nobody sent costs at most that).
   virtual LeaseTerms wait_open(uint64_t timeout_ns, uint64_t recheck_ns = 2'000'000) = 0;
 
-  // Posts a launch notice; fills in and returns its sequence number (1, 2, ...). In pass-through
-  // it posts nothing and returns 0. `launched`: the launch went out already (under an open lease):
-  // the notice never blocks and no decision follows; else the caller waits for the decision.
+  // Posts a launch notice; fills in and returns its sequence number (seq_base + 1, + 2, ...; the
+  // daemon sees them from 1). In pass-through it posts nothing and returns 0. `launched`: the
+  // launch went out already (under an open lease): the notice never blocks and no decision
+  // follows; else the caller waits for the decision.
   virtual Result<uint64_t> notice(LaunchNotice notice, bool launched = false) = 0;
   // Waits until the launch `seq` is released and returns the release decision (its priority and
   // SM-set handle). A hold is waited out. In pass-through (or when the daemon dies during the
@@ -113,6 +136,13 @@ class TenantClient {
   virtual Status request_end() = 0;
   // Says goodbye (Bye up the ring and on the socket) and stops the heartbeat; idempotent.
   virtual void close() = 0;
+  // The last launch number given out (seq_base when none was).
+  virtual uint64_t last_seq() const = 0;
+  // How many times the tenant registered again after losing its daemon (0 without `reconnect`).
+  virtual uint64_t reconnections() const { return 0; }
 };
+
+// One registration, never reconnecting (what TenantClient::connect wraps when asked to reconnect).
+Result<std::unique_ptr<TenantClient>> connect_once(const TenantClientOptions& options);
 
 }  // namespace concord::ipc

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
@@ -32,6 +33,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "concord/estimator.h"
 #include "daemon/daemon.h"
@@ -1420,6 +1422,96 @@ TEST_F(DaemonTest, AnUnprivilegedLcRegistrationIsRefusedAGrantedOneWorks) {
   ASSERT_TRUE(member.is_ok()) << member.status().to_string();
   EXPECT_EQ((*member)->granted_class(), TenantClass::latency_critical) << "this process is in the daemon's own group";
   (*member)->close();
+}
+
+// The daemon stopped and started again under a tenant that reconnects: pass-through while it is
+// away, registered again within a second of its return, its launch numbers going on from the last
+// (the end of a launch made before is answered in the process and never told to the new daemon,
+// which takes the new numbers from 1 and refuses nothing), and its LC flag up again on the new
+// daemon's board.
+TEST_F(DaemonTest, AReconnectingTenantRegistersAgainWithTheNextDaemonAndNumbersOn) {
+  start(options("orion"));
+  ipc::TenantClientOptions lo = client_options(lc("svc"));
+  lo.reconnect.enabled = true;
+  lo.heartbeat_period = 20ms;
+  std::mutex events_mu;
+  std::vector<std::string> events;
+  lo.on_event = [&](const std::string& e) {
+    std::lock_guard lock(events_mu);
+    events.push_back(e);
+  };
+  auto svc = ipc::TenantClient::connect(lo);
+  ASSERT_TRUE(svc.is_ok()) << svc.status().to_string();
+  ipc::TenantClient& c = **svc;
+  for (int i = 0; i < 200 && c.lease().lc_slot == ipc::kNoLcSlot; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_NE(c.lease().lc_slot, ipc::kNoLcSlot);
+  ASSERT_TRUE(c.request_begin().is_ok());
+  c.raise_lc(c.lease().lc_slot);
+  const ipc::LaunchNotice n{0, 1, 7, {64, 1, 1}, {128, 1, 1}, 0, false, 0};
+  for (int i = 0; i < 3; ++i) {
+    const Result<uint64_t> seq = c.notice(n, true);
+    ASSERT_TRUE(seq.is_ok() && *seq == static_cast<uint64_t>(i + 1));
+    ASSERT_TRUE(c.completed(*seq, 1, true).is_ok());
+  }
+  const uint64_t open_seq = *c.notice(n, true);  // ends after the restart
+  ASSERT_EQ(open_seq, 4u);
+
+  daemon_->stop();
+  ASSERT_TRUE(daemon_->wait().is_ok());
+  daemon_.reset();
+  for (int i = 0; i < 200 && !c.pass_through(); ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(c.pass_through()) << "the client did not notice its daemon go";
+  EXPECT_EQ(*c.notice(n, true), 0u) << "a launch noticed while no daemon runs";
+  EXPECT_EQ(c.lc_active(), 0u);
+
+  DaemonOptions again = options("orion");
+  again.shm_prefix += "-again";
+  start(again);
+  const auto back = std::chrono::steady_clock::now();
+  while (c.pass_through() && std::chrono::steady_clock::now() - back < 3s) std::this_thread::sleep_for(2ms);
+  ASSERT_FALSE(c.pass_through()) << "not registered again within 3 s";
+  EXPECT_LT(std::chrono::steady_clock::now() - back, 1s);
+  EXPECT_EQ(c.reconnections(), 1u);
+  EXPECT_EQ(c.granted_class(), TenantClass::latency_critical);
+
+  // The numbers go on; the old launch's end is nobody's to tell.
+  EXPECT_TRUE(c.completed(open_seq, 1, true).is_ok());
+  const Result<uint64_t> next = c.notice(n, true);
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_GT(*next, open_seq);
+  EXPECT_EQ(c.last_seq(), *next);
+  EXPECT_TRUE(c.completed(*next, 1, true).is_ok());
+
+  // The flag is up again, on the new daemon's board: a BE tenant there sees it.
+  auto batch = ipc::TenantClient::connect(client_options(be("batch")));
+  ASSERT_TRUE(batch.is_ok()) << batch.status().to_string();
+  for (int i = 0; i < 200 && (*batch)->lc_active() == 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_NE((*batch)->lc_active(), 0u) << "the LC flag was not raised again on the new daemon's board";
+  ASSERT_TRUE(c.request_end().is_ok());
+  c.lower_lc(0);
+  for (int i = 0; i < 200 && (*batch)->lc_active() != 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ((*batch)->lc_active(), 0u) << "the LC flag did not come down on the new daemon's board";
+
+  // The new daemon took one launch, numbered from 1, and refused nothing.
+  auto control = ipc::ControlClient::connect(socket());
+  ASSERT_TRUE(control.is_ok());
+  Result<ipc::Message> st = Status::ok();
+  for (int i = 0; i < 200; ++i) {  // the daemon reads the ring in its own time
+    st = control->call(ipc::GetStats{}, 2s);
+    ASSERT_TRUE(st.is_ok() && std::holds_alternative<ipc::Stats>(*st));
+    if (std::get<ipc::Stats>(*st).launches > 0) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(std::get<ipc::Stats>(*st).launches, 1u);
+  EXPECT_EQ(std::get<ipc::Stats>(*st).rejected, 0u);
+  EXPECT_EQ(std::get<ipc::Stats>(*st).tenants, 2u);
+  (*batch)->close();
+  c.close();
+  EXPECT_TRUE(c.pass_through());
+  std::lock_guard lock(events_mu);
+  ASSERT_EQ(events.size(), 2u) << fmt::format("{}", fmt::join(events, " | "));
+  EXPECT_NE(events[0].find("lost concordd"), std::string::npos) << events[0];
+  EXPECT_NE(events[1].find("registered again"), std::string::npos) << events[1];
 }
 
 // One daemon per socket: a second start on a live daemon's socket fails naming its pid, never

@@ -299,6 +299,17 @@ TEST(StandinGate, AnLcKilledMidRequestDoesNotStarveTheBe) {
   d.stop();
 }
 
+// The daemon's tenant list by name (empty when it does not answer).
+std::map<std::string, ipc::TenantEntry> listed(const Daemon& d) {
+  std::map<std::string, ipc::TenantEntry> out;
+  Result<ipc::ControlClient> c = ipc::ControlClient::connect(d.socket());
+  if (!c.is_ok()) return out;
+  Result<ipc::Message> list = c->call(ipc::ListTenants{}, std::chrono::seconds(2));
+  if (!list.is_ok() || !std::holds_alternative<ipc::TenantList>(*list)) return out;
+  for (const ipc::TenantEntry& t : std::get<ipc::TenantList>(*list).tenants) out[t.name] = t;
+  return out;
+}
+
 // The daemon killed: every tenant turns pass-through and runs on, none hangs.
 TEST(StandinDaemonGone, KilledDaemonLeavesEveryTenantRunningPassThrough) {
   Scratch scratch;
@@ -347,6 +358,105 @@ TEST(StandinDaemonGone, ABeHeldAtItsGateWhenTheDaemonDiesGoesOn) {
   EXPECT_GT(b.stats.at("gate_waits").get<int>(), 0);
   EXPECT_EQ(b.stats.at("daemon_gone"), true);
   lc.child().signal(SIGKILL);
+}
+
+// ---- the daemon restarted ---------------------------------------------------------------------
+
+// Each launch in a record ran once: its tag (unique per launch in the program) appears once.
+size_t repeated_tags(const std::vector<json>& kernels) {
+  std::set<uint64_t> seen;
+  size_t repeated = 0;
+  for (const json& k : kernels) repeated += !seen.insert(k.at("tag").get<uint64_t>()).second;
+  return repeated;
+}
+
+class StandinDaemonRestart : public ::testing::TestWithParam<int> {};
+
+// concordd killed (SIGKILL, a crash) or stopped (SIGTERM, as `systemctl restart` and a package
+// upgrade do) under a running LC service and BE job, and started again 300 ms later: both are
+// registered with the new daemon, their launches going through it, within a second of its start;
+// the LC's gate holds the BE again; and every launch of both ran exactly once.
+TEST_P(StandinDaemonRestart, BothTenantsAreLeasedAgainWithinASecondAndTheGateHoldsAgain) {
+  Scratch scratch;
+  auto d = std::make_unique<Daemon>(scratch, "orion:bound_share=0");
+  ASSERT_TRUE(d->up());
+  App be(scratch, "be", {"be", "ms=5000", "ns=500000", "sync_every=1", "ready=" + scratch.path("be.ready")}, tenant(*d, "be"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  App lc(scratch, "lc", {"lc", "requests=90", "kernels=4", "ns=2000000", "gap_us=40000", "ready=" + scratch.path("lc.ready")},
+         tenant(*d, "lc"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("lc.ready")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const std::map<std::string, ipc::TenantEntry> before = listed(*d);
+  ASSERT_TRUE(before.count("lc") && before.count("be")) << "both were not tenants of the first daemon";
+  d->child().signal(GetParam());
+  (void)d->child().wait(std::chrono::seconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the tenants run pass-through
+  d = std::make_unique<Daemon>(scratch, "orion:bound_share=0");
+  ASSERT_TRUE(d->up());
+  const uint64_t up_at = now_ns();
+  uint64_t leased_at = 0;
+  while (leased_at == 0 && now_ns() - up_at < 3'000'000'000u) {
+    const std::map<std::string, ipc::TenantEntry> now = listed(*d);
+    const auto launching = [&](const char* name) { return now.count(name) && now.at(name).launches > 0; };
+    if (launching("lc") && launching("be")) leased_at = now_ns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_NE(leased_at, 0u) << "both tenants were not launching through the new daemon within 3 s";
+  std::printf("[ measured ] both tenants launched through the restarted daemon %.1f ms after it took connections\n",
+              (leased_at - up_at) / 1e6);
+  EXPECT_LT(leased_at - up_at, 1'000'000'000u);
+  const AppRun l = lc.wait();
+  const AppRun b = be.wait();
+  ASSERT_TRUE(l.exit.ok()) << l.exit.out << l.exit.err;
+  ASSERT_TRUE(b.exit.ok()) << b.exit.out << b.exit.err;
+  for (const AppRun* r : {&l, &b}) {
+    EXPECT_EQ(r->stats.at("reconnects"), 1) << r->stats.dump();
+    EXPECT_EQ(r->stats.at("daemon_gone"), false) << r->stats.dump();
+    EXPECT_GT(r->stats.at("passed_through").get<int>(), 0) << "no launch passed through while the daemon was away";
+    EXPECT_NE(r->exit.err.find("registered again with concordd"), std::string::npos) << r->exit.err;
+  }
+  // Every launch ran once: as many kernels as the programs made, no tag twice.
+  EXPECT_EQ(l.record.kernels().size(), 90u * 4u);
+  EXPECT_EQ(repeated_tags(l.record.kernels()), 0u);
+  EXPECT_EQ(b.record.kernels().size(), b.exit.line.at("launches").get<size_t>());
+  EXPECT_EQ(repeated_tags(b.record.kernels()), 0u);
+  // The gate holds again: no BE launch queued inside an LC request that began once both were back.
+  std::vector<Window> after;
+  for (const Window& w : request_windows(l.record.kernels())) {
+    if (w.begin > leased_at) after.push_back(w);
+  }
+  ASSERT_GE(after.size(), 10u) << "too few LC requests after the restart to judge the gate";
+  const std::vector<uint64_t> be_queued = queued_times(b.record.kernels());
+  EXPECT_EQ(queued_inside(after, be_queued), 0u) << "BE launches queued while an LC request had work in flight after the restart";
+  EXPECT_GT(std::count_if(be_queued.begin(), be_queued.end(), [&](uint64_t q) { return q > leased_at; }), 50)
+      << "the BE did not run between the LC's requests after the restart";
+  d->stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, StandinDaemonRestart, ::testing::Values(SIGKILL, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& p) { return p.param == SIGKILL ? "Killed" : "Stopped"; });
+
+// With CONCORD_RECONNECT=0 a tenant whose daemon went stays pass-through: a daemon started again
+// never sees it.
+TEST(StandinReconnectOff, ATenantWhoseDaemonWentStaysPassThrough) {
+  Scratch scratch;
+  auto d = std::make_unique<Daemon>(scratch, "orion");
+  ASSERT_TRUE(d->up());
+  Env env = tenant(*d, "be");
+  env.emplace_back("CONCORD_RECONNECT", "0");
+  App be(scratch, "be", {"be", "ms=2000", "ns=200000", "sync_every=4", "ready=" + scratch.path("be.ready")}, env, true);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  d->child().signal(SIGKILL);
+  (void)d->child().wait(std::chrono::seconds(10));
+  d = std::make_unique<Daemon>(scratch, "orion");
+  ASSERT_TRUE(d->up());
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_EQ(listed(*d).count("be"), 0u) << "a tenant with CONCORD_RECONNECT=0 registered again";
+  const AppRun b = be.wait();
+  ASSERT_TRUE(b.exit.ok()) << b.exit.out << b.exit.err;
+  EXPECT_EQ(b.stats.at("reconnects"), 0);
+  EXPECT_EQ(b.stats.at("daemon_gone"), true);
+  d->stop();
 }
 
 // ---- room ------------------------------------------------------------------------------------
@@ -841,11 +951,7 @@ size_t lines_with(const std::string& text, const std::string& needle) {
 // The daemon's tenant list: each tenant's memory by name.
 std::map<std::string, ipc::TenantMemory> listed_memory(const Daemon& d) {
   std::map<std::string, ipc::TenantMemory> out;
-  Result<ipc::ControlClient> c = ipc::ControlClient::connect(d.socket());
-  if (!c.is_ok()) return out;
-  Result<ipc::Message> list = c->call(ipc::ListTenants{}, std::chrono::seconds(2));
-  if (!list.is_ok() || !std::holds_alternative<ipc::TenantList>(*list)) return out;
-  for (const ipc::TenantEntry& t : std::get<ipc::TenantList>(*list).tenants) out[t.name] = t.memory;
+  for (const auto& [name, t] : listed(d)) out[name] = t.memory;
   return out;
 }
 

@@ -71,6 +71,8 @@ TEST(InterceptConfig, ReadsAnLcTenant) {
   EXPECT_TRUE(parse({{"CONCORD_GREEN_CONTEXTS", "1"}})->green_contexts);
   EXPECT_TRUE(parse({})->room) << "room terms are honoured unless turned off";
   EXPECT_FALSE(parse({{"CONCORD_ROOM", "0"}})->room);
+  EXPECT_TRUE(parse({})->reconnect);
+  EXPECT_FALSE(parse({{"CONCORD_RECONNECT", "0"}})->reconnect);
   // An LC tenant the daemon does not grant LC runs as BE unless it asks to run unscheduled.
   EXPECT_EQ(c->tenant.on_lc_refused, ipc::LcRefusal::best_effort);
   auto strict = parse({{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "5"}, {"CONCORD_LC_REFUSED", "pass-through"}});
@@ -101,6 +103,7 @@ TEST(InterceptConfig, BadValuesAreNamed) {
       {{{"CONCORD_INTERCEPT_LOG", "on"}}, "CONCORD_INTERCEPT_LOG='on'"},
       {{{"CONCORD_GREEN_CONTEXTS", "yes"}}, "CONCORD_GREEN_CONTEXTS='yes'"},
       {{{"CONCORD_ROOM", "off"}}, "CONCORD_ROOM='off'"},
+      {{{"CONCORD_RECONNECT", "yes"}}, "CONCORD_RECONNECT='yes'"},
       {{{"CONCORD_CLASS", "lc"}, {"CONCORD_TARGET_MS", "5"}, {"CONCORD_LC_REFUSED", "fail"}}, "CONCORD_LC_REFUSED='fail'"},
       {{{"CONCORD_LC_REFUSED", "be"}}, "for lc tenants only"},
   };
