@@ -436,6 +436,87 @@ TEST_P(StandinDaemonRestart, BothTenantsAreLeasedAgainWithinASecondAndTheGateHol
 INSTANTIATE_TEST_SUITE_P(Signals, StandinDaemonRestart, ::testing::Values(SIGKILL, SIGTERM),
                          [](const ::testing::TestParamInfo<int>& p) { return p.param == SIGKILL ? "Killed" : "Stopped"; });
 
+// The daemon restarted every 2 s (killed and stopped in turn) under an LC service and a BE job for
+// 12 s (CONCORD_RESTART_SOAK_SECONDS: longer; CONCORD_RESTART_SOAK_OUT: a JSON summary there):
+// after each restart both are launching through the new daemon within a second; no kernel of
+// either runs twice or is lost; each registered again once per restart; and their resident memory
+// stays within 10% (+1 MiB) of its first sample after the first restart.
+TEST(StandinRestartSoak, EveryRestartFindsBothTenantsBackAndNoLaunchRunsTwice) {
+  const char* env_seconds = std::getenv("CONCORD_RESTART_SOAK_SECONDS");
+  const double seconds = env_seconds ? std::atof(env_seconds) : 12.0;
+  ASSERT_GE(seconds, 6.0) << "CONCORD_RESTART_SOAK_SECONDS is under 6";
+  constexpr auto kEvery = std::chrono::seconds(2);
+  Scratch scratch;
+  auto d = std::make_unique<Daemon>(scratch, "orion:bound_share=0");
+  ASSERT_TRUE(d->up());
+  const long requests = static_cast<long>(seconds * 1000 / 30);  // a request (8 ms) every 30 ms or so
+  App be(scratch, "be", {"be", "ms=" + std::to_string(static_cast<long>(seconds * 1000)), "ns=300000", "sync_every=2",
+                         "ready=" + scratch.path("be.ready")}, tenant(*d, "be"), true);
+  App lc(scratch, "lc", {"lc", "requests=" + std::to_string(requests), "kernels=4", "ns=2000000", "gap_us=22000",
+                         "ready=" + scratch.path("lc.ready")}, tenant(*d, "lc"), true);
+  ASSERT_TRUE(wait_for_file(scratch.path("be.ready")));
+  ASSERT_TRUE(wait_for_file(scratch.path("lc.ready")));
+  std::vector<double> back_ms;
+  std::vector<std::pair<long, long>> rss;  // lc, be (KiB)
+  int restarts = 0, lost = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start + kEvery + std::chrono::seconds(1) < std::chrono::duration<double>(seconds)) {
+    std::this_thread::sleep_for(kEvery);
+    if (!lc.child().running() || !be.child().running()) break;
+    if (restarts > 0) rss.emplace_back(lc.child().rss_kib(), be.child().rss_kib());
+    d->child().signal(restarts % 2 == 0 ? SIGKILL : SIGTERM);
+    (void)d->child().wait(std::chrono::seconds(10));
+    ++restarts;
+    d = std::make_unique<Daemon>(scratch, "orion:bound_share=0");
+    ASSERT_TRUE(d->up());
+    const uint64_t up_at = now_ns();
+    bool both = false;
+    while (!both && now_ns() - up_at < 3'000'000'000u) {
+      const std::map<std::string, ipc::TenantEntry> now = listed(*d);
+      both = now.count("lc") && now.count("be") && now.at("lc").launches > 0 && now.at("be").launches > 0;
+      if (!both) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    lost += !both;
+    back_ms.push_back((now_ns() - up_at) / 1e6);
+  }
+  const AppRun l = lc.wait(std::chrono::seconds(static_cast<long>(seconds) + 30));
+  const AppRun b = be.wait(std::chrono::seconds(static_cast<long>(seconds) + 30));
+  d->stop();
+  ASSERT_GE(restarts, 2);
+  ASSERT_TRUE(l.exit.ok()) << l.exit.out << l.exit.err;
+  ASSERT_TRUE(b.exit.ok()) << b.exit.out << b.exit.err;
+  const double worst = back_ms.empty() ? 0 : *std::max_element(back_ms.begin(), back_ms.end());
+  std::printf("[ measured ] %d restarts in %.0f s: both tenants launching again at most %.1f ms after each\n", restarts, seconds, worst);
+  EXPECT_EQ(lost, 0) << "after some restart a tenant was not launching through the new daemon within 3 s";
+  EXPECT_LT(worst, 1000.0);
+  EXPECT_EQ(l.record.kernels().size(), static_cast<size_t>(requests) * 4u);
+  EXPECT_EQ(repeated_tags(l.record.kernels()), 0u);
+  EXPECT_EQ(b.record.kernels().size(), b.exit.line.at("launches").get<size_t>());
+  EXPECT_EQ(repeated_tags(b.record.kernels()), 0u);
+  for (const AppRun* r : {&l, &b}) EXPECT_EQ(r->stats.at("reconnects").get<int>(), restarts) << r->stats.dump();
+  ASSERT_GE(rss.size(), 1u);
+  const auto flat = [](long first, long last) { return last <= first + first / 10 + 1024; };
+  EXPECT_TRUE(flat(rss.front().first, rss.back().first)) << "LC resident memory " << rss.front().first << " -> " << rss.back().first << " KiB";
+  EXPECT_TRUE(flat(rss.front().second, rss.back().second)) << "BE resident memory " << rss.front().second << " -> " << rss.back().second << " KiB";
+  if (const char* out = std::getenv("CONCORD_RESTART_SOAK_OUT")) {
+    json j{{"seconds", seconds},
+           {"restart_every_s", 2},
+           {"restarts", restarts},
+           {"signals", "SIGKILL and SIGTERM in turn"},
+           {"back_ms", back_ms},
+           {"lost", lost},
+           {"lc_kernels", l.record.kernels().size()},
+           {"lc_repeated", repeated_tags(l.record.kernels())},
+           {"be_kernels", b.record.kernels().size()},
+           {"be_launches_made", b.exit.line.at("launches")},
+           {"be_repeated", repeated_tags(b.record.kernels())},
+           {"lc_stats", l.stats},
+           {"be_stats", b.stats},
+           {"rss_kib_lc_be", rss}};
+    std::ofstream(out) << j.dump(1) << "\n";
+  }
+}
+
 // With CONCORD_RECONNECT=0 a tenant whose daemon went stays pass-through: a daemon started again
 // never sees it.
 TEST(StandinReconnectOff, ATenantWhoseDaemonWentStaysPassThrough) {
