@@ -5,7 +5,8 @@
 # checks that they install and run. With CI=true (CI runs as root on a fresh machine) or
 # CONCORD_PACKAGE_INSTALL=1: the README's operator quick start, the commands between its
 # operator-quick-start markers, run as written where the build has the interception library (below,
-# run_quick_start: it installs "concord" with `dpkg -i`), then `dpkg -i` of "concord-dev",
+# run_quick_start: it installs "concord" with `dpkg -i`, and installs it again over itself under the
+# running program, which must be a tenant of the restarted daemon), then `dpkg -i` of "concord-dev",
 # /usr/bin/concord --version, concordd --help, a program run with LD_PRELOAD=libconcord_intercept.so,
 # a run and a figure from the installed files, then `dpkg -P`. Otherwise the packages are unpacked
 # into a fresh folder (dpkg-deb -x) and run from there, which needs no root.
@@ -122,6 +123,34 @@ run_quick_start() {
   grep -Eq '^ +[0-9]+ +[^ ]+ +train +BE ' "$work/quick_start.out" ||
     { echo "package: concord top --once did not list the program as tenant 'train'" >&2; exit 1; }
   echo "package: the README's operator quick start ran: concord doctor passed, concord top listed the program"
+  upgrade_under_the_program
+}
+# The package installed again over itself (an upgrade, to dpkg) while the quick start's program
+# runs: its postinst restarts the unit (systemctl try-restart, through the stand-in systemctl; a
+# container without systemd gets /run/systemd/system for the while, as the postinst asks), and the
+# program, still running, is a tenant of the new daemon within 5 s.
+upgrade_under_the_program() {
+  local old_pid new_pid made=""
+  old_pid=$(cat "$work/systemd/concordd.pid")
+  [ -d /run/systemd/system ] || { mkdir -p /run/systemd/system; made=1; }
+  if ! PATH="$repo/tests/package:$PATH" CONCORD_FAKE_SYSTEMD_STATE="$work/systemd" dpkg -i "$deb" >"$work/upgrade.out" 2>&1; then
+    [ -z "$made" ] || rmdir /run/systemd/system
+    cat "$work/upgrade.out" >&2
+    echo "package: dpkg -i over the installed package failed" >&2
+    exit 1
+  fi
+  [ -z "$made" ] || rmdir /run/systemd/system
+  new_pid=$(cat "$work/systemd/concordd.pid" 2>/dev/null || true)
+  [ -n "$new_pid" ] && [ "$new_pid" != "$old_pid" ] && kill -0 "$new_pid" 2>/dev/null ||
+    { echo "package: the upgrade did not restart concordd (pid $old_pid, now '${new_pid}')" >&2; exit 1; }
+  kill -0 "$(cat "$work/program.pid")" 2>/dev/null || { echo "package: the program ended with the upgrade" >&2; exit 1; }
+  local listed=""
+  for _ in $(seq 100); do
+    if /usr/bin/concord top --once 2>/dev/null | grep -Eq '^ +[0-9]+ +[^ ]+ +train +BE '; then listed=1; break; fi
+    sleep 0.05
+  done
+  [ -n "$listed" ] || { /usr/bin/concord top --once >&2 || true; echo "package: after the upgrade the program was not a tenant of the new daemon within 5 s" >&2; exit 1; }
+  echo "package: dpkg -i over it restarted concordd (pid $old_pid -> $new_pid) and the running program registered again"
 }
 # What the quick start left running: the program, the daemon (through the fake systemctl) and the
 # fake MPS control daemon; ended by their pids.

@@ -63,7 +63,7 @@ struct TenantClientOptions {
   struct Reconnect {
     bool enabled = false;
     std::chrono::milliseconds first_retry{50};
-    std::chrono::milliseconds most_retry{1000};
+    std::chrono::milliseconds most_retry{500};
   };
   Reconnect reconnect;
   // Told, from the client's own thread, when the daemon goes, when the tenant is registered again,
