@@ -9,7 +9,8 @@ every test let through (survivors). A bench, not a test: about a minute a mutant
 Suites (SUITES below):
   default    mutations.tsv over src/core, src/mechanism and the policies; concord_unit_tests and
              concord_sim_tests, side by side.
-  intercept  intercept.tsv over src/intercept and src/ipc/lease_page.cpp; the interception
+  intercept  intercept.tsv over src/intercept, src/ipc/lease_page.cpp and the tenant client's
+             reconnecting (src/ipc/reconnecting_client.cpp, tenant_client.cpp); the interception
              library's unit tests (settings, symbols, residency; the completion book over a fake
              driver; the dlsym hook preloaded against the toolkit's stub libcuda), the IPC tests
              (lease page, board, tenant client) and the stand-in end-to-end tests

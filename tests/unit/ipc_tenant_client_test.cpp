@@ -269,6 +269,46 @@ TEST_F(TenantClientTest, NoticeDecisionAnnouncementCompletionAndRequests) {
   EXPECT_TRUE(c.pass_through());
 }
 
+// A registration made with seq_base 100 (a client registering again): its callers' numbers go on
+// from 101 while the daemon sees 1, 2, ...; a wait or an end for a number at or below the base (a
+// launch made under the daemon before) answers at once and posts nothing; the decision and the
+// completion of a new launch travel under the daemon's numbers.
+TEST_F(TenantClientTest, ASeqBaseNumbersOnAndAnswersTheEarlierLaunchesInTheProcess) {
+  FakeDaemon daemon(dir_.string());
+  daemon.set_initial(per_launch());
+  TenantClientOptions o = options(daemon.socket());
+  o.seq_base = 100;
+  auto client = TenantClient::connect(o);
+  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+  TenantClient& c = **client;
+  const uint64_t t = c.tenant();
+  EXPECT_EQ(c.last_seq(), 100u);
+  const Result<uint64_t> seq = c.notice(launch(42));
+  ASSERT_TRUE(seq.is_ok());
+  EXPECT_EQ(*seq, 101u);
+  EXPECT_EQ(c.last_seq(), 101u);
+  Result<Message> up = daemon.next_up(t);
+  ASSERT_TRUE(up.is_ok()) << up.status().to_string();
+  EXPECT_EQ(std::get<LaunchNotice>(*up).seq, 1u);
+  // The earlier registration's launches: answered here.
+  const Result<Decision> old = c.wait_release(99);
+  ASSERT_TRUE(old.is_ok());
+  EXPECT_EQ(old->seq, 99u);
+  EXPECT_EQ(old->verdict, Verdict::release);
+  EXPECT_TRUE(c.completed(100, 1, true).is_ok());
+  daemon.send(t, Decision{1, Verdict::release, Priority::high, 0});
+  const Result<Decision> d = c.wait_release(101);
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->seq, 101u);
+  EXPECT_EQ(d->priority, Priority::high);
+  EXPECT_FALSE(c.completed(102, 1, true).is_ok()) << "never noticed";
+  ASSERT_TRUE(c.completed(101, 1, true, 77).is_ok());
+  up = daemon.next_up(t);
+  ASSERT_TRUE(up.is_ok());
+  EXPECT_EQ(std::get<CompletionNotice>(*up), (CompletionNotice{1, 1, true, 77})) << "the old launch's end was posted";
+  c.close();
+}
+
 TEST_F(TenantClientTest, AHoldIsWaitedOutAndOtherThreadsDecisionsAreKept) {
   FakeDaemon daemon(dir_.string());
   daemon.set_initial(per_launch());
