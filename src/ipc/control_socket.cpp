@@ -416,13 +416,40 @@ void ControlServer::expire(Clock::time_point now) {
   }
 }
 
-Result<ControlClient> ControlClient::connect(const std::string& path) {
+Result<ControlClient> ControlClient::connect(const std::string& path, std::chrono::milliseconds timeout) {
   Result<sockaddr_un> addr = address(path);
   if (!addr.is_ok()) return addr.status();
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking while connecting: a Unix socket's connect answers EAGAIN while the server's
+  // queue is full (a blocking one would wait until it accepts).
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return sys_error("socket");
   ControlClient client(fd);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) return sys_error("connect " + path);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) == 0) break;
+    if (errno == EINTR) continue;
+    if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) <= 0) {
+        return Status::deadline_exceeded(fmt::format("connect {}: no answer within {} ms", path, timeout.count()));
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+        errno = err;
+        return sys_error("connect " + path);
+      }
+      break;
+    }
+    if (errno != EAGAIN) return sys_error("connect " + path);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::deadline_exceeded(fmt::format("connect {}: the server accepted nothing within {} ms (its queue is full)", path, timeout.count()));
+    }
+    ::usleep(1000);
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return sys_error("fcntl " + path);
   return client;
 }
 

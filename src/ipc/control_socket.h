@@ -172,7 +172,9 @@ class ControlServer {
 
 class ControlClient {
  public:
-  static Result<ControlClient> connect(const std::string& path);
+  // Connects within `timeout`: a server that accepts nothing (stopped, wedged) with its queue full
+  // is an error after it, never a wait without end.
+  static Result<ControlClient> connect(const std::string& path, std::chrono::milliseconds timeout = std::chrono::milliseconds(1000));
   ControlClient(ControlClient&& other) noexcept;
   ControlClient& operator=(ControlClient&&) = delete;
   ControlClient(const ControlClient&) = delete;

@@ -19,10 +19,10 @@ using Clock = std::chrono::steady_clock;
 // How often the thread looks at the registration it holds (is it pass-through? is the LC flag to
 // be raised on it?).
 constexpr std::chrono::milliseconds kWatchPeriod{20};
-// A registration that lasted this long lost its daemon by chance: the next tries start fast
-// again. One lost sooner goes on from the last delay (a daemon that keeps dropping the tenant is
-// not asked again and again at once).
-constexpr auto kSettled = std::chrono::seconds(10);
+// A registration that lasted this long lost its daemon by chance (a restart): the next tries start
+// fast again. One lost sooner (a daemon that drops the tenant at once, say for a failed launch)
+// backs off as failures do, up to the refused delay: it is not made again and again.
+constexpr auto kSettled = std::chrono::seconds(1);
 // A daemon that answered and refused the registration is asked again this many times more slowly.
 constexpr int kRefusedSlowdown = 10;
 
@@ -38,9 +38,14 @@ class Reconnecting final : public TenantClient {
         quota_(first->memory_quota()),
         tenant_(first->tenant()) {
     // Registered again as what the daemon granted first: an LC refused and run as BE comes back BE.
+    // An LC is refused rather than admitted as BE by the new daemon: the process launches as an LC
+    // tenant (no gate), so as a BE it would be one that never yields.
     options_.info.cls = cls_;
     if (cls_ != TenantClass::latency_critical) options_.info.latency_target_ns = 0;
+    if (cls_ == TenantClass::latency_critical) options_.info.on_lc_refused = LcRefusal::refuse;
     options_.reconnect.enabled = false;
+    options_.reconnect.first_retry = std::max(options_.reconnect.first_retry, std::chrono::milliseconds(1));
+    options_.reconnect.most_retry = std::max(options_.reconnect.most_retry, options_.reconnect.first_retry);
     current_.store(first.release(), std::memory_order_seq_cst);
     since_ = Clock::now();
     watcher_ = std::thread([this] { watch(); });
@@ -59,7 +64,16 @@ class Reconnecting final : public TenantClient {
   }
   LeaseTerms lease() const override {
     Use u(*this);
-    return u ? u->lease() : LeaseTerms{};
+    if (!u) return LeaseTerms{};
+    const LeaseTerms t = u->lease();
+    // The flag wanted up and not yet raised on this registration (its lease named no slot until
+    // now): raised here, at the LC's next launch, rather than at the watcher's next look. Never
+    // waited for: the watcher takes the lock while it lets a registration go.
+    if (raise_pending_.load(std::memory_order_acquire) && t.lc_slot != kNoLcSlot) {
+      std::unique_lock lock(flag_mu_, std::try_to_lock);
+      if (lock.owns_lock() && flag_wanted_ && raised_slot_ == kNoLcSlot && current_.load() == u.get()) raise_on(*u.get());
+    }
+    return t;
   }
   MemoryQuota memory_quota() const override { return quota_; }
   void memory_used(uint64_t live_bytes, uint64_t peak_bytes) override {
@@ -82,6 +96,7 @@ class Reconnecting final : public TenantClient {
   void lower_lc(uint32_t) override {
     std::lock_guard lock(flag_mu_);
     flag_wanted_ = false;
+    raise_pending_.store(false, std::memory_order_release);
     Use u(*this);
     if (u && raised_slot_ != kNoLcSlot) u->lower_lc(raised_slot_);
     raised_slot_ = kNoLcSlot;
@@ -175,6 +190,7 @@ class Reconnecting final : public TenantClient {
     std::lock_guard lock(flag_mu_);
     std::unique_ptr<TenantClient> c(current_.exchange(nullptr, std::memory_order_seq_cst));
     raised_slot_ = kNoLcSlot;
+    raise_pending_.store(flag_wanted_, std::memory_order_release);
     // Calls on either counter may hold it: drain the old side, move the epoch, drain the other.
     for (int i = 0; i < 2; ++i) {
       const unsigned side = epoch_.fetch_add(1, std::memory_order_seq_cst) & 1;
@@ -183,12 +199,17 @@ class Reconnecting final : public TenantClient {
     return c;
   }
 
-  // flag_mu_ held. The registration's own slot, once its lease names one.
-  void raise_on(TenantClient& c) {
+  // flag_mu_ held. The registration's own slot, once its lease names one (until then the raise is
+  // pending: lease() and the watcher try again).
+  void raise_on(TenantClient& c) const {
     const uint32_t slot = c.lease().lc_slot;
-    if (slot == kNoLcSlot) return;
+    if (slot == kNoLcSlot) {
+      raise_pending_.store(true, std::memory_order_release);
+      return;
+    }
     c.raise_lc(slot);
     raised_slot_ = slot;
+    raise_pending_.store(false, std::memory_order_release);
   }
 
   void tell(const std::string& what) const {
@@ -206,7 +227,11 @@ class Reconnecting final : public TenantClient {
       lock.unlock();
       if (!lost) {
         lost = let_go_if_gone();
-        if (lost && Clock::now() - since_ >= kSettled) delay = options_.reconnect.first_retry;
+        if (lost) {
+          delay = Clock::now() - since_ >= kSettled
+                      ? options_.reconnect.first_retry
+                      : std::min(delay * 2, options_.reconnect.most_retry * kRefusedSlowdown);
+        }
       } else {
         bool refused = false;
         if (register_again(last_failure, refused)) {
@@ -235,8 +260,10 @@ class Reconnecting final : public TenantClient {
     std::unique_ptr<TenantClient> gone = retire();
     if (!gone) return true;
     next_base_.store(gone->last_seq(), std::memory_order_release);
+    const std::string why = gone->pass_through_reason();
     gone.reset();  // its ring ends closed, its heartbeat thread joined
-    tell(fmt::format("lost concordd at {}: launches pass through until it is back", options_.socket_path));
+    tell(fmt::format("lost concordd at {}{}{}: launches pass through until it is back", options_.socket_path,
+                     why.empty() ? "" : " (", why.empty() ? "" : why + ")"));
     return true;
   }
 
@@ -249,6 +276,14 @@ class Reconnecting final : public TenantClient {
       refused = code == StatusCode::permission_denied || code == StatusCode::failed_precondition;
       if (refused && c.status().message() != last_failure) tell("registering again was refused: " + c.status().message());
       last_failure = c.status().message();
+      return false;
+    }
+    if ((*c)->granted_class() != cls_) {
+      // Not what the process launches as (a connect told to refuse should never give this).
+      refused = true;
+      last_failure = "the daemon admitted the tenant as another class";
+      tell("registering again was refused: " + last_failure);
+      (*c)->close();
       return false;
     }
     TenantClient* fresh = c->release();
@@ -282,9 +317,11 @@ class Reconnecting final : public TenantClient {
   std::atomic<uint64_t> reconnections_{0};
   Clock::time_point since_;  // the watcher's: when the registration held was made
 
-  std::mutex flag_mu_;  // the LC flag, and which registration it is up on
+  // The LC flag, and which registration it is up on (mutable: lease() raises a pending one).
+  mutable std::mutex flag_mu_;
   bool flag_wanted_ = false;
-  uint32_t raised_slot_ = kNoLcSlot;  // up on the current registration's slot (kNoLcSlot: not up there)
+  mutable std::atomic<bool> raise_pending_{false};  // wanted up, and not up on the current registration
+  mutable uint32_t raised_slot_ = kNoLcSlot;  // up on the current registration's slot (kNoLcSlot: not up there)
 
   std::mutex request_mu_;
   int open_requests_ = 0;

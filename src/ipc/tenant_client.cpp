@@ -42,6 +42,7 @@ class Client final : public TenantClient {
     channel_.up().claim(RingSide::producer, options_.info.pid, 1, now);
     if (Result<RingWriters> w = RingWriters::over(channel_.up()); w.is_ok()) {
       writers_ = std::move(*w);
+      writers_ok_ = true;
     } else {
       go_pass_through("up ring: " + w.status().message());
     }
@@ -137,7 +138,11 @@ class Client final : public TenantClient {
     return completed_local(global - base_, stream, ok, at_ns);
   }
 
-  uint64_t last_seq() const override { return base_ + writers_.last_number(); }
+  uint64_t last_seq() const override { return base_ + (writers_ok_ ? writers_.last_number() : 0); }
+  std::string pass_through_reason() const override {
+    std::lock_guard lock(why_mu_);
+    return why_;
+  }
 
  private:
   Result<Decision> wait_local(uint64_t seq) {
@@ -427,6 +432,7 @@ class Client final : public TenantClient {
   const uint64_t base_;  // seq_base: what the caller's numbers are ahead of the daemon's
 
   RingWriters writers_;  // the up ring's producer end, any thread's
+  bool writers_ok_ = false;  // made (else the client went pass-through at once)
   std::mutex mu_;  // the down ring's end, the ledger, what came down and what queued up
   LaunchLedger ledger_{kMaxOutstandingLaunches};
   std::map<uint64_t, uint64_t> ended_;  // per stream: the latest launch whose end was posted
@@ -438,7 +444,7 @@ class Client final : public TenantClient {
   std::atomic<bool> pass_{false};
   std::atomic<bool> closed_{false};
   std::atomic<uint64_t> last_liveness_ns_{0};
-  std::mutex why_mu_;
+  mutable std::mutex why_mu_;
   std::string why_;
 
   std::mutex stop_mu_;
@@ -452,7 +458,7 @@ class Client final : public TenantClient {
 Result<std::unique_ptr<TenantClient>> connect_once(const TenantClientOptions& options) {
   TenantClientOptions o = options;
   if (o.info.pid == 0) o.info.pid = static_cast<int32_t>(::getpid());
-  Result<ControlClient> control = ControlClient::connect(o.socket_path);
+  Result<ControlClient> control = ControlClient::connect(o.socket_path, o.connect_timeout);
   if (!control.is_ok()) return control.status();
   std::vector<int> fds;
   Result<Message> reply = control->call(o.info, o.connect_timeout, fds);

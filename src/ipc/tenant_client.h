@@ -140,6 +140,8 @@ class TenantClient {
   virtual uint64_t last_seq() const = 0;
   // How many times the tenant registered again after losing its daemon (0 without `reconnect`).
   virtual uint64_t reconnections() const { return 0; }
+  // Why the client turned pass-through ("" while it is not, or after close()).
+  virtual std::string pass_through_reason() const { return {}; }
 };
 
 // One registration, never reconnecting (what TenantClient::connect wraps when asked to reconnect).

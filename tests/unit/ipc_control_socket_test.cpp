@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +50,38 @@ const T& as(const Message& m) {
       << (std::holds_alternative<ErrorReply>(m) ? ": " + std::get<ErrorReply>(m).message : std::string());
   static const T empty{};
   return std::holds_alternative<T>(m) ? std::get<T>(m) : empty;
+}
+
+// A server that accepts nothing (stopped or wedged): once its queue is full a connect is an error
+// within its timeout, never a wait without end (the client that reconnects to a daemon keeps
+// trying one).
+TEST(IpcControl, AConnectToAServerThatAcceptsNothingEndsWithinItsTimeout) {
+  const std::string path = (std::filesystem::temp_directory_path() / fmt::format("concord-full-{}.sock", ::getpid())).string();
+  ::unlink(path.c_str());
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  std::vector<ControlClient> queued;
+  bool refused = false;
+  for (int i = 0; i < 16 && !refused; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<ControlClient> c = ControlClient::connect(path, std::chrono::milliseconds(100));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000)) << "connect " << i << " waited past its timeout";
+    if (c.is_ok()) {
+      queued.push_back(std::move(*c));
+    } else {
+      refused = true;
+      EXPECT_EQ(c.status().code(), StatusCode::deadline_exceeded) << c.status().to_string();
+      EXPECT_NE(c.status().message().find("accepted nothing"), std::string::npos) << c.status().to_string();
+    }
+  }
+  EXPECT_TRUE(refused) << "16 connects queued on a listener with a backlog of 1";
+  ::close(listener);
+  ::unlink(path.c_str());
 }
 
 TEST(IpcControl, SoPeerCredReadsTheRealPeer) {

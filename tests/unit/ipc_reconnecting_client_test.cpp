@@ -31,7 +31,8 @@ struct Books {
 
 class Fake final : public TenantClient {
  public:
-  Fake(Books& b, uint64_t base, uint32_t slot) : b_(b), base_(base), slot_(slot) {}
+  Fake(Books& b, uint64_t base, uint32_t slot, TenantClass cls = TenantClass::latency_critical)
+      : b_(b), base_(base), slot_(slot), cls_(cls) {}
   ~Fake() override {
     if (in_.load() != 0) ++b_.let_go_in_use;
     {
@@ -48,7 +49,7 @@ class Fake final : public TenantClient {
     In in(*this);
     return 7;
   }
-  TenantClass granted_class() const override { return TenantClass::latency_critical; }
+  TenantClass granted_class() const override { return cls_; }
   const std::string& lc_refused() const override { return none_; }
   bool pass_through() const override {
     In in(*this);
@@ -143,6 +144,7 @@ class Fake final : public TenantClient {
   std::atomic<uint64_t> n_{0};
   mutable std::atomic<int> in_{0};
   std::atomic<bool> dead_{false};
+  const TenantClass cls_;
   const std::string none_;
 };
 
@@ -153,6 +155,8 @@ struct Registrations {
   Fake* latest = nullptr;
   uint32_t next_slot = 3;
   int refuse = 0;  // refuse this many registrations first (as a daemon that says no)
+  int as_be = 0;   // then admit this many as BE (a daemon told to fall back to BE would)
+  std::vector<LcRefusal> asked;  // each registration's on_lc_refused
 
   TenantClientOptions options() {
     TenantClientOptions o;
@@ -167,27 +171,33 @@ struct Registrations {
     };
     return o;
   }
-  std::unique_ptr<TenantClient> make(uint64_t base) {
+  std::unique_ptr<TenantClient> make(uint64_t base, TenantClass cls = TenantClass::latency_critical) {
     std::lock_guard lock(mu);
     {
       std::lock_guard l(books.mu);
       books.bases.push_back(base);
     }
     ++books.made;
-    auto f = std::make_unique<Fake>(books, base, next_slot);
+    auto f = std::make_unique<Fake>(books, base, next_slot, cls);
     latest = f.get();
     return f;
   }
   ConnectOnce connect() {
     return [this](const TenantClientOptions& o) -> Result<std::unique_ptr<TenantClient>> {
+      bool be = false;
       {
         std::lock_guard lock(mu);
+        asked.push_back(o.info.on_lc_refused);
         if (refuse > 0) {
           --refuse;
           return Status::permission_denied("no LC for you");
         }
+        if (as_be > 0) {
+          --as_be;
+          be = true;
+        }
       }
-      return make(o.seq_base);
+      return make(o.seq_base, be ? TenantClass::best_effort : TenantClass::latency_critical);
     };
   }
   Fake* current() {
@@ -305,6 +315,37 @@ TEST(ReconnectingClient, TheNewRegistrationGetsTheFlagTheOpenRequestAndTheMemory
   EXPECT_EQ(count("lost concordd"), 1);
   EXPECT_EQ(count("refused: no LC for you"), 1) << "a refusal is told once per reason";
   EXPECT_EQ(count("registered again"), 1);
+}
+
+// An LC tenant registers again as LC or not at all: the new daemon is asked to refuse rather than
+// admit it as BE (the process launches as an LC, ungated), and a registration of another class is
+// let go at once, the client staying pass-through.
+TEST(ReconnectingClient, AnLcComesBackAsLcOrStaysPassThrough) {
+  Registrations r;
+  TenantClientOptions o = r.options();
+  o.info.on_lc_refused = LcRefusal::best_effort;  // the first registration's own choice
+  std::unique_ptr<TenantClient> c = reconnecting(r.make(0), o, r.connect());
+  Fake* first = r.current();
+  {
+    std::lock_guard lock(r.mu);
+    r.as_be = 1;
+  }
+  first->gone.store(true);
+  ASSERT_TRUE(eventually([&] { return r.books.let_go.load() >= 2; })) << "the BE registration was not let go";
+  ASSERT_TRUE(eventually([&] { return !c->pass_through(); }, 3s)) << "not registered again as LC";
+  EXPECT_EQ(c->granted_class(), TenantClass::latency_critical);
+  EXPECT_EQ(r.current()->granted_class(), TenantClass::latency_critical);
+  EXPECT_EQ(c->reconnections(), 1u) << "the BE registration counted as one";
+  {
+    std::lock_guard lock(r.mu);
+    ASSERT_GE(r.asked.size(), 2u);
+    for (LcRefusal a : r.asked) EXPECT_EQ(a, LcRefusal::refuse);
+  }
+  c->close();
+  std::lock_guard lock(r.books.mu);
+  EXPECT_EQ(std::count_if(r.books.events.begin(), r.books.events.end(),
+                          [](const std::string& e) { return e.find("admitted the tenant as another class") != std::string::npos; }),
+            1);
 }
 
 }  // namespace
